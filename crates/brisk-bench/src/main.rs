@@ -1,1 +1,232 @@
-fn main() {}
+//! Command-line front end of brisk-bench.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use brisk_bench::http::{parse_header, run_http, HttpConfig, RequestSpec};
+use brisk_bench::units::parse_duration;
+use brisk_bench::ws::{parse_source_ips, run_ws, WsConfig, WsMode};
+use brisk_bench::{BenchError, Scheme, Target};
+
+/// Load generator and performance lab for Brisk and its peers.
+#[derive(Parser)]
+#[command(name = "brisk-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// HTTP/1.1 load generator (wrk/ab-like).
+    Http(HttpArgs),
+    /// WebSocket load: hold connections, echo latency, broadcast fan-out.
+    Ws(WsArgs),
+}
+
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|e| e.to_string())
+}
+
+#[derive(Args)]
+struct HttpArgs {
+    /// Target, e.g. http://127.0.0.1:8080/path?query
+    url: String,
+    /// Concurrent connections.
+    #[arg(short = 'c', long, default_value_t = 10)]
+    connections: usize,
+    /// Run length (10s, 500ms, 1m); default 10s unless -n is given.
+    #[arg(short = 'd', long, value_parser = duration_arg)]
+    duration: Option<Duration>,
+    /// Total requests to attempt.
+    #[arg(short = 'n', long)]
+    requests: Option<u64>,
+    /// Threads, each a single-threaded runtime owning connections/threads connections.
+    #[arg(short = 't', long, default_value_t = 1)]
+    threads: usize,
+    /// Open a new connection per request and send `Connection: close`.
+    #[arg(long)]
+    no_keepalive: bool,
+    /// Constant total rate in requests/s; latency counts from the scheduled send time.
+    #[arg(short = 'R', long)]
+    rate: Option<f64>,
+    /// Request method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    method: String,
+    /// Extra header "Name: value" (repeatable).
+    #[arg(short = 'H', long = "header")]
+    headers: Vec<String>,
+    /// Request body (sets Content-Length).
+    #[arg(long)]
+    body: Option<String>,
+    /// Per-request timeout.
+    #[arg(long, default_value = "5s", value_parser = duration_arg)]
+    timeout: Duration,
+    /// Print one JSON object instead of the human report.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Hold,
+    Echo,
+    Broadcast,
+}
+
+#[derive(Args)]
+struct WsArgs {
+    /// Target, e.g. ws://127.0.0.1:8080/ws
+    url: String,
+    /// Load connections to open and hold (receivers in broadcast mode).
+    #[arg(short = 'c', long, default_value_t = 10)]
+    connections: usize,
+    /// Connection attempts per second (default: all at once).
+    #[arg(long)]
+    ramp: Option<f64>,
+    /// How long to hold the connections (or run messages) after the ramp.
+    #[arg(long, default_value = "10s", value_parser = duration_arg)]
+    hold: Duration,
+    /// Threads the connections are spread over.
+    #[arg(short = 't', long, default_value_t = 1)]
+    threads: usize,
+    /// Source addresses: 127.0.0.1,127.0.0.2 or 127.0.0.1-127.0.0.8.
+    #[arg(long)]
+    source_ips: Option<String>,
+    /// Connect plus handshake timeout.
+    #[arg(long, default_value = "5s", value_parser = duration_arg)]
+    timeout: Duration,
+    /// What the connections do.
+    #[arg(long, value_enum, default_value_t = ModeArg::Hold)]
+    mode: ModeArg,
+    /// Messages/s: total over all connections (echo) or the sender's rate (broadcast).
+    #[arg(long, default_value_t = 100.0)]
+    rate: f64,
+    /// Message size in bytes (minimum 16).
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Broadcast: messages to publish (default: until --hold ends).
+    #[arg(long)]
+    messages: Option<u64>,
+    /// Broadcast: URL of the sender connection (default: the target URL).
+    #[arg(long)]
+    sender_url: Option<String>,
+    /// Broadcast: path of the sender connection on the target host.
+    #[arg(long, conflicts_with = "sender_url")]
+    send_path: Option<String>,
+    /// Longest wait for outstanding messages after the last send.
+    #[arg(long, default_value = "2s", value_parser = duration_arg)]
+    drain: Duration,
+    /// Print one JSON object instead of the human report.
+    #[arg(long)]
+    json: bool,
+}
+
+fn http_config(args: &HttpArgs) -> Result<HttpConfig, BenchError> {
+    let target = Target::parse(&args.url, Scheme::Http)?;
+    let headers = args
+        .headers
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut config = HttpConfig::new(target);
+    config.connections = args.connections;
+    config.threads = args.threads;
+    config.duration = args.duration;
+    config.requests = args.requests;
+    config.rate = args.rate;
+    config.timeout = args.timeout;
+    config.request = RequestSpec {
+        method: args.method.clone(),
+        headers,
+        body: args.body.clone(),
+        keep_alive: !args.no_keepalive,
+    };
+    Ok(config)
+}
+
+fn ws_config(args: &WsArgs) -> Result<WsConfig, BenchError> {
+    let target = Target::parse(&args.url, Scheme::Ws)?;
+    let sender = match (&args.sender_url, &args.send_path) {
+        (Some(url), _) => Some(Target::parse(url, Scheme::Ws)?),
+        (None, Some(path)) => Some(target.with_path(path)),
+        (None, None) => None,
+    };
+    let mut config = WsConfig::new(target);
+    config.connections = args.connections;
+    config.ramp = args.ramp;
+    config.hold = args.hold;
+    config.threads = args.threads;
+    config.source_ips = match &args.source_ips {
+        Some(list) => parse_source_ips(list)?,
+        None => Vec::new(),
+    };
+    config.timeout = args.timeout;
+    config.mode = match args.mode {
+        ModeArg::Hold => WsMode::Hold,
+        ModeArg::Echo => WsMode::Echo,
+        ModeArg::Broadcast => WsMode::Broadcast,
+    };
+    config.rate = args.rate;
+    config.size = args.size;
+    config.messages = args.messages;
+    config.sender = sender;
+    config.drain = args.drain;
+    Ok(config)
+}
+
+/// Lifts the open-file soft limit to the hard limit so that many
+/// connections can be held.
+fn raise_fd_limit() {
+    // SAFETY: plain getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    raise_fd_limit();
+    match cli.command {
+        Command::Http(args) => {
+            let report = run_http(&http_config(&args)?)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", report.render_human());
+            }
+        }
+        Command::Ws(args) => {
+            let report = run_ws(&ws_config(&args)?)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", report.render_human());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("{err}");
+            let usage = err
+                .downcast_ref::<BenchError>()
+                .is_some_and(BenchError::is_usage);
+            ExitCode::from(if usage { 2 } else { 1 })
+        }
+    }
+}
