@@ -2,14 +2,11 @@
 
 mod common;
 
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use brisk_bench::http::{run_http, HttpConfig, RequestSpec};
 use brisk_bench::{Scheme, Target};
-use common::{http_server, Body};
-
-const BIN: &str = env!("CARGO_BIN_EXE_brisk-bench");
+use common::{http_server, run_bin, Body};
 
 /// A request-count run with a safety duration so a bug cannot hang the test.
 fn counted(url: &str, connections: usize, requests: u64) -> HttpConfig {
@@ -110,36 +107,6 @@ fn constant_rate_is_held() {
         "server saw {served} req/s, report {report:?}"
     );
     assert_eq!(report.errors.total, 0, "{report:?}");
-}
-
-/// Runs the binary with a wall-clock limit; returns (exit code, stdout, stderr, elapsed).
-fn run_bin(args: &[&str], limit: Duration) -> (i32, String, String, Duration) {
-    let start = Instant::now();
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("brisk-bench {args:?} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let elapsed = start.elapsed();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        elapsed,
-    )
 }
 
 #[test]

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -230,6 +231,8 @@ pub fn ws_broadcast_server() -> TestServer {
                 let registry = Arc::clone(&clients);
                 // Register inside the handshake callback, before the 101
                 // response goes out, so no broadcast can be missed.
+                // The error type is fixed by tungstenite's callback API.
+                #[allow(clippy::result_large_err)]
                 let register = move |_req: &tokio_tungstenite::tungstenite::handshake::server::Request,
                                      resp: tokio_tungstenite::tungstenite::handshake::server::Response| {
                     registry.lock().unwrap().push(tx);
@@ -258,4 +261,34 @@ pub fn ws_broadcast_server() -> TestServer {
             });
         }
     })
+}
+
+/// Runs the binary with a wall-clock limit; returns (exit code, stdout, stderr, elapsed).
+pub fn run_bin(args: &[&str], limit: Duration) -> (i32, String, String, Duration) {
+    let start = std::time::Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_brisk-bench"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("brisk-bench {args:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = start.elapsed();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed,
+    )
 }
