@@ -1,1 +1,115 @@
-fn main(){}
+//! brisk-demo: the showcase app. Text echo on `text://127.0.0.1:7000`, Frame echo on
+//! `frame://127.0.0.1:7001`, and every control command.
+//!
+//! ```text
+//! brisk-demo start              # foreground
+//! brisk-demo --workers 4 start -d
+//! brisk-demo status
+//! brisk-demo --config demo.toml start
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use brisk::{App, Server};
+use clap::Parser;
+use serde::Deserialize;
+
+/// Command line: the demo's settings, then a control command.
+#[derive(Debug, Parser)]
+#[command(
+    name = "brisk-demo",
+    version,
+    about = "Brisk showcase: Text and Frame echo servers"
+)]
+struct Args {
+    /// Worker processes per server (default: number of CPUs).
+    #[arg(long, global = true)]
+    workers: Option<usize>,
+    /// Address of the Text echo server.
+    #[arg(long, global = true)]
+    text: Option<String>,
+    /// Address of the Frame echo server.
+    #[arg(long, global = true)]
+    frame: Option<String>,
+    /// Directory for the pid file, control socket and daemon log (default ./run).
+    #[arg(long, global = true)]
+    run_dir: Option<PathBuf>,
+    /// Seconds a graceful stop or reload waits for in-flight work (default 30).
+    #[arg(long, global = true)]
+    graceful_timeout: Option<u64>,
+    /// A TOML file with any of the settings above (flags win).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: brisk::Command,
+}
+
+/// The settings a config file may hold.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    workers: Option<usize>,
+    text: Option<String>,
+    frame: Option<String>,
+    run_dir: Option<PathBuf>,
+    graceful_timeout: Option<u64>,
+}
+
+fn load_config(path: &PathBuf) -> anyhow::Result<Config> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("bad config file {}", path.display()))
+}
+
+fn build(args: &Args) -> anyhow::Result<App> {
+    let file = match &args.config {
+        Some(p) => load_config(p)?,
+        None => Config::default(),
+    };
+    let text = args
+        .text
+        .clone()
+        .or(file.text)
+        .unwrap_or("text://127.0.0.1:7000".into());
+    let frame = args
+        .frame
+        .clone()
+        .or(file.frame)
+        .unwrap_or("frame://127.0.0.1:7001".into());
+    let workers = args.workers.or(file.workers);
+    let run_dir = args
+        .run_dir
+        .clone()
+        .or(file.run_dir)
+        .unwrap_or("run".into());
+    let graceful = args
+        .graceful_timeout
+        .or(file.graceful_timeout)
+        .unwrap_or(30);
+
+    let mut text = Server::new(&text)?.on_message(|conn, line| async move { conn.send(line) });
+    let mut frame = Server::new(&frame)?.on_message(|conn, msg| async move { conn.send(msg) });
+    if let Some(n) = workers {
+        text = text.workers(n);
+        frame = frame.workers(n);
+    }
+    Ok(App::new("brisk-demo")
+        .run_dir(run_dir)
+        .graceful_timeout(Duration::from_secs(graceful))
+        .server(text)
+        .server(frame))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match build(&args) {
+        Ok(app) => app.run_command(args.command),
+        Err(e) => {
+            eprintln!("brisk-demo: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

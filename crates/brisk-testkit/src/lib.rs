@@ -1,0 +1,286 @@
+//! Test harness for Brisk: starts a real Brisk program on loopback in its own process group,
+//! talks to it with its own CLI, and kills the whole group when dropped, even if the test
+//! failed.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+/// A fresh, empty directory under the system temp dir, unique to this test process and call.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "brisk-test-{}-{}-{tag}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// A TCP port that was free a moment ago (and, being ephemeral, will rarely be taken soon).
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    let port = l.local_addr().unwrap().port();
+    // Also make sure UDP is free on that number, for tests that use both.
+    let _ = UdpSocket::bind(("127.0.0.1", port));
+    port
+}
+
+/// A running Brisk program: master and workers in their own process group.
+pub struct ServerProcess {
+    bin: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+    /// The run directory (pid file, control socket, log).
+    pub run_dir: PathBuf,
+    log: PathBuf,
+}
+
+impl ServerProcess {
+    /// Starts `bin ARGS... --run-dir DIR start` in the foreground (own process group) and waits
+    /// until `status` lists `workers` workers.
+    pub fn start(bin: impl AsRef<Path>, args: &[&str], workers: usize) -> Result<Self> {
+        let run_dir = temp_dir("run");
+        let mut p = Self::spawn(bin, args, run_dir)?;
+        p.wait_workers(workers, Duration::from_secs(30))?;
+        Ok(p)
+    }
+
+    /// Starts the program without waiting; see [`ServerProcess::start`].
+    pub fn spawn(bin: impl AsRef<Path>, args: &[&str], run_dir: PathBuf) -> Result<Self> {
+        let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        args.push("--run-dir".into());
+        args.push(run_dir.display().to_string());
+        let log = run_dir.join("test-output.log");
+        let out = std::fs::File::create(&log)?;
+        let child = Command::new(bin.as_ref())
+            .args(&args)
+            .arg("start")
+            .env(
+                "BRISK_LOG",
+                std::env::var("BRISK_LOG").unwrap_or("info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("spawn {}", bin.as_ref().display()))?;
+        Ok(ServerProcess {
+            bin: bin.as_ref().to_path_buf(),
+            args,
+            child: Some(child),
+            run_dir,
+            log,
+        })
+    }
+
+    /// The master's pid.
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
+    }
+
+    /// Runs a control command (`status`, `stop -g`, …) with the same settings.
+    pub fn cli(&self, command: &[&str]) -> Output {
+        Command::new(&self.bin)
+            .args(&self.args)
+            .args(command)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the CLI")
+    }
+
+    /// `status --json`, parsed.
+    pub fn status(&self) -> Result<serde_json::Value> {
+        let out = self.cli(&["status", "--json"]);
+        if !out.status.success() {
+            bail!("status failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(serde_json::from_slice(&out.stdout)?)
+    }
+
+    /// Pids of the workers `status` lists.
+    pub fn worker_pids(&self) -> Result<Vec<i32>> {
+        let s = self.status()?;
+        let mut pids: Vec<i32> = s["workers"]
+            .as_array()
+            .context("workers")?
+            .iter()
+            .map(|w| w["pid"].as_i64().unwrap_or(0) as i32)
+            .collect();
+        pids.sort();
+        Ok(pids)
+    }
+
+    /// Sum of one numeric field over all workers in `status`.
+    pub fn total(&self, field: &str) -> Result<u64> {
+        let s = self.status()?;
+        Ok(s["workers"]
+            .as_array()
+            .context("workers")?
+            .iter()
+            .map(|w| w[field].as_u64().unwrap_or(0))
+            .sum())
+    }
+
+    /// Waits until `status` lists `n` workers.
+    pub fn wait_workers(&mut self, n: usize, timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            if let Ok(pids) = self.worker_pids() {
+                if pids.len() == n {
+                    return Ok(());
+                }
+            }
+            if let Some(c) = self.child.as_mut() {
+                if let Some(status) = c.try_wait()? {
+                    bail!("the server exited ({status}) during start:\n{}", self.log());
+                }
+            }
+            if start.elapsed() > timeout {
+                bail!("{n} workers not up after {timeout:?}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for the master to exit and returns whether it exited with success.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<bool> {
+        let start = Instant::now();
+        let child = self.child.as_mut().context("no child")?;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status.success());
+            }
+            if start.elapsed() > timeout {
+                bail!("the master did not exit within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What the program printed so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // A daemonized master lives in another session: kill it by its pid file too.
+        let pid_files = std::fs::read_dir(&self.run_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "pid"));
+        for entry in pid_files {
+            if let Ok(pid) = std::fs::read_to_string(entry.path()) {
+                if let Ok(pid) = pid.trim().parse::<i32>() {
+                    // SAFETY: killing the test's own server processes.
+                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: the child leads its own process group; kill master and workers.
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- server output ---\n{}", self.log());
+        }
+    }
+}
+
+/// Resident memory of a process in KiB (from /proc).
+pub fn rss_kib(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Connects to `127.0.0.1:port`, retrying for up to 5 s while the server comes up.
+pub fn connect(port: u16) -> TcpStream {
+    let start = Instant::now();
+    loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => {
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                s.set_nodelay(true).unwrap();
+                return s;
+            }
+            Err(e) if start.elapsed() > Duration::from_secs(5) => panic!("connect {port}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Sends `line` plus a newline and reads one line back (without the newline).
+pub fn text_round_trip(s: &mut TcpStream, line: &str) -> String {
+    s.write_all(format!("{line}\n").as_bytes()).unwrap();
+    read_line(s)
+}
+
+/// Reads bytes up to a newline.
+pub fn read_line(s: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let mut b = [0u8; 1];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => break,
+            Ok(_) if b[0] == b'\n' => break,
+            Ok(_) => out.push(b[0]),
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Encodes a Frame message (4-byte big-endian length including itself).
+pub fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut v = ((payload.len() + 4) as u32).to_be_bytes().to_vec();
+    v.extend_from_slice(payload);
+    v
+}
+
+/// Reads one Frame message and returns its payload.
+pub fn read_frame(s: &mut impl Read) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    let mut payload = vec![0u8; len.saturating_sub(4)];
+    s.read_exact(&mut payload)?;
+    Ok(payload)
+}
+
+/// Reads lines from a buffered reader until `pred` matches one (or EOF).
+pub fn read_until_line(r: &mut impl BufRead, pred: impl Fn(&str) -> bool) -> Option<String> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if pred(line.trim_end()) {
+            return Some(line.trim_end().to_string());
+        }
+    }
+}
+
+/// Wraps a stream for line reading.
+pub fn lines(s: &TcpStream) -> BufReader<TcpStream> {
+    BufReader::new(s.try_clone().unwrap())
+}

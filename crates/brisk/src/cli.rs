@@ -1,0 +1,291 @@
+//! The control CLI every app gets, and its client side: commands that talk to a running master
+//! over its control socket.
+
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+
+use crate::app::App;
+use crate::error::{Error, Result};
+use crate::ipc::{read_msg, write_msg, ControlReply, ControlRequest, MasterStatus};
+use crate::master::pidfile;
+use crate::stats::ConnectionInfo;
+
+/// The default command line: just the control commands.
+#[derive(Debug, Parser)]
+#[command(about = "A Brisk server")]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The control commands. Add them to your own `clap` parser with `#[command(subcommand)]`,
+/// then call [`App::run_command`](crate::App::run_command).
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Start the master and its workers (in the foreground unless -d).
+    Start {
+        /// Run in the background; logs go to RUN_DIR/NAME.log.
+        #[arg(short = 'd', long)]
+        daemon: bool,
+    },
+    /// Stop the running app.
+    Stop {
+        /// Stop accepting, let open requests finish (up to the graceful timeout), then stop.
+        #[arg(short = 'g', long)]
+        graceful: bool,
+    },
+    /// Stop the running app (if any), then start it again.
+    Restart {
+        /// Run in the background.
+        #[arg(short = 'd', long)]
+        daemon: bool,
+    },
+    /// Replace every worker, one at a time, with a fresh process of the current binary.
+    Reload {
+        /// Let each old worker finish its in-flight work before it exits.
+        #[arg(short = 'g', long)]
+        graceful: bool,
+    },
+    /// One row per worker: pid, memory, connections, messages, errors, timers, uptime.
+    Status {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One row per open connection.
+    Connections {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Sends one request to the running master and returns its reply.
+fn request(app: &App, req: ControlRequest, timeout: Duration) -> Result<ControlReply> {
+    let pid_file = app.pid_file();
+    if pidfile::running_pid(&pid_file).is_none() {
+        return Err(not_running(app));
+    }
+    let socket = app.control_socket();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the CLI runtime", e))?;
+    rt.block_on(async {
+        let exchange = async {
+            let mut s = tokio::net::UnixStream::connect(&socket).await?;
+            write_msg(&mut s, &req).await?;
+            read_msg::<_, ControlReply>(&mut s).await
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok(Some(reply))) => Ok(reply),
+            Ok(Ok(None)) => Err(Error::Control("the master closed the connection".into())),
+            Ok(Err(e)) => Err(Error::Control(format!(
+                "cannot talk to the master at {}: {e}",
+                socket.display()
+            ))),
+            Err(_) => Err(Error::Control(format!(
+                "the master did not answer within {} s",
+                timeout.as_secs()
+            ))),
+        }
+    })
+}
+
+fn not_running(app: &App) -> Error {
+    Error::NotRunning {
+        name: app.name.clone(),
+        pid_file: app.pid_file().display().to_string(),
+    }
+}
+
+fn unexpected(reply: ControlReply) -> Error {
+    match reply {
+        ControlReply::Error(e) => Error::Control(e),
+        other => Error::Control(format!("unexpected reply {other:?}")),
+    }
+}
+
+/// `stop [-g]`: asks the master to stop and waits until it has exited.
+pub(crate) fn stop(app: &App, graceful: bool) -> Result<()> {
+    let pid = pidfile::running_pid(&app.pid_file()).ok_or_else(|| not_running(app))?;
+    if let Err(e) = request(
+        app,
+        ControlRequest::Stop { graceful },
+        Duration::from_secs(5),
+    ) {
+        // The control socket is gone or stuck: fall back to the signal.
+        tracing::debug!("control request failed ({e}); signalling pid {pid}");
+        let sig = if graceful {
+            libc::SIGQUIT
+        } else {
+            libc::SIGTERM
+        };
+        // SAFETY: sending a signal to a pid read from our own pid file.
+        unsafe { libc::kill(pid, sig) };
+    }
+    let limit = if graceful {
+        app.graceful_timeout + Duration::from_secs(10)
+    } else {
+        Duration::from_secs(15)
+    };
+    let start = Instant::now();
+    while pidfile::alive(pid) {
+        if start.elapsed() > limit {
+            return Err(Error::Control(format!(
+                "{} (pid {pid}) did not stop within {} s",
+                app.name,
+                limit.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!("{} stopped", app.name);
+    Ok(())
+}
+
+/// `reload [-g]`: replaces every worker and waits until done.
+pub(crate) fn reload(app: &App, graceful: bool) -> Result<()> {
+    let timeout = app.graceful_timeout * 2 + Duration::from_secs(60);
+    match request(app, ControlRequest::Reload { graceful }, timeout)? {
+        ControlReply::Done(msg) => {
+            println!("{msg}");
+            Ok(())
+        }
+        other => Err(unexpected(other)),
+    }
+}
+
+/// `status [--json]`.
+pub(crate) fn status(app: &App, json: bool) -> Result<()> {
+    match request(app, ControlRequest::Status, Duration::from_secs(10))? {
+        ControlReply::Status(s) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+            } else {
+                print!("{}", format_status(&s));
+            }
+            Ok(())
+        }
+        other => Err(unexpected(other)),
+    }
+}
+
+/// `connections [--json]`.
+pub(crate) fn connections(app: &App, json: bool) -> Result<()> {
+    match request(app, ControlRequest::Connections, Duration::from_secs(30))? {
+        ControlReply::Connections(list) => {
+            if json {
+                println!("{}", serde_json::to_string(&list).unwrap_or_default());
+            } else {
+                print!("{}", format_connections(&list));
+            }
+            Ok(())
+        }
+        other => Err(unexpected(other)),
+    }
+}
+
+/// Formats seconds as `1d02h`, `3h04m`, `5m06s` or `7s`.
+pub(crate) fn duration_short(s: u64) -> String {
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..=86399 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+/// The `status` table.
+pub fn format_status(s: &MasterStatus) -> String {
+    let mut out = format!(
+        "{}  master pid {}  uptime {}  workers {}  restarts {}\n",
+        s.name,
+        s.master_pid,
+        duration_short(s.uptime_s),
+        s.workers.len(),
+        s.restarts
+    );
+    let width = s
+        .workers
+        .iter()
+        .map(|w| w.server.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    out += &format!(
+        "{:<width$}  {:>6}  {:>8}  {:>10}  {:>11}  {:>11}  {:>6}  {:>8}  {:>7}  {:>8}\n",
+        "server",
+        "worker",
+        "pid",
+        "memory",
+        "connections",
+        "messages",
+        "errors",
+        "rejected",
+        "timers",
+        "uptime"
+    );
+    for w in &s.workers {
+        out += &format!(
+            "{:<width$}  {:>6}  {:>8}  {:>10}  {:>11}  {:>11}  {:>6}  {:>8}  {:>7}  {:>8}\n",
+            w.server,
+            w.worker,
+            w.pid,
+            mib(w.rss_kib),
+            w.connections,
+            w.total_request,
+            w.throw_exception,
+            w.rejected,
+            w.timers,
+            duration_short(w.uptime_s)
+        );
+    }
+    let sum = |f: fn(&crate::stats::WorkerStatus) -> u64| s.workers.iter().map(f).sum::<u64>();
+    out += &format!(
+        "{:<width$}  {:>6}  {:>8}  {:>10}  {:>11}  {:>11}  {:>6}  {:>8}  {:>7}  {:>8}\n",
+        "total",
+        s.workers.len(),
+        "",
+        mib(sum(|w| w.rss_kib)),
+        sum(|w| w.connections),
+        sum(|w| w.total_request),
+        sum(|w| w.throw_exception),
+        sum(|w| w.rejected),
+        sum(|w| w.timers),
+        ""
+    );
+    for pid in &s.unresponsive {
+        out += &format!("worker pid {pid} did not answer\n");
+    }
+    out
+}
+
+/// The `connections` table.
+pub fn format_connections(list: &[ConnectionInfo]) -> String {
+    let mut out = format!(
+        "{:<24}  {:>6}  {:>8}  {:>8}  {:<40}  {:>12}  {:>12}  {:>8}\n",
+        "server", "worker", "pid", "id", "remote", "bytes in", "bytes out", "age"
+    );
+    for c in list {
+        out += &format!(
+            "{:<24}  {:>6}  {:>8}  {:>8}  {:<40}  {:>12}  {:>12}  {:>8}\n",
+            c.server,
+            c.worker,
+            c.pid,
+            c.id,
+            c.remote,
+            c.bytes_in,
+            c.bytes_out,
+            duration_short(c.age_s)
+        );
+    }
+    out += &format!("{} connections\n", list.len());
+    out
+}

@@ -1,0 +1,93 @@
+//! `start -d`: runs the master in the background.
+//!
+//! Instead of `fork()`, the CLI starts the same program again in a new session with its output
+//! going to the log file, then waits until that master answers on its control socket (or
+//! died, in which case it prints the end of the log).
+
+use std::fs::OpenOptions;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::pidfile;
+use crate::app::App;
+use crate::error::{Error, Result};
+
+/// Set in the environment of the background master.
+const ENV_DAEMON: &str = "BRISK_DAEMON";
+
+/// Whether this process is the background master started by [`start`].
+pub(crate) fn is_daemon_child() -> bool {
+    std::env::var_os(ENV_DAEMON).is_some()
+}
+
+/// Removes the daemon marker so workers do not inherit it.
+pub(crate) fn clear_marker(cmd: &mut tokio::process::Command) {
+    cmd.env_remove(ENV_DAEMON);
+}
+
+/// Starts the master in the background and waits until it is serving.
+pub(crate) fn start(app: &App) -> Result<()> {
+    app.check_run_dir()?;
+    if let Some(pid) = pidfile::running_pid(&app.pid_file()) {
+        return Err(Error::AlreadyRunning {
+            name: app.name.clone(),
+            pid,
+        });
+    }
+    let log_path = app.log_file();
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| Error::io(format!("cannot open log file {}", log_path.display()), e))?;
+    let log_len = log.metadata().map(|m| m.len()).unwrap_or(0);
+    let exe = std::env::current_exe().map_err(|e| Error::io("cannot find this program", e))?;
+    let mut cmd = Command::new(exe);
+    cmd.args(std::env::args_os().skip(1))
+        .env(ENV_DAEMON, "1")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(|e| Error::io("log file", e))?)
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe; it detaches the master from our terminal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::io("cannot start the background master", e))?;
+    let started = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let tail: String = log.get(log_len as usize..).unwrap_or("").to_string();
+            return Err(Error::Config(format!(
+                "the background master exited ({status}) before it was ready; its log {} says:\n{}",
+                log_path.display(),
+                tail.trim_end()
+            )));
+        }
+        let ready = pidfile::running_pid(&app.pid_file()) == Some(child.id() as i32)
+            && std::os::unix::net::UnixStream::connect(app.control_socket()).is_ok();
+        if ready {
+            println!(
+                "{} started in the background: master pid {}, log {}",
+                app.name,
+                child.id(),
+                log_path.display()
+            );
+            return Ok(());
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            return Err(Error::Config(format!(
+                "the background master (pid {}) is not ready after 30 s; see {}",
+                child.id(),
+                log_path.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

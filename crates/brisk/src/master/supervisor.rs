@@ -1,0 +1,571 @@
+//! Starting, watching, replacing and stopping workers.
+//!
+//! Signals and control requests become [`Event`]s handled one at a time by the master loop;
+//! each worker has a task that waits for it to exit and one that reads its messages. A worker
+//! that exits unexpectedly is restarted at once the first time and with a growing delay if it
+//! keeps dying young.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt};
+use std::process::{ExitStatus, Stdio};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{mpsc, oneshot, Notify};
+
+use super::{control, daemon, Plan};
+use crate::error::{Error, Result};
+use crate::ipc::{read_msg, write_msg, MasterStatus, ToMaster, ToWorker};
+use crate::stats::{ConnectionInfo, WorkerStatus};
+use crate::worker::{ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
+
+/// How long a new worker may take to open its listener and run `on_worker_start`.
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// A worker that dies younger than this counts as failing to start.
+const YOUNG: Duration = Duration::from_secs(1);
+/// Longest delay between restarts of a worker that keeps failing.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// What the master loop acts on.
+pub(crate) enum Event {
+    Stop {
+        graceful: bool,
+    },
+    Reload {
+        graceful: bool,
+        done: Option<oneshot::Sender<std::result::Result<String, String>>>,
+    },
+}
+
+/// The master's end of one worker's control channel.
+struct Channel {
+    tx: mpsc::UnboundedSender<ToWorker>,
+    replies: RefCell<VecDeque<oneshot::Sender<ToMaster>>>,
+    ready: RefCell<Option<oneshot::Sender<std::result::Result<(), String>>>>,
+}
+
+/// One worker process.
+pub(crate) struct Worker {
+    pub pid: i32,
+    slot: usize,
+    started: Instant,
+    channel: Rc<Channel>,
+    ready: RefCell<Option<oneshot::Receiver<std::result::Result<(), String>>>>,
+    /// Being replaced or stopped: its exit is expected.
+    retiring: Cell<bool>,
+}
+
+impl Worker {
+    /// Sends a request and waits for its reply.
+    async fn ask(&self, msg: ToWorker, timeout: Duration) -> Option<ToMaster> {
+        let (tx, rx) = oneshot::channel();
+        self.channel.replies.borrow_mut().push_back(tx);
+        self.channel.tx.send(msg).ok()?;
+        tokio::time::timeout(timeout, rx).await.ok()?.ok()
+    }
+
+    fn tell(&self, msg: ToWorker) {
+        let _ = self.channel.tx.send(msg);
+    }
+
+    /// Waits until the worker reports ready, fails, or exits.
+    async fn wait_ready(&self) -> std::result::Result<(), String> {
+        let Some(rx) = self.ready.borrow_mut().take() else {
+            return Ok(());
+        };
+        match tokio::time::timeout(READY_TIMEOUT, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(format!(
+                "worker pid {} exited before it was ready",
+                self.pid
+            )),
+            Err(_) => Err(format!(
+                "worker pid {} was not ready after {} s",
+                self.pid,
+                READY_TIMEOUT.as_secs()
+            )),
+        }
+    }
+
+    fn kill(&self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+    }
+}
+
+pub(crate) struct Supervisor {
+    pub plan: Plan,
+    slots: Vec<(usize, usize)>,
+    current: RefCell<Vec<Option<Rc<Worker>>>>,
+    live: RefCell<HashMap<i32, Rc<Worker>>>,
+    failures: RefCell<Vec<u32>>,
+    stopping: Cell<bool>,
+    reloading: Cell<bool>,
+    restarts: Cell<u64>,
+    started: Instant,
+    exited: Notify,
+    pub events: mpsc::UnboundedSender<Event>,
+}
+
+/// Starts the workers and supervises them until a stop; the master's whole life.
+pub(crate) fn run(plan: Plan) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot build the master runtime", e))?;
+    let local = tokio::task::LocalSet::new();
+    let span = tracing::info_span!("master");
+    let _entered = span.enter();
+    local.block_on(&rt, async move {
+        let (events, mut rx) = mpsc::unbounded_channel();
+        let slots = plan.slots();
+        let n = slots.len();
+        let sup = Rc::new(Supervisor {
+            plan,
+            slots,
+            current: RefCell::new(vec![None; n]),
+            live: RefCell::new(HashMap::new()),
+            failures: RefCell::new(vec![0; n]),
+            stopping: Cell::new(false),
+            reloading: Cell::new(false),
+            restarts: Cell::new(0),
+            started: Instant::now(),
+            exited: Notify::new(),
+            events,
+        });
+        sup.install_signal_handlers()?;
+        if let Err(msg) = sup.start_all().await {
+            sup.stop_all(false).await;
+            return Err(Error::Config(msg));
+        }
+        let control = control::serve(sup.clone())?;
+        tracing::info!(
+            "{} started: master pid {}, {}",
+            sup.plan.name,
+            std::process::id(),
+            sup.plan
+                .services
+                .iter()
+                .map(|s| format!("{} × {} workers", s.address, s.workers))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                Event::Stop { graceful } => {
+                    tracing::info!(graceful, "stopping");
+                    sup.stop_all(graceful).await;
+                    break;
+                }
+                Event::Reload { graceful, done } => {
+                    if sup.reloading.get() {
+                        if let Some(d) = done {
+                            let _ = d.send(Err("a reload is already running".into()));
+                        }
+                        continue;
+                    }
+                    let sup = sup.clone();
+                    tokio::task::spawn_local(async move {
+                        sup.reloading.set(true);
+                        let r = sup.reload(graceful).await;
+                        sup.reloading.set(false);
+                        match &r {
+                            Ok(m) => tracing::info!("{m}"),
+                            Err(m) => tracing::error!("reload stopped: {m}"),
+                        }
+                        if let Some(d) = done {
+                            let _ = d.send(r);
+                        }
+                    });
+                }
+            }
+        }
+        drop(control);
+        let _ = std::fs::remove_file(&sup.plan.control_socket);
+        tracing::info!("{} stopped", sup.plan.name);
+        Ok(())
+    })
+}
+
+impl Supervisor {
+    fn install_signal_handlers(self: &Rc<Self>) -> Result<()> {
+        let table = [
+            (SignalKind::interrupt(), Some(false), false),
+            (SignalKind::terminate(), Some(false), false),
+            (SignalKind::quit(), Some(true), false),
+            (SignalKind::user_defined1(), None, false),
+            (SignalKind::user_defined2(), None, true),
+        ];
+        for (kind, stop, graceful_reload) in table {
+            let mut sig =
+                signal(kind).map_err(|e| Error::io("cannot install signal handlers", e))?;
+            let events = self.events.clone();
+            tokio::task::spawn_local(async move {
+                while sig.recv().await.is_some() {
+                    let ev = match stop {
+                        Some(graceful) => Event::Stop { graceful },
+                        None => Event::Reload {
+                            graceful: graceful_reload,
+                            done: None,
+                        },
+                    };
+                    if events.send(ev).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts every worker and waits until all are ready.
+    async fn start_all(self: &Rc<Self>) -> std::result::Result<(), String> {
+        let mut started = Vec::new();
+        for slot in 0..self.slots.len() {
+            let w = self
+                .spawn(slot)
+                .map_err(|e| format!("cannot start a worker: {e}"))?;
+            self.current.borrow_mut()[slot] = Some(w.clone());
+            started.push(w);
+        }
+        for w in started {
+            w.wait_ready().await?;
+        }
+        Ok(())
+    }
+
+    /// Starts one worker process for `slot`.
+    fn spawn(self: &Rc<Self>, slot: usize) -> std::io::Result<Rc<Worker>> {
+        let (service, index) = self.slots[slot];
+        let plan = &self.plan;
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        // Move the child's descriptors above the numbers they get in the child (3 and 4), so
+        // the dup2 calls after fork cannot clobber each other.
+        let ipc_hi = dup_high(theirs.as_raw_fd())?;
+        drop(theirs);
+        let listen_hi = match plan.services[service].listen_fd {
+            Some(fd) => Some(dup_high(fd)?),
+            None => None,
+        };
+        let mut cmd = tokio::process::Command::new(&plan.exe);
+        cmd.args(&plan.args)
+            .env(ENV_WORKER, format!("{service}:{index}"))
+            .env(ENV_IPC_FD, "3")
+            .env_remove(ENV_LISTEN_FD)
+            .stdin(Stdio::null());
+        daemon::clear_marker(&mut cmd);
+        if listen_hi.is_some() {
+            cmd.env(ENV_LISTEN_FD, "4");
+        }
+        if let Some(gid) = plan.gid {
+            cmd.as_std_mut().gid(gid);
+        }
+        if let Some(uid) = plan.uid {
+            cmd.as_std_mut().uid(uid);
+        }
+        let ipc_raw = ipc_hi.as_raw_fd();
+        let listen_raw = listen_hi.as_ref().map(|f| f.as_raw_fd());
+        // SAFETY: only async-signal-safe calls (prctl, dup2) run between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                if libc::dup2(ipc_raw, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(l) = listen_raw {
+                    if libc::dup2(l, 4) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        drop(ipc_hi);
+        drop(listen_hi);
+        let pid = child.id().unwrap_or(0) as i32;
+        ours.set_nonblocking(true)?;
+        let stream = tokio::net::UnixStream::from_std(ours)?;
+        let (mut rd, mut wr) = stream.into_split();
+        let (tx, mut rx) = mpsc::unbounded_channel::<ToWorker>();
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let channel = Rc::new(Channel {
+            tx,
+            replies: RefCell::new(VecDeque::new()),
+            ready: RefCell::new(Some(ready_tx)),
+        });
+        let worker = Rc::new(Worker {
+            pid,
+            slot,
+            started: Instant::now(),
+            channel: channel.clone(),
+            ready: RefCell::new(Some(ready_rx)),
+            retiring: Cell::new(false),
+        });
+        self.live.borrow_mut().insert(pid, worker.clone());
+        tokio::task::spawn_local(async move {
+            while let Some(msg) = rx.recv().await {
+                if write_msg(&mut wr, &msg).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tokio::task::spawn_local(async move {
+            while let Ok(Some(msg)) = read_msg::<_, ToMaster>(&mut rd).await {
+                match msg {
+                    ToMaster::Ready => {
+                        if let Some(r) = channel.ready.borrow_mut().take() {
+                            let _ = r.send(Ok(()));
+                        }
+                    }
+                    ToMaster::Failed(reason) => {
+                        tracing::error!(pid, "{reason}");
+                        if let Some(r) = channel.ready.borrow_mut().take() {
+                            let _ = r.send(Err(reason));
+                        }
+                    }
+                    reply => {
+                        if let Some(waiter) = channel.replies.borrow_mut().pop_front() {
+                            let _ = waiter.send(reply);
+                        }
+                    }
+                }
+            }
+        });
+        let sup = self.clone();
+        tokio::task::spawn_local(async move {
+            let status = child.wait().await;
+            sup.on_exit(pid, status.ok());
+        });
+        tracing::debug!(pid, service, index, "worker started");
+        Ok(worker)
+    }
+
+    fn describe(&self, slot: usize) -> String {
+        let (service, index) = self.slots[slot];
+        format!("worker {index} of {}", self.plan.services[service].address)
+    }
+
+    fn on_exit(self: &Rc<Self>, pid: i32, status: Option<ExitStatus>) {
+        let Some(worker) = self.live.borrow_mut().remove(&pid) else {
+            return;
+        };
+        self.exited.notify_waiters();
+        let how = describe_status(status);
+        let slot = worker.slot;
+        let is_current = self.current.borrow()[slot]
+            .as_ref()
+            .is_some_and(|w| w.pid == pid);
+        if worker.retiring.get() || self.stopping.get() || !is_current {
+            tracing::debug!(pid, "{} exited: {how}", self.describe(slot));
+            return;
+        }
+        let young = worker.started.elapsed() < YOUNG;
+        let failures = {
+            let mut f = self.failures.borrow_mut();
+            f[slot] = if young { f[slot] + 1 } else { 0 };
+            f[slot]
+        };
+        let delay = backoff(failures);
+        self.restarts.set(self.restarts.get() + 1);
+        tracing::warn!(
+            pid,
+            "{} exited unexpectedly ({how}); restarting in {} ms",
+            self.describe(slot),
+            delay.as_millis()
+        );
+        let sup = self.clone();
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(delay).await;
+            if sup.stopping.get() {
+                return;
+            }
+            match sup.spawn(slot) {
+                Ok(w) => {
+                    sup.current.borrow_mut()[slot] = Some(w.clone());
+                    if let Err(e) = w.wait_ready().await {
+                        tracing::error!("{}: {e}", sup.describe(slot));
+                    }
+                }
+                Err(e) => {
+                    tracing::error!("cannot restart {}: {e}", sup.describe(slot));
+                    sup.current.borrow_mut()[slot] = None;
+                }
+            }
+        });
+    }
+
+    /// Waits until `pid` has exited, or `timeout` passed; true if it exited.
+    async fn wait_exit(&self, pid: i32, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.exited.notified();
+            if !self.live.borrow().contains_key(&pid) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return !self.live.borrow().contains_key(&pid);
+            }
+        }
+    }
+
+    fn stop_timeout(&self, graceful: bool) -> Duration {
+        if graceful {
+            self.plan.graceful_timeout + Duration::from_secs(3)
+        } else {
+            Duration::from_secs(3)
+        }
+    }
+
+    /// Stops every worker; kills those that do not exit in time.
+    pub(crate) async fn stop_all(&self, graceful: bool) {
+        self.stopping.set(true);
+        let workers: Vec<_> = self.live.borrow().values().cloned().collect();
+        for w in &workers {
+            w.tell(ToWorker::Stop { graceful });
+        }
+        for w in &workers {
+            if !self.wait_exit(w.pid, self.stop_timeout(graceful)).await {
+                tracing::warn!(pid = w.pid, "worker did not stop in time; killing it");
+                w.kill();
+                self.wait_exit(w.pid, Duration::from_secs(2)).await;
+            }
+        }
+    }
+
+    /// Replaces every worker, one at a time: start the new one, wait until it is ready, then
+    /// stop the old one.
+    async fn reload(self: &Rc<Self>, graceful: bool) -> std::result::Result<String, String> {
+        let t0 = Instant::now();
+        let mut replaced = 0;
+        for slot in 0..self.slots.len() {
+            if self.stopping.get() {
+                return Err("the master is stopping".into());
+            }
+            let new = self
+                .spawn(slot)
+                .map_err(|e| format!("cannot start a new {}: {e}", self.describe(slot)))?;
+            if let Err(e) = new.wait_ready().await {
+                new.retiring.set(true);
+                new.kill();
+                return Err(format!(
+                    "new {} failed: {e}; old workers kept",
+                    self.describe(slot)
+                ));
+            }
+            let old = self.current.borrow_mut()[slot].replace(new);
+            if let Some(old) = old {
+                old.retiring.set(true);
+                old.tell(ToWorker::Stop { graceful });
+                if !self.wait_exit(old.pid, self.stop_timeout(graceful)).await {
+                    tracing::warn!(pid = old.pid, "old worker did not stop in time; killing it");
+                    old.kill();
+                }
+            }
+            replaced += 1;
+        }
+        Ok(format!(
+            "reloaded {replaced} workers in {:.1} s",
+            t0.elapsed().as_secs_f64()
+        ))
+    }
+
+    fn current_workers(&self) -> Vec<Rc<Worker>> {
+        self.current.borrow().iter().flatten().cloned().collect()
+    }
+
+    /// Asks every worker for its status.
+    pub(crate) async fn status(&self) -> MasterStatus {
+        let workers = self.current_workers();
+        let answers = futures_util::future::join_all(
+            workers
+                .iter()
+                .map(|w| w.ask(ToWorker::Status, Duration::from_secs(3))),
+        )
+        .await;
+        let mut rows: Vec<WorkerStatus> = Vec::new();
+        let mut unresponsive = Vec::new();
+        for (w, a) in workers.iter().zip(answers) {
+            match a {
+                Some(ToMaster::Status(s)) => rows.push(s),
+                _ => unresponsive.push(w.pid),
+            }
+        }
+        MasterStatus {
+            name: self.plan.name.clone(),
+            master_pid: std::process::id() as i32,
+            uptime_s: self.started.elapsed().as_secs(),
+            restarts: self.restarts.get(),
+            workers: rows,
+            unresponsive,
+        }
+    }
+
+    /// Asks every worker for its connections.
+    pub(crate) async fn connections(&self) -> Vec<ConnectionInfo> {
+        let workers = self.current_workers();
+        let answers = futures_util::future::join_all(
+            workers
+                .iter()
+                .map(|w| w.ask(ToWorker::Connections, Duration::from_secs(10))),
+        )
+        .await;
+        answers
+            .into_iter()
+            .flat_map(|a| match a {
+                Some(ToMaster::Connections(list)) => list,
+                _ => Vec::new(),
+            })
+            .collect()
+    }
+}
+
+/// Restart delay after `failures` young deaths in a row: none, then 100 ms doubling to 10 s.
+fn backoff(failures: u32) -> Duration {
+    if failures == 0 {
+        return Duration::ZERO;
+    }
+    let ms = 100u64.saturating_mul(1 << (failures - 1).min(10));
+    Duration::from_millis(ms).min(MAX_BACKOFF)
+}
+
+fn describe_status(status: Option<ExitStatus>) -> String {
+    match status {
+        None => "status unknown".into(),
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(sig)) => format!(
+                "killed by signal {sig}{}",
+                if s.core_dumped() { ", core dumped" } else { "" }
+            ),
+            _ => s.to_string(),
+        },
+    }
+}
+
+/// Duplicates `fd` to a number of at least 10, close-on-exec.
+fn dup_high(fd: RawFd) -> std::io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new one we then own.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+    if new < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `new` is a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        assert_eq!(backoff(0), Duration::ZERO);
+        assert_eq!(backoff(1), Duration::from_millis(100));
+        assert_eq!(backoff(2), Duration::from_millis(200));
+        assert_eq!(backoff(30), MAX_BACKOFF);
+    }
+}

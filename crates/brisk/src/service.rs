@@ -1,0 +1,151 @@
+//! [`Service`]: any server, type-erased, ready to start in a worker.
+
+use std::io;
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::protocol::Protocol;
+use crate::server::{LimitOverrides, Limits, ListenConfig, Server, UdpServer, WorkerCallbacks};
+use crate::worker::connection::{self, ServerShared};
+use crate::worker::listener::Listener;
+use crate::worker::stream::{PeerAddr, Stream};
+use crate::worker::{udp, WorkerCtx};
+
+type Start = Box<dyn FnOnce(Rc<WorkerCtx>, Listener, Limits) -> io::Result<()>>;
+
+/// A server of any kind, as [`App::server`](crate::App::server) and
+/// [`run_all`](crate::run_all) take it. Made with `.into()` from a [`Server`] or [`UdpServer`].
+pub struct Service {
+    pub(crate) listen: ListenConfig,
+    pub(crate) worker_callbacks: WorkerCallbacks,
+    pub(crate) limits: LimitOverrides,
+    pub(crate) start: Start,
+}
+
+impl<P: Protocol> From<Server<P>> for Service {
+    fn from(server: Server<P>) -> Self {
+        let Server {
+            listen,
+            protocol,
+            limits,
+            worker_callbacks,
+            callbacks,
+        } = server;
+        Service {
+            listen,
+            worker_callbacks,
+            limits,
+            start: Box::new(move |worker, listener, limits| {
+                let shared = Rc::new(ServerShared {
+                    worker: worker.clone(),
+                    callbacks,
+                    limits,
+                    protocol,
+                });
+                if let Some(timeout) = limits.idle_timeout {
+                    tokio::task::spawn_local(sweep_idle(worker, timeout));
+                }
+                match listener {
+                    Listener::Tcp(l) => {
+                        let l = tokio::net::TcpListener::from_std(l)?;
+                        tokio::task::spawn_local(accept_tcp(shared, l));
+                    }
+                    Listener::Unix(l) => {
+                        let l = tokio::net::UnixListener::from_std(l)?;
+                        tokio::task::spawn_local(accept_unix(shared, l));
+                    }
+                    Listener::Udp(_) => unreachable!("Server never takes a udp:// address"),
+                }
+                Ok(())
+            }),
+        }
+    }
+}
+
+impl From<UdpServer> for Service {
+    fn from(server: UdpServer) -> Self {
+        let UdpServer {
+            listen,
+            worker_callbacks,
+            on_message,
+        } = server;
+        Service {
+            listen,
+            worker_callbacks,
+            limits: LimitOverrides::default(),
+            start: Box::new(move |worker, listener, _limits| {
+                let Listener::Udp(s) = listener else {
+                    unreachable!("UdpServer only takes udp:// addresses")
+                };
+                let s = tokio::net::UdpSocket::from_std(s)?;
+                tokio::task::spawn_local(udp::serve(worker, s, on_message));
+                Ok(())
+            }),
+        }
+    }
+}
+
+/// Errors from accept that mean "out of descriptors or memory": the connection stays queued
+/// in the kernel, so wait a little instead of spinning.
+fn accept_backoff(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+async fn accept_tcp<P: Protocol>(shared: Rc<ServerShared<P>>, listener: tokio::net::TcpListener) {
+    let mut stop = shared.worker.stop_signal();
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, addr)) => {
+                    let _ = stream.set_nodelay(true);
+                    tokio::task::spawn_local(connection::serve(shared.clone(), Stream::Tcp(stream), PeerAddr::Inet(addr)));
+                }
+                Err(e) => accept_failed(e).await,
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+async fn accept_unix<P: Protocol>(shared: Rc<ServerShared<P>>, listener: tokio::net::UnixListener) {
+    let mut stop = shared.worker.stop_signal();
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, addr)) => {
+                    let peer = PeerAddr::Unix(addr.as_pathname().map(Into::into));
+                    tokio::task::spawn_local(connection::serve(shared.clone(), Stream::Unix(stream), peer));
+                }
+                Err(e) => accept_failed(e).await,
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+async fn accept_failed(e: io::Error) {
+    if accept_backoff(&e) {
+        tracing::warn!(error = %e, "accept failed; retrying in 100 ms");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    } else {
+        tracing::debug!(error = %e, "accept failed");
+    }
+}
+
+/// Closes connections that received nothing for `timeout`.
+async fn sweep_idle(worker: Rc<WorkerCtx>, timeout: Duration) {
+    let limit = timeout.as_secs().max(1) as u32;
+    let period = (timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
+    let mut tick = tokio::time::interval(period);
+    loop {
+        tick.tick().await;
+        let now = worker.uptime_secs();
+        for conn in worker.connections_where(|c| c.idle_secs(now) >= limit) {
+            tracing::debug!("closing idle connection");
+            conn.destroy();
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Per-worker counters and the snapshots that travel to the master for `status` and
+//! `connections`.
+//!
+//! Counters are plain `Cell`s: a worker is single-threaded, so counting costs one add.
+
+use std::cell::Cell;
+
+use serde::{Deserialize, Serialize};
+
+/// Live counters of one worker process.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Connections open now.
+    pub connections: Cell<u64>,
+    /// Connections accepted since the worker started.
+    pub accepted: Cell<u64>,
+    /// Messages decoded and handed to `on_message` (Workerman's `total_request`).
+    pub total_request: Cell<u64>,
+    /// Handler errors and panics (Workerman's `throw_exception`).
+    pub throw_exception: Cell<u64>,
+    /// Connections closed for breaking the protocol or the max package size.
+    pub rejected: Cell<u64>,
+    /// Times a connection's send buffer filled up.
+    pub buffer_full: Cell<u64>,
+    /// Bytes read from peers.
+    pub bytes_in: Cell<u64>,
+    /// Bytes written to peers.
+    pub bytes_out: Cell<u64>,
+}
+
+impl Stats {
+    /// Adds `n` to a counter.
+    #[inline]
+    pub fn add(counter: &Cell<u64>, n: u64) {
+        counter.set(counter.get().wrapping_add(n));
+    }
+
+    /// Subtracts one from a counter, never going under zero.
+    #[inline]
+    pub fn dec(counter: &Cell<u64>) {
+        counter.set(counter.get().saturating_sub(1));
+    }
+}
+
+/// One row of `status`: what a worker reports about itself.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WorkerStatus {
+    /// The address of the server this worker serves.
+    pub server: String,
+    /// The worker's index within its server, from 0.
+    pub worker: usize,
+    /// Process id.
+    pub pid: i32,
+    /// Resident memory in KiB.
+    pub rss_kib: u64,
+    /// Connections open now.
+    pub connections: u64,
+    /// Connections accepted since start.
+    pub accepted: u64,
+    /// Messages handled (Workerman's `total_request`).
+    pub total_request: u64,
+    /// Handler errors and panics (Workerman's `throw_exception`).
+    pub throw_exception: u64,
+    /// Connections closed for protocol violations or oversized messages.
+    pub rejected: u64,
+    /// Send-buffer-full events.
+    pub buffer_full: u64,
+    /// Live timers.
+    pub timers: u64,
+    /// Bytes received.
+    pub bytes_in: u64,
+    /// Bytes sent.
+    pub bytes_out: u64,
+    /// Seconds since the worker started.
+    pub uptime_s: u64,
+}
+
+/// One row of `connections`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ConnectionInfo {
+    /// The address of the server the connection came in on.
+    pub server: String,
+    /// The worker index holding it.
+    pub worker: usize,
+    /// The worker's pid.
+    pub pid: i32,
+    /// Connection id, unique within its worker.
+    pub id: u64,
+    /// The peer's address.
+    pub remote: String,
+    /// Bytes received on it.
+    pub bytes_in: u64,
+    /// Bytes sent on it.
+    pub bytes_out: u64,
+    /// Seconds since it opened.
+    pub age_s: u64,
+}
+
+/// Resident set size of this process in KiB, from `/proc/self/statm`.
+pub fn self_rss_kib() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    pages * page / 1024
+}

@@ -1,0 +1,234 @@
+//! Timers on the worker's event loop: one-shot or repeating, millisecond resolution.
+//!
+//! All timers of a worker share one driver task and one ordered map keyed by deadline, so a
+//! timer costs a map entry and its boxed callback (well under 200 bytes), not a task of its own:
+//! 100,000 live timers stay cheap to add, fire and delete.
+//!
+//! Call these functions from code running on a worker (a callback, or a task spawned there).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! # async fn on_worker_start() {
+//! let id = brisk::timer::add(Duration::from_secs(1), true, || println!("tick"));
+//! brisk::timer::add(Duration::from_millis(3500), false, move || {
+//!     brisk::timer::del(id);
+//! });
+//! # }
+//! ```
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// Identifies a timer for [`del`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TimerId(u64);
+
+type Callback = Box<dyn FnMut()>;
+
+struct Entry {
+    deadline: Instant,
+    interval: Option<Duration>,
+    callback: Callback,
+}
+
+#[derive(Default)]
+struct Timers {
+    next_id: Cell<u64>,
+    entries: RefCell<HashMap<u64, Entry>>,
+    queue: RefCell<BTreeSet<(Instant, u64)>>,
+    /// The id whose callback runs now, and whether it was deleted meanwhile.
+    running: Cell<Option<(u64, bool)>>,
+    rearm: Notify,
+    driver_started: Cell<bool>,
+    /// Panics caught in timer callbacks.
+    panics: Cell<u64>,
+}
+
+thread_local! {
+    static TIMERS: Rc<Timers> = Rc::new(Timers::default());
+}
+
+/// Adds a timer that calls `callback` after `interval`, and again every `interval` if `repeat`.
+///
+/// An interval under one millisecond is raised to one. A panic in the callback is caught,
+/// counted and logged; a repeating timer goes on.
+pub fn add(interval: Duration, repeat: bool, callback: impl FnMut() + 'static) -> TimerId {
+    let interval = interval.max(Duration::from_millis(1));
+    TIMERS.with(|t| {
+        let id = t.next_id.get() + 1;
+        t.next_id.set(id);
+        let deadline = Instant::now() + interval;
+        t.entries.borrow_mut().insert(
+            id,
+            Entry {
+                deadline,
+                interval: repeat.then_some(interval),
+                callback: Box::new(callback),
+            },
+        );
+        let earliest = {
+            let mut q = t.queue.borrow_mut();
+            q.insert((deadline, id));
+            q.first() == Some(&(deadline, id))
+        };
+        if !t.driver_started.replace(true) {
+            tokio::task::spawn_local(drive(t.clone()));
+        } else if earliest {
+            t.rearm.notify_one();
+        }
+        TimerId(id)
+    })
+}
+
+/// Deletes a timer. Returns false if it does not exist (already fired, or deleted).
+pub fn del(id: TimerId) -> bool {
+    TIMERS.with(|t| {
+        if let Some((running, _)) = t.running.get() {
+            if running == id.0 {
+                t.running.set(Some((running, true)));
+                return true;
+            }
+        }
+        match t.entries.borrow_mut().remove(&id.0) {
+            Some(e) => {
+                t.queue.borrow_mut().remove(&(e.deadline, id.0));
+                true
+            }
+            None => false,
+        }
+    })
+}
+
+/// Deletes every timer of this worker.
+pub fn del_all() {
+    TIMERS.with(|t| {
+        t.entries.borrow_mut().clear();
+        t.queue.borrow_mut().clear();
+        if let Some((id, _)) = t.running.get() {
+            t.running.set(Some((id, true)));
+        }
+    })
+}
+
+/// How many timers are live on this worker.
+pub fn count() -> usize {
+    TIMERS.with(|t| t.entries.borrow().len())
+}
+
+/// Panics caught in timer callbacks on this worker.
+pub(crate) fn panics() -> u64 {
+    TIMERS.with(|t| t.panics.get())
+}
+
+async fn drive(t: Rc<Timers>) {
+    loop {
+        let next = t.queue.borrow().first().map(|(d, _)| *d);
+        match next {
+            None => t.rearm.notified().await,
+            Some(deadline) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => fire_due(&t),
+                    _ = t.rearm.notified() => {}
+                }
+            }
+        }
+    }
+}
+
+fn fire_due(t: &Timers) {
+    let now = Instant::now();
+    loop {
+        let due = {
+            let mut q = t.queue.borrow_mut();
+            match q.first() {
+                Some(&(deadline, id)) if deadline <= now => {
+                    q.pop_first();
+                    id
+                }
+                _ => break,
+            }
+        };
+        let Some(mut entry) = t.entries.borrow_mut().remove(&due) else {
+            continue;
+        };
+        t.running.set(Some((due, false)));
+        if catch_unwind(AssertUnwindSafe(&mut entry.callback)).is_err() {
+            t.panics.set(t.panics.get() + 1);
+            tracing::error!(timer = due, "timer callback panicked");
+        }
+        let deleted = matches!(t.running.take(), Some((_, true)));
+        if let (Some(interval), false) = (entry.interval, deleted) {
+            // Keep the cadence; if we fell more than an interval behind, restart from now.
+            let mut next = entry.deadline + interval;
+            if next <= now {
+                next = now + interval;
+            }
+            entry.deadline = next;
+            t.queue.borrow_mut().insert((next, due));
+            t.entries.borrow_mut().insert(due, entry);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local<F: std::future::Future>(f: F) -> F::Output {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, f)
+    }
+
+    #[test]
+    fn one_shot_repeat_and_delete() {
+        local(async {
+            let fired = Rc::new(Cell::new(0));
+            let ticks = Rc::new(Cell::new(0));
+            let f = fired.clone();
+            add(Duration::from_millis(20), false, move || f.set(f.get() + 1));
+            let k = ticks.clone();
+            let rep = add(Duration::from_millis(10), true, move || k.set(k.get() + 1));
+            let gone = add(Duration::from_millis(5), false, || {
+                panic!("deleted timer fired")
+            });
+            assert!(del(gone));
+            assert!(!del(gone));
+            tokio::time::sleep(Duration::from_millis(105)).await;
+            assert_eq!(fired.get(), 1);
+            assert!((5..=11).contains(&ticks.get()), "ticks {}", ticks.get());
+            assert_eq!(count(), 1);
+            assert!(del(rep));
+            assert_eq!(count(), 0);
+        });
+    }
+
+    #[test]
+    fn a_repeating_timer_can_delete_itself_and_panics_are_caught() {
+        local(async {
+            let n = Rc::new(Cell::new(0));
+            let id = Rc::new(Cell::new(None));
+            let (n2, id2) = (n.clone(), id.clone());
+            let me = add(Duration::from_millis(2), true, move || {
+                n2.set(n2.get() + 1);
+                if n2.get() == 3 {
+                    del(id2.get().unwrap());
+                }
+            });
+            id.set(Some(me));
+            add(Duration::from_millis(1), false, || panic!("boom"));
+            tokio::time::sleep(Duration::from_millis(40)).await;
+            assert_eq!(n.get(), 3);
+            assert_eq!(panics(), 1);
+            assert_eq!(count(), 0);
+        });
+    }
+}

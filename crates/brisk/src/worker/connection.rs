@@ -1,0 +1,607 @@
+//! A connection: the task that owns a socket, and the [`Connection`] handle callbacks get.
+//!
+//! The task reads into a worker-wide scratch buffer and keeps bytes of its own only while a
+//! message is incomplete, so an idle connection holds no buffers. `send` encodes and writes
+//! straight to the socket when nothing is queued; only what the kernel does not take is kept,
+//! up to the max send buffer. Messages of one connection are handled one at a time, and while
+//! a handler awaits, the task keeps flushing what it sent.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use futures_util::FutureExt;
+use tokio::sync::Notify;
+
+use super::stream::{PeerAddr, Stream};
+use super::WorkerCtx;
+use crate::protocol::{Builtin, Protocol, ProtocolError};
+use crate::server::{Callbacks, HandlerFuture, Limits};
+use crate::stats::{ConnectionInfo, Stats};
+
+/// Size of the worker-wide read scratch buffer: the most one read takes.
+const READ_CHUNK: usize = 64 * 1024;
+/// How long a closing connection waits for the peer's end-of-stream after sending its own.
+const LINGER: Duration = Duration::from_secs(2);
+
+thread_local! {
+    static READ_SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_CHUNK]);
+    static WRITE_SCRATCH: RefCell<BytesMut> = RefCell::new(BytesMut::with_capacity(READ_CHUNK));
+}
+
+/// Why [`Connection::send`] did not queue a message.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The connection is closing or closed.
+    #[error("the connection is closed")]
+    Closed,
+    /// The send buffer is at the max send buffer; `on_buffer_full` has fired.
+    #[error("the send buffer is full")]
+    BufferFull,
+    /// The protocol could not encode the message.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+}
+
+mod flag {
+    pub const CLOSING: u8 = 1;
+    pub const DESTROYED: u8 = 1 << 1;
+    pub const PAUSED: u8 = 1 << 2;
+    pub const DRAINING: u8 = 1 << 3;
+    pub const FULL: u8 = 1 << 4;
+    pub const EVENT_FULL: u8 = 1 << 5;
+    pub const EVENT_DRAIN: u8 = 1 << 6;
+    pub const PEER_CLOSED: u8 = 1 << 7;
+}
+
+/// What a server shares with all its connections in one worker.
+pub(crate) struct ServerShared<P: Protocol> {
+    pub worker: Rc<WorkerCtx>,
+    pub callbacks: Callbacks<P>,
+    pub limits: Limits,
+    pub protocol: P,
+}
+
+pub(crate) struct Inner<P: Protocol> {
+    id: u64,
+    stream: Stream,
+    remote: PeerAddr,
+    opened: Instant,
+    flags: Cell<u8>,
+    bytes_in: Cell<u64>,
+    bytes_out: Cell<u64>,
+    /// Worker uptime in seconds when bytes last arrived (for the idle timeout).
+    last_active: Cell<u32>,
+    out: RefCell<BytesMut>,
+    io_error: Cell<Option<io::Error>>,
+    protocol: RefCell<P>,
+    data: RefCell<Option<Box<dyn Any>>>,
+    wake: Notify,
+    server: Rc<ServerShared<P>>,
+}
+
+/// A handle to one connection; cheap to clone, valid after the connection is gone (sends then
+/// fail with [`SendError::Closed`]).
+pub struct Connection<P: Protocol = Builtin> {
+    inner: Rc<Inner<P>>,
+}
+
+impl<P: Protocol> Clone for Connection<P> {
+    fn clone(&self) -> Self {
+        Connection {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<P: Protocol> Connection<P> {
+    /// Id of the connection, unique within its worker.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The peer's address.
+    pub fn remote_addr(&self) -> &PeerAddr {
+        &self.inner.remote
+    }
+
+    /// The address the connection came in on.
+    pub fn local_addr(&self) -> PeerAddr {
+        match &self.inner.stream {
+            Stream::Tcp(s) => s
+                .local_addr()
+                .map(PeerAddr::Inet)
+                .unwrap_or(PeerAddr::Unix(None)),
+            Stream::Unix(s) => PeerAddr::Unix(
+                s.local_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(Into::into)),
+            ),
+        }
+    }
+
+    /// Bytes received so far.
+    pub fn bytes_in(&self) -> u64 {
+        self.inner.bytes_in.get()
+    }
+
+    /// Bytes written to the socket so far.
+    pub fn bytes_out(&self) -> u64 {
+        self.inner.bytes_out.get()
+    }
+
+    /// Bytes queued and not yet taken by the kernel.
+    pub fn send_buffer_len(&self) -> usize {
+        self.inner.out.borrow().len()
+    }
+
+    /// Whether the connection is closing or closed.
+    pub fn is_closed(&self) -> bool {
+        self.inner.has(flag::CLOSING | flag::DESTROYED)
+    }
+
+    /// Encodes `msg` and sends it. Writes at once when nothing is queued; otherwise queues it.
+    ///
+    /// Fails with [`SendError::BufferFull`] while the send buffer is at the max send buffer
+    /// (`on_buffer_full` fires once when it gets there), and with [`SendError::Closed`] after
+    /// `close` or `destroy`.
+    pub fn send(&self, msg: impl Into<P::Message>) -> Result<(), SendError> {
+        let inner = &*self.inner;
+        if inner.has(flag::CLOSING | flag::DESTROYED) {
+            return Err(SendError::Closed);
+        }
+        let limit = inner.server.limits.max_send_buffer;
+        let mut out = inner.out.borrow_mut();
+        if out.len() >= limit {
+            return Err(SendError::BufferFull);
+        }
+        if out.is_empty() {
+            WRITE_SCRATCH.with(|scratch| -> Result<(), SendError> {
+                let mut scratch = scratch.borrow_mut();
+                scratch.clear();
+                inner
+                    .protocol
+                    .borrow_mut()
+                    .encode(msg.into(), &mut scratch)?;
+                let written = match inner.stream.try_write(&scratch) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+                    Err(e) => {
+                        inner.io_error.set(Some(e));
+                        inner.set(flag::DESTROYED);
+                        inner.wake.notify_one();
+                        return Ok(());
+                    }
+                };
+                inner.count_out(written);
+                if written < scratch.len() {
+                    out.extend_from_slice(&scratch[written..]);
+                }
+                if scratch.capacity() > 4 * READ_CHUNK {
+                    *scratch = BytesMut::with_capacity(READ_CHUNK);
+                }
+                Ok(())
+            })?;
+        } else {
+            inner.protocol.borrow_mut().encode(msg.into(), &mut out)?;
+        }
+        if !out.is_empty() {
+            if out.len() >= limit && !inner.has(flag::FULL) {
+                inner.set(flag::FULL | flag::EVENT_FULL);
+                Stats::add(&inner.server.worker.stats.buffer_full, 1);
+            }
+            inner.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Closes the connection once everything queued has been sent. Messages already received
+    /// are not handled any more.
+    pub fn close(&self) {
+        self.inner.set(flag::CLOSING);
+        self.inner.wake.notify_one();
+    }
+
+    /// Closes the connection now, dropping anything queued and any handler in progress.
+    pub fn destroy(&self) {
+        self.inner.set(flag::DESTROYED);
+        self.inner.wake.notify_one();
+    }
+
+    /// Stops reading from the peer (TCP flow control then slows the peer down).
+    pub fn pause_recv(&self) {
+        self.inner.set(flag::PAUSED);
+        self.inner.wake.notify_one();
+    }
+
+    /// Starts reading again after [`pause_recv`](Self::pause_recv).
+    pub fn resume_recv(&self) {
+        self.inner.clear(flag::PAUSED);
+        self.inner.wake.notify_one();
+    }
+
+    /// Attaches a value to the connection, replacing any earlier one.
+    pub fn set_data<T: 'static>(&self, value: T) {
+        *self.inner.data.borrow_mut() = Some(Box::new(value));
+    }
+
+    /// Runs `f` on the attached value if there is one of type `T`.
+    ///
+    /// ```no_run
+    /// # fn f(conn: brisk::Connection) {
+    /// conn.set_data(0u32);
+    /// conn.with_data(|n: &mut u32| *n += 1);
+    /// # }
+    /// ```
+    pub fn with_data<T: 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let mut data = self.inner.data.borrow_mut();
+        data.as_mut()?.downcast_mut::<T>().map(f)
+    }
+
+    /// A clone of the attached value, if there is one of type `T`.
+    pub fn data<T: Clone + 'static>(&self) -> Option<T> {
+        self.with_data(|v: &mut T| v.clone())
+    }
+}
+
+impl<P: Protocol> Inner<P> {
+    #[inline]
+    fn has(&self, f: u8) -> bool {
+        self.flags.get() & f != 0
+    }
+    #[inline]
+    fn set(&self, f: u8) {
+        self.flags.set(self.flags.get() | f);
+    }
+    #[inline]
+    fn clear(&self, f: u8) {
+        self.flags.set(self.flags.get() & !f);
+    }
+    #[inline]
+    fn count_out(&self, n: usize) {
+        self.bytes_out.set(self.bytes_out.get() + n as u64);
+        Stats::add(&self.server.worker.stats.bytes_out, n as u64);
+    }
+
+    /// Writes queued bytes until the kernel refuses more. Returns whether the queue is empty.
+    fn flush(&self) -> io::Result<bool> {
+        let mut out = self.out.borrow_mut();
+        while !out.is_empty() {
+            match self.stream.try_write(&out) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    out.advance(n);
+                    self.count_out(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        *out = BytesMut::new();
+        if self.has(flag::FULL) {
+            self.clear(flag::FULL);
+            self.set(flag::EVENT_DRAIN);
+        }
+        Ok(true)
+    }
+
+    fn has_output(&self) -> bool {
+        !self.out.borrow().is_empty()
+    }
+}
+
+/// What the registry needs from a connection, whatever its protocol.
+pub(crate) trait ConnView {
+    fn info(&self) -> ConnectionInfo;
+    /// Graceful stop: finish the handler in progress, flush, close.
+    fn drain(&self);
+    /// Seconds since bytes last arrived.
+    fn idle_secs(&self, now: u32) -> u32;
+    fn destroy(&self);
+}
+
+impl<P: Protocol> ConnView for Inner<P> {
+    fn info(&self) -> ConnectionInfo {
+        let w = &self.server.worker;
+        ConnectionInfo {
+            server: w.info.server.clone(),
+            worker: w.info.id,
+            pid: w.info.pid,
+            id: self.id,
+            remote: self.remote.to_string(),
+            bytes_in: self.bytes_in.get(),
+            bytes_out: self.bytes_out.get(),
+            age_s: self.opened.elapsed().as_secs(),
+        }
+    }
+    fn drain(&self) {
+        self.set(flag::DRAINING);
+        self.wake.notify_one();
+    }
+    fn idle_secs(&self, now: u32) -> u32 {
+        now.saturating_sub(self.last_active.get())
+    }
+    fn destroy(&self) {
+        self.set(flag::DESTROYED);
+        self.wake.notify_one();
+    }
+}
+
+/// How a connection's loop ended.
+enum End {
+    /// Closed in order (by either side, or by a graceful stop).
+    Closed,
+    /// An I/O error.
+    Error(io::Error),
+    /// Destroyed, rejected or a handler panicked: no linger.
+    Abort,
+}
+
+/// Opens a connection on `stream` and serves it until it closes.
+pub(crate) async fn serve<P: Protocol>(
+    server: Rc<ServerShared<P>>,
+    stream: Stream,
+    remote: PeerAddr,
+) {
+    let worker = server.worker.clone();
+    let inner = Rc::new(Inner {
+        id: worker.next_connection_id(),
+        stream,
+        remote,
+        opened: Instant::now(),
+        flags: Cell::new(0),
+        bytes_in: Cell::new(0),
+        bytes_out: Cell::new(0),
+        last_active: Cell::new(worker.uptime_secs()),
+        out: RefCell::new(BytesMut::new()),
+        io_error: Cell::new(None),
+        protocol: RefCell::new(server.protocol.clone()),
+        data: RefCell::new(None),
+        wake: Notify::new(),
+        server: server.clone(),
+    });
+    let conn = Connection { inner };
+    let id = conn.id();
+    worker.register(id, conn.inner.clone());
+    if worker.is_stopping() {
+        conn.inner.drain();
+    }
+    if let Some(cb) = &server.callbacks.on_connect {
+        if !conn.run_callback("on_connect", cb(conn.clone())).await {
+            conn.inner.set(flag::DESTROYED);
+        }
+    }
+    let end = conn.run().await;
+    if let End::Error(e) = end {
+        tracing::debug!(conn = id, error = %e, "connection error");
+        if let Some(cb) = &server.callbacks.on_error {
+            conn.run_callback("on_error", cb(conn.clone(), e)).await;
+        }
+    }
+    conn.inner.set(flag::CLOSING | flag::DESTROYED);
+    worker.unregister(id);
+    if let Some(cb) = &server.callbacks.on_close {
+        conn.run_callback("on_close", cb(conn.clone())).await;
+    }
+    // Drop buffers now even if user code keeps a handle.
+    *conn.inner.out.borrow_mut() = BytesMut::new();
+}
+
+impl<P: Protocol> Connection<P> {
+    /// Runs a callback's future, counting errors and panics. Returns false after a panic.
+    async fn run_callback(&self, name: &'static str, fut: HandlerFuture) -> bool {
+        let stats = &self.inner.server.worker.stats;
+        match AssertUnwindSafe(fut).catch_unwind().await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                Stats::add(&stats.throw_exception, 1);
+                tracing::warn!(conn = self.id(), callback = name, error = %e, "handler error");
+                true
+            }
+            Err(panic) => {
+                Stats::add(&stats.throw_exception, 1);
+                tracing::error!(
+                    conn = self.id(),
+                    callback = name,
+                    panic = panic_message(&panic),
+                    "handler panicked; closing the connection"
+                );
+                false
+            }
+        }
+    }
+
+    /// Fires `on_buffer_full` / `on_buffer_drain` if `send` or a flush asked for it.
+    async fn fire_buffer_events(&self) {
+        let inner = &self.inner;
+        let cbs = &inner.server.callbacks;
+        if inner.has(flag::EVENT_FULL) {
+            inner.clear(flag::EVENT_FULL);
+            tracing::debug!(conn = self.id(), "send buffer full");
+            if let Some(cb) = &cbs.on_buffer_full {
+                if !self.run_callback("on_buffer_full", cb(self.clone())).await {
+                    inner.set(flag::DESTROYED);
+                }
+            }
+        }
+        if inner.has(flag::EVENT_DRAIN) {
+            inner.clear(flag::EVENT_DRAIN);
+            if let Some(cb) = &cbs.on_buffer_drain {
+                if !self.run_callback("on_buffer_drain", cb(self.clone())).await {
+                    inner.set(flag::DESTROYED);
+                }
+            }
+        }
+    }
+
+    async fn run(&self) -> End {
+        let inner = &*self.inner;
+        let server = &*inner.server;
+        let stats = &server.worker.stats;
+        let max_package = server.limits.max_package_size;
+        let mut rbuf = BytesMut::new();
+        loop {
+            if let Some(e) = inner.io_error.take() {
+                return End::Error(e);
+            }
+            self.fire_buffer_events().await;
+            if inner.has(flag::DESTROYED) {
+                return End::Abort;
+            }
+            if inner.has(flag::DRAINING) {
+                inner.set(flag::CLOSING);
+            }
+            if !inner.has(flag::PAUSED | flag::CLOSING) && !rbuf.is_empty() {
+                let decoded = inner.protocol.borrow_mut().decode(&mut rbuf, max_package);
+                match decoded {
+                    Ok(Some(msg)) => {
+                        Stats::add(&stats.total_request, 1);
+                        if let Some(cb) = &server.callbacks.on_message {
+                            let fut = cb(self.clone(), msg);
+                            if !self.drive_handler(fut).await {
+                                return End::Abort;
+                            }
+                        }
+                        continue;
+                    }
+                    Ok(None) if rbuf.len() > max_package => {
+                        return self.reject(ProtocolError::TooLarge {
+                            size: rbuf.len(),
+                            limit: max_package,
+                        });
+                    }
+                    Ok(None) => {}
+                    Err(e) => return self.reject(e),
+                }
+            }
+            if rbuf.is_empty() && rbuf.capacity() > 0 {
+                rbuf = BytesMut::new();
+            }
+            if inner.has(flag::CLOSING) && !inner.has_output() {
+                self.linger_close().await;
+                return End::Closed;
+            }
+            let reading = !inner.has(flag::PAUSED | flag::CLOSING);
+            let writing = inner.has_output();
+            tokio::select! {
+                biased;
+                _ = inner.wake.notified() => {}
+                r = inner.stream.writable(), if writing => {
+                    if let Err(e) = r.and_then(|_| inner.flush()) {
+                        return End::Error(e);
+                    }
+                }
+                r = inner.stream.readable(), if reading => {
+                    if let Err(e) = r {
+                        return End::Error(e);
+                    }
+                    match self.read_into(&mut rbuf) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            // The peer finished sending: answer what we have, then close.
+                            inner.set(flag::PEER_CLOSED | flag::CLOSING);
+                        }
+                        Err(e) => return End::Error(e),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads what is available into `rbuf`. Returns false at end of stream.
+    fn read_into(&self, rbuf: &mut BytesMut) -> io::Result<bool> {
+        let inner = &*self.inner;
+        READ_SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            match inner.stream.try_read(&mut scratch) {
+                Ok(0) => Ok(false),
+                Ok(n) => {
+                    rbuf.extend_from_slice(&scratch[..n]);
+                    inner.bytes_in.set(inner.bytes_in.get() + n as u64);
+                    let w = &inner.server.worker;
+                    Stats::add(&w.stats.bytes_in, n as u64);
+                    inner.last_active.set(w.uptime_secs());
+                    Ok(true)
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(true),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    /// Runs one `on_message` future to completion while flushing what it sends.
+    /// Returns false if the connection must end now (destroyed, or the handler panicked).
+    async fn drive_handler(&self, fut: HandlerFuture) -> bool {
+        let inner = &*self.inner;
+        let mut fut = std::pin::pin!(self.run_callback("on_message", fut));
+        loop {
+            let writing = inner.has_output();
+            tokio::select! {
+                biased;
+                ok = &mut fut => return ok && !inner.has(flag::DESTROYED),
+                _ = inner.wake.notified() => {
+                    if inner.has(flag::DESTROYED) {
+                        return false;
+                    }
+                }
+                r = inner.stream.writable(), if writing => {
+                    if let Err(e) = r.and_then(|_| inner.flush()) {
+                        inner.io_error.set(Some(e));
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
+    fn reject(&self, e: ProtocolError) -> End {
+        let stats = &self.inner.server.worker.stats;
+        Stats::add(&stats.rejected, 1);
+        tracing::warn!(conn = self.id(), remote = %self.inner.remote, error = %e, "closing connection: bad input");
+        End::Abort
+    }
+
+    /// Sends FIN, then waits briefly for the peer's so that an unread byte from the peer does
+    /// not turn our close into a reset that could destroy the reply in flight.
+    async fn linger_close(&self) {
+        let inner = &*self.inner;
+        inner.stream.shutdown_write();
+        if inner.has(flag::PEER_CLOSED) {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + LINGER;
+        loop {
+            let ready = tokio::select! {
+                r = inner.stream.readable() => r.is_ok(),
+                _ = tokio::time::sleep_until(deadline) => false,
+                _ = inner.wake.notified() => !inner.has(flag::DESTROYED),
+            };
+            if !ready {
+                return;
+            }
+            let done = READ_SCRATCH.with(|s| match inner.stream.try_read(&mut s.borrow_mut()) {
+                Ok(0) => true,
+                Ok(_) => false,
+                Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+            });
+            if done {
+                return;
+            }
+        }
+    }
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(panic: &Box<dyn Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
