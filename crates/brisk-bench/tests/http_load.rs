@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use brisk_bench::http::{run_http, HttpConfig, RequestSpec};
 use brisk_bench::{Scheme, Target};
-use common::{http_server, run_bin, Body};
+use common::{http_server, http_server_with_delay, run_bin, Body};
 
 /// A request-count run with a safety duration so a bug cannot hang the test.
 fn counted(url: &str, connections: usize, requests: u64) -> HttpConfig {
@@ -107,6 +107,26 @@ fn constant_rate_is_held() {
         "server saw {served} req/s, report {report:?}"
     );
     assert_eq!(report.errors.total, 0, "{report:?}");
+}
+
+#[test]
+fn rate_latency_is_corrected_for_coordinated_omission() {
+    // One connection scheduled every 10 ms against a server taking 20 ms:
+    // the schedule slips further each request, and the corrected latency
+    // grows with it instead of staying at the 20 ms service time.
+    let server = http_server_with_delay(Body::Fixed, Duration::from_millis(20));
+    let mut config = HttpConfig::new(Target::parse(&server.http_url("/"), Scheme::Http).unwrap());
+    config.connections = 1;
+    config.rate = Some(100.0);
+    config.duration = Some(Duration::from_secs(1));
+    let report = run_http(&config).unwrap();
+    let l = &report.latency_us;
+    assert!(report.requests >= 30 && report.requests <= 55, "{report:?}");
+    assert!(
+        l.p50 >= 100_000,
+        "median should include queueing delay: {l:?}"
+    );
+    assert!(l.max >= 300_000, "{l:?}");
 }
 
 #[test]

@@ -182,7 +182,7 @@ async fn connection_loop(shared: Arc<Shared>, index: usize, stats: Rc<RefCell<Ht
         .interval
         .map(|interval| shared.start + interval.mul_f64(index as f64 / shared.connections as f64));
     loop {
-        // Pacing: wait for the scheduled send time; latency counts from it.
+        // Pacing: wait for the scheduled send time.
         let intended = match (next_send.as_mut(), shared.interval) {
             (Some(next), Some(interval)) => {
                 let at = *next;
@@ -191,9 +191,15 @@ async fn connection_loop(shared: Arc<Shared>, index: usize, stats: Rc<RefCell<Ht
                     break;
                 }
                 if at > Instant::now() {
+                    // On schedule: count from the real send time, so timer
+                    // wake-up lag is not charged to the server.
                     sleep_until(at.into()).await;
+                    Instant::now()
+                } else {
+                    // Behind schedule because the previous response was late:
+                    // count from the intended time (coordinated omission).
+                    at
                 }
-                at
             }
             _ => {
                 let now = Instant::now();

@@ -169,6 +169,7 @@ pub async fn connection_task(ctx: Arc<RunContext>, index: usize, stats: Rc<RefCe
     let mut seq = 0u64;
     let mut received = 0u64;
     let mut drain_until: Option<Instant> = None;
+    let mut last_send_done = Instant::now();
     let echo = ctx.mode == WsMode::Echo;
     let interval = ctx.echo_interval;
     let dropped = loop {
@@ -210,10 +211,15 @@ pub async fn connection_task(ctx: Arc<RunContext>, index: usize, stats: Rc<RefCe
                 if phase == Phase::Go {
                     let at = next_send.unwrap_or_else(Instant::now);
                     next_send = Some(at + interval);
-                    let data = payload::encode(seq, ctx.ns_of(at), ctx.size);
+                    // Stamp the intended time only when the previous send held
+                    // us past it (coordinated omission); otherwise the real
+                    // time, so timer wake-up lag is not charged to the server.
+                    let stamp = if last_send_done > at { at } else { Instant::now() };
+                    let data = payload::encode(seq, ctx.ns_of(stamp), ctx.size);
                     if ws.send(Message::Binary(data.into())).await.is_err() {
                         break true;
                     }
+                    last_send_done = Instant::now();
                     seq += 1;
                     stats.borrow_mut().sent += 1;
                 } else {

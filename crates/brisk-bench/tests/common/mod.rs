@@ -115,6 +115,11 @@ where
 
 /// Starts the counting HTTP/1.1 server.
 pub fn http_server(body: Body) -> TestServer {
+    http_server_with_delay(body, Duration::ZERO)
+}
+
+/// Starts the counting HTTP/1.1 server, waiting `delay` before each response.
+pub fn http_server_with_delay(body: Body, delay: Duration) -> TestServer {
     spawn_server(move |listener, counters| async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -122,12 +127,12 @@ pub fn http_server(body: Body) -> TestServer {
             };
             counters.accepted.fetch_add(1, Ordering::SeqCst);
             let counters = Arc::clone(&counters);
-            tokio::task::spawn_local(serve_http(stream, counters, body));
+            tokio::task::spawn_local(serve_http(stream, counters, body, delay));
         }
     })
 }
 
-async fn serve_http(mut stream: TcpStream, counters: Arc<Counters>, body: Body) {
+async fn serve_http(mut stream: TcpStream, counters: Arc<Counters>, body: Body, delay: Duration) {
     let _ = stream.set_nodelay(true);
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
@@ -167,6 +172,9 @@ async fn serve_http(mut stream: TcpStream, counters: Arc<Counters>, body: Body) 
             }
         }
         buf.drain(..head_len + body_len);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let conn = if close { "Connection: close\r\n" } else { "" };
         let response = match body {
             Body::Fixed => format!("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n{conn}\r\nhello"),
