@@ -175,21 +175,7 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        // A daemonized master lives in another session: kill it by its pid file too.
-        let pid_files = std::fs::read_dir(&self.run_dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "pid"));
-        for entry in pid_files {
-            if let Ok(pid) = std::fs::read_to_string(entry.path()) {
-                if let Ok(pid) = pid.trim().parse::<i32>() {
-                    // SAFETY: killing the test's own server processes.
-                    unsafe { libc::kill(-pid, libc::SIGKILL) };
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                }
-            }
-        }
+        kill_by_pid_files(&self.run_dir);
         if let Some(mut c) = self.child.take() {
             // SAFETY: the child leads its own process group; kill master and workers.
             unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
@@ -199,6 +185,34 @@ impl Drop for ServerProcess {
         if std::thread::panicking() {
             eprintln!("--- server output ---\n{}", self.log());
         }
+    }
+}
+
+/// Kills (SIGKILL) every master named by a `*.pid` file in `run_dir`, with its process group.
+pub fn kill_by_pid_files(run_dir: &Path) {
+    let pid_files = std::fs::read_dir(run_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "pid"));
+    for entry in pid_files {
+        if let Ok(pid) = std::fs::read_to_string(entry.path()) {
+            if let Ok(pid) = pid.trim().parse::<i32>() {
+                // SAFETY: killing the test's own server processes.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// Kills whatever a run directory's pid files name when dropped: for daemonized servers,
+/// which leave the test's process group.
+pub struct RunDirGuard(pub PathBuf);
+
+impl Drop for RunDirGuard {
+    fn drop(&mut self) {
+        kill_by_pid_files(&self.0);
     }
 }
 

@@ -1,1 +1,190 @@
-fn main() {}
+//! A Brisk app for the integration tests: echo servers whose Text server also understands
+//! commands that exercise slow handlers, panics, errors, floods, timers and flow control.
+//!
+//! Text commands (one per line; anything else is echoed):
+//! `slow MS` (reply `slow done` after MS ms), `panic`, `error`, `flood` (send 64 KiB chunks every
+//! millisecond until the connection closes), `timer MS` (reply `fired ELAPSED_MS`), `repeat MS N`
+//! (reply `tick K ELAPSED_MS` N times), `timers N` (add N idle one-minute timers), `deltimers`,
+//! `close` (reply `bye` and close), `pause MS` (stop reading for MS ms).
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use brisk::timer::{self, TimerId};
+use brisk::{App, Connection, Server, UdpServer};
+use bytes::Bytes;
+
+fn flag(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+thread_local! {
+    static IDLE_TIMERS: RefCell<Vec<TimerId>> = const { RefCell::new(Vec::new()) };
+}
+
+async fn text_command(conn: Connection, line: Bytes) -> Result<(), brisk::BoxError> {
+    let text = String::from_utf8_lossy(&line).into_owned();
+    let mut words = text.split_whitespace();
+    let arg = |w: Option<&str>| w.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    match words.next().unwrap_or("") {
+        "slow" => {
+            tokio::time::sleep(Duration::from_millis(arg(words.next()))).await;
+            conn.send("slow done")?;
+        }
+        "panic" => panic!("requested panic"),
+        "error" => return Err("requested error".into()),
+        "flood" => {
+            let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+            let id = Rc::new(RefCell::new(None));
+            let me = id.clone();
+            let c = conn.clone();
+            let t = timer::add(Duration::from_millis(1), true, move || {
+                if let Err(brisk::SendError::Closed) = c.send(chunk.clone()) {
+                    if let Some(id) = me.borrow_mut().take() {
+                        timer::del(id);
+                    }
+                }
+            });
+            *id.borrow_mut() = Some(t);
+        }
+        "timer" => {
+            let start = Instant::now();
+            let c = conn.clone();
+            timer::add(Duration::from_millis(arg(words.next())), false, move || {
+                let _ = c.send(format!("fired {}", start.elapsed().as_millis()));
+            });
+        }
+        "repeat" => {
+            let ms = arg(words.next());
+            let n = arg(words.next());
+            let start = Instant::now();
+            let c = conn.clone();
+            let count = Rc::new(RefCell::new((0u64, None::<TimerId>)));
+            let state = count.clone();
+            let id = timer::add(Duration::from_millis(ms), true, move || {
+                let mut s = state.borrow_mut();
+                s.0 += 1;
+                let _ = c.send(format!("tick {} {}", s.0, start.elapsed().as_millis()));
+                if s.0 == n {
+                    if let Some(id) = s.1 {
+                        timer::del(id);
+                    }
+                }
+            });
+            count.borrow_mut().1 = Some(id);
+        }
+        "timers" => {
+            let n = arg(words.next());
+            IDLE_TIMERS.with(|t| {
+                let mut t = t.borrow_mut();
+                for _ in 0..n {
+                    t.push(timer::add(Duration::from_secs(60), false, || {}));
+                }
+            });
+            conn.send(format!("ok {}", timer::count()))?;
+        }
+        "deltimers" => {
+            let deleted = IDLE_TIMERS.with(|t| {
+                t.borrow_mut()
+                    .drain(..)
+                    .filter(|id| timer::del(*id))
+                    .count()
+            });
+            conn.send(format!("deleted {deleted} left {}", timer::count()))?;
+        }
+        "close" => {
+            conn.send("bye")?;
+            conn.close();
+        }
+        "pause" => {
+            conn.pause_recv();
+            let c = conn.clone();
+            timer::add(Duration::from_millis(arg(words.next())), false, move || {
+                c.resume_recv()
+            });
+        }
+        _ => conn.send(line)?,
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let command = match args.last().map(String::as_str) {
+        Some("start") => brisk::Command::Start { daemon: false },
+        Some("stop") => brisk::Command::Stop { graceful: false },
+        Some("reload") => brisk::Command::Reload { graceful: false },
+        Some("status") => brisk::Command::Status { json: false },
+        Some("--json") => brisk::Command::Status { json: true },
+        Some("-g") if args.iter().any(|a| a == "stop") => brisk::Command::Stop { graceful: true },
+        Some("-g") => brisk::Command::Reload { graceful: true },
+        Some("connections") => brisk::Command::Connections { json: true },
+        _ => {
+            eprintln!("usage: brisk-fixture [--text A] [--frame A] [--udp A] [--unix PATH] [--workers N] [--run-dir D] start|stop [-g]|reload [-g]|status [--json]|connections");
+            return ExitCode::from(2);
+        }
+    };
+    let workers: usize = flag(&args, "--workers")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let shared = args.iter().any(|a| a == "--shared");
+    let mut app = App::new("brisk-fixture")
+        .run_dir(
+            flag(&args, "--run-dir")
+                .map(PathBuf::from)
+                .unwrap_or("run".into()),
+        )
+        .graceful_timeout(Duration::from_secs(
+            flag(&args, "--graceful-timeout")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(10),
+        ));
+    let limits = |mut s: Server| {
+        if let Some(n) = flag(&args, "--max-package").and_then(|v| v.parse().ok()) {
+            s = s.max_package_size(n);
+        }
+        if let Some(n) = flag(&args, "--max-send-buffer").and_then(|v| v.parse().ok()) {
+            s = s.max_send_buffer(n);
+        }
+        if let Some(ms) = flag(&args, "--idle-timeout-ms").and_then(|v| v.parse().ok()) {
+            s = s.idle_timeout(Some(Duration::from_millis(ms)));
+        }
+        s.workers(workers).reuse_port(!shared)
+    };
+    if let Some(addr) = flag(&args, "--text") {
+        let s = Server::new(&addr)
+            .expect("text address")
+            .on_message(text_command)
+            .on_buffer_full(|c| async move { tracing::info!(conn = c.id(), "buffer full") })
+            .on_buffer_drain(|c| async move { tracing::info!(conn = c.id(), "buffer drained") });
+        app = app.server(limits(s));
+    }
+    if let Some(addr) = flag(&args, "--frame") {
+        let s = Server::new(&addr)
+            .expect("frame address")
+            .on_message(|c, m| async move { c.send(m) });
+        app = app.server(limits(s));
+    }
+    if let Some(path) = flag(&args, "--unix") {
+        let s = Server::with_protocol(
+            &format!("unix://{path}"),
+            brisk::protocol::Builtin::Text(Default::default()),
+        )
+        .expect("unix address")
+        .on_message(text_command);
+        app = app.server(limits(s));
+    }
+    if let Some(addr) = flag(&args, "--udp") {
+        let s = UdpServer::new(&addr)
+            .expect("udp address")
+            .workers(workers)
+            .on_message(|peer, d| async move { peer.send(&d).await });
+        app = app.server(s);
+    }
+    app.run_command(command)
+}

@@ -48,14 +48,16 @@ pub enum SendError {
 }
 
 mod flag {
-    pub const CLOSING: u8 = 1;
-    pub const DESTROYED: u8 = 1 << 1;
-    pub const PAUSED: u8 = 1 << 2;
-    pub const DRAINING: u8 = 1 << 3;
-    pub const FULL: u8 = 1 << 4;
-    pub const EVENT_FULL: u8 = 1 << 5;
-    pub const EVENT_DRAIN: u8 = 1 << 6;
-    pub const PEER_CLOSED: u8 = 1 << 7;
+    pub const CLOSING: u16 = 1;
+    pub const DESTROYED: u16 = 1 << 1;
+    pub const PAUSED: u16 = 1 << 2;
+    pub const DRAINING: u16 = 1 << 3;
+    pub const FULL: u16 = 1 << 4;
+    pub const EVENT_FULL: u16 = 1 << 5;
+    pub const EVENT_DRAIN: u16 = 1 << 6;
+    pub const PEER_CLOSED: u16 = 1 << 7;
+    /// At least one message was handled.
+    pub const HANDLED: u16 = 1 << 8;
 }
 
 /// What a server shares with all its connections in one worker.
@@ -71,7 +73,7 @@ pub(crate) struct Inner<P: Protocol> {
     stream: Stream,
     remote: PeerAddr,
     opened: Instant,
-    flags: Cell<u8>,
+    flags: Cell<u16>,
     bytes_in: Cell<u64>,
     bytes_out: Cell<u64>,
     /// Worker uptime in seconds when bytes last arrived (for the idle timeout).
@@ -250,15 +252,15 @@ impl<P: Protocol> Connection<P> {
 
 impl<P: Protocol> Inner<P> {
     #[inline]
-    fn has(&self, f: u8) -> bool {
+    fn has(&self, f: u16) -> bool {
         self.flags.get() & f != 0
     }
     #[inline]
-    fn set(&self, f: u8) {
+    fn set(&self, f: u16) {
         self.flags.set(self.flags.get() | f);
     }
     #[inline]
-    fn clear(&self, f: u8) {
+    fn clear(&self, f: u16) {
         self.flags.set(self.flags.get() & !f);
     }
     #[inline]
@@ -452,14 +454,24 @@ impl<P: Protocol> Connection<P> {
             if inner.has(flag::DESTROYED) {
                 return End::Abort;
             }
-            if inner.has(flag::DRAINING) {
-                inner.set(flag::CLOSING);
+            // A graceful stop closes a connection between messages; one that has not yet
+            // delivered its first message (or is in the middle of one) gets a short grace.
+            let mut drain_grace = None;
+            if inner.has(flag::DRAINING) && !inner.has(flag::CLOSING) {
+                let deadline = server.worker.drain_grace_deadline();
+                let expecting = !inner.has(flag::HANDLED) || !rbuf.is_empty();
+                if expecting && tokio::time::Instant::now() < deadline {
+                    drain_grace = Some(deadline);
+                } else {
+                    inner.set(flag::CLOSING);
+                }
             }
             if !inner.has(flag::PAUSED | flag::CLOSING) && !rbuf.is_empty() {
                 let decoded = inner.protocol.borrow_mut().decode(&mut rbuf, max_package);
                 match decoded {
                     Ok(Some(msg)) => {
                         Stats::add(&stats.total_request, 1);
+                        inner.set(flag::HANDLED);
                         if let Some(cb) = &server.callbacks.on_message {
                             let fut = cb(self.clone(), msg);
                             if !self.drive_handler(fut).await {
@@ -490,6 +502,7 @@ impl<P: Protocol> Connection<P> {
             tokio::select! {
                 biased;
                 _ = inner.wake.notified() => {}
+                _ = sleep_until_some(drain_grace), if drain_grace.is_some() => {}
                 r = inner.stream.writable(), if writing => {
                     if let Err(e) = r.and_then(|_| inner.flush()) {
                         return End::Error(e);
@@ -592,6 +605,12 @@ impl<P: Protocol> Connection<P> {
                 return;
             }
         }
+    }
+}
+
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    if let Some(d) = deadline {
+        tokio::time::sleep_until(d).await;
     }
 }
 

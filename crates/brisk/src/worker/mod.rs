@@ -48,7 +48,12 @@ pub(crate) struct WorkerCtx {
     started: Instant,
     stop_tx: watch::Sender<bool>,
     emptied: Notify,
+    /// When a graceful stop began.
+    drain_started: Cell<Option<tokio::time::Instant>>,
 }
+
+/// How long a graceful stop waits for a connection's first (or unfinished) message.
+const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 impl WorkerCtx {
     fn new(info: WorkerInfo) -> Self {
@@ -60,6 +65,7 @@ impl WorkerCtx {
             started: Instant::now(),
             stop_tx: watch::channel(false).0,
             emptied: Notify::new(),
+            drain_started: Cell::new(None),
         }
     }
 
@@ -80,6 +86,15 @@ impl WorkerCtx {
 
     pub(crate) fn is_stopping(&self) -> bool {
         *self.stop_tx.borrow()
+    }
+
+    /// Until when a draining connection may wait for its first or unfinished message.
+    pub(crate) fn drain_grace_deadline(&self) -> tokio::time::Instant {
+        let started = self
+            .drain_started
+            .get()
+            .unwrap_or_else(tokio::time::Instant::now);
+        started + DRAIN_GRACE
     }
 
     pub(crate) fn register(&self, id: u64, conn: Rc<dyn ConnView>) {
@@ -141,6 +156,7 @@ impl WorkerCtx {
     /// waiting up to `timeout`; then destroys whatever is left.
     async fn shut_down(&self, graceful: bool, timeout: Duration) {
         let _ = self.stop_tx.send(true);
+        self.drain_started.set(Some(tokio::time::Instant::now()));
         if graceful {
             for c in self.connections_where(|_| true) {
                 c.drain();

@@ -1,0 +1,477 @@
+//! brisk-demo end to end: echo at scale, framing edge cases, crashes, reloads, the CLI.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use brisk_testkit::*;
+
+const DEMO: &str = env!("CARGO_BIN_EXE_brisk-demo");
+
+struct Demo {
+    server: ServerProcess,
+    text: u16,
+    frame: u16,
+}
+
+fn demo(workers: usize) -> Demo {
+    let (text, frame) = (free_port(), free_port());
+    let t = format!("text://127.0.0.1:{text}");
+    let f = format!("frame://127.0.0.1:{frame}");
+    let w = workers.to_string();
+    let server = ServerProcess::start(
+        DEMO,
+        &["--workers", &w, "--text", &t, "--frame", &f],
+        workers * 2,
+    )
+    .unwrap();
+    Demo {
+        server,
+        text,
+        frame,
+    }
+}
+
+#[test]
+fn echo_over_text_and_frame_with_a_thousand_concurrent_connections_each() {
+    let d = demo(2);
+    let mut texts: Vec<TcpStream> = (0..1000).map(|_| connect(d.text)).collect();
+    let mut frames: Vec<TcpStream> = (0..1000).map(|_| connect(d.frame)).collect();
+    let start = Instant::now();
+    while d.server.total("connections").unwrap() < 2000 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "not all 2000 connections registered"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (i, s) in texts.iter_mut().enumerate() {
+        s.write_all(format!("line {i}\n").as_bytes()).unwrap();
+    }
+    for (i, s) in frames.iter_mut().enumerate() {
+        s.write_all(&frame(format!("frame {i}").as_bytes()))
+            .unwrap();
+    }
+    for (i, s) in texts.iter_mut().enumerate() {
+        assert_eq!(read_line(s), format!("line {i}"));
+    }
+    for (i, s) in frames.iter_mut().enumerate() {
+        assert_eq!(read_frame(s).unwrap(), format!("frame {i}").as_bytes());
+    }
+    let status = d.server.status().unwrap();
+    let workers = status["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 4);
+    let total: u64 = workers
+        .iter()
+        .map(|w| w["total_request"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 2000);
+    // The kernel spreads connections over both workers of each server.
+    assert!(
+        workers
+            .iter()
+            .all(|w| w["connections"].as_u64().unwrap() > 100),
+        "{status:#}"
+    );
+}
+
+#[test]
+fn one_message_split_over_many_writes_and_many_messages_in_one_write() {
+    let d = demo(1);
+    let mut t = connect(d.text);
+    for b in b"split across writes\n" {
+        t.write_all(&[*b]).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(read_line(&mut t), "split across writes");
+    let batch: String = (0..200).map(|i| format!("m{i}\n")).collect();
+    t.write_all(batch.as_bytes()).unwrap();
+    for i in 0..200 {
+        assert_eq!(read_line(&mut t), format!("m{i}"));
+    }
+
+    let mut f = connect(d.frame);
+    let wire = frame(&vec![7u8; 100_000]);
+    for chunk in wire.chunks(997) {
+        f.write_all(chunk).unwrap();
+    }
+    assert_eq!(read_frame(&mut f).unwrap(), vec![7u8; 100_000]);
+    let mut many = Vec::new();
+    for i in 0..100u32 {
+        many.extend(frame(&i.to_be_bytes()));
+    }
+    f.write_all(&many).unwrap();
+    for i in 0..100u32 {
+        assert_eq!(read_frame(&mut f).unwrap(), i.to_be_bytes());
+    }
+}
+
+#[test]
+fn an_oversized_frame_closes_only_that_connection_and_is_counted() {
+    let d = demo(1);
+    let mut good = connect(d.frame);
+    let mut bad = connect(d.frame);
+    // Announce 11 MiB: over the 10 MiB default, rejected from the header alone.
+    bad.write_all(&((11u32 << 20) + 4).to_be_bytes()).unwrap();
+    let mut b = [0u8; 1];
+    assert!(
+        matches!(bad.read(&mut b), Ok(0) | Err(_)),
+        "the oversized frame's connection is closed"
+    );
+    let mut short = connect(d.frame);
+    short.write_all(&[0, 0, 0, 2]).unwrap();
+    assert!(
+        matches!(short.read(&mut b), Ok(0) | Err(_)),
+        "a length under 4 is invalid"
+    );
+    good.write_all(&frame(b"still here")).unwrap();
+    assert_eq!(read_frame(&mut good).unwrap(), b"still here");
+    assert_eq!(d.server.total("rejected").unwrap(), 2);
+    assert!(d.server.log().contains("bad input"), "{}", d.server.log());
+}
+
+#[test]
+fn a_killed_worker_is_replaced_within_a_second() {
+    let d = demo(1);
+    let status = d.server.status().unwrap();
+    let text_pid = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["server"].as_str().unwrap().starts_with("text://"))
+        .unwrap()["pid"]
+        .as_i64()
+        .unwrap() as i32;
+    let mut other = connect(d.frame);
+    // SAFETY: killing our own test server's worker.
+    unsafe { libc::kill(text_pid, libc::SIGKILL) };
+    let t0 = Instant::now();
+    loop {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", d.text)) {
+            s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            if s.write_all(b"back\n").is_ok() && read_line_opt(&mut s).as_deref() == Some("back") {
+                break;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "no new worker served within 1 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let served_after = t0.elapsed();
+    // Only the killed worker's connections were lost.
+    other.write_all(&frame(b"unaffected")).unwrap();
+    assert_eq!(read_frame(&mut other).unwrap(), b"unaffected");
+    let pids = d.server.worker_pids().unwrap();
+    assert_eq!(pids.len(), 2);
+    assert!(!pids.contains(&text_pid));
+    let log = d.server.log();
+    assert!(
+        log.contains("exited unexpectedly (killed by signal 9)"),
+        "{log}"
+    );
+    assert!(d.server.status().unwrap()["restarts"].as_u64() == Some(1));
+    eprintln!("a new worker served {served_after:?} after kill -9");
+}
+
+fn read_line_opt(s: &mut TcpStream) -> Option<String> {
+    let mut out = Vec::new();
+    let mut b = [0u8; 1];
+    loop {
+        match s.read(&mut b) {
+            Ok(1) if b[0] == b'\n' => return String::from_utf8(out).ok(),
+            Ok(1) => out.push(b[0]),
+            _ => return None,
+        }
+    }
+}
+
+fn hammer(port: u16, stop: Arc<AtomicBool>) -> (u32, u32, u32) {
+    let (mut refused, mut dropped, mut ok) = (0, 0, 0);
+    while !stop.load(Ordering::Relaxed) {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Err(_) => refused += 1,
+            Ok(mut s) => {
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                if s.write_all(b"x\n").is_ok() && read_line_opt(&mut s).as_deref() == Some("x") {
+                    ok += 1;
+                } else {
+                    dropped += 1;
+                }
+            }
+        }
+    }
+    (refused, dropped, ok)
+}
+
+fn migrate_req_enabled() -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_migrate_req")
+        .map(|s| s.trim() == "1")
+        .unwrap_or(false)
+}
+
+#[test]
+fn reload_replaces_every_worker_and_never_refuses_a_connection() {
+    let d = demo(2);
+    let before = d.server.worker_pids().unwrap();
+    for graceful in [false, true] {
+        let prev = d.server.worker_pids().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let h = std::thread::spawn({
+            let stop = stop.clone();
+            let port = d.text;
+            move || hammer(port, stop)
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let cmd: &[&str] = if graceful {
+            &["reload", "-g"]
+        } else {
+            &["reload"]
+        };
+        let out = d.server.cli(cmd);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("reloaded 4 workers"));
+        std::thread::sleep(Duration::from_millis(100));
+        stop.store(true, Ordering::Relaxed);
+        let (refused, dropped, ok) = h.join().unwrap();
+        let after = d.server.worker_pids().unwrap();
+        assert_eq!(after.len(), 4);
+        assert!(
+            after.iter().all(|p| !prev.contains(p)),
+            "{prev:?} -> {after:?}"
+        );
+        assert!(ok > 10, "only {ok} requests served during reload");
+        assert_eq!(
+            refused, 0,
+            "connections refused during reload ({ok} served)"
+        );
+        if graceful && migrate_req_enabled() {
+            assert_eq!(
+                dropped, 0,
+                "requests lost during a graceful reload ({ok} served)"
+            );
+        }
+        eprintln!("reload graceful={graceful}: {ok} served, {refused} refused, {dropped} dropped");
+    }
+    assert!(d
+        .server
+        .worker_pids()
+        .unwrap()
+        .iter()
+        .all(|p| !before.contains(p)));
+}
+
+#[test]
+fn status_lists_every_worker_with_live_counters_and_connections_lists_each_connection() {
+    let d = demo(2);
+    let s0 = d.server.status().unwrap();
+    assert_eq!(s0["workers"].as_array().unwrap().len(), 4);
+    assert_eq!(s0["master_pid"].as_i64().unwrap() as i32, d.server.pid());
+    let mut conns: Vec<TcpStream> = (0..6).map(|_| connect(d.text)).collect();
+    for c in conns.iter_mut() {
+        for _ in 0..5 {
+            assert_eq!(text_round_trip(c, "count me"), "count me");
+        }
+    }
+    assert_eq!(d.server.total("total_request").unwrap(), 30);
+    assert_eq!(d.server.total("connections").unwrap(), 6);
+    assert_eq!(d.server.total("bytes_in").unwrap(), 30 * 9);
+    for w in d.server.status().unwrap()["workers"].as_array().unwrap() {
+        assert!(w["rss_kib"].as_u64().unwrap() > 0);
+        assert!(w["pid"].as_i64().unwrap() > 0);
+    }
+    let table = d.server.cli(&["status"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("connections") && table.contains("total"),
+        "{table}"
+    );
+    assert_eq!(
+        table
+            .lines()
+            .filter(|l| l.starts_with("text://") || l.starts_with("frame://"))
+            .count(),
+        4
+    );
+
+    let out = d.server.cli(&["connections", "--json"]);
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 6);
+    for c in list {
+        assert_eq!(c["bytes_in"].as_u64(), Some(45));
+        assert_eq!(c["bytes_out"].as_u64(), Some(45));
+        assert!(c["remote"].as_str().unwrap().starts_with("127.0.0.1:"));
+    }
+    drop(conns);
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(DEMO).args(args).output().unwrap()
+}
+
+fn one_sentence(out: &std::process::Output) -> String {
+    assert!(!out.status.success(), "expected failure, got {out:?}");
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    err
+}
+
+#[test]
+fn bad_input_gets_one_plain_sentence_and_a_non_zero_exit() {
+    let dir = temp_dir("cli");
+    let rd = dir.join("run").display().to_string();
+    let err = one_sentence(&run(&[
+        "--run-dir",
+        &rd,
+        "--text",
+        "127.0.0.1:7000",
+        "start",
+    ]));
+    assert!(
+        err.contains("cannot parse address \"127.0.0.1:7000\""),
+        "{err}"
+    );
+
+    let err = one_sentence(&run(&["--run-dir", &rd, "status"]));
+    assert!(err.contains("brisk-demo is not running"), "{err}");
+    let err = one_sentence(&run(&["--run-dir", &rd, "stop"]));
+    assert!(err.contains("brisk-demo is not running"), "{err}");
+
+    let err = one_sentence(&run(&["--run-dir", "/nonexistent/brisk/run", "start"]));
+    assert!(
+        err.contains("cannot use run directory /nonexistent/brisk/run"),
+        "{err}"
+    );
+    assert!(
+        err.contains("parent directory /nonexistent/brisk does not exist"),
+        "{err}"
+    );
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let t = format!("text://127.0.0.1:{port}");
+    let f = format!("frame://127.0.0.1:{}", free_port());
+    let err = one_sentence(&run(&[
+        "--run-dir",
+        &rd,
+        "--text",
+        &t,
+        "--frame",
+        &f,
+        "start",
+    ]));
+    assert!(
+        err.contains(&format!("cannot listen on {t}")) && err.contains("in use"),
+        "{err}"
+    );
+
+    let cfg = dir.join("bad.toml");
+    std::fs::write(&cfg, "wokers = 3\n").unwrap();
+    let out = run(&["--run-dir", &rd, "--config", cfg.to_str().unwrap(), "start"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `wokers`"));
+}
+
+#[test]
+fn start_while_running_is_refused() {
+    let d = demo(1);
+    let out = d.server.cli(&["start"]);
+    let err = one_sentence(&out);
+    assert!(
+        err.contains(&format!("already running (pid {})", d.server.pid())),
+        "{err}"
+    );
+    // The running app is untouched.
+    let mut s = connect(d.text);
+    assert_eq!(text_round_trip(&mut s, "ok"), "ok");
+}
+
+#[test]
+fn daemon_start_writes_pid_file_and_log_and_stop_removes_them() {
+    let dir = temp_dir("daemon");
+    let rd = dir.join("run");
+    let rds = rd.display().to_string();
+    let (text, frame) = (free_port(), free_port());
+    let t = format!("text://127.0.0.1:{text}");
+    let f = format!("frame://127.0.0.1:{frame}");
+    let args = [
+        "--run-dir",
+        &rds,
+        "--workers",
+        "1",
+        "--text",
+        &t,
+        "--frame",
+        &f,
+    ];
+    // Killed on drop whatever happens (the harness reads the pid file).
+    let guard = RunDirGuard(rd.clone());
+    let out = Command::new(DEMO)
+        .args(args)
+        .args(["start", "-d"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let msg = String::from_utf8_lossy(&out.stdout);
+    assert!(msg.contains("started in the background"), "{msg}");
+    let pid: i32 = std::fs::read_to_string(rd.join("brisk-demo.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut s = connect(text);
+    assert_eq!(text_round_trip(&mut s, "daemon"), "daemon");
+    // The daemon is in its own session, detached from ours.
+    assert_ne!(unsafe { libc::getsid(pid) }, unsafe { libc::getsid(0) });
+    let out = Command::new(DEMO).args(args).arg("stop").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("brisk-demo stopped"));
+    assert!(!rd.join("brisk-demo.pid").exists());
+    assert!(!rd.join("brisk-demo.sock").exists());
+    let log = std::fs::read_to_string(rd.join("brisk-demo.log")).unwrap();
+    assert!(
+        log.contains("brisk-demo started") && log.contains("brisk-demo stopped"),
+        "{log}"
+    );
+    drop(guard);
+}
+
+#[test]
+fn signals_stop_and_reload() {
+    let mut d = demo(1);
+    let before = d.server.worker_pids().unwrap();
+    // SAFETY: signalling our own test server.
+    unsafe { libc::kill(d.server.pid(), libc::SIGUSR1) };
+    let t0 = Instant::now();
+    loop {
+        let now = d.server.worker_pids().unwrap_or_default();
+        if now.len() == 2 && now.iter().all(|p| !before.contains(p)) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "SIGUSR1 did not reload"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    unsafe { libc::kill(d.server.pid(), libc::SIGTERM) };
+    assert!(d.server.wait_exit(Duration::from_secs(10)).unwrap());
+    assert!(TcpStream::connect(("127.0.0.1", d.text)).is_err());
+}

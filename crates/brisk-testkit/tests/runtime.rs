@@ -1,0 +1,336 @@
+//! The connection runtime, driven through the fixture app over real loopback sockets.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use brisk_testkit::*;
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_brisk-fixture");
+
+fn text_server(extra: &[&str]) -> (ServerProcess, u16) {
+    let port = free_port();
+    let addr = format!("text://127.0.0.1:{port}");
+    let mut args = vec!["--text", addr.as_str()];
+    args.extend_from_slice(extra);
+    (ServerProcess::start(FIXTURE, &args, 1).unwrap(), port)
+}
+
+fn assert_closed(s: &mut TcpStream) {
+    let mut buf = [0u8; 16];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("expected the connection to be closed, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_panicking_handler_closes_only_its_connection_and_is_counted() {
+    let (server, port) = text_server(&[]);
+    let pids = server.worker_pids().unwrap();
+    let mut other = connect(port);
+    assert_eq!(text_round_trip(&mut other, "before"), "before");
+    let mut bad = connect(port);
+    bad.write_all(b"panic\n").unwrap();
+    assert_closed(&mut bad);
+    let mut err = connect(port);
+    err.write_all(b"error\n").unwrap();
+    assert_eq!(text_round_trip(&mut err, "still open"), "still open");
+    assert_eq!(text_round_trip(&mut other, "after"), "after");
+    assert_eq!(server.worker_pids().unwrap(), pids, "the worker survived");
+    assert_eq!(server.total("throw_exception").unwrap(), 2);
+}
+
+#[test]
+fn a_peer_that_never_reads_fills_the_buffer_and_memory_stays_bounded() {
+    let (server, port) = text_server(&[]);
+    let pid = server.worker_pids().unwrap()[0];
+    let before = rss_kib(pid);
+    let floods: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = connect(port);
+            s.write_all(b"flood\n").unwrap();
+            s
+        })
+        .collect();
+    let start = Instant::now();
+    while server.total("buffer_full").unwrap() < 8 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "on_buffer_full did not fire for every flood"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let filled = rss_kib(pid);
+    // Keep sending for two more seconds: every send now fails with BufferFull.
+    std::thread::sleep(Duration::from_secs(2));
+    let later = rss_kib(pid);
+    assert_eq!(
+        server.total("buffer_full").unwrap(),
+        8,
+        "fires once per fill"
+    );
+    assert!(
+        later <= filled + 1024,
+        "RSS kept growing: {filled} KiB -> {later} KiB"
+    );
+    // 8 connections x 2 MiB limit, plus one 64 KiB message over it each, plus slack.
+    assert!(
+        later < before + 8 * (2048 + 64) + 8 * 1024,
+        "RSS grew from {before} KiB to {later} KiB"
+    );
+    assert!(server.log().contains("buffer full"), "on_buffer_full ran");
+    // A normal client is served meanwhile.
+    let mut ok = connect(port);
+    assert_eq!(text_round_trip(&mut ok, "hi"), "hi");
+    drop(floods);
+}
+
+#[test]
+fn the_buffer_drains_and_on_buffer_drain_fires() {
+    let (server, port) = text_server(&["--max-send-buffer", "262144"]);
+    let mut s = connect(port);
+    s.write_all(b"flood\n").unwrap();
+    let start = Instant::now();
+    while server.total("buffer_full").unwrap() < 1 {
+        assert!(start.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Read for a while: the buffer drains, fills again, drains...
+    let mut buf = vec![0u8; 1 << 20];
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(500) {
+        let _ = s.read(&mut buf).unwrap();
+    }
+    drop(s);
+    let start = Instant::now();
+    while !server.log().contains("buffer drained") {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "on_buffer_drain never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn timers_fire_on_time() {
+    let (_server, port) = text_server(&[]);
+    let mut s = connect(port);
+    let t0 = Instant::now();
+    let reply = text_round_trip(&mut s, "timer 150");
+    let waited = t0.elapsed().as_millis();
+    let fired: u128 = reply.strip_prefix("fired ").unwrap().parse().unwrap();
+    assert!(
+        (150..250).contains(&fired),
+        "one-shot fired after {fired} ms"
+    );
+    assert!(waited >= 150, "reply came after {waited} ms");
+
+    s.write_all(b"repeat 40 5\n").unwrap();
+    for k in 1..=5u128 {
+        let line = read_line(&mut s);
+        let parts: Vec<&str> = line.split(' ').collect();
+        assert_eq!(parts[0..2], ["tick", &k.to_string()]);
+        let at: u128 = parts[2].parse().unwrap();
+        assert!(at >= 40 * k && at < 40 * k + 100, "tick {k} at {at} ms");
+    }
+    // The repeating timer deleted itself after 5 ticks.
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    assert!(s.read(&mut b).is_err(), "no sixth tick");
+}
+
+#[test]
+fn a_hundred_thousand_timers_stay_cheap() {
+    let (server, port) = text_server(&[]);
+    let pid = server.worker_pids().unwrap()[0];
+    let before = rss_kib(pid);
+    let mut s = connect(port);
+    assert_eq!(text_round_trip(&mut s, "timers 100000"), "ok 100000");
+    assert_eq!(server.total("timers").unwrap(), 100_000);
+    let after = rss_kib(pid);
+    assert!(
+        after < before + 40 * 1024,
+        "100k timers took {} KiB",
+        after - before
+    );
+    assert_eq!(
+        text_round_trip(&mut s, "deltimers"),
+        "deleted 100000 left 0"
+    );
+    assert_eq!(server.total("timers").unwrap(), 0);
+}
+
+#[test]
+fn oversized_text_line_is_rejected_and_counted() {
+    let (server, port) = text_server(&["--max-package", "1024"]);
+    let mut ok = connect(port);
+    let mut big = connect(port);
+    big.write_all(&vec![b'a'; 4096]).unwrap();
+    assert_closed(&mut big);
+    assert_eq!(text_round_trip(&mut ok, "fine"), "fine");
+    assert_eq!(server.total("rejected").unwrap(), 1);
+}
+
+#[test]
+fn close_flushes_then_closes_and_pause_delays_reading() {
+    let (_server, port) = text_server(&[]);
+    let mut s = connect(port);
+    assert_eq!(text_round_trip(&mut s, "close"), "bye");
+    assert_closed(&mut s);
+
+    let mut p = connect(port);
+    p.write_all(b"pause 300\n").unwrap();
+    let t0 = Instant::now();
+    assert_eq!(text_round_trip(&mut p, "later"), "later");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(290),
+        "read resumed early"
+    );
+}
+
+#[test]
+fn idle_connections_are_closed_after_the_idle_timeout() {
+    let (_server, port) = text_server(&["--idle-timeout-ms", "1000"]);
+    let mut s = connect(port);
+    assert_eq!(text_round_trip(&mut s, "hi"), "hi");
+    let t0 = Instant::now();
+    assert_closed(&mut s);
+    let idle = t0.elapsed();
+    assert!(
+        idle >= Duration::from_millis(900) && idle < Duration::from_secs(4),
+        "closed after {idle:?}"
+    );
+}
+
+#[test]
+fn graceful_stop_lets_a_slow_response_finish() {
+    let (mut server, port) = text_server(&[]);
+    let mut s = connect(port);
+    s.write_all(b"slow 1500\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let out = std::thread::scope(|scope| {
+        let stopper = scope.spawn(|| server.cli(&["stop", "-g"]));
+        // The stop is under way (the listener closes) while the reply is still pending.
+        let t0 = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "still accepting during a graceful stop"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            !stopper.is_finished(),
+            "stop returned before the slow response finished"
+        );
+        assert_eq!(read_line(&mut s), "slow done");
+        assert_closed(&mut s);
+        stopper.join().unwrap()
+    });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(server.wait_exit(Duration::from_secs(10)).unwrap());
+    // New connections are refused once stopped.
+    assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[test]
+fn udp_echo() {
+    let port = free_port();
+    let addr = format!("udp://127.0.0.1:{port}");
+    let server = ServerProcess::start(FIXTURE, &["--udp", &addr, "--workers", "2"], 2).unwrap();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    for i in 0..20 {
+        let msg = format!("datagram {i}");
+        sock.send_to(msg.as_bytes(), ("127.0.0.1", port)).unwrap();
+        let mut buf = [0u8; 100];
+        let (n, _) = sock.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], msg.as_bytes());
+    }
+    assert_eq!(server.total("total_request").unwrap(), 20);
+}
+
+#[test]
+fn unix_socket_listener() {
+    let dir = temp_dir("unix");
+    let path = dir.join("echo.sock");
+    let path_s = path.display().to_string();
+    let server = ServerProcess::start(FIXTURE, &["--unix", &path_s, "--workers", "2"], 2).unwrap();
+    for i in 0..10 {
+        let mut s = UnixStream::connect(&path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(format!("hello {i}\n").as_bytes()).unwrap();
+        let mut got = Vec::new();
+        let mut b = [0u8; 1];
+        while s.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
+            got.push(b[0]);
+        }
+        assert_eq!(got, format!("hello {i}").as_bytes());
+    }
+    drop(server);
+}
+
+/// Connects, echoes one line, and reports what failed: (connect failures, request failures).
+fn hammer(port: u16, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> (u32, u32, u32) {
+    let (mut refused, mut dropped, mut ok) = (0, 0, 0);
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Err(_) => refused += 1,
+            Ok(mut s) => {
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut buf = [0u8; 3];
+                let good = s.write_all(b"hi\n").is_ok()
+                    && s.read_exact(&mut buf).is_ok()
+                    && &buf == b"hi\n";
+                if good {
+                    ok += 1;
+                } else {
+                    dropped += 1;
+                }
+            }
+        }
+    }
+    (refused, dropped, ok)
+}
+
+#[test]
+fn graceful_reload_with_a_shared_listener_loses_nothing() {
+    let port = free_port();
+    let addr = format!("text://127.0.0.1:{port}");
+    let server =
+        ServerProcess::start(FIXTURE, &["--text", &addr, "--workers", "2", "--shared"], 2).unwrap();
+    let before = server.worker_pids().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let h = std::thread::spawn({
+        let stop = stop.clone();
+        move || hammer(port, stop)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let out = server.cli(&["reload", "-g"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (refused, dropped, ok) = h.join().unwrap();
+    let after = server.worker_pids().unwrap();
+    assert_eq!(after.len(), 2);
+    assert!(
+        after.iter().all(|p| !before.contains(p)),
+        "{before:?} -> {after:?}"
+    );
+    assert!(ok > 10, "only {ok} requests served");
+    assert_eq!((refused, dropped), (0, 0), "{ok} served");
+}
