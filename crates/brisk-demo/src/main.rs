@@ -17,6 +17,9 @@ use brisk::{App, Server};
 use clap::Parser;
 use serde::Deserialize;
 
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Command line: the demo's settings, then a control command.
 #[derive(Debug, Parser)]
 #[command(

@@ -204,7 +204,7 @@ mod tests {
             assert!(!del(gone));
             tokio::time::sleep(Duration::from_millis(105)).await;
             assert_eq!(fired.get(), 1);
-            assert!((5..=11).contains(&ticks.get()), "ticks {}", ticks.get());
+            assert!((3..=11).contains(&ticks.get()), "ticks {}", ticks.get());
             assert_eq!(count(), 1);
             assert!(del(rep));
             assert_eq!(count(), 0);
@@ -225,8 +225,13 @@ mod tests {
             });
             id.set(Some(me));
             add(Duration::from_millis(1), false, || panic!("boom"));
-            tokio::time::sleep(Duration::from_millis(40)).await;
-            assert_eq!(n.get(), 3);
+            // Wait for the third tick (a panic's backtrace can take a while to print).
+            let start = Instant::now();
+            while n.get() < 3 && start.elapsed() < Duration::from_secs(5) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert_eq!(n.get(), 3, "deleted itself after the third tick");
             assert_eq!(panics(), 1);
             assert_eq!(count(), 0);
         });
