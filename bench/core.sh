@@ -26,6 +26,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 PID=$(worker_pid)
 sleep 1
 IDLE=$(rss "$PID")
+IDLE_PRIVATE=$(awk '/^Private_(Clean|Dirty):/ {s += $2} END {print s}' "/proc/$PID/smaps_rollup")
 
 # Idle connections, from 4 source addresses.
 FIFO=$RUN/hold.out
@@ -52,6 +53,7 @@ US_PER_MSG=$(python3 -c "print(round(($T1-$T0)/$HZ*1e6/$MSGS, 3))")
 echo "| figure | value |"
 echo "|---|---|"
 echo "| idle worker RSS | $IDLE KiB |"
+echo "| idle worker private memory (RSS minus pages shared with other processes, e.g. code) | $IDLE_PRIVATE KiB |"
 echo "| worker RSS with $OPEN idle Text connections | $HELD KiB |"
 echo "| RSS per idle Text connection | $PER_CONN bytes |"
 echo "| Text echo, 1 worker on CPU 0, load on CPU 1 (50 conns x 16 in flight, 32 B) | $RATE msgs/s |"

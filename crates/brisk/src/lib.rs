@@ -47,3 +47,8 @@ pub use worker::connection::{Connection, SendError};
 pub use worker::stream::PeerAddr;
 pub use worker::udp::UdpPeer;
 pub use worker::WorkerInfo;
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
