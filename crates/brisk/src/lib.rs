@@ -29,6 +29,7 @@ mod error;
 mod ipc;
 mod log;
 mod master;
+pub mod http;
 pub mod protocol;
 mod server;
 mod service;

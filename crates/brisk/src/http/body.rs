@@ -1,0 +1,103 @@
+//! [`Body`]: the response body type of Brisk's HTTP handlers.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::BodyExt;
+
+use crate::server::BoxError;
+
+/// A response body: empty, one buffer (no allocation beyond the bytes), or any
+/// [`http_body::Body`] boxed (streams, files, SSE).
+///
+/// ```
+/// use brisk::http::Body;
+/// let hello = Body::from("Hello World");
+/// let none = Body::empty();
+/// ```
+pub struct Body {
+    kind: Kind,
+}
+
+enum Kind {
+    Empty,
+    Full(Option<Bytes>),
+    Boxed(UnsyncBoxBody<Bytes, BoxError>),
+}
+
+impl Body {
+    /// No body.
+    pub fn empty() -> Self {
+        Body { kind: Kind::Empty }
+    }
+
+    /// One buffer.
+    pub fn full(bytes: impl Into<Bytes>) -> Self {
+        Body {
+            kind: Kind::Full(Some(bytes.into())),
+        }
+    }
+
+    /// Any body, for example a stream of frames.
+    pub fn new<B>(body: B) -> Self
+    where
+        B: http_body::Body<Data = Bytes> + 'static,
+        B::Error: Into<BoxError>,
+    {
+        Body {
+            kind: Kind::Boxed(body.map_err(Into::into).boxed_unsync()),
+        }
+    }
+}
+
+impl Default for Body {
+    fn default() -> Self {
+        Body::empty()
+    }
+}
+
+macro_rules! body_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Body {
+            fn from(v: $t) -> Self {
+                Body::full(v)
+            }
+        }
+    )*};
+}
+body_from!(Bytes, Vec<u8>, String, &'static str, &'static [u8]);
+
+impl http_body::Body for Body {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match &mut self.get_mut().kind {
+            Kind::Empty => Poll::Ready(None),
+            Kind::Full(b) => Poll::Ready(b.take().filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(b)))),
+            Kind::Boxed(b) => Pin::new(b).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Empty => true,
+            Kind::Full(b) => b.as_ref().is_none_or(|b| b.is_empty()),
+            Kind::Boxed(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Empty => SizeHint::with_exact(0),
+            Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Boxed(b) => b.size_hint(),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Static files under a root directory (being written).
