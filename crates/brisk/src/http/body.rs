@@ -5,7 +5,6 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::BodyExt;
 
 use crate::server::BoxError;
@@ -25,7 +24,8 @@ pub struct Body {
 enum Kind {
     Empty,
     Full(Option<Bytes>),
-    Boxed(UnsyncBoxBody<Bytes, BoxError>),
+    /// Not `Send`: worker bodies may hold `Rc` state.
+    Boxed(Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxError>>>),
 }
 
 impl Body {
@@ -48,7 +48,7 @@ impl Body {
         B::Error: Into<BoxError>,
     {
         Body {
-            kind: Kind::Boxed(body.map_err(Into::into).boxed_unsync()),
+            kind: Kind::Boxed(Box::pin(body.map_err(Into::into))),
         }
     }
 }
@@ -81,7 +81,7 @@ impl http_body::Body for Body {
         match &mut self.get_mut().kind {
             Kind::Empty => Poll::Ready(None),
             Kind::Full(b) => Poll::Ready(b.take().filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(b)))),
-            Kind::Boxed(b) => Pin::new(b).poll_frame(cx),
+            Kind::Boxed(b) => b.as_mut().poll_frame(cx),
         }
     }
 
