@@ -1,5 +1,5 @@
 //! brisk-demo: the showcase app. Text echo on `text://127.0.0.1:7000`, Frame echo on
-//! `frame://127.0.0.1:7001`, and every control command.
+//! `frame://127.0.0.1:7001`, HTTP on `http://127.0.0.1:8080`, and every control command.
 //!
 //! ```text
 //! brisk-demo start              # foreground
@@ -13,7 +13,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use brisk::http::HttpServer;
 use brisk::{App, Server};
+
+mod routes;
 use clap::Parser;
 use serde::Deserialize;
 
@@ -37,9 +40,15 @@ struct Args {
     /// Address of the Frame echo server.
     #[arg(long, global = true)]
     frame: Option<String>,
+    /// Address of the HTTP server.
+    #[arg(long, global = true)]
+    http: Option<String>,
     /// Directory for the pid file, control socket and daemon log (default ./run).
     #[arg(long, global = true)]
     run_dir: Option<PathBuf>,
+    /// Milliseconds an HTTP client has to send a request head before a 408 (default 10000).
+    #[arg(long, global = true)]
+    header_read_timeout_ms: Option<u64>,
     /// Seconds a graceful stop or reload waits for in-flight work (default 30).
     #[arg(long, global = true)]
     graceful_timeout: Option<u64>,
@@ -57,6 +66,7 @@ struct Config {
     workers: Option<usize>,
     text: Option<String>,
     frame: Option<String>,
+    http: Option<String>,
     run_dir: Option<PathBuf>,
     graceful_timeout: Option<u64>,
 }
@@ -77,6 +87,11 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .clone()
         .or(file.text)
         .unwrap_or("text://127.0.0.1:7000".into());
+    let http_addr = args
+        .http
+        .clone()
+        .or(file.http)
+        .unwrap_or("http://127.0.0.1:8080".into());
     let frame = args
         .frame
         .clone()
@@ -95,15 +110,24 @@ fn build(args: &Args) -> anyhow::Result<App> {
 
     let mut text = Server::new(&text)?.on_message(|conn, line| async move { conn.send(line) });
     let mut frame = Server::new(&frame)?.on_message(|conn, msg| async move { conn.send(msg) });
+    let mut limits = brisk::http::HttpLimits::default();
+    if let Some(ms) = args.header_read_timeout_ms {
+        limits.header_read_timeout = Duration::from_millis(ms);
+    }
+    let mut http = HttpServer::new(&http_addr)?
+        .http_limits(limits)
+        .handler(routes::route);
     if let Some(n) = workers {
         text = text.workers(n);
         frame = frame.workers(n);
+        http = http.workers(n);
     }
     Ok(App::new("brisk-demo")
         .run_dir(run_dir)
         .graceful_timeout(Duration::from_secs(graceful))
         .server(text)
-        .server(frame))
+        .server(frame)
+        .server(http))
 }
 
 fn main() -> ExitCode {

@@ -9,6 +9,8 @@
 //! | `frame` | TCP       | 4-byte big-endian length (including itself) + payload |
 //! | `udp`   | UDP       | one datagram per message |
 //! | `unix`  | Unix stream socket at a path | raw bytes |
+//! | `http`  | TCP       | HTTP/1.1 |
+//! | `websocket` (or `ws`) | TCP | WebSocket (RFC 6455) |
 //!
 //! ```
 //! use brisk::{Address, Scheme};
@@ -37,6 +39,10 @@ pub enum Scheme {
     Text,
     /// TCP with the length-prefixed [`Frame`](crate::protocol::Frame) protocol.
     Frame,
+    /// HTTP/1.1 ([`HttpServer`](crate::http::HttpServer)).
+    Http,
+    /// WebSocket ([`WsServer`](crate::ws::WsServer)).
+    Websocket,
 }
 
 impl Scheme {
@@ -47,6 +53,8 @@ impl Scheme {
             "unix" => Scheme::Unix,
             "text" => Scheme::Text,
             "frame" => Scheme::Frame,
+            "http" => Scheme::Http,
+            "websocket" | "ws" => Scheme::Websocket,
             _ => return None,
         })
     }
@@ -59,6 +67,8 @@ impl Scheme {
             Scheme::Unix => "unix",
             Scheme::Text => "text",
             Scheme::Frame => "frame",
+            Scheme::Http => "http",
+            Scheme::Websocket => "websocket",
         }
     }
 }
@@ -117,8 +127,9 @@ impl FromStr for Address {
         let (name, rest) = s
             .split_once("://")
             .ok_or_else(|| fail("expected scheme://host:port"))?;
-        let scheme = Scheme::from_name(&name.to_ascii_lowercase())
-            .ok_or_else(|| fail("unknown scheme; expected one of tcp, udp, unix, text, frame"))?;
+        let scheme = Scheme::from_name(&name.to_ascii_lowercase()).ok_or_else(|| {
+            fail("unknown scheme; expected one of tcp, udp, unix, text, frame, http, websocket")
+        })?;
         let endpoint = if scheme == Scheme::Unix {
             if rest.is_empty() {
                 return Err(fail(

@@ -92,9 +92,9 @@ impl Default for Limits {
 /// Per-server overrides of the app's [`Limits`].
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct LimitOverrides {
-    max_send_buffer: Option<usize>,
-    max_package_size: Option<usize>,
-    idle_timeout: Option<Option<Duration>>,
+    pub(crate) max_send_buffer: Option<usize>,
+    pub(crate) max_package_size: Option<usize>,
+    pub(crate) idle_timeout: Option<Option<Duration>>,
 }
 
 impl LimitOverrides {
@@ -117,7 +117,7 @@ pub(crate) struct ListenConfig {
 }
 
 impl ListenConfig {
-    fn new(address: Address) -> Self {
+    pub(crate) fn new(address: Address) -> Self {
         ListenConfig {
             address,
             workers: None,
@@ -185,9 +185,15 @@ impl Server<Builtin> {
     /// ```
     pub fn new(address: &str) -> Result<Self> {
         let address: Address = address.parse()?;
-        if address.scheme() == Scheme::Udp {
+        let other = match address.scheme() {
+            Scheme::Udp => Some("UdpServer"),
+            Scheme::Http => Some("brisk::http::HttpServer"),
+            Scheme::Websocket => Some("brisk::ws::WsServer"),
+            _ => None,
+        };
+        if let Some(other) = other {
             return Err(Error::Config(format!(
-                "{address} is a UDP address: serve it with UdpServer, not Server"
+                "{address}: serve this scheme with {other}, not Server"
             )));
         }
         let protocol = Builtin::for_scheme(address.scheme());

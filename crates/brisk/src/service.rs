@@ -62,6 +62,72 @@ impl<P: Protocol> From<Server<P>> for Service {
     }
 }
 
+impl From<crate::http::HttpServer> for Service {
+    fn from(server: crate::http::HttpServer) -> Self {
+        let crate::http::HttpServer {
+            listen,
+            limits: overrides,
+            http,
+            worker_callbacks,
+            handler,
+        } = server;
+        let handler = handler.unwrap_or_else(|| {
+            Rc::new(|_req| {
+                Box::pin(async {
+                    let mut r = http::Response::new(crate::http::Body::from("no handler\n"));
+                    *r.status_mut() = http::StatusCode::NOT_FOUND;
+                    Ok(r)
+                })
+            })
+        });
+        Service {
+            listen,
+            worker_callbacks,
+            limits: overrides,
+            start: Box::new(move |worker, listener, limits| {
+                let Listener::Tcp(l) = listener else {
+                    unreachable!("HttpServer only takes http:// addresses")
+                };
+                let mut builder = hyper::server::conn::http1::Builder::new();
+                builder
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(http.header_read_timeout)
+                    .max_buf_size(http.max_header_bytes.max(8192))
+                    .max_headers(http.max_headers)
+                    .keep_alive(true)
+                    .pipeline_flush(false);
+                let shared = Rc::new(crate::http::HttpShared {
+                    worker: worker.clone(),
+                    handler,
+                    limits,
+                    http,
+                    builder,
+                });
+                tokio::task::spawn_local(sweep_idle(worker, http.keep_alive_timeout));
+                let l = tokio::net::TcpListener::from_std(l)?;
+                tokio::task::spawn_local(accept_http(shared, l));
+                Ok(())
+            }),
+        }
+    }
+}
+
+async fn accept_http(shared: Rc<crate::http::HttpShared>, listener: tokio::net::TcpListener) {
+    let mut stop = shared.worker.stop_signal();
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, addr)) => {
+                    let _ = stream.set_nodelay(true);
+                    tokio::task::spawn_local(crate::http::serve(shared.clone(), stream, addr));
+                }
+                Err(e) => accept_failed(e).await,
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}
+
 impl From<UdpServer> for Service {
     fn from(server: UdpServer) -> Self {
         let UdpServer {

@@ -80,7 +80,11 @@ impl http_body::Body for Body {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match &mut self.get_mut().kind {
             Kind::Empty => Poll::Ready(None),
-            Kind::Full(b) => Poll::Ready(b.take().filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(b)))),
+            Kind::Full(b) => Poll::Ready(
+                b.take()
+                    .filter(|b| !b.is_empty())
+                    .map(|b| Ok(Frame::data(b))),
+            ),
             Kind::Boxed(b) => b.as_mut().poll_frame(cx),
         }
     }

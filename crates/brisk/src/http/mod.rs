@@ -1,6 +1,19 @@
 //! HTTP/1.1 on hyper, with Brisk's process model, limits and stats.
+//!
+//! [`HttpServer`] takes an async handler or any `tower::Service`; responses carry a [`Body`].
+//! Limits ([`HttpLimits`]) answer with the right status: 431 for oversized heads, 413 for
+//! oversized bodies, 408 for heads that arrive too slowly; hyper answers malformed requests
+//! with 400.
 
 pub mod body;
+mod conn;
+mod io;
+mod server;
 pub mod static_files;
 
 pub use body::Body;
+pub use io::HttpIo;
+pub use server::{HttpLimits, HttpServer, RequestBody};
+
+pub(crate) use conn::{serve, HttpShared};
+pub(crate) use io::WorkerIo as WorkerIoCounters;

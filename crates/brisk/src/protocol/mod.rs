@@ -101,7 +101,9 @@ impl Builtin {
         match scheme {
             Scheme::Text => Builtin::Text(Text::default()),
             Scheme::Frame => Builtin::Frame(Frame),
-            Scheme::Tcp | Scheme::Udp | Scheme::Unix => Builtin::Raw(Raw),
+            Scheme::Tcp | Scheme::Udp | Scheme::Unix | Scheme::Http | Scheme::Websocket => {
+                Builtin::Raw(Raw)
+            }
         }
     }
 }

@@ -50,6 +50,8 @@ pub(crate) struct WorkerCtx {
     emptied: Notify,
     /// When a graceful stop began.
     drain_started: Cell<Option<tokio::time::Instant>>,
+    /// Byte counters of HTTP connections (atomic: hyper's I/O must be `Send`).
+    pub io: std::sync::Arc<crate::http::WorkerIoCounters>,
 }
 
 /// How long a graceful stop waits for a connection's first (or unfinished) message.
@@ -66,6 +68,7 @@ impl WorkerCtx {
             stop_tx: watch::channel(false).0,
             emptied: Notify::new(),
             drain_started: Cell::new(None),
+            io: std::sync::Arc::new(crate::http::WorkerIoCounters::new()),
         }
     }
 
@@ -140,8 +143,10 @@ impl WorkerCtx {
             rejected: s.rejected.get(),
             buffer_full: s.buffer_full.get(),
             timers: crate::timer::count() as u64,
-            bytes_in: s.bytes_in.get(),
-            bytes_out: s.bytes_out.get(),
+            bytes_in: s.bytes_in.get()
+                + self.io.bytes_in.load(std::sync::atomic::Ordering::Relaxed),
+            bytes_out: s.bytes_out.get()
+                + self.io.bytes_out.load(std::sync::atomic::Ordering::Relaxed),
             uptime_s: self.started.elapsed().as_secs(),
         }
     }

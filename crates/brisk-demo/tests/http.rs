@@ -1,0 +1,292 @@
+//! brisk-demo's HTTP server over real sockets: the endpoints, HTTP/1.1 features, and every
+//! kind of bad input getting the right status while the worker keeps serving.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use brisk_testkit::*;
+
+const DEMO: &str = env!("CARGO_BIN_EXE_brisk-demo");
+
+struct Demo {
+    server: ServerProcess,
+    http: u16,
+}
+
+fn demo() -> Demo {
+    let http = free_port();
+    let h = format!("http://127.0.0.1:{http}");
+    let t = format!("text://127.0.0.1:{}", free_port());
+    let f = format!("frame://127.0.0.1:{}", free_port());
+    let server = ServerProcess::start(
+        DEMO,
+        &[
+            "--workers",
+            "1",
+            "--http",
+            &h,
+            "--text",
+            &t,
+            "--frame",
+            &f,
+            "--header-read-timeout-ms",
+            "1000",
+        ],
+        3,
+    )
+    .unwrap();
+    Demo { server, http }
+}
+
+/// Sends raw bytes and reads until the server closes or `timeout` passes.
+fn exchange(port: u16, request: &[u8], timeout: Duration) -> (String, bool) {
+    let mut s = connect(port);
+    s.set_read_timeout(Some(timeout)).unwrap();
+    s.write_all(request).unwrap();
+    read_all(&mut s)
+}
+
+/// Reads what arrives; returns it and whether the server closed the connection.
+fn read_all(s: &mut TcpStream) -> (String, bool) {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return (String::from_utf8_lossy(&out).into_owned(), true),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return (String::from_utf8_lossy(&out).into_owned(), true)
+            }
+            Err(_) => return (String::from_utf8_lossy(&out).into_owned(), false),
+        }
+    }
+}
+
+fn status_line(resp: &str) -> &str {
+    resp.lines().next().unwrap_or("")
+}
+
+#[test]
+fn hello_json_head_keep_alive_and_pipelining() {
+    let d = demo();
+    let (resp, _) = exchange(
+        d.http,
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /json HTTP/1.1\r\nHost: x\r\n\r\nHEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    let parts: Vec<&str> = resp.split("HTTP/1.1 ").skip(1).collect();
+    assert_eq!(parts.len(), 3, "{resp}");
+    assert!(
+        parts[0].starts_with("200 OK")
+            && parts[0].contains("content-type: text/plain")
+            && parts[0].ends_with("\r\n\r\nHello World"),
+        "{resp}"
+    );
+    assert!(
+        parts[1].contains("content-type: application/json")
+            && parts[1].ends_with(r#"{"message":"Hello, World!"}"#),
+        "{resp}"
+    );
+    assert!(
+        parts[2].starts_with("200 OK")
+            && parts[2].contains("content-length: 11")
+            && parts[2].ends_with("\r\n\r\n"),
+        "HEAD has no body: {resp}"
+    );
+    assert!(parts.iter().all(|p| p.contains("date: ")));
+    assert_eq!(d.server.total("total_request").unwrap(), 3);
+    // One connection carried all three.
+    assert_eq!(d.server.total("accepted").unwrap(), 1);
+}
+
+#[test]
+fn chunked_bodies_both_ways_and_expect_continue() {
+    let d = demo();
+    let (resp, _) = exchange(
+        d.http,
+        b"POST /stream HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    assert!(resp.starts_with("HTTP/1.1 200 OK"), "{resp}");
+    assert!(
+        resp.to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "{resp}"
+    );
+    let body = resp.split("\r\n\r\n").nth(1).unwrap();
+    let decoded: String = body
+        .split("\r\n")
+        .collect::<Vec<_>>()
+        .chunks(2)
+        .filter_map(|c| c.get(1).copied())
+        .collect();
+    assert_eq!(decoded, "hello, world");
+
+    let mut s = connect(d.http);
+    s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n").unwrap();
+    let mut buf = [0u8; 25];
+    s.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(b"ping").unwrap();
+    let (rest, _) = read_all(&mut s);
+    assert!(
+        rest.starts_with("HTTP/1.1 200 OK") && rest.contains("ping"),
+        "{rest}"
+    );
+}
+
+#[test]
+fn bad_requests_get_the_right_status_and_the_worker_keeps_serving() {
+    let d = demo();
+    let cases: &[(&str, &[u8], &str)] = &[
+        ("malformed request line", b"GARBAGE\r\n\r\n", "400"),
+        (
+            "bad header name",
+            b"GET / HTTP/1.1\r\nHost: x\r\nBad Header: v\r\n\r\n",
+            "400",
+        ),
+        (
+            "two different content-lengths",
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+            "400",
+        ),
+        (
+            "oversized headers",
+            &[
+                b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: ".as_slice(),
+                &vec![b'a'; 64 * 1024],
+                b"\r\n\r\n",
+            ]
+            .concat(),
+            "431",
+        ),
+        (
+            "too many headers",
+            &[
+                b"GET / HTTP/1.1\r\n".as_slice(),
+                &(0..200)
+                    .map(|i| format!("X-{i}: v\r\n"))
+                    .collect::<String>()
+                    .into_bytes(),
+                b"\r\n",
+            ]
+            .concat(),
+            "431",
+        ),
+        (
+            "oversized body",
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 11534336\r\n\r\n",
+            "413",
+        ),
+    ];
+    let mut rejected = 0;
+    for (name, raw, code) in cases {
+        let (resp, closed) = exchange(d.http, raw, Duration::from_secs(5));
+        assert!(
+            status_line(&resp).starts_with(&format!("HTTP/1.1 {code}")),
+            "{name}: {resp:?}"
+        );
+        assert!(closed, "{name}: the connection closes");
+        rejected += 1;
+        // Everyone else is still served.
+        let (ok, _) = exchange(
+            d.http,
+            b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            Duration::from_secs(5),
+        );
+        assert!(ok.ends_with("Hello World"), "after {name}: {ok}");
+    }
+    assert_eq!(d.server.total("rejected").unwrap(), rejected);
+}
+
+#[test]
+fn request_smuggling_content_length_with_transfer_encoding_closes_the_connection() {
+    // RFC 9112 6.1: with both headers, Transfer-Encoding wins and the server must close the
+    // connection after responding, so a smuggled second request is never read.
+    let d = demo();
+    let (resp, closed) = exchange(
+        d.http,
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET /json HTTP/1.1\r\nHost: x\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    assert!(closed, "{resp}");
+    assert_eq!(
+        resp.matches("HTTP/1.1 ").count(),
+        1,
+        "the smuggled request was not served: {resp}"
+    );
+    assert!(!resp.contains("Hello, World"), "{resp}");
+}
+
+#[test]
+fn a_bad_chunk_size_closes_the_connection() {
+    let d = demo();
+    let (resp, closed) = exchange(
+        d.http,
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    assert!(closed, "{resp}");
+    assert!(status_line(&resp).starts_with("HTTP/1.1 400"), "{resp:?}");
+    let (ok, _) = exchange(
+        d.http,
+        b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    assert!(ok.ends_with("Hello World"));
+}
+
+#[test]
+fn slowloris_gets_408_and_is_closed() {
+    let d = demo();
+    let mut s = connect(d.http);
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let t0 = Instant::now();
+    // One byte every 200 ms: the head never completes within the 1 s limit.
+    let mut sent = 0;
+    for b in b"GET / HTTP/1.1\r\nHost: slow\r\nX-Slow: ".iter() {
+        if s.write_all(&[*b]).is_err() {
+            break;
+        }
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(200));
+        if t0.elapsed() > Duration::from_millis(1500) {
+            break;
+        }
+    }
+    let (resp, closed) = read_all(&mut s);
+    assert!(
+        resp.starts_with("HTTP/1.1 408"),
+        "after {sent} bytes: {resp:?}"
+    );
+    assert!(closed);
+    assert!(t0.elapsed() < Duration::from_secs(4));
+    assert_eq!(d.server.total("rejected").unwrap(), 1);
+}
+
+#[test]
+fn http_connections_are_listed_and_graceful_stop_finishes_a_request() {
+    let mut d = demo();
+    let mut s = connect(d.http);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).ends_with("Hello World"));
+    let out = d.server.cli(&["connections", "--json"]);
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let http: Vec<_> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["server"].as_str().unwrap().starts_with("http://"))
+        .collect();
+    assert_eq!(http.len(), 1, "{list}");
+    assert!(http[0]["bytes_in"].as_u64().unwrap() > 20);
+    // Graceful stop closes the idle keep-alive connection and exits.
+    let out = d.server.cli(&["stop", "-g"]);
+    assert!(out.status.success());
+    assert!(d.server.wait_exit(Duration::from_secs(10)).unwrap());
+    let (_, closed) = read_all(&mut s);
+    assert!(closed);
+}

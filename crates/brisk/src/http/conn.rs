@@ -1,0 +1,226 @@
+//! One HTTP connection: hyper's HTTP/1.1 state machine on an [`HttpIo`], registered with the
+//! worker for stats, `connections`, idle timeout and graceful stop.
+
+use std::cell::Cell;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use http_body_util::Limited;
+use hyper::body::Incoming;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use super::io::{Activity, HttpIo};
+use super::server::{DynHandler, HttpLimits};
+use super::Body;
+use crate::server::Limits;
+use crate::stats::{ConnectionInfo, Stats};
+use crate::worker::connection::{panic_message, ConnView};
+use crate::worker::WorkerCtx;
+
+/// What every connection of one HTTP server in one worker shares.
+pub(crate) struct HttpShared {
+    pub worker: Rc<WorkerCtx>,
+    pub handler: DynHandler,
+    pub limits: Limits,
+    pub http: HttpLimits,
+    pub builder: hyper::server::conn::http1::Builder,
+}
+
+/// The registry's view of an HTTP connection.
+struct HttpConn {
+    id: u64,
+    remote: SocketAddr,
+    opened: u32,
+    activity: Arc<Activity>,
+    worker: Rc<WorkerCtx>,
+    requests: Cell<u64>,
+    draining: Cell<bool>,
+    destroyed: Cell<bool>,
+    signal: Notify,
+}
+
+impl ConnView for HttpConn {
+    fn info(&self) -> ConnectionInfo {
+        let w = &self.worker;
+        ConnectionInfo {
+            server: w.info.server.clone(),
+            worker: w.info.id,
+            pid: w.info.pid,
+            id: self.id,
+            remote: self.remote.to_string(),
+            bytes_in: self.activity.bytes_in.load(Relaxed),
+            bytes_out: self.activity.bytes_out.load(Relaxed),
+            age_s: w.uptime_secs().saturating_sub(self.opened) as u64,
+        }
+    }
+    fn drain(&self) {
+        self.draining.set(true);
+        self.signal.notify_one();
+    }
+    fn idle_secs(&self, now: u32) -> u32 {
+        now.saturating_sub(self.activity.last_active.load(Relaxed))
+    }
+    fn destroy(&self) {
+        self.destroyed.set(true);
+        self.signal.notify_one();
+    }
+}
+
+const TIMEOUT_408: &[u8] =
+    b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+
+/// Serves one HTTP connection until it closes.
+pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: SocketAddr) {
+    let worker = shared.worker.clone();
+    let now = worker.uptime_secs();
+    let activity = Arc::new(Activity::default());
+    activity.last_active.store(now, Relaxed);
+    let conn = Rc::new(HttpConn {
+        id: worker.next_connection_id(),
+        remote,
+        opened: now,
+        activity: activity.clone(),
+        worker: worker.clone(),
+        requests: Cell::new(0),
+        draining: Cell::new(worker.is_stopping()),
+        destroyed: Cell::new(false),
+        signal: Notify::new(),
+    });
+    worker.register(conn.id, conn.clone());
+    let fd: RawFd = stream.as_raw_fd();
+    let io = HttpIo::new(stream, activity.clone(), worker.io.clone());
+    let svc = {
+        let (shared, conn) = (shared.clone(), conn.clone());
+        hyper::service::service_fn(move |req: Request<Incoming>| {
+            let (shared, conn) = (shared.clone(), conn.clone());
+            async move { Ok::<_, Infallible>(respond(&shared, &conn, req).await) }
+        })
+    };
+    let http = shared.builder.serve_connection(io, svc).with_upgrades();
+    let mut http = std::pin::pin!(http);
+    let mut shutting_down = false;
+    loop {
+        if conn.draining.get() && !shutting_down {
+            shutting_down = true;
+            http.as_mut().graceful_shutdown();
+        }
+        tokio::select! {
+            r = &mut http => {
+                if let Err(e) = r {
+                    on_connection_error(&worker, &conn, fd, &e);
+                }
+                break;
+            }
+            _ = conn.signal.notified() => {
+                if conn.destroyed.get() {
+                    break;
+                }
+            }
+        }
+    }
+    worker.unregister(conn.id);
+}
+
+fn on_connection_error(worker: &WorkerCtx, conn: &HttpConn, fd: RawFd, e: &hyper::Error) {
+    if e.is_timeout() {
+        if conn.activity.partial.load(Relaxed) {
+            // The client stalled in the middle of a request head: answer before closing.
+            // SAFETY: `fd` belongs to the connection, which is still open here.
+            unsafe {
+                libc::send(
+                    fd,
+                    TIMEOUT_408.as_ptr().cast(),
+                    TIMEOUT_408.len(),
+                    libc::MSG_NOSIGNAL,
+                )
+            };
+            Stats::add(&worker.stats.rejected, 1);
+            tracing::debug!(conn = conn.id, remote = %conn.remote, "request head timed out: 408");
+        }
+    } else if e.is_parse() || e.is_parse_too_large() {
+        Stats::add(&worker.stats.rejected, 1);
+        tracing::debug!(conn = conn.id, remote = %conn.remote, error = %e, "bad request");
+    } else if e.is_user() {
+        Stats::add(&worker.stats.throw_exception, 1);
+        tracing::warn!(conn = conn.id, error = %e, "response failed");
+    } else {
+        tracing::debug!(conn = conn.id, error = %e, "connection error");
+    }
+}
+
+fn status(code: StatusCode, text: &'static str) -> Response<Body> {
+    let mut r = Response::new(Body::from(text));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Runs the handler for one request, enforcing the body limit and counting errors.
+async fn respond(shared: &HttpShared, conn: &HttpConn, req: Request<Incoming>) -> Response<Body> {
+    let stats = &shared.worker.stats;
+    Stats::add(&stats.total_request, 1);
+    conn.activity.partial.store(false, Relaxed);
+    let n = conn.requests.get() + 1;
+    conn.requests.set(n);
+    let max_body = shared.limits.max_package_size;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > max_body as u64) {
+        Stats::add(&stats.rejected, 1);
+        let mut r = status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return r;
+    }
+    let req = req.map(|b| Limited::new(b, max_body));
+    let outcome = AssertUnwindSafe((shared.handler)(req)).catch_unwind().await;
+    let mut resp = match outcome {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(e)) => {
+            Stats::add(&stats.throw_exception, 1);
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n")
+            } else {
+                tracing::warn!(conn = conn.id, error = %e, "handler error");
+                status(StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n")
+            }
+        }
+        Err(panic) => {
+            Stats::add(&stats.throw_exception, 1);
+            tracing::error!(
+                conn = conn.id,
+                panic = panic_message(&panic),
+                "handler panicked"
+            );
+            let mut r = status(StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n");
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            r
+        }
+    };
+    let last = shared
+        .http
+        .max_requests_per_connection
+        .is_some_and(|max| n >= max);
+    if last || conn.draining.get() {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}

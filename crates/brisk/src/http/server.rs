@@ -1,0 +1,184 @@
+//! [`HttpServer`]: an `http://` listener whose requests go to an async handler or any
+//! `tower::Service` (an axum `Router`, for one), on Brisk's workers.
+
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_util::future::LocalBoxFuture;
+use http::{Request, Response};
+use http_body_util::Limited;
+use hyper::body::Incoming;
+
+use super::Body;
+use crate::address::{Address, Scheme};
+use crate::error::{Error, Result};
+use crate::server::{BoxError, HandlerOutput, LimitOverrides, ListenConfig, WorkerCallbacks};
+use crate::worker::WorkerInfo;
+
+/// A request body, limited to the server's max package size: reading past it fails with
+/// [`http_body_util::LengthLimitError`] (axum turns that into 413).
+pub type RequestBody = Limited<Incoming>;
+
+pub(crate) type DynHandler =
+    Rc<dyn Fn(Request<RequestBody>) -> LocalBoxFuture<'static, Result<Response<Body>, BoxError>>>;
+
+/// HTTP limits. The body limit is the server's max package size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Largest request head (request line and headers) in bytes; over it: 431. Default 16 KiB
+    /// (hyper's minimum is 8 KiB).
+    pub max_header_bytes: usize,
+    /// Most header lines in a request; over it: 431. Default 100.
+    pub max_headers: usize,
+    /// Time a client has to send a complete request head; then 408 and close (slowloris).
+    /// Default 10 s.
+    pub header_read_timeout: Duration,
+    /// A keep-alive connection idle this long is closed. Default 75 s.
+    pub keep_alive_timeout: Duration,
+    /// Close a connection after this many requests (`Connection: close` on the last).
+    /// Default: no limit.
+    pub max_requests_per_connection: Option<u64>,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_header_bytes: 16 * 1024,
+            max_headers: 100,
+            header_read_timeout: Duration::from_secs(10),
+            keep_alive_timeout: Duration::from_secs(75),
+            max_requests_per_connection: None,
+        }
+    }
+}
+
+/// An HTTP/1.1 server: keep-alive, pipelining, chunked bodies both ways, `Expect:
+/// 100-continue`, HEAD, upgrades (WebSocket).
+///
+/// ```no_run
+/// use brisk::http::{Body, HttpServer};
+/// let hello = HttpServer::new("http://127.0.0.1:8080").unwrap().handler(|_req| async {
+///     http::Response::new(Body::from("Hello World"))
+/// });
+/// ```
+pub struct HttpServer {
+    pub(crate) listen: ListenConfig,
+    pub(crate) limits: LimitOverrides,
+    pub(crate) http: HttpLimits,
+    pub(crate) worker_callbacks: WorkerCallbacks,
+    pub(crate) handler: Option<DynHandler>,
+}
+
+impl HttpServer {
+    /// A server for an `http://host:port` address.
+    pub fn new(address: &str) -> Result<Self> {
+        let address: Address = address.parse()?;
+        if address.scheme() != Scheme::Http {
+            return Err(Error::Config(format!(
+                "{address}: HttpServer needs an http:// address"
+            )));
+        }
+        Ok(HttpServer {
+            listen: ListenConfig::new(address),
+            limits: LimitOverrides::default(),
+            http: HttpLimits::default(),
+            worker_callbacks: WorkerCallbacks::default(),
+            handler: None,
+        })
+    }
+
+    /// Answers every request with `f`.
+    pub fn handler<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Request<RequestBody>) -> Fut + 'static,
+        Fut: Future<Output = Response<Body>> + 'static,
+    {
+        self.handler = Some(Rc::new(move |req| {
+            let fut = f(req);
+            Box::pin(async move { Ok(fut.await) })
+        }));
+        self
+    }
+
+    /// Answers every request with a `tower::Service`, cloned per request (an axum `Router`
+    /// runs unchanged).
+    pub fn service<S, B>(mut self, service: S) -> Self
+    where
+        S: tower_service::Service<Request<RequestBody>, Response = Response<B>> + Clone + 'static,
+        S::Error: Into<BoxError>,
+        S::Future: 'static,
+        B: http_body::Body<Data = bytes::Bytes> + 'static,
+        B::Error: Into<BoxError>,
+    {
+        self.handler = Some(Rc::new(move |req| {
+            let mut svc = service.clone();
+            Box::pin(async move {
+                std::future::poll_fn(|cx| svc.poll_ready(cx))
+                    .await
+                    .map_err(Into::into)?;
+                let resp = svc.call(req).await.map_err(Into::into)?;
+                Ok(resp.map(Body::new))
+            })
+        }));
+        self
+    }
+
+    /// Number of worker processes (default: the number of CPUs).
+    pub fn workers(mut self, n: usize) -> Self {
+        self.listen.workers = Some(n);
+        self
+    }
+
+    /// See [`Server::reuse_port`](crate::Server::reuse_port).
+    pub fn reuse_port(mut self, on: bool) -> Self {
+        self.listen.reuse_port = on;
+        self
+    }
+
+    /// The listen backlog (default 1024).
+    pub fn backlog(mut self, n: u32) -> Self {
+        self.listen.backlog = n;
+        self
+    }
+
+    /// Largest request body (the max package size); over it: 413.
+    pub fn max_body_size(mut self, bytes: usize) -> Self {
+        self.limits.max_package_size = Some(bytes);
+        self
+    }
+
+    /// Sets the HTTP limits.
+    pub fn http_limits(mut self, limits: HttpLimits) -> Self {
+        self.http = limits;
+        self
+    }
+
+    /// Runs in each worker after its listener is open.
+    pub fn on_worker_start<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(WorkerInfo) -> Fut + 'static,
+        Fut: Future + 'static,
+        Fut::Output: HandlerOutput,
+    {
+        self.worker_callbacks.on_worker_start = Some(Rc::new(move |w| {
+            let fut = f(w);
+            Box::pin(async move { fut.await.into_result() })
+        }));
+        self
+    }
+
+    /// Runs in each worker when it stops.
+    pub fn on_worker_stop<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(WorkerInfo) -> Fut + 'static,
+        Fut: Future + 'static,
+        Fut::Output: HandlerOutput,
+    {
+        self.worker_callbacks.on_worker_stop = Some(Rc::new(move |w| {
+            let fut = f(w);
+            Box::pin(async move { fut.await.into_result() })
+        }));
+        self
+    }
+}
