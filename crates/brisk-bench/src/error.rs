@@ -30,6 +30,21 @@ pub enum BenchError {
     /// A worker thread panicked.
     #[error("a load generator thread panicked")]
     WorkerPanicked,
+    /// The suite configuration is not valid; the message names the problem.
+    #[error("{0}")]
+    Config(String),
+    /// A suite target could not be started or did not answer; one sentence
+    /// naming the target.
+    #[error("{0}")]
+    TargetFailed(String),
+    /// Reading or writing a file of the suite failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, naming the path.
+        context: String,
+        /// The underlying error.
+        source: io::Error,
+    },
 }
 
 impl BenchError {
@@ -38,7 +53,15 @@ impl BenchError {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            BenchError::InvalidUrl(_) | BenchError::InvalidArgument(_)
+            BenchError::InvalidUrl(_) | BenchError::InvalidArgument(_) | BenchError::Config(_)
         )
+    }
+
+    /// Wraps an I/O error with what was being done.
+    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
+        BenchError::Io {
+            context: context.into(),
+            source,
+        }
     }
 }

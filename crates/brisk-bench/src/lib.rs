@@ -10,6 +10,7 @@ pub mod histogram;
 pub mod http;
 pub mod report;
 pub mod runtime;
+pub mod suite;
 pub mod target;
 pub mod units;
 pub mod ws;

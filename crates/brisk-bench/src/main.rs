@@ -1,5 +1,6 @@
 //! Command-line front end of brisk-bench.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use brisk_bench::http::{parse_header, run_http, HttpConfig, RequestSpec};
+use brisk_bench::suite::{self, SuiteOptions};
 use brisk_bench::units::parse_duration;
 use brisk_bench::ws::{parse_source_ips, run_ws, WsConfig, WsMode};
 use brisk_bench::{BenchError, Scheme, Target};
@@ -25,6 +27,41 @@ enum Command {
     Http(HttpArgs),
     /// WebSocket load: hold connections, echo latency, broadcast fan-out.
     Ws(WsArgs),
+    /// The performance lab: run the scenarios of a suite config against its targets.
+    Suite(SuiteArgs),
+    /// Re-render report.md and report.html from a report.json.
+    Render(RenderArgs),
+}
+
+#[derive(Args)]
+struct SuiteArgs {
+    /// Suite configuration.
+    #[arg(long, default_value = "bench/suite.toml")]
+    config: PathBuf,
+    /// Targets to run, comma-separated (default: all configured).
+    #[arg(long, value_delimiter = ',')]
+    targets: Option<Vec<String>>,
+    /// Output directory (default: bench/results/run-TIMESTAMP).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Repetitions per point (highest and lowest dropped when >= 3).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Short runs: quick_duration, 3 repetitions, quick_points.
+    #[arg(long)]
+    quick: bool,
+    /// Do not show progress on stderr.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+#[derive(Args)]
+struct RenderArgs {
+    /// A report.json written by `suite`.
+    report: PathBuf,
+    /// Output directory (default: the directory of the report).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 fn duration_arg(text: &str) -> Result<Duration, String> {
@@ -212,6 +249,33 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 print!("{}", report.render_human());
             }
+        }
+        Command::Suite(args) => {
+            suite::process::install_interrupt_handler();
+            let options = SuiteOptions {
+                config: args.config,
+                targets: args.targets,
+                out: args.out,
+                reps: args.reps,
+                quick: args.quick,
+                progress: !args.no_progress,
+                command_line: std::env::args().collect::<Vec<_>>().join(" "),
+            };
+            let outcome = suite::run_suite(&options)?;
+            eprintln!("Report written to {}", outcome.out_dir.display());
+            if !outcome.failures.is_empty() {
+                anyhow::bail!(outcome.failures.join("\n"));
+            }
+        }
+        Command::Render(args) => {
+            let report = suite::read_report(&args.report)?;
+            let dir = args.out.unwrap_or_else(|| {
+                args.report
+                    .parent()
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("."))
+            });
+            suite::write_reports(&report, &dir)?;
         }
     }
     Ok(())

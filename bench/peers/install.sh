@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the peers of the brisk-bench suite from package registries only
+# (apt-get, npm, the Go module proxy). Idempotent: re-running changes nothing
+# once everything is present.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+
+need_apt=()
+command -v nginx >/dev/null || need_apt+=(nginx-light)
+command -v wrk >/dev/null || need_apt+=(wrk)
+command -v php-fpm8.2 >/dev/null || command -v php-fpm >/dev/null || need_apt+=(php-fpm)
+command -v node >/dev/null || need_apt+=(nodejs npm)
+command -v npm >/dev/null || need_apt+=(npm)
+command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || need_apt+=(golang-go)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+# apt may start the packaged services; the suite starts its own instances.
+for svc in nginx php8.2-fpm; do $SUDO service "$svc" stop >/dev/null 2>&1 || true; done
+
+# Node.js peer: ws from npm.
+if [ ! -d "$HERE/node/node_modules/ws" ]; then
+    (cd "$HERE/node" && npm install --no-audit --no-fund --silent)
+fi
+
+# Go peer: coder/websocket from the module proxy, built into go/bin.
+GO=$(command -v go || echo /usr/local/go/bin/go)
+(cd "$HERE/go" && "$GO" mod download && "$GO" build -o bin/peer-go .)
+
+echo "peers ready: nginx $(nginx -v 2>&1 | sed 's/.*\///'), node $(node --version), $("$GO" version | awk '{print $3}'), php-fpm, wrk"

@@ -1,0 +1,1060 @@
+//! Running the suite: for each scenario, target and point, start the
+//! target, wait until it answers, warm up, run K repetitions with the
+//! in-process generators while sampling the target's CPU and RSS, stop it,
+//! and turn the runs into report rows.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::error::BenchError;
+use crate::http::{run_http, HttpConfig, RequestSpec};
+use crate::report::HttpReport;
+use crate::suite::config::{
+    config_dirs, expand, parse_cpu_list, parse_size, SuiteConfig, Timing, SCENARIO_NAMES,
+};
+use crate::suite::environment;
+use crate::suite::model::{Header, Latency, Outcome, Row, ScenarioResult, SuiteReport, TargetInfo};
+use crate::suite::process::{command_line_output, pin_current_thread, Running, StartSpec};
+use crate::suite::procfs::{cpu_between, snapshot, Peak, Sampler};
+use crate::suite::progress::Progress;
+use crate::suite::stats::{efficiency, median_index, spread};
+use crate::target::{Scheme, Target};
+use crate::units::parse_duration;
+use crate::ws::{parse_source_ips, run_ws, WsConfig, WsMode};
+
+/// What `brisk-bench suite` was asked to do.
+#[derive(Clone, Debug)]
+pub struct SuiteOptions {
+    /// The configuration file.
+    pub config: PathBuf,
+    /// Targets to run (default: all configured).
+    pub targets: Option<Vec<String>>,
+    /// Output directory (default: `bench/results/run-TIMESTAMP` next to the config).
+    pub out: Option<PathBuf>,
+    /// Repetitions per point (overrides the config).
+    pub reps: Option<usize>,
+    /// Short runs (`settings.quick_duration`, 3 reps unless `reps` is given, `quick_points`).
+    pub quick: bool,
+    /// Show progress on stderr.
+    pub progress: bool,
+    /// The command line, recorded in the report.
+    pub command_line: String,
+}
+
+/// A finished suite run.
+#[derive(Debug)]
+pub struct SuiteOutcome {
+    /// The report (also written to `out_dir`).
+    pub report: SuiteReport,
+    /// Where the report files are.
+    pub out_dir: PathBuf,
+    /// One sentence per target that could not be started.
+    pub failures: Vec<String>,
+}
+
+/// Runs the suite and writes `report.json`, `report.md` and `report.html`.
+pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
+    let config = SuiteConfig::load(&opts.config)?;
+    let targets = config.select_targets(opts.targets.as_deref())?;
+    let (bench_dir, repo) = config_dirs(&opts.config);
+    let (started, stamp) = environment::timestamps();
+    let out_dir = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| bench_dir.join("results").join(format!("run-{stamp}")));
+    let work = out_dir.join("work");
+    std::fs::create_dir_all(work.join("logs"))
+        .map_err(|e| BenchError::io(format!("cannot create {}", work.display()), e))?;
+    let static_dir =
+        std::env::temp_dir().join(format!("brisk-bench-static-{}-{stamp}", std::process::id()));
+    std::fs::create_dir_all(&static_dir)
+        .map_err(|e| BenchError::io(format!("cannot create {}", static_dir.display()), e))?;
+    raise_fd_limit();
+    let load_cpus = parse_cpu_list(&config.settings.load_cpus)?;
+    pin_current_thread(&load_cpus)?;
+
+    let quick = opts.quick;
+    let reps = opts
+        .reps
+        .unwrap_or(if quick { 3 } else { config.settings.reps })
+        .max(1);
+    let timing = config.settings.timing(quick);
+    let mut lab = Lab {
+        config: &config,
+        targets,
+        timing,
+        reps_override: opts.reps,
+        default_reps: reps,
+        quick,
+        bench_dir: bench_dir.clone(),
+        repo: repo.clone(),
+        work,
+        static_dir: static_dir.clone(),
+        progress: Progress::new(0, opts.progress),
+        failures: Vec::new(),
+        failed_targets: BTreeSet::new(),
+        load_cpus,
+        target_cpus: parse_cpu_list(&config.settings.target_cpus)?,
+        launches: 0,
+    };
+    lab.progress = Progress::new(lab.count_steps(), opts.progress);
+    let header = lab.header(started, opts.command_line.clone(), reps);
+    let scenarios = lab.run_all();
+    let _ = std::fs::remove_dir_all(&static_dir);
+    let report = SuiteReport { header, scenarios };
+    crate::suite::write_reports(&report, &out_dir)?;
+    Ok(SuiteOutcome {
+        report,
+        out_dir,
+        failures: lab.failures,
+    })
+}
+
+fn raise_fd_limit() {
+    // SAFETY: plain getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+fn fd_hard_limit() -> u64 {
+    // SAFETY: plain getrlimit on a local struct.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_max
+        } else {
+            1024
+        }
+    }
+}
+
+/// The state of one suite run.
+struct Lab<'a> {
+    config: &'a SuiteConfig,
+    targets: Vec<String>,
+    timing: Timing,
+    reps_override: Option<usize>,
+    default_reps: usize,
+    quick: bool,
+    bench_dir: PathBuf,
+    repo: PathBuf,
+    work: PathBuf,
+    static_dir: PathBuf,
+    progress: Progress,
+    failures: Vec<String>,
+    failed_targets: BTreeSet<String>,
+    load_cpus: Vec<usize>,
+    target_cpus: Vec<usize>,
+    launches: usize,
+}
+
+/// What the runs of one HTTP point gathered.
+struct HttpRuns {
+    reports: Vec<HttpReport>,
+    cpu_percent: Vec<f64>,
+    cpu_us: Vec<f64>,
+    idle_rss_kb: u64,
+    peak: Peak,
+}
+
+fn pick<T: Clone>(points: &[T], quick_points: &Option<Vec<T>>, quick: bool) -> Vec<T> {
+    match (quick, quick_points) {
+        (true, Some(q)) => q.clone(),
+        _ => points.to_vec(),
+    }
+}
+
+fn latency_of(report: &HttpReport) -> Latency {
+    let l = &report.latency_us;
+    Latency {
+        p50: l.p50 as f64 / 1000.0,
+        p90: l.p90 as f64 / 1000.0,
+        p99: l.p99 as f64 / 1000.0,
+        max: l.max as f64 / 1000.0,
+    }
+}
+
+impl Lab<'_> {
+    fn reps(&self, scenario: Option<usize>) -> usize {
+        self.reps_override
+            .or(if self.quick { None } else { scenario })
+            .unwrap_or(self.default_reps)
+            .max(1)
+    }
+
+    fn points_of(&self, name: &str) -> usize {
+        let s = &self.config.scenarios;
+        let q = self.quick;
+        match name {
+            "generator_check" => usize::from(s.generator_check.is_some()),
+            "hello_keepalive" => usize::from(s.hello_keepalive.is_some()),
+            "hello_close" => usize::from(s.hello_close.is_some()),
+            "connections" => s
+                .connections
+                .as_ref()
+                .map_or(0, |c| pick(&c.points, &c.quick_points, q).len()),
+            "workers" => s.workers.as_ref().map_or(0, |w| w.points.len()),
+            "static_files" => s
+                .static_files
+                .as_ref()
+                .map_or(0, |f| pick(&f.sizes, &f.quick_sizes, q).len()),
+            "ws_idle" => s
+                .ws_idle
+                .as_ref()
+                .map_or(0, |w| pick(&w.points, &w.quick_points, q).len()),
+            "ws_broadcast" => s
+                .ws_broadcast
+                .as_ref()
+                .map_or(0, |w| pick(&w.points, &w.quick_points, q).len()),
+            _ => 0,
+        }
+    }
+
+    fn count_steps(&self) -> usize {
+        SCENARIO_NAMES
+            .iter()
+            .map(|n| {
+                let per_target = self.points_of(n);
+                if *n == "generator_check" {
+                    per_target
+                } else {
+                    per_target * self.targets.len()
+                }
+            })
+            .sum()
+    }
+
+    fn header(&self, started: String, command: String, reps: usize) -> Header {
+        let tools = environment::tool_versions(&self.repo);
+        let targets = self
+            .targets
+            .iter()
+            .map(|name| {
+                let t = &self.config.targets[name];
+                TargetInfo {
+                    name: name.clone(),
+                    description: t.description.clone(),
+                    version: t
+                        .version
+                        .as_ref()
+                        .and_then(|v| command_line_output(v, &self.repo)),
+                    command: t.command.join(" "),
+                }
+            })
+            .collect();
+        Header {
+            started,
+            command,
+            cpu_model: environment::cpu_model(),
+            cpus: environment::cpu_count(),
+            kernel: environment::kernel(),
+            target_cpus: self.config.settings.target_cpus.clone(),
+            load_cpus: self.config.settings.load_cpus.clone(),
+            reps,
+            duration_s: self.timing.duration.as_secs_f64(),
+            warmup_s: self.timing.warmup.as_secs_f64(),
+            quick: self.quick,
+            note: self.config.settings.note.clone(),
+            tools,
+            targets,
+        }
+    }
+
+    fn run_all(&mut self) -> Vec<ScenarioResult> {
+        let mut out = Vec::new();
+        for name in SCENARIO_NAMES {
+            let result = match name {
+                "generator_check" => self.generator_check(),
+                "hello_keepalive" | "hello_close" => self.hello(name),
+                "connections" => self.connections(),
+                "workers" => self.workers(),
+                "static_files" => self.static_files(),
+                "ws_idle" => self.ws_idle(),
+                "ws_broadcast" => self.ws_broadcast(),
+                _ => self.pending(name),
+            };
+            if let Some(r) = result {
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// The row for a target that cannot run this scenario, if any.
+    fn skip_row(&self, scenario: &str, target: &str) -> Option<Row> {
+        let t = &self.config.targets[target];
+        if t.unsupported.iter().any(|s| s == scenario) {
+            return Some(Row::empty(target, "all points", 0.0, Outcome::NotSupported));
+        }
+        None
+    }
+
+    fn start(&mut self, target: &str, workers: usize, cpus: &[usize]) -> Result<Running, String> {
+        if self.failed_targets.contains(target) {
+            return Err("the target did not start earlier in this run".into());
+        }
+        self.launches += 1;
+        let t = &self.config.targets[target];
+        let run_dir = self
+            .work
+            .join("run")
+            .join(format!("{target}-{}", self.launches));
+        let _ = std::fs::create_dir_all(&run_dir);
+        let vars = [
+            ("workers", workers.to_string()),
+            ("port", t.port.to_string()),
+            ("ws_port", t.ws_port.unwrap_or(t.port).to_string()),
+            ("static_dir", self.static_dir.display().to_string()),
+            ("run_dir", run_dir.display().to_string()),
+            ("bench_dir", self.bench_dir.display().to_string()),
+            ("repo", self.repo.display().to_string()),
+        ];
+        let spec = StartSpec {
+            name: target.to_string(),
+            argv: t.command.iter().map(|a| expand(a, &vars)).collect(),
+            cwd: t
+                .cwd
+                .as_ref()
+                .map(|c| PathBuf::from(expand(c, &vars)))
+                .unwrap_or_else(|| self.repo.clone()),
+            env: t
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), expand(v, &vars)))
+                .collect(),
+            cpus: cpus.to_vec(),
+            log: self
+                .work
+                .join("logs")
+                .join(format!("{target}-{}.log", self.launches)),
+        };
+        let result = Running::start(&spec, self.timing.stop_timeout).and_then(|mut running| {
+            let addr = ([127, 0, 0, 1], t.port).into();
+            running.wait_ready(addr, t.ready, &t.ready_path, self.timing.start_timeout)?;
+            Ok(running)
+        });
+        result.map_err(|e| {
+            let msg = e.to_string();
+            self.failed_targets.insert(target.to_string());
+            self.failures.push(msg.clone());
+            msg
+        })
+    }
+
+    fn http_target(&self, target: &str, path: &str) -> Result<Target, String> {
+        let port = self.config.targets[target].port;
+        Target::parse(&format!("http://127.0.0.1:{port}{path}"), Scheme::Http)
+            .map_err(|e| e.to_string())
+    }
+
+    fn ws_target(&self, target: &str, path: &str) -> Result<Target, String> {
+        let t = &self.config.targets[target];
+        let port = t.ws_port.unwrap_or(t.port);
+        Target::parse(&format!("ws://127.0.0.1:{port}{path}"), Scheme::Ws)
+            .map_err(|e| e.to_string())
+    }
+
+    fn http_config(&self, target: Target, connections: usize, keep_alive: bool) -> HttpConfig {
+        let mut config = HttpConfig::new(target);
+        config.connections = connections;
+        config.threads = self.config.settings.load_threads.max(1);
+        config.request = RequestSpec {
+            keep_alive,
+            ..RequestSpec::default()
+        };
+        config
+    }
+
+    /// Starts `target`, warms up and runs `reps` HTTP runs of `config`.
+    fn http_runs(
+        &mut self,
+        target: &str,
+        workers: usize,
+        cpus: &[usize],
+        config: &HttpConfig,
+        reps: usize,
+    ) -> Result<HttpRuns, String> {
+        let mut running = self.start(target, workers, cpus)?;
+        let (pid, interval) = (running.pid(), self.timing.sample_interval);
+        if !self.timing.warmup.is_zero() {
+            let mut warm = config.clone();
+            warm.duration = Some(self.timing.warmup);
+            run_http(&warm).map_err(|e| e.to_string())?;
+        }
+        let idle = snapshot(pid, pid);
+        let mut runs = HttpRuns {
+            reports: Vec::new(),
+            cpu_percent: Vec::new(),
+            cpu_us: Vec::new(),
+            idle_rss_kb: idle.rss_kb,
+            peak: Peak::default(),
+        };
+        let mut measured = config.clone();
+        measured.duration = Some(self.timing.duration);
+        for _ in 0..reps {
+            let sampler = Sampler::start(pid, pid, interval);
+            let before = snapshot(pid, pid);
+            let report = run_http(&measured).map_err(|e| e.to_string())?;
+            let after = snapshot(pid, pid);
+            let peak = sampler.finish();
+            let (pct, secs) = cpu_between(&before, &after);
+            runs.cpu_percent.push(pct);
+            runs.cpu_us
+                .push(secs * 1e6 / (report.requests.max(1) as f64));
+            if peak.rss_kb > runs.peak.rss_kb {
+                runs.peak = peak;
+            }
+            runs.reports.push(report);
+        }
+        running.stop();
+        Ok(runs)
+    }
+
+    fn http_row(&self, target: &str, point: &str, x: f64, runs: &HttpRuns) -> Row {
+        let rates: Vec<f64> = runs.reports.iter().map(|r| r.rps).collect();
+        let mut row = Row::empty(target, point, x, Outcome::Measured);
+        row.rate = spread(&rates);
+        if let Some(i) = median_index(&rates) {
+            row.latency_ms = Some(latency_of(&runs.reports[i]));
+            row.cpu_percent = Some(runs.cpu_percent[i]);
+        }
+        row.cpu_us_per_req = spread(&runs.cpu_us).map(|s| s.median);
+        row.errors = Some(runs.reports.iter().map(|r| r.errors.total).sum());
+        row.rss_idle_kb = Some(runs.idle_rss_kb);
+        row.rss_peak_kb = Some(runs.peak.rss_kb);
+        row.rss_per_process_kb = runs.peak.per_process_kb.clone();
+        row
+    }
+
+    /// One HTTP point: start, measure, row (or a failed row).
+    #[allow(clippy::too_many_arguments)]
+    fn http_point(
+        &mut self,
+        target: &str,
+        point: &str,
+        x: f64,
+        path: &str,
+        connections: usize,
+        keep_alive: bool,
+        workers: usize,
+        cpus: &[usize],
+        reps: usize,
+    ) -> Row {
+        let result = self.http_target(target, path).and_then(|t| {
+            let config = self.http_config(t, connections, keep_alive);
+            self.http_runs(target, workers, cpus, &config, reps)
+        });
+        match result {
+            Ok(runs) => self.http_row(target, point, x, &runs),
+            Err(e) => Row::empty(target, point, x, Outcome::Failed(e)),
+        }
+    }
+
+    fn hello(&mut self, name: &str) -> Option<ScenarioResult> {
+        let keep_alive = name == "hello_keepalive";
+        let s = if keep_alive {
+            self.config.scenarios.hello_keepalive.clone()?
+        } else {
+            self.config.scenarios.hello_close.clone()?
+        };
+        let conns = s.connections.unwrap_or(self.config.settings.connections);
+        let reps = self.reps(s.reps);
+        let workers = self.config.settings.workers;
+        let mut rows = Vec::new();
+        for target in self.targets.clone() {
+            self.progress
+                .show(&format!("{name}: {target}, {conns} connections"));
+            let point = format!("{conns} connections");
+            let row = match self.skip_row(name, &target) {
+                Some(r) => r,
+                None => {
+                    let path = self.config.targets[&target].paths.hello.clone();
+                    let cpus = self.target_cpus.clone();
+                    self.http_point(
+                        &target,
+                        &point,
+                        conns as f64,
+                        &path,
+                        conns,
+                        keep_alive,
+                        workers,
+                        &cpus,
+                        reps,
+                    )
+                }
+            };
+            rows.push(row);
+            self.progress.step();
+        }
+        Some(ScenarioResult {
+            name: name.into(),
+            title: if keep_alive {
+                "Hello World, keep-alive on".into()
+            } else {
+                "Hello World, keep-alive off (new connection per request)".into()
+            },
+            mirrors: if keep_alive { "R1.1, R3" } else { "R3" }.into(),
+            x_label: "connections".into(),
+            method: format!(
+                "GET / with {conns} connections, {} worker(s), {reps} runs of {:.0?} after a {:.0?} warm-up",
+                workers, self.timing.duration, self.timing.warmup
+            ),
+            rows,
+        })
+    }
+
+    fn connections(&mut self) -> Option<ScenarioResult> {
+        let s = self.config.scenarios.connections.clone()?;
+        let points = pick(&s.points, &s.quick_points, self.quick);
+        let reps = self.reps(s.reps);
+        let workers = self.config.settings.workers;
+        let mut rows = Vec::new();
+        for target in self.targets.clone() {
+            for &c in &points {
+                self.progress
+                    .show(&format!("connections: {target}, {c} connections"));
+                let point = format!("{c}");
+                let row = match self.skip_row("connections", &target) {
+                    Some(r) => r,
+                    None => {
+                        let path = self.config.targets[&target].paths.hello.clone();
+                        let cpus = self.target_cpus.clone();
+                        self.http_point(
+                            &target, &point, c as f64, &path, c, true, workers, &cpus, reps,
+                        )
+                    }
+                };
+                rows.push(row);
+                self.progress.step();
+            }
+        }
+        Some(ScenarioResult {
+            name: "connections".into(),
+            title: "Connection sweep, keep-alive".into(),
+            mirrors: "R4".into(),
+            x_label: "connections".into(),
+            method: format!(
+                "GET / at each connection count, {workers} worker(s), {reps} runs of {:.0?}",
+                self.timing.duration
+            ),
+            rows,
+        })
+    }
+
+    fn workers(&mut self) -> Option<ScenarioResult> {
+        let s = self.config.scenarios.workers.clone()?;
+        let conns = s.connections.unwrap_or(self.config.settings.connections);
+        let reps = self.reps(s.reps);
+        let tcpus_text = s
+            .target_cpus
+            .clone()
+            .unwrap_or_else(|| self.config.settings.target_cpus.clone());
+        let lcpus_text = s
+            .load_cpus
+            .clone()
+            .unwrap_or_else(|| self.config.settings.load_cpus.clone());
+        let tcpus = parse_cpu_list(&tcpus_text).unwrap_or_else(|_| self.target_cpus.clone());
+        let lcpus = parse_cpu_list(&lcpus_text).unwrap_or_else(|_| self.load_cpus.clone());
+        let _ = pin_current_thread(&lcpus);
+        let mut rows = Vec::new();
+        for target in self.targets.clone() {
+            let first = rows.len();
+            for &n in &s.points {
+                self.progress
+                    .show(&format!("workers: {target}, {n} worker(s)"));
+                let point = format!("{n} worker(s)");
+                let row = match self.skip_row("workers", &target) {
+                    Some(r) => r,
+                    None => {
+                        let path = self.config.targets[&target].paths.hello.clone();
+                        self.http_point(
+                            &target, &point, n as f64, &path, conns, true, n, &tcpus, reps,
+                        )
+                    }
+                };
+                rows.push(row);
+                self.progress.step();
+            }
+            let single = rows[first].rate.map(|r| r.median);
+            for row in rows[first..].iter_mut() {
+                if let (Some(single), Some(rate)) = (single, row.rate) {
+                    row.efficiency = efficiency(rate.median, row.x as usize, single);
+                }
+            }
+        }
+        let _ = pin_current_thread(&self.load_cpus);
+        Some(ScenarioResult {
+            name: "workers".into(),
+            title: "Worker-process scaling".into(),
+            mirrors: "R1.7".into(),
+            x_label: "workers".into(),
+            method: format!(
+                "GET / with {conns} connections; target on CPUs {tcpus_text}, load on CPUs {lcpus_text}; efficiency = rate / (N × single-worker rate); {reps} runs of {:.0?}",
+                self.timing.duration
+            ),
+            rows,
+        })
+    }
+
+    fn static_files(&mut self) -> Option<ScenarioResult> {
+        let s = self.config.scenarios.static_files.clone()?;
+        let sizes = pick(&s.sizes, &s.quick_sizes, self.quick);
+        let conns = s.connections.unwrap_or(self.config.settings.connections);
+        let reps = self.reps(s.reps);
+        let workers = self.config.settings.workers;
+        let mut files = Vec::new();
+        for size in &sizes {
+            let bytes = parse_size(size).unwrap_or(0);
+            let name = format!("{size}.bin");
+            let made = write_file(&self.static_dir.join(&name), bytes);
+            files.push((size.clone(), bytes, name, made));
+        }
+        let mut rows = Vec::new();
+        for target in self.targets.clone() {
+            for (size, bytes, name, made) in &files {
+                self.progress
+                    .show(&format!("static_files: {target}, {size}"));
+                let row = match (self.skip_row("static_files", &target), made) {
+                    (Some(r), _) => r,
+                    (None, Err(e)) => Row::empty(
+                        &target,
+                        size,
+                        *bytes as f64,
+                        Outcome::Failed(format!("could not create the file: {e}")),
+                    ),
+                    (None, Ok(())) => {
+                        let path =
+                            format!("{}{name}", self.config.targets[&target].paths.static_prefix);
+                        let cpus = self.target_cpus.clone();
+                        self.http_point(
+                            &target,
+                            size,
+                            *bytes as f64,
+                            &path,
+                            conns,
+                            true,
+                            workers,
+                            &cpus,
+                            reps,
+                        )
+                    }
+                };
+                rows.push(row);
+                self.progress.step();
+            }
+        }
+        Some(ScenarioResult {
+            name: "static_files".into(),
+            title: "Static files by size".into(),
+            mirrors: "R1.3".into(),
+            x_label: "bytes".into(),
+            method: format!(
+                "GET /static/FILE with {conns} connections, files created by the suite; peak RSS of all target processes; {reps} runs of {:.0?}",
+                self.timing.duration
+            ),
+            rows,
+        })
+    }
+
+    fn ws_idle(&mut self) -> Option<ScenarioResult> {
+        let s = self.config.scenarios.ws_idle.clone()?;
+        let points = pick(&s.points, &s.quick_points, self.quick);
+        let reps = self.reps(s.reps);
+        let hold = parse_duration(&s.hold).unwrap_or(Duration::from_secs(3));
+        let hard = fd_hard_limit();
+        let mut rows = Vec::new();
+        for target in self.targets.clone() {
+            for &n in &points {
+                self.progress
+                    .show(&format!("ws_idle: {target}, {n} connections"));
+                let point = format!("{n}");
+                let row = if let Some(r) = self.skip_row("ws_idle", &target) {
+                    r
+                } else if n as u64 + 64 > hard {
+                    Row::empty(
+                        &target,
+                        &point,
+                        n as f64,
+                        Outcome::NotYetMeasured(format!(
+                            "{n} connections need more descriptors than this machine's open-file hard limit ({hard})"
+                        )),
+                    )
+                } else {
+                    self.ws_idle_point(&target, &point, n, &s, hold, reps)
+                };
+                rows.push(row);
+                self.progress.step();
+            }
+        }
+        Some(ScenarioResult {
+            name: "ws_idle".into(),
+            title: "Idle WebSocket connections".into(),
+            mirrors: "R1.4".into(),
+            x_label: "connections".into(),
+            method: format!(
+                "open N connections to /ws and hold them {hold:.0?}; RSS per connection = (peak RSS - RSS before) / connections open; target restarted for each of {reps} runs"
+            ),
+            rows,
+        })
+    }
+
+    fn ws_base(
+        &self,
+        target: Target,
+        n: usize,
+        ramp: Option<f64>,
+        ips: &Option<String>,
+    ) -> Result<WsConfig, String> {
+        let mut config = WsConfig::new(target);
+        config.connections = n;
+        config.ramp = ramp;
+        config.threads = self.config.settings.load_threads.max(1);
+        config.timeout = Duration::from_secs(10);
+        if let Some(ips) = ips {
+            config.source_ips = parse_source_ips(ips).map_err(|e| e.to_string())?;
+        }
+        Ok(config)
+    }
+
+    fn ws_idle_point(
+        &mut self,
+        target: &str,
+        point: &str,
+        n: usize,
+        s: &crate::suite::config::WsIdleScenario,
+        hold: Duration,
+        reps: usize,
+    ) -> Row {
+        let path = self.config.targets[target].paths.ws.clone();
+        let mut per_conn = Vec::new();
+        let mut opened = Vec::new();
+        let mut failures = 0;
+        let mut best = Row::empty(target, point, n as f64, Outcome::Measured);
+        for _ in 0..reps {
+            let result = self.ws_target(target, &path).and_then(|t| {
+                let mut config = self.ws_base(t, n, s.ramp, &s.source_ips)?;
+                config.mode = WsMode::Hold;
+                config.hold = hold;
+                let cpus = self.target_cpus.clone();
+                let mut running = self.start(target, self.config.settings.workers, &cpus)?;
+                let pid = running.pid();
+                std::thread::sleep(Duration::from_millis(300));
+                let idle = snapshot(pid, pid);
+                let sampler = Sampler::start(pid, pid, self.timing.sample_interval);
+                let report = run_ws(&config).map_err(|e| e.to_string());
+                let peak = sampler.finish();
+                running.stop();
+                Ok((idle, peak, report?))
+            });
+            match result {
+                Ok((idle, peak, report)) => {
+                    let open = report.connections.succeeded.max(1);
+                    per_conn.push(
+                        peak.rss_kb.saturating_sub(idle.rss_kb) as f64 * 1024.0 / open as f64,
+                    );
+                    opened.push(report.connections.succeeded);
+                    failures += report.connections.failed.total;
+                    if peak.rss_kb > best.rss_peak_kb.unwrap_or(0) {
+                        best.rss_peak_kb = Some(peak.rss_kb);
+                        best.rss_per_process_kb = peak.per_process_kb;
+                        best.rss_idle_kb = Some(idle.rss_kb);
+                    }
+                }
+                Err(e) => return Row::empty(target, point, n as f64, Outcome::Failed(e)),
+            }
+        }
+        best.rss_per_conn_bytes = spread(&per_conn);
+        best.open_connections = opened.iter().copied().min();
+        best.errors = Some(failures);
+        best
+    }
+
+    fn ws_broadcast(&mut self) -> Option<ScenarioResult> {
+        let s = self.config.scenarios.ws_broadcast.clone()?;
+        let points = pick(&s.points, &s.quick_points, self.quick);
+        let reps = self.reps(s.reps);
+        let hard = fd_hard_limit();
+        let mut rows = Vec::new();
+        for target in self.targets.clone() {
+            for &n in &points {
+                self.progress
+                    .show(&format!("ws_broadcast: {target}, {n} receivers"));
+                let point = format!("{n}");
+                let row = if let Some(r) = self.skip_row("ws_broadcast", &target) {
+                    r
+                } else if n as u64 + 64 > hard {
+                    Row::empty(
+                        &target,
+                        &point,
+                        n as f64,
+                        Outcome::NotYetMeasured(format!(
+                            "{n} connections need more descriptors than the open-file hard limit ({hard})"
+                        )),
+                    )
+                } else {
+                    self.broadcast_point(&target, &point, n, &s, reps)
+                };
+                rows.push(row);
+                self.progress.step();
+            }
+        }
+        Some(ScenarioResult {
+            name: "ws_broadcast".into(),
+            title: "WebSocket broadcast".into(),
+            mirrors: "R1.5".into(),
+            x_label: "connections".into(),
+            method: format!(
+                "N receivers on /chat, one sender publishing {} msgs/s of {} bytes for {:.0?}; rate = deliveries/s; latency = publish to delivery; {reps} runs",
+                s.rate, s.size, self.timing.duration
+            ),
+            rows,
+        })
+    }
+
+    fn broadcast_point(
+        &mut self,
+        target: &str,
+        point: &str,
+        n: usize,
+        s: &crate::suite::config::WsBroadcastScenario,
+        reps: usize,
+    ) -> Row {
+        let path = self.config.targets[target].paths.chat.clone();
+        let result = self.ws_target(target, &path).and_then(|t| {
+            let mut config = self.ws_base(t, n, s.ramp, &s.source_ips)?;
+            config.mode = WsMode::Broadcast;
+            config.rate = s.rate;
+            config.size = s.size;
+            config.hold = self.timing.duration;
+            let cpus = self.target_cpus.clone();
+            let mut running = self.start(target, self.config.settings.workers, &cpus)?;
+            let pid = running.pid();
+            let idle = snapshot(pid, pid);
+            let mut reports = Vec::new();
+            let mut cpu_us = Vec::new();
+            let mut cpu_pct = Vec::new();
+            let mut peak = Peak::default();
+            for _ in 0..reps {
+                let sampler = Sampler::start(pid, pid, self.timing.sample_interval);
+                let before = snapshot(pid, pid);
+                let report = run_ws(&config).map_err(|e| e.to_string())?;
+                let after = snapshot(pid, pid);
+                let p = sampler.finish();
+                if p.rss_kb > peak.rss_kb {
+                    peak = p;
+                }
+                let (pct, secs) = cpu_between(&before, &after);
+                let delivered = report.messages.as_ref().map_or(0, |m| m.delivered);
+                cpu_us.push(secs * 1e6 / delivered.max(1) as f64);
+                cpu_pct.push(pct);
+                reports.push(report);
+            }
+            running.stop();
+            Ok((idle, peak, reports, cpu_us, cpu_pct))
+        });
+        match result {
+            Ok((idle, peak, reports, cpu_us, cpu_pct)) => {
+                let rates: Vec<f64> = reports
+                    .iter()
+                    .map(|r| r.messages.as_ref().map_or(0.0, |m| m.delivered_per_sec))
+                    .collect();
+                let mut row = Row::empty(target, point, n as f64, Outcome::Measured);
+                row.rate = spread(&rates);
+                if let Some(i) = median_index(&rates) {
+                    let l = &reports[i].latency_us;
+                    row.latency_ms = Some(Latency {
+                        p50: l.p50 as f64 / 1000.0,
+                        p90: l.p90 as f64 / 1000.0,
+                        p99: l.p99 as f64 / 1000.0,
+                        max: l.max as f64 / 1000.0,
+                    });
+                    row.cpu_percent = Some(cpu_pct[i]);
+                    row.open_connections = Some(reports[i].connections.open_at_end);
+                }
+                row.cpu_us_per_req = spread(&cpu_us).map(|s| s.median);
+                row.errors = Some(
+                    reports
+                        .iter()
+                        .map(|r| {
+                            r.connections.failed.total
+                                + r.messages
+                                    .as_ref()
+                                    .map_or(0, |m| m.expected.saturating_sub(m.delivered))
+                        })
+                        .sum(),
+                );
+                row.rss_idle_kb = Some(idle.rss_kb);
+                row.rss_peak_kb = Some(peak.rss_kb);
+                row.rss_per_process_kb = peak.per_process_kb;
+                row
+            }
+            Err(e) => Row::empty(target, point, n as f64, Outcome::Failed(e)),
+        }
+    }
+
+    fn generator_check(&mut self) -> Option<ScenarioResult> {
+        let s = self.config.scenarios.generator_check.clone()?;
+        let conns = s.connections.unwrap_or(self.config.settings.connections);
+        let reps = self.reps(s.reps);
+        let target = s.target.clone();
+        self.progress
+            .show(&format!("generator_check: wrk and brisk-bench on {target}"));
+        let point = format!("{conns} connections");
+        let row = if !self.targets.contains(&target) {
+            Row::empty(
+                &target,
+                &point,
+                conns as f64,
+                Outcome::NotYetMeasured(format!("target \"{target}\" not selected in this run")),
+            )
+        } else if command_line_output(&["wrk".into(), "-v".into()], Path::new("/")).is_none() {
+            Row::empty(
+                &target,
+                &point,
+                conns as f64,
+                Outcome::NotYetMeasured("wrk is not installed".into()),
+            )
+        } else {
+            self.generator_point(&target, &point, conns, reps)
+        };
+        self.progress.step();
+        Some(ScenarioResult {
+            name: "generator_check".into(),
+            title: "Generator check: wrk against brisk-bench on the same target".into(),
+            mirrors: "(method)".into(),
+            x_label: "connections".into(),
+            method: format!(
+                "GET / on {target} with {conns} connections, {} load thread(s), runs alternating wrk and brisk-bench, {reps} each of {:.0?}; ratio = brisk-bench / wrk, should be within 10 %",
+                self.config.settings.load_threads.max(1),
+                self.timing.duration
+            ),
+            rows: vec![row],
+        })
+    }
+
+    fn generator_point(&mut self, target: &str, point: &str, conns: usize, reps: usize) -> Row {
+        let path = self.config.targets[target].paths.hello.clone();
+        let threads = self.config.settings.load_threads.max(1);
+        let secs = self.timing.duration.as_secs().max(1);
+        let result = self.http_target(target, &path).and_then(|t| {
+            let url = t.url();
+            let config = self.http_config(t, conns, true);
+            let cpus = self.target_cpus.clone();
+            let mut running = self.start(target, self.config.settings.workers, &cpus)?;
+            let mut ours = Vec::new();
+            let mut wrk = Vec::new();
+            let mut reports = Vec::new();
+            let mut measured = config.clone();
+            measured.duration = Some(Duration::from_secs(secs));
+            for _ in 0..reps {
+                wrk.push(run_wrk(&url, conns, threads, secs)?);
+                let report = run_http(&measured).map_err(|e| e.to_string())?;
+                ours.push(report.rps);
+                reports.push(report);
+            }
+            running.stop();
+            Ok((ours, wrk, reports))
+        });
+        match result {
+            Ok((ours, wrk, reports)) => {
+                let mut row = Row::empty(target, point, conns as f64, Outcome::Measured);
+                row.rate = spread(&ours);
+                row.wrk_rate = spread(&wrk);
+                if let Some(i) = median_index(&ours) {
+                    row.latency_ms = Some(latency_of(&reports[i]));
+                }
+                row.errors = Some(reports.iter().map(|r| r.errors.total).sum());
+                if let (Some(a), Some(b)) = (row.rate, row.wrk_rate) {
+                    row.ratio = Some(a.median / b.median);
+                }
+                row
+            }
+            Err(e) => Row::empty(target, point, conns as f64, Outcome::Failed(e)),
+        }
+    }
+
+    fn pending(&mut self, name: &str) -> Option<ScenarioResult> {
+        let s = match name {
+            "database" => self.config.scenarios.database.clone()?,
+            _ => self.config.scenarios.templates.clone()?,
+        };
+        let rows = self
+            .targets
+            .iter()
+            .map(|t| {
+                Row::empty(
+                    t,
+                    "all points",
+                    0.0,
+                    Outcome::NotYetMeasured(s.reason.clone()),
+                )
+            })
+            .collect();
+        let (title, mirrors) = if name == "database" {
+            ("HTTP with database queries", "R1.2, R3, R5")
+        } else {
+            ("Template rendering", "R2, R4")
+        };
+        Some(ScenarioResult {
+            name: name.into(),
+            title: title.into(),
+            mirrors: mirrors.into(),
+            x_label: String::new(),
+            method: s.reason,
+            rows,
+        })
+    }
+}
+
+/// Writes `bytes` of a repeating pattern to `path` unless it already has that size.
+fn write_file(path: &Path, bytes: u64) -> Result<(), String> {
+    use std::io::Write;
+    if std::fs::metadata(path)
+        .map(|m| m.len() == bytes)
+        .unwrap_or(false)
+    {
+        return Ok(());
+    }
+    let file = std::fs::File::create(path).map_err(|e| e.to_string())?;
+    let mut w = std::io::BufWriter::new(file);
+    let chunk: Vec<u8> = (0..64 * 1024).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        w.write_all(&chunk[..n]).map_err(|e| e.to_string())?;
+        left -= n as u64;
+    }
+    w.flush().map_err(|e| e.to_string())
+}
+
+/// Runs wrk (on the caller's CPUs) and returns its requests/s.
+fn run_wrk(url: &str, conns: usize, threads: usize, secs: u64) -> Result<f64, String> {
+    let out = Command::new("wrk")
+        .args([
+            format!("-t{threads}"),
+            format!("-c{conns}"),
+            format!("-d{secs}s"),
+            url.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("wrk could not run: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| "wrk printed no Requests/sec line".to_string())
+}

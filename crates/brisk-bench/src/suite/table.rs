@@ -1,0 +1,134 @@
+//! The columns of a scenario table, shared by the Markdown and HTML
+//! renderings: each column appears only when some row has a value for it.
+
+use crate::suite::model::{Outcome, Row, ScenarioResult};
+
+type Cell = fn(&Row) -> Option<String>;
+
+fn num(v: f64) -> String {
+    if v >= 100.0 {
+        let s = format!("{:.0}", v);
+        let mut out = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn kib(v: u64) -> String {
+    if v >= 10 * 1024 {
+        format!("{:.1} MiB", v as f64 / 1024.0)
+    } else {
+        format!("{v} KiB")
+    }
+}
+
+/// A table: header cells and body rows of cells.
+pub struct Table {
+    /// Header cells.
+    pub header: Vec<String>,
+    /// Body rows.
+    pub rows: Vec<Vec<String>>,
+}
+
+/// Builds the table of a scenario.
+pub fn scenario_table(s: &ScenarioResult) -> Table {
+    let rate_label = if s.name == "ws_broadcast" {
+        "msgs/s median"
+    } else if s.name == "generator_check" {
+        "brisk-bench req/s"
+    } else {
+        "req/s median"
+    };
+    let columns: Vec<(String, Cell)> = vec![
+        (rate_label.into(), |r| r.rate.map(|s| num(s.median))),
+        ("min..max (kept runs)".into(), |r| {
+            r.rate.map(|s| {
+                format!(
+                    "{}..{} ({} of {})",
+                    num(s.min),
+                    num(s.max),
+                    s.kept,
+                    s.kept + s.dropped
+                )
+            })
+        }),
+        ("wrk req/s".into(), |r| r.wrk_rate.map(|s| num(s.median))),
+        ("brisk-bench / wrk".into(), |r| {
+            r.ratio.map(|v| format!("{:.3}", v))
+        }),
+        ("p50 / p90 / p99 ms".into(), |r| {
+            r.latency_ms
+                .map(|l| format!("{} / {} / {}", num(l.p50), num(l.p90), num(l.p99)))
+        }),
+        ("errors".into(), |r| r.errors.map(|e| e.to_string())),
+        ("CPU %".into(), |r| r.cpu_percent.map(|v| format!("{v:.0}"))),
+        ("CPU µs/req".into(), |r| r.cpu_us_per_req.map(num)),
+        ("efficiency".into(), |r| {
+            r.efficiency.map(|v| format!("{:.0} %", v * 100.0))
+        }),
+        ("open".into(), |r| r.open_connections.map(|v| v.to_string())),
+        ("RSS per conn".into(), |r| {
+            r.rss_per_conn_bytes
+                .map(|s| format!("{} B ({}..{})", num(s.median), num(s.min), num(s.max)))
+        }),
+        ("RSS idle".into(), |r| r.rss_idle_kb.map(kib)),
+        ("RSS peak".into(), |r| r.rss_peak_kb.map(kib)),
+        ("RSS per process".into(), |r| {
+            (!r.rss_per_process_kb.is_empty()).then(|| {
+                r.rss_per_process_kb
+                    .iter()
+                    .map(|v| kib(*v))
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            })
+        }),
+    ];
+    let used: Vec<&(String, Cell)> = columns
+        .iter()
+        .filter(|(_, f)| s.rows.iter().any(|r| f(r).is_some()))
+        .collect();
+    let mut header = vec!["target".to_string(), s.x_label_or_point()];
+    if used.is_empty() {
+        header.push("result".into());
+    }
+    header.extend(used.iter().map(|(h, _)| h.clone()));
+    let rows = s
+        .rows
+        .iter()
+        .map(|r| {
+            let mut cells = vec![r.target.clone(), r.point.clone()];
+            if r.outcome == Outcome::Measured {
+                cells.extend(used.iter().map(|(_, f)| f(r).unwrap_or_default()));
+                if used.is_empty() {
+                    cells.push("measured".into());
+                }
+            } else {
+                cells.push(r.outcome.label());
+                let pad = used.len().saturating_sub(1);
+                cells.extend(std::iter::repeat(String::new()).take(pad));
+            }
+            cells
+        })
+        .collect();
+    Table { header, rows }
+}
+
+impl ScenarioResult {
+    /// The header of the point column.
+    pub fn x_label_or_point(&self) -> String {
+        match self.x_label.as_str() {
+            "" => "point".into(),
+            "bytes" => "file size".into(),
+            other => other.into(),
+        }
+    }
+}
