@@ -21,9 +21,10 @@ pub fn cpu_model() -> String {
 
 /// Online CPUs.
 pub fn cpu_count() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    // Not available_parallelism: that counts only the CPUs this thread may use.
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).unwrap_or(1).max(1)
 }
 
 /// `uname -r`.

@@ -133,6 +133,9 @@ pub struct Row {
     pub latency_ms: Option<Latency>,
     /// Errors over all runs (HTTP errors or WebSocket failures).
     pub errors: Option<u64>,
+    /// The errors by kind, e.g. `read 12, status 3`, when there are any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kinds: Option<String>,
     /// Target CPU use, percent of one CPU (median run).
     pub cpu_percent: Option<f64>,
     /// Target CPU time per request/message, microseconds (median of kept runs).
@@ -166,6 +169,7 @@ impl Row {
             rate: None,
             latency_ms: None,
             errors: None,
+            error_kinds: None,
             cpu_percent: None,
             cpu_us_per_req: None,
             rss_idle_kb: None,

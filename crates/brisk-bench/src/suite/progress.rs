@@ -29,11 +29,7 @@ impl Progress {
             return;
         }
         let width = 24;
-        let filled = if self.total == 0 {
-            width
-        } else {
-            self.done * width / self.total
-        };
+        let filled = (self.done * width).checked_div(self.total).unwrap_or(width);
         let bar: String = "#".repeat(filled) + &"-".repeat(width - filled);
         let mut err = std::io::stderr().lock();
         let _ = writeln!(

@@ -72,7 +72,7 @@ pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
     std::fs::create_dir_all(&static_dir)
         .map_err(|e| BenchError::io(format!("cannot create {}", static_dir.display()), e))?;
     raise_fd_limit();
-    let load_cpus = parse_cpu_list(&config.settings.load_cpus)?;
+    let load_cpus = usable_cpus(parse_cpu_list(&config.settings.load_cpus)?);
     pin_current_thread(&load_cpus)?;
 
     let quick = opts.quick;
@@ -96,7 +96,7 @@ pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
         failures: Vec::new(),
         failed_targets: BTreeSet::new(),
         load_cpus,
-        target_cpus: parse_cpu_list(&config.settings.target_cpus)?,
+        target_cpus: usable_cpus(parse_cpu_list(&config.settings.target_cpus)?),
         launches: 0,
     };
     lab.progress = Progress::new(lab.count_steps(), opts.progress);
@@ -110,6 +110,18 @@ pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
         out_dir,
         failures: lab.failures,
     })
+}
+
+/// Keeps the CPUs that exist on this machine; all of them when none does
+/// (so a config written for 2 cores still runs on 1).
+fn usable_cpus(cpus: Vec<usize>) -> Vec<usize> {
+    let online = environment::cpu_count();
+    let kept: Vec<usize> = cpus.into_iter().filter(|&c| c < online).collect();
+    if kept.is_empty() {
+        (0..online).collect()
+    } else {
+        kept
+    }
 }
 
 fn raise_fd_limit() {
@@ -308,6 +320,17 @@ impl Lab<'_> {
         }
         self.launches += 1;
         let t = &self.config.targets[target];
+        for port in [Some(t.port), t.ws_port].into_iter().flatten() {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                let msg = format!(
+                    "The target \"{target}\" was not started: port {port} is already in use by another process."
+                );
+                self.failed_targets.insert(target.to_string());
+                self.failures.push(msg.clone());
+                return Err(msg);
+            }
+        }
         let run_dir = self
             .work
             .join("run")
@@ -433,6 +456,7 @@ impl Lab<'_> {
         }
         row.cpu_us_per_req = spread(&runs.cpu_us).map(|s| s.median);
         row.errors = Some(runs.reports.iter().map(|r| r.errors.total).sum());
+        row.error_kinds = error_kinds(&runs.reports);
         row.rss_idle_kb = Some(runs.idle_rss_kb);
         row.rss_peak_kb = Some(runs.peak.rss_kb);
         row.rss_per_process_kb = runs.peak.per_process_kb.clone();
@@ -566,8 +590,12 @@ impl Lab<'_> {
             .load_cpus
             .clone()
             .unwrap_or_else(|| self.config.settings.load_cpus.clone());
-        let tcpus = parse_cpu_list(&tcpus_text).unwrap_or_else(|_| self.target_cpus.clone());
-        let lcpus = parse_cpu_list(&lcpus_text).unwrap_or_else(|_| self.load_cpus.clone());
+        let tcpus = parse_cpu_list(&tcpus_text)
+            .map(usable_cpus)
+            .unwrap_or_else(|_| self.target_cpus.clone());
+        let lcpus = parse_cpu_list(&lcpus_text)
+            .map(usable_cpus)
+            .unwrap_or_else(|_| self.load_cpus.clone());
         let _ = pin_current_thread(&lcpus);
         let mut rows = Vec::new();
         for target in self.targets.clone() {
@@ -1017,6 +1045,28 @@ impl Lab<'_> {
             rows,
         })
     }
+}
+
+/// The HTTP errors of `reports` by kind, when there are any.
+fn error_kinds(reports: &[HttpReport]) -> Option<String> {
+    let mut total = crate::http::ErrorCounts::default();
+    for r in reports {
+        total.merge(&r.errors);
+    }
+    let kinds = [
+        ("connect", total.connect),
+        ("read", total.read),
+        ("write", total.write),
+        ("timeout", total.timeout),
+        ("status", total.status),
+        ("parse", total.parse),
+    ];
+    let parts: Vec<String> = kinds
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 /// Writes `bytes` of a repeating pattern to `path` unless it already has that size.

@@ -69,7 +69,12 @@ pub fn scenario_table(s: &ScenarioResult) -> Table {
             r.latency_ms
                 .map(|l| format!("{} / {} / {}", num(l.p50), num(l.p90), num(l.p99)))
         }),
-        ("errors".into(), |r| r.errors.map(|e| e.to_string())),
+        ("errors".into(), |r| {
+            r.errors.map(|e| match &r.error_kinds {
+                Some(k) => format!("{e} ({k})"),
+                None => e.to_string(),
+            })
+        }),
         ("CPU %".into(), |r| r.cpu_percent.map(|v| format!("{v:.0}"))),
         ("CPU µs/req".into(), |r| r.cpu_us_per_req.map(num)),
         ("efficiency".into(), |r| {
@@ -114,7 +119,7 @@ pub fn scenario_table(s: &ScenarioResult) -> Table {
             } else {
                 cells.push(r.outcome.label());
                 let pad = used.len().saturating_sub(1);
-                cells.extend(std::iter::repeat(String::new()).take(pad));
+                cells.resize(cells.len() + pad, String::new());
             }
             cells
         })

@@ -1,0 +1,187 @@
+//! The suite end to end: a target that does not start is one plain
+//! sentence and a non-zero exit with nothing left running; a tiny real
+//! target runs through one quick scenario and yields the report files.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use brisk_bench::suite::{run_suite, SuiteOptions};
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("brisk-bench-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn write_config(dir: &Path, command: &str, port: u16, extra: &str) -> PathBuf {
+    let path = dir.join("suite.toml");
+    let text = format!(
+        r#"[settings]
+duration = "300ms"
+warmup = "100ms"
+start_timeout = "1500ms"
+stop_timeout = "1s"
+target_cpus = "0"
+load_cpus = "0"
+connections = 4
+
+[targets.tiny]
+description = "the test target"
+command = {command}
+port = {port}
+
+[scenarios.hello_keepalive]
+{extra}
+"#
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn suite(config: &Path, out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_brisk-bench"))
+        .args(["suite", "--no-progress", "--reps", "1", "--config"])
+        .arg(config)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// True while a process whose command line contains `marker` exists.
+fn running(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(marker))
+            .unwrap_or(false)
+    })
+}
+
+#[test]
+fn a_target_that_exits_is_one_sentence_and_a_failure() {
+    let dir = temp_dir("exits");
+    let config = write_config(&dir, r#"["false"]"#, free_port(), "");
+    let out = suite(&config, &dir.join("out"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("The target \"tiny\" exited"), "{stderr}");
+    assert_eq!(
+        stderr.trim().lines().filter(|l| l.contains("tiny")).count(),
+        1,
+        "{stderr}"
+    );
+    // The report still records why.
+    let md = std::fs::read_to_string(dir.join("out/report.md")).unwrap();
+    assert!(md.contains("failed: The target \"tiny\" exited"), "{md}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_missing_binary_is_one_sentence_and_a_failure() {
+    let dir = temp_dir("missing");
+    let config = write_config(&dir, r#"["/nonexistent/brisk-target"]"#, free_port(), "");
+    let out = suite(&config, &dir.join("out"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("The target \"tiny\" could not be started"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_target_that_never_answers_is_stopped_with_its_children() {
+    let dir = temp_dir("silent");
+    let marker = format!("41.{}", std::process::id());
+    let command = format!(r#"["sh", "-c", "sleep {marker} & sleep {marker}; wait"]"#);
+    let config = write_config(&dir, &command, free_port(), "");
+    let started = Instant::now();
+    let out = suite(&config, &dir.join("out"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("did not answer"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(
+        !running(&marker),
+        "a process of the target is still running"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_unknown_target_name_is_a_usage_error() {
+    let dir = temp_dir("unknown");
+    let config = write_config(&dir, r#"["true"]"#, free_port(), "");
+    let out = Command::new(env!("CARGO_BIN_EXE_brisk-bench"))
+        .args(["suite", "--no-progress", "--targets", "nope", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown target \"nope\""), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The `hello_server` example, built by `cargo test` next to the test binaries.
+fn hello_server() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let debug = exe.parent().unwrap().parent().unwrap();
+    let path = debug.join("examples").join("hello_server");
+    assert!(
+        path.exists(),
+        "{} is missing: run through `cargo test`, which builds the examples",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn a_tiny_target_runs_end_to_end() {
+    let dir = temp_dir("tiny");
+    let port = free_port();
+    let command = format!(
+        r#"["{}", "127.0.0.1:{{port}}", "1"]"#,
+        hello_server().display()
+    );
+    let config = write_config(&dir, &command, port, "");
+    let out = dir.join("out");
+    let outcome = run_suite(&SuiteOptions {
+        config,
+        targets: None,
+        out: Some(out.clone()),
+        reps: Some(3),
+        quick: false,
+        progress: false,
+        command_line: "brisk-bench suite (test)".into(),
+    })
+    .unwrap();
+    assert!(outcome.failures.is_empty(), "{:?}", outcome.failures);
+    let row = &outcome.report.scenarios[0].rows[0];
+    let rate = row.rate.expect("a measured rate");
+    assert_eq!((rate.kept, rate.dropped), (1, 2));
+    assert!(rate.median > 0.0);
+    assert_eq!(row.errors, Some(0));
+    assert!(row.rss_peak_kb.unwrap() > 0);
+    assert!(row.cpu_us_per_req.is_some());
+    for file in ["report.json", "report.md", "report.html"] {
+        assert!(out.join(file).exists(), "{file}");
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| tiny | 4 connections |"), "{md}");
+    // Stopped: nothing answers on the port any more.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
