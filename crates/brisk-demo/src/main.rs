@@ -1,5 +1,7 @@
 //! brisk-demo: the showcase app. Text echo on `text://127.0.0.1:7000`, Frame echo on
-//! `frame://127.0.0.1:7001`, HTTP on `http://127.0.0.1:8080`, and every control command.
+//! `frame://127.0.0.1:7001`, HTTP on `http://127.0.0.1:8080` (`/`, `/json`, `/static/*`,
+//! `/ws` echo, `/chat` broadcast room, `/echo`, `/stream`), WebSocket echo on
+//! `websocket://127.0.0.1:9001`, and every control command.
 //!
 //! ```text
 //! brisk-demo start              # foreground
@@ -14,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use brisk::http::HttpServer;
+use brisk::ws::{WsEndpoint, WsServer};
 use brisk::{App, Server};
 
 mod routes;
@@ -43,6 +46,12 @@ struct Args {
     /// Address of the HTTP server.
     #[arg(long, global = true)]
     http: Option<String>,
+    /// Address of the WebSocket echo server (the conformance target).
+    #[arg(long, global = true)]
+    websocket: Option<String>,
+    /// Directory served under /static/ (default: the demo's own static folder).
+    #[arg(long, global = true)]
+    static_root: Option<PathBuf>,
     /// Directory for the pid file, control socket and daemon log (default ./run).
     #[arg(long, global = true)]
     run_dir: Option<PathBuf>,
@@ -67,6 +76,8 @@ struct Config {
     text: Option<String>,
     frame: Option<String>,
     http: Option<String>,
+    websocket: Option<String>,
+    static_root: Option<PathBuf>,
     run_dir: Option<PathBuf>,
     graceful_timeout: Option<u64>,
 }
@@ -114,20 +125,40 @@ fn build(args: &Args) -> anyhow::Result<App> {
     if let Some(ms) = args.header_read_timeout_ms {
         limits.header_read_timeout = Duration::from_millis(ms);
     }
+    let ws_addr = args
+        .websocket
+        .clone()
+        .or(file.websocket)
+        .unwrap_or("websocket://127.0.0.1:9001".into());
+    let static_root = args
+        .static_root
+        .clone()
+        .or(file.static_root)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("static"));
+    let routes = routes::Routes::new(&static_root)?;
     let mut http = HttpServer::new(&http_addr)?
         .http_limits(limits)
-        .handler(routes::route);
+        .handler(move |req| {
+            let routes = routes.clone();
+            async move { routes.route(req).await }
+        });
+    let echo = WsEndpoint::new()
+        .max_message_size(64 << 20)
+        .on_message(|ws, msg| async move { ws.send(msg) });
+    let mut websocket = WsServer::new(&ws_addr)?.endpoint(echo);
     if let Some(n) = workers {
         text = text.workers(n);
         frame = frame.workers(n);
         http = http.workers(n);
+        websocket = websocket.workers(n);
     }
     Ok(App::new("brisk-demo")
         .run_dir(run_dir)
         .graceful_timeout(Duration::from_secs(graceful))
         .server(text)
         .server(frame)
-        .server(http))
+        .server(http)
+        .server(websocket))
 }
 
 fn main() -> ExitCode {

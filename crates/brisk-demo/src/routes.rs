@@ -1,10 +1,76 @@
 //! The demo's HTTP routes: the endpoints the benchmarks use.
 
+use std::path::Path;
+
+use brisk::http::static_files::StaticFiles;
 use brisk::http::{Body, RequestBody};
+use brisk::ws::{self, WsEndpoint};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError};
 
 const JSON: &str = r#"{"message":"Hello, World!"}"#;
+/// The group every `/chat` connection joins.
+const ROOM: &str = "chat";
+
+/// Everything the routes need, cloned into each request.
+#[derive(Clone)]
+pub struct Routes {
+    files: StaticFiles,
+    echo: WsEndpoint,
+    chat: WsEndpoint,
+}
+
+impl Routes {
+    /// Routes serving `/static/` from `static_root`.
+    pub fn new(static_root: &Path) -> anyhow::Result<Self> {
+        let files = StaticFiles::new(static_root).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot serve static files from {}: {e}",
+                static_root.display()
+            )
+        })?;
+        let echo = WsEndpoint::new().on_message(|ws, msg| async move { ws.send(msg) });
+        let chat = WsEndpoint::new()
+            .on_open(|ws, _| async move { ws.join(ROOM) })
+            .on_message(|_ws, msg| async move {
+                ws::broadcast(ROOM, msg);
+            });
+        Ok(Routes { files, echo, chat })
+    }
+
+    /// Routes one request.
+    pub async fn route(&self, req: Request<RequestBody>) -> Response<Body> {
+        let get = matches!(*req.method(), Method::GET | Method::HEAD);
+        let path = req.uri().path();
+        if let Some(rest) = path.strip_prefix("/static") {
+            let rest = rest.to_string();
+            return self.files.serve(&req, &rest).await;
+        }
+        match path {
+            "/" if get => with_type("Hello World", "text/plain"),
+            "/json" if get => with_type(JSON, "application/json"),
+            "/ws" => self.echo.upgrade(req),
+            "/chat" => self.chat.upgrade(req),
+            // Reads the whole body (so `Expect: 100-continue` is answered), then echoes it.
+            "/echo" if req.method() == Method::POST => match req.into_body().collect().await {
+                Ok(body) => Response::new(Body::from(body.to_bytes())),
+                Err(e) if e.is::<LengthLimitError>() => {
+                    status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n")
+                }
+                Err(_) => status(StatusCode::BAD_REQUEST, "bad request body\n"),
+            },
+            // Streams the request body back as it arrives: chunked in, chunked out.
+            "/stream" if req.method() == Method::POST => Response::new(Body::new(req.into_body())),
+            "/" | "/json" => {
+                let mut r = status(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+                r.headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+                r
+            }
+            _ => status(StatusCode::NOT_FOUND, "not found\n"),
+        }
+    }
+}
 
 fn with_type(body: &'static str, content_type: &'static str) -> Response<Body> {
     let mut r = Response::new(Body::from(body));
@@ -17,30 +83,4 @@ fn status(code: StatusCode, text: &'static str) -> Response<Body> {
     let mut r = with_type(text, "text/plain; charset=utf-8");
     *r.status_mut() = code;
     r
-}
-
-/// Routes one request.
-pub async fn route(req: Request<RequestBody>) -> Response<Body> {
-    let get = matches!(*req.method(), Method::GET | Method::HEAD);
-    match req.uri().path() {
-        "/" if get => with_type("Hello World", "text/plain"),
-        "/json" if get => with_type(JSON, "application/json"),
-        // Reads the whole body (so `Expect: 100-continue` is answered), then echoes it.
-        "/echo" if req.method() == Method::POST => match req.into_body().collect().await {
-            Ok(body) => Response::new(Body::from(body.to_bytes())),
-            Err(e) if e.is::<LengthLimitError>() => {
-                status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n")
-            }
-            Err(_) => status(StatusCode::BAD_REQUEST, "bad request body\n"),
-        },
-        // Streams the request body back as it arrives: chunked in, chunked out.
-        "/stream" if req.method() == Method::POST => Response::new(Body::new(req.into_body())),
-        "/" | "/json" => {
-            let mut r = status(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-            r.headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-            r
-        }
-        _ => status(StatusCode::NOT_FOUND, "not found\n"),
-    }
 }

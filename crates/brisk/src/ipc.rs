@@ -17,6 +17,9 @@ const MAX_MESSAGE: usize = 256 << 20;
 /// Master to worker.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum ToWorker {
+    /// A WebSocket frame for the members of a group (sent as a binary packet, not JSON).
+    #[serde(skip)]
+    Broadcast { group: String, frame: bytes::Bytes },
     /// Reply with [`ToMaster::Status`].
     Status,
     /// Reply with [`ToMaster::Connections`].
@@ -87,8 +90,35 @@ where
     w.flush().await
 }
 
-/// Reads one message; `Ok(None)` when the other side closed the channel cleanly.
-pub(crate) async fn read_msg<R, T>(r: &mut R) -> io::Result<Option<T>>
+/// What arrives on a master-worker channel: a JSON message, or a broadcast frame.
+#[derive(Debug)]
+pub(crate) enum Packet<T> {
+    Msg(T),
+    Broadcast { group: String, frame: bytes::Bytes },
+}
+
+/// First byte of a broadcast packet (a JSON message never starts with it).
+const BROADCAST: u8 = 0;
+
+/// Writes a broadcast packet: the group name and the encoded frame, as bytes.
+pub(crate) async fn write_broadcast<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    group: &str,
+    frame: &[u8],
+) -> io::Result<()> {
+    let body_len = 1 + 2 + group.len() + frame.len();
+    let mut out = Vec::with_capacity(4 + body_len);
+    out.extend_from_slice(&(body_len as u32).to_be_bytes());
+    out.push(BROADCAST);
+    out.extend_from_slice(&(group.len() as u16).to_be_bytes());
+    out.extend_from_slice(group.as_bytes());
+    out.extend_from_slice(frame);
+    w.write_all(&out).await?;
+    w.flush().await
+}
+
+/// Reads one packet; `Ok(None)` when the other side closed the channel cleanly.
+pub(crate) async fn read_packet<R, T>(r: &mut R) -> io::Result<Option<Packet<T>>>
 where
     R: AsyncRead + Unpin,
     T: DeserializeOwned,
@@ -108,9 +138,33 @@ where
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body).await?;
+    if body.first() == Some(&BROADCAST) && body.len() >= 3 {
+        let glen = u16::from_be_bytes([body[1], body[2]]) as usize;
+        let group = std::str::from_utf8(body.get(3..3 + glen).unwrap_or(&[]))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
+            .to_string();
+        let frame = bytes::Bytes::from(body).slice(3 + glen..);
+        return Ok(Some(Packet::Broadcast { group, frame }));
+    }
     serde_json::from_slice(&body)
-        .map(Some)
+        .map(|m| Some(Packet::Msg(m)))
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Reads one JSON message; `Ok(None)` when the other side closed the channel cleanly.
+pub(crate) async fn read_msg<R, T>(r: &mut R) -> io::Result<Option<T>>
+where
+    R: AsyncRead + Unpin,
+    T: DeserializeOwned,
+{
+    match read_packet(r).await? {
+        None => Ok(None),
+        Some(Packet::Msg(m)) => Ok(Some(m)),
+        Some(Packet::Broadcast { .. }) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "unexpected broadcast packet",
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -128,5 +182,25 @@ mod tests {
         assert!(matches!(got, Some(ToWorker::Stop { graceful: true })));
         let eof: Option<ToWorker> = read_msg(&mut b).await.unwrap();
         assert!(eof.is_none());
+    }
+
+    #[tokio::test]
+    async fn broadcast_packets_carry_group_and_frame_bytes() {
+        let (mut a, mut b) = tokio::io::duplex(1024);
+        write_broadcast(&mut a, "lobby", &[0x81, 2, b'h', b'i'])
+            .await
+            .unwrap();
+        write_msg(&mut a, &ToWorker::Status).await.unwrap();
+        match read_packet::<_, ToWorker>(&mut b).await.unwrap() {
+            Some(Packet::Broadcast { group, frame }) => {
+                assert_eq!(group, "lobby");
+                assert_eq!(&frame[..], &[0x81, 2, b'h', b'i']);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            read_packet::<_, ToWorker>(&mut b).await.unwrap(),
+            Some(Packet::Msg(ToWorker::Status))
+        ));
     }
 }

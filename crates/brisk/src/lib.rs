@@ -36,6 +36,7 @@ mod service;
 pub mod stats;
 pub mod timer;
 mod worker;
+pub mod ws;
 
 pub use address::{Address, Endpoint, Scheme};
 pub use app::{run_all, App};

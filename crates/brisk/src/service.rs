@@ -128,6 +128,30 @@ async fn accept_http(shared: Rc<crate::http::HttpShared>, listener: tokio::net::
     }
 }
 
+impl From<crate::ws::WsServer> for Service {
+    fn from(server: crate::ws::WsServer) -> Self {
+        let crate::ws::WsServer {
+            listen,
+            limits,
+            worker_callbacks,
+            endpoint,
+        } = server;
+        Service {
+            listen,
+            worker_callbacks,
+            limits,
+            start: Box::new(move |worker, listener, limits| {
+                let Listener::Tcp(l) = listener else {
+                    unreachable!("WsServer only takes websocket:// addresses")
+                };
+                let l = tokio::net::TcpListener::from_std(l)?;
+                crate::ws::WsServer::start(endpoint, worker, l, limits);
+                Ok(())
+            }),
+        }
+    }
+}
+
 impl From<UdpServer> for Service {
     fn from(server: UdpServer) -> Self {
         let UdpServer {
@@ -160,7 +184,10 @@ fn accept_backoff(e: &io::Error) -> bool {
     )
 }
 
-async fn accept_tcp<P: Protocol>(shared: Rc<ServerShared<P>>, listener: tokio::net::TcpListener) {
+pub(crate) async fn accept_tcp<P: Protocol>(
+    shared: Rc<ServerShared<P>>,
+    listener: tokio::net::TcpListener,
+) {
     let mut stop = shared.worker.stop_signal();
     loop {
         tokio::select! {

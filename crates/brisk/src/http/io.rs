@@ -63,6 +63,13 @@ impl HttpIo {
     }
 }
 
+impl HttpIo {
+    /// The socket, for an upgrade to another protocol.
+    pub(crate) fn into_stream(self) -> TcpStream {
+        self.stream
+    }
+}
+
 impl hyper::rt::Read for HttpIo {
     fn poll_read(
         self: Pin<&mut Self>,

@@ -18,7 +18,9 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::{control, daemon, Plan};
 use crate::error::{Error, Result};
-use crate::ipc::{read_msg, write_msg, MasterStatus, ToMaster, ToWorker};
+use crate::ipc::{
+    read_packet, write_broadcast, write_msg, MasterStatus, Packet, ToMaster, ToWorker,
+};
 use crate::stats::{ConnectionInfo, WorkerStatus};
 use crate::worker::{ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
 
@@ -308,13 +310,27 @@ impl Supervisor {
         self.live.borrow_mut().insert(pid, worker.clone());
         tokio::task::spawn_local(async move {
             while let Some(msg) = rx.recv().await {
-                if write_msg(&mut wr, &msg).await.is_err() {
+                let written = match msg {
+                    ToWorker::Broadcast { group, frame } => {
+                        write_broadcast(&mut wr, &group, &frame).await
+                    }
+                    other => write_msg(&mut wr, &other).await,
+                };
+                if written.is_err() {
                     return;
                 }
             }
         });
+        let sup = self.clone();
         tokio::task::spawn_local(async move {
-            while let Ok(Some(msg)) = read_msg::<_, ToMaster>(&mut rd).await {
+            while let Ok(Some(packet)) = read_packet::<_, ToMaster>(&mut rd).await {
+                let msg = match packet {
+                    Packet::Broadcast { group, frame } => {
+                        sup.relay_broadcast(pid, &group, &frame);
+                        continue;
+                    }
+                    Packet::Msg(m) => m,
+                };
                 match msg {
                     ToMaster::Ready => {
                         if let Some(r) = channel.ready.borrow_mut().take() {
@@ -471,6 +487,18 @@ impl Supervisor {
             "reloaded {replaced} workers in {:.1} s",
             t0.elapsed().as_secs_f64()
         ))
+    }
+
+    /// Hands a broadcast frame from worker `from` to every other current worker.
+    fn relay_broadcast(&self, from: i32, group: &str, frame: &bytes::Bytes) {
+        for w in self.current_workers() {
+            if w.pid != from {
+                w.tell(ToWorker::Broadcast {
+                    group: group.to_string(),
+                    frame: frame.clone(),
+                });
+            }
+        }
     }
 
     fn current_workers(&self) -> Vec<Rc<Worker>> {

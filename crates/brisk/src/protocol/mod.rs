@@ -82,6 +82,12 @@ pub trait Protocol: Clone + 'static {
 
     /// Appends the wire form of `msg` to `dst`.
     fn encode(&mut self, msg: Self::Message, dst: &mut BytesMut) -> Result<(), ProtocolError>;
+
+    /// A message that asks the peer for a sign of life (WebSocket: a ping), sent by servers
+    /// with a heartbeat to connections that have been quiet. None: the protocol has none.
+    fn heartbeat(&self) -> Option<Self::Message> {
+        None
+    }
 }
 
 /// The protocol an address scheme names: [`Raw`], [`Text`] or [`Frame`], with [`Bytes`] messages.

@@ -185,53 +185,17 @@ impl<P: Protocol> Connection<P> {
     /// (`on_buffer_full` fires once when it gets there), and with [`SendError::Closed`] after
     /// `close` or `destroy`.
     pub fn send(&self, msg: impl Into<P::Message>) -> Result<(), SendError> {
-        let inner = &*self.inner;
-        if inner.has(flag::CLOSING | flag::DESTROYED) {
-            return Err(SendError::Closed);
-        }
-        let limit = inner.server.limits.max_send_buffer;
-        let mut out = inner.out.borrow_mut();
-        if out.len() >= limit {
-            return Err(SendError::BufferFull);
-        }
-        if out.is_empty() {
-            WRITE_SCRATCH.with(|scratch| -> Result<(), SendError> {
-                let mut scratch = scratch.borrow_mut();
-                scratch.clear();
-                inner
-                    .protocol
-                    .borrow_mut()
-                    .encode(msg.into(), &mut scratch)?;
-                let written = match inner.stream.try_write(&scratch) {
-                    Ok(n) => n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
-                    Err(e) => {
-                        inner.io_error.set(Some(e));
-                        inner.set(flag::DESTROYED);
-                        inner.notify();
-                        return Ok(());
-                    }
-                };
-                inner.count_out(written);
-                if written < scratch.len() {
-                    out.extend_from_slice(&scratch[written..]);
-                }
-                if scratch.capacity() > 4 * READ_CHUNK {
-                    *scratch = BytesMut::with_capacity(READ_CHUNK);
-                }
-                Ok(())
-            })?;
-        } else {
-            inner.protocol.borrow_mut().encode(msg.into(), &mut out)?;
-        }
-        if !out.is_empty() {
-            if out.len() >= limit && !inner.has(flag::FULL) {
-                inner.set(flag::FULL | flag::EVENT_FULL);
-                Stats::add(&inner.server.worker.stats.buffer_full, 1);
-            }
-            inner.notify();
-        }
-        Ok(())
+        self.inner.send(msg.into())
+    }
+
+    /// The connection's protocol state (crate-internal protocols keep flags there).
+    pub(crate) fn protocol(&self) -> std::cell::RefMut<'_, P> {
+        self.inner.protocol.borrow_mut()
+    }
+
+    /// Counts a protocol violation handled by a protocol layer (it closes the connection).
+    pub(crate) fn count_rejected(&self) {
+        Stats::add(&self.inner.server.worker.stats.rejected, 1);
     }
 
     /// Closes the connection once everything queued has been sent. Messages already received
@@ -290,6 +254,66 @@ impl<P: Protocol> Connection<P> {
 }
 
 impl<P: Protocol> Inner<P> {
+    fn send(&self, msg: P::Message) -> Result<(), SendError> {
+        let inner = self;
+        if inner.has(flag::CLOSING | flag::DESTROYED) {
+            return Err(SendError::Closed);
+        }
+        if inner.out.borrow().len() >= inner.server.limits.max_send_buffer {
+            return Err(SendError::BufferFull);
+        }
+        WRITE_SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            scratch.clear();
+            inner.protocol.borrow_mut().encode(msg, &mut scratch)?;
+            self.send_bytes(&scratch);
+            if scratch.capacity() > 4 * READ_CHUNK {
+                *scratch = BytesMut::with_capacity(READ_CHUNK);
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes bytes in wire form at once when nothing is queued; queues what the kernel
+    /// does not take, up to the max send buffer.
+    fn send_bytes(&self, bytes: &[u8]) -> bool {
+        let inner = self;
+        if inner.has(flag::CLOSING | flag::DESTROYED) {
+            return false;
+        }
+        let limit = inner.server.limits.max_send_buffer;
+        let mut out = inner.out.borrow_mut();
+        if out.len() >= limit {
+            return false;
+        }
+        if out.is_empty() {
+            let written = match inner.stream.try_write(bytes) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+                Err(e) => {
+                    inner.io_error.set(Some(e));
+                    inner.set(flag::DESTROYED);
+                    inner.notify();
+                    return false;
+                }
+            };
+            inner.count_out(written);
+            if written < bytes.len() {
+                out.extend_from_slice(&bytes[written..]);
+            }
+        } else {
+            out.extend_from_slice(bytes);
+        }
+        if !out.is_empty() {
+            if out.len() >= limit && !inner.has(flag::FULL) {
+                inner.set(flag::FULL | flag::EVENT_FULL);
+                Stats::add(&inner.server.worker.stats.buffer_full, 1);
+            }
+            inner.notify();
+        }
+        true
+    }
+
     #[inline]
     fn has(&self, f: u16) -> bool {
         self.flags.get() & f != 0
@@ -386,6 +410,16 @@ pub(crate) trait ConnView {
     /// Seconds since bytes last arrived.
     fn idle_secs(&self, now: u32) -> u32;
     fn destroy(&self);
+    /// Writes bytes already in wire form; false if the connection cannot take them.
+    fn send_raw(&self, _bytes: &[u8]) -> bool {
+        false
+    }
+    /// Sends the protocol's heartbeat, if it has one.
+    fn keepalive(&self) {}
+    /// Whether the protocol has a heartbeat (the heartbeat sweep only looks at those).
+    fn has_heartbeat(&self) -> bool {
+        false
+    }
 }
 
 impl<P: Protocol> ConnView for Inner<P> {
@@ -413,6 +447,18 @@ impl<P: Protocol> ConnView for Inner<P> {
         self.set(flag::DESTROYED);
         self.notify();
     }
+    fn send_raw(&self, bytes: &[u8]) -> bool {
+        self.send_bytes(bytes)
+    }
+    fn keepalive(&self) {
+        let beat = self.protocol.borrow().heartbeat();
+        if let Some(msg) = beat {
+            let _ = self.send(msg);
+        }
+    }
+    fn has_heartbeat(&self) -> bool {
+        self.protocol.borrow().heartbeat().is_some()
+    }
 }
 
 /// How a connection's loop ended.
@@ -434,6 +480,18 @@ pub(crate) fn serve<P: Protocol>(
     stream: Stream,
     remote: PeerAddr,
 ) -> impl std::future::Future<Output = ()> {
+    serve_with(server, stream, remote, BytesMut::new(), None)
+}
+
+/// Like [`serve`], for a socket taken over from another protocol (an HTTP upgrade): `initial`
+/// holds bytes already read, and `protocol` replaces the server's template.
+pub(crate) fn serve_with<P: Protocol>(
+    server: Rc<ServerShared<P>>,
+    stream: Stream,
+    remote: PeerAddr,
+    initial: BytesMut,
+    protocol: Option<P>,
+) -> impl std::future::Future<Output = ()> {
     let worker = &server.worker;
     let now = worker.uptime_secs();
     let inner = Rc::new(Inner {
@@ -447,7 +505,7 @@ pub(crate) fn serve<P: Protocol>(
         last_active: Cell::new(now),
         out: RefCell::new(BytesMut::new()),
         io_error: Cell::new(None),
-        protocol: RefCell::new(server.protocol.clone()),
+        protocol: RefCell::new(protocol.unwrap_or_else(|| server.protocol.clone())),
         data: Cell::new(None),
         waker: Cell::new(None),
         server: server.clone(),
@@ -456,18 +514,18 @@ pub(crate) fn serve<P: Protocol>(
     if worker.is_stopping() {
         inner.drain();
     }
-    Connection { inner }.lifecycle()
+    Connection { inner }.lifecycle(initial)
 }
 
 impl<P: Protocol> Connection<P> {
     /// on_connect, the message loop, on_error, on_close.
-    async fn lifecycle(self) {
+    async fn lifecycle(self, initial: BytesMut) {
         if let Some(cb) = &self.inner.server.callbacks.on_connect {
             if !self.run_callback("on_connect", cb(self.clone())).await {
                 self.inner.set(flag::DESTROYED);
             }
         }
-        if let End::Error(e) = self.run().await {
+        if let End::Error(e) = self.run(initial).await {
             tracing::debug!(conn = self.id(), error = %e, "connection error");
             if let Some(cb) = &self.inner.server.callbacks.on_error {
                 self.run_callback("on_error", cb(self.clone(), e)).await;
@@ -543,9 +601,9 @@ impl<P: Protocol> Connection<P> {
     /// what it sends while it runs), read more, until the connection ends.
     ///
     /// Everything waits in one `poll_fn`, so the task's idle state is a few words.
-    async fn run(&self) -> End {
+    async fn run(&self, initial: BytesMut) -> End {
         let mut st = LoopState {
-            rbuf: BytesMut::new(),
+            rbuf: initial,
             drain_grace: None,
             handler: None,
         };

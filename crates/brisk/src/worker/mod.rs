@@ -13,12 +13,13 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{watch, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 
 use self::connection::ConnView;
 use self::listener::Listener;
 use crate::app::App;
-use crate::ipc::{read_msg, write_msg, ToMaster, ToWorker};
+use crate::ipc::{read_packet, write_broadcast, write_msg, Packet, ToMaster, ToWorker};
+use crate::server::Limits;
 use crate::stats::{self, ConnectionInfo, Stats, WorkerStatus};
 
 /// Environment variable naming the worker to run: `SERVICE:INDEX`.
@@ -52,14 +53,33 @@ pub(crate) struct WorkerCtx {
     drain_started: Cell<Option<tokio::time::Instant>>,
     /// Byte counters of HTTP connections (atomic: hyper's I/O must be `Send`).
     pub io: std::sync::Arc<crate::http::WorkerIoCounters>,
+    /// The app's default limits (for connections upgraded from HTTP).
+    limits: Limits,
+    /// Broadcast frames for other workers, sent to the master by the worker loop.
+    relay: mpsc::UnboundedSender<(String, bytes::Bytes)>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<WorkerCtx>>> = const { RefCell::new(None) };
+}
+
+/// The worker running on this thread, if any.
+pub(crate) fn current() -> Option<Rc<WorkerCtx>> {
+    CURRENT.with(|c| c.borrow().clone())
 }
 
 /// How long a graceful stop waits for a connection's first (or unfinished) message.
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 impl WorkerCtx {
-    fn new(info: WorkerInfo) -> Self {
+    fn new(
+        info: WorkerInfo,
+        limits: Limits,
+        relay: mpsc::UnboundedSender<(String, bytes::Bytes)>,
+    ) -> Self {
         WorkerCtx {
+            limits,
+            relay,
             info,
             stats: Stats::default(),
             registry: RefCell::new(HashMap::new()),
@@ -70,6 +90,22 @@ impl WorkerCtx {
             drain_started: Cell::new(None),
             io: std::sync::Arc::new(crate::http::WorkerIoCounters::new()),
         }
+    }
+
+    /// The app's default limits.
+    pub(crate) fn default_limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Writes bytes in wire form to connection `id`; false if it is gone or cannot take them.
+    pub(crate) fn send_raw_to(&self, id: u64, bytes: &[u8]) -> bool {
+        let conn = self.registry.borrow().get(&id).cloned();
+        conn.is_some_and(|c| c.send_raw(bytes))
+    }
+
+    /// Hands a broadcast frame to the master for the other workers.
+    pub(crate) fn relay_broadcast(&self, group: &str, frame: bytes::Bytes) {
+        let _ = self.relay.send((group.to_string(), frame));
     }
 
     pub(crate) fn next_connection_id(&self) -> u64 {
@@ -280,7 +316,9 @@ pub(crate) fn run(app: App, service: usize, index: usize) -> ExitCode {
             Some(fd) => Ok(unsafe { Listener::from_fd(svc.listen.address.scheme(), fd) }),
             None => Listener::bind(&svc.listen, true),
         };
-        let worker = Rc::new(WorkerCtx::new(info.clone()));
+        let (relay_tx, mut relay_rx) = mpsc::unbounded_channel();
+        let worker = Rc::new(WorkerCtx::new(info.clone(), defaults, relay_tx));
+        CURRENT.with(|c| *c.borrow_mut() = Some(worker.clone()));
         let limits = svc.limits.apply(defaults);
         let started = listener.and_then(|l| (svc.start)(worker.clone(), l, limits));
         if let Err(e) = started {
@@ -301,10 +339,26 @@ pub(crate) fn run(app: App, service: usize, index: usize) -> ExitCode {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         let graceful = loop {
             let msg = tokio::select! {
-                m = read_msg::<_, ToWorker>(&mut rx) => m,
+                m = read_packet::<_, ToWorker>(&mut rx) => m,
+                Some((group, frame)) = relay_rx.recv() => {
+                    let _ = write_broadcast(&mut tx, &group, &frame).await;
+                    continue;
+                }
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break false,
             };
+            let msg = match msg {
+                Ok(Some(Packet::Broadcast { group, frame })) => {
+                    crate::ws::deliver_from_master(&group, &frame);
+                    continue;
+                }
+                Ok(Some(Packet::Msg(m))) => Ok(Some(m)),
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            };
             match msg {
+                Ok(Some(ToWorker::Broadcast { group, frame })) => {
+                    crate::ws::deliver_from_master(&group, &frame);
+                }
                 Ok(Some(ToWorker::Status)) => {
                     let _ = write_msg(&mut tx, &ToMaster::Status(worker.snapshot())).await;
                 }
@@ -320,6 +374,7 @@ pub(crate) fn run(app: App, service: usize, index: usize) -> ExitCode {
         };
         tracing::debug!(graceful, "worker stopping");
         worker.shut_down(graceful, graceful_timeout).await;
+        CURRENT.with(|c| c.borrow_mut().take());
         crate::timer::del_all();
         if let Some(cb) = &svc.worker_callbacks.on_worker_stop {
             if let Err(e) = cb(info.clone()).await {

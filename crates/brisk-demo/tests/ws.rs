@@ -1,0 +1,321 @@
+//! WebSocket end to end: echo on `websocket://` and through HTTP upgrades, control frames,
+//! the closing handshake, every kind of protocol violation getting its close code, and
+//! broadcast across workers.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use brisk_testkit::*;
+use tungstenite::{Message, WebSocket};
+
+const DEMO: &str = env!("CARGO_BIN_EXE_brisk-demo");
+
+struct Demo {
+    server: ServerProcess,
+    http: u16,
+    ws: u16,
+}
+
+fn demo(workers: usize) -> Demo {
+    let (http, ws) = (free_port(), free_port());
+    let h = format!("http://127.0.0.1:{http}");
+    let w = format!("websocket://127.0.0.1:{ws}");
+    let t = format!("text://127.0.0.1:{}", free_port());
+    let f = format!("frame://127.0.0.1:{}", free_port());
+    let n = workers.to_string();
+    let server = ServerProcess::start(
+        DEMO,
+        &[
+            "--workers",
+            &n,
+            "--http",
+            &h,
+            "--websocket",
+            &w,
+            "--text",
+            &t,
+            "--frame",
+            &f,
+        ],
+        workers * 4,
+    )
+    .unwrap();
+    Demo { server, http, ws }
+}
+
+fn client(port: u16, path: &str) -> WebSocket<TcpStream> {
+    let s = connect(port);
+    let (ws, resp) =
+        tungstenite::client(format!("ws://127.0.0.1:{port}{path}"), s).expect("handshake");
+    assert_eq!(resp.status(), 101);
+    ws
+}
+
+/// A raw, already-handshaken connection for sending hand-made frames.
+fn raw(port: u16) -> TcpStream {
+    let mut s = connect(port);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(
+        head.contains("sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+        "{head}"
+    );
+    s
+}
+
+/// A client frame: FIN + opcode, masked unless `unmasked`.
+fn frame(fin: bool, opcode: u8, payload: &[u8], unmasked: bool) -> Vec<u8> {
+    let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode];
+    let mask_bit = if unmasked { 0 } else { 0x80 };
+    match payload.len() {
+        n @ 0..=125 => f.push(mask_bit | n as u8),
+        n @ 126..=65535 => {
+            f.push(mask_bit | 126);
+            f.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            f.push(mask_bit | 127);
+            f.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    if unmasked {
+        f.extend_from_slice(payload);
+    } else {
+        let mask = [0x11, 0x22, 0x33, 0x44];
+        f.extend_from_slice(&mask);
+        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    }
+    f
+}
+
+/// Reads one server frame: (opcode, payload).
+fn read_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut h = [0u8; 2];
+    s.read_exact(&mut h).unwrap();
+    let len = match h[1] & 0x7f {
+        126 => {
+            let mut l = [0u8; 2];
+            s.read_exact(&mut l).unwrap();
+            u16::from_be_bytes(l) as usize
+        }
+        127 => {
+            let mut l = [0u8; 8];
+            s.read_exact(&mut l).unwrap();
+            u64::from_be_bytes(l) as usize
+        }
+        n => n as usize,
+    };
+    let mut p = vec![0u8; len];
+    s.read_exact(&mut p).unwrap();
+    (h[0] & 0x0f, p)
+}
+
+fn expect_close(s: &mut TcpStream, code: u16) {
+    let (op, p) = read_frame(s);
+    assert_eq!(op, 8, "a close frame");
+    assert_eq!(
+        u16::from_be_bytes([p[0], p[1]]),
+        code,
+        "reason: {}",
+        String::from_utf8_lossy(&p[2..])
+    );
+    let mut b = [0u8; 1];
+    assert!(
+        matches!(s.read(&mut b), Ok(0) | Err(_)),
+        "then the connection closes"
+    );
+}
+
+#[test]
+fn echo_text_and_binary_on_both_listeners() {
+    let d = demo(1);
+    for (port, path) in [(d.ws, "/"), (d.http, "/ws")] {
+        let mut ws = client(port, path);
+        ws.send(Message::text("hello")).unwrap();
+        assert_eq!(ws.read().unwrap(), Message::text("hello"));
+        ws.send(Message::binary(vec![0u8, 1, 2, 255])).unwrap();
+        assert_eq!(ws.read().unwrap(), Message::binary(vec![0u8, 1, 2, 255]));
+        let big = "x".repeat(200_000);
+        ws.send(Message::text(big.clone())).unwrap();
+        assert_eq!(ws.read().unwrap(), Message::text(big));
+        ws.close(None).unwrap();
+        // The server answers the close and closes the connection.
+        loop {
+            match ws.read() {
+                Ok(Message::Close(_)) => continue,
+                Err(tungstenite::Error::ConnectionClosed) => break,
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn fragments_pings_and_the_closing_handshake() {
+    let d = demo(1);
+    let mut s = raw(d.ws);
+    // A text message in three fragments, with a ping in the middle.
+    s.write_all(&frame(false, 0x1, "héll".as_bytes(), false))
+        .unwrap();
+    s.write_all(&frame(true, 0x9, b"are you there", false))
+        .unwrap();
+    s.write_all(&frame(false, 0x0, "o wo".as_bytes(), false))
+        .unwrap();
+    s.write_all(&frame(true, 0x0, b"rld", false)).unwrap();
+    assert_eq!(read_frame(&mut s), (0xA, b"are you there".to_vec()));
+    assert_eq!(read_frame(&mut s), (0x1, "héllo world".as_bytes().to_vec()));
+    let mut close = 1000u16.to_be_bytes().to_vec();
+    close.extend_from_slice(b"bye");
+    s.write_all(&frame(true, 0x8, &close, false)).unwrap();
+    expect_close(&mut s, 1000);
+}
+
+#[test]
+fn protocol_violations_get_their_close_codes_and_are_counted() {
+    let d = demo(1);
+    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+        ("unmasked client frame", frame(true, 0x1, b"hi", true), 1002),
+        (
+            "invalid UTF-8 in text",
+            frame(true, 0x1, &[0xce, 0xba, 0xff, 0xfe], false),
+            1007,
+        ),
+        (
+            "oversized control frame",
+            frame(true, 0x9, &[0u8; 126], false),
+            1002,
+        ),
+        (
+            "fragmented control frame",
+            frame(false, 0x9, b"x", false),
+            1002,
+        ),
+        (
+            "reserved bits",
+            {
+                let mut f = frame(true, 0x1, b"x", false);
+                f[0] |= 0x40;
+                f
+            },
+            1002,
+        ),
+        ("unknown opcode", frame(true, 0x3, b"x", false), 1002),
+        (
+            "continuation without a start",
+            frame(true, 0x0, b"x", false),
+            1002,
+        ),
+        (
+            "invalid close code",
+            frame(true, 0x8, &999u16.to_be_bytes(), false),
+            1002,
+        ),
+    ];
+    let mut ok = client(d.ws, "/");
+    for (name, bytes, code) in &cases {
+        let mut s = raw(d.ws);
+        s.write_all(bytes).unwrap();
+        let (op, p) = read_frame(&mut s);
+        assert_eq!(op, 8, "{name}");
+        assert_eq!(u16::from_be_bytes([p[0], p[1]]), *code, "{name}");
+        ok.send(Message::text(*name)).unwrap();
+        assert_eq!(
+            ok.read().unwrap(),
+            Message::text(*name),
+            "others are served after {name}"
+        );
+    }
+    // A message over the /ws endpoint's 16 MiB limit is refused from its header: 1009.
+    let mut s = connect(d.http);
+    s.write_all(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    let mut hdr = vec![0x82u8, 0x80 | 127];
+    hdr.extend_from_slice(&(17u64 << 20).to_be_bytes());
+    hdr.extend_from_slice(&[1, 2, 3, 4]);
+    s.write_all(&hdr).unwrap();
+    expect_close(&mut s, 1009);
+    let rejected = d.server.total("rejected").unwrap();
+    assert_eq!(rejected, cases.len() as u64 + 1);
+}
+
+#[test]
+fn bad_handshakes_get_http_errors() {
+    let d = demo(1);
+    let read_status = |req: &[u8], port: u16| {
+        let mut s = connect(port);
+        s.write_all(req).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    };
+    let no_key = b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\r\n";
+    let v8 = b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n";
+    let plain = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert!(read_status(no_key, d.ws).starts_with("HTTP/1.1 400"));
+    let r = read_status(v8, d.ws);
+    assert!(
+        r.starts_with("HTTP/1.1 426") && r.contains("sec-websocket-version: 13"),
+        "{r}"
+    );
+    assert!(read_status(plain, d.ws).starts_with("HTTP/1.1 400"));
+    let no_key_http = b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nConnection: close\r\n\r\n";
+    assert!(read_status(no_key_http, d.http).starts_with("HTTP/1.1 400"));
+}
+
+#[test]
+fn broadcast_reaches_every_member_in_every_worker_once() {
+    let d = demo(2);
+    let mut members: Vec<_> = (0..20).map(|_| client(d.http, "/chat")).collect();
+    for m in members.iter_mut() {
+        m.get_mut()
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+    }
+    // Members landed on both HTTP workers (the kernel spreads connections).
+    let status = d.server.status().unwrap();
+    let per_worker: Vec<u64> = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["server"].as_str().unwrap().starts_with("http://"))
+        .map(|w| w["connections"].as_u64().unwrap())
+        .collect();
+    assert!(per_worker.iter().all(|&n| n > 0), "{per_worker:?}");
+    let t0 = Instant::now();
+    for i in 0..5 {
+        members[i]
+            .send(Message::text(format!("message {i}")))
+            .unwrap();
+    }
+    for (k, m) in members.iter_mut().enumerate() {
+        let mut got: Vec<String> = (0..5)
+            .map(|_| m.read().unwrap().into_text().unwrap().to_string())
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            (0..5).map(|i| format!("message {i}")).collect::<Vec<_>>(),
+            "member {k}"
+        );
+    }
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    // Nothing more arrives: each message once.
+    members[0]
+        .get_mut()
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    assert!(members[0].read().is_err());
+}

@@ -1,0 +1,501 @@
+//! RFC 6455 on Brisk's connection runtime: the opening handshake and the frame state machine.
+//!
+//! Decoding yields [`WsFrame`]s: the handshake request, complete data messages (fragments
+//! reassembled, text validated as UTF-8 as it arrives, so invalid text fails fast), control
+//! frames, or `Fail` with the close code the connection must end with. The codec keeps bytes
+//! only while a frame or fragmented message is incomplete, so an idle connection holds none.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::Utf8Bytes;
+
+use crate::protocol::{Protocol, ProtocolError};
+
+/// Close codes Brisk sends.
+pub(crate) mod close {
+    pub const PROTOCOL: u16 = 1002;
+    pub const INVALID_DATA: u16 = 1007;
+    pub const TOO_BIG: u16 = 1009;
+}
+
+/// Largest request head accepted in the opening handshake.
+const MAX_HANDSHAKE: usize = 16 * 1024;
+
+/// What the opening handshake asked for.
+#[derive(Debug, Clone)]
+pub struct Handshake {
+    /// The request path with its query.
+    pub path: String,
+    /// `Sec-WebSocket-Key`.
+    pub(crate) key: String,
+    /// The request headers (names lower-case).
+    pub headers: Vec<(String, String)>,
+}
+
+/// A frame-level event or output of a WebSocket connection.
+#[derive(Debug, Clone)]
+pub(crate) enum WsFrame {
+    /// A valid opening handshake (server side, `websocket://` listeners).
+    Handshake(Handshake),
+    /// An opening handshake to refuse with this HTTP status and reason.
+    BadHandshake(u16, &'static str),
+    /// A complete text message.
+    Text(Utf8Bytes),
+    /// A complete binary message.
+    Binary(Bytes),
+    Ping(Bytes),
+    Pong(Bytes),
+    /// A close frame (code and reason), or none.
+    Close(Option<(u16, Utf8Bytes)>),
+    /// The peer broke the protocol: close with this code.
+    Fail(u16, &'static str),
+    /// Bytes written as they are (a handshake reply, or a frame encoded once for many).
+    Raw(Bytes),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Handshake,
+    Open,
+    /// After a failure: everything further is ignored.
+    Failed,
+}
+
+#[derive(Debug, Clone)]
+struct Fragments {
+    text: bool,
+    data: BytesMut,
+    /// How many leading bytes of `data` are known to be valid UTF-8.
+    valid: usize,
+}
+
+/// The WebSocket protocol for Brisk connections (server role).
+#[derive(Debug, Clone)]
+pub(crate) struct WsCodec {
+    state: State,
+    /// A close frame was sent: the next close from the peer is its answer.
+    close_sent: bool,
+    max_message: usize,
+    fragments: Option<Box<Fragments>>,
+    /// After an HTTP upgrade: the handshake `on_open` has yet to see.
+    pending_open: Option<Box<Handshake>>,
+}
+
+impl WsCodec {
+    /// A codec that starts with the opening handshake (`websocket://` listeners) or, after an
+    /// HTTP upgrade, with frames.
+    pub(crate) fn new(handshake: bool, max_message: usize) -> Self {
+        WsCodec {
+            state: if handshake {
+                State::Handshake
+            } else {
+                State::Open
+            },
+            close_sent: false,
+            max_message,
+            fragments: None,
+            pending_open: None,
+        }
+    }
+
+    /// A codec for a connection upgraded from HTTP, whose handshake is done.
+    pub(crate) fn upgraded(max_message: usize, handshake: Handshake) -> Self {
+        WsCodec {
+            pending_open: Some(Box::new(handshake)),
+            ..Self::new(false, max_message)
+        }
+    }
+
+    /// The handshake of an upgraded connection, once.
+    pub(crate) fn take_pending_open(&mut self) -> Option<Handshake> {
+        self.pending_open.take().map(|h| *h)
+    }
+
+    /// Whether a close frame was sent on this connection.
+    pub(crate) fn close_sent(&self) -> bool {
+        self.close_sent
+    }
+
+    fn fail(&mut self, code: u16, why: &'static str) -> Result<Option<WsFrame>, ProtocolError> {
+        self.state = State::Failed;
+        self.fragments = None;
+        Ok(Some(WsFrame::Fail(code, why)))
+    }
+
+    fn decode_handshake(&mut self, buf: &mut BytesMut) -> Result<Option<WsFrame>, ProtocolError> {
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            if buf.len() > MAX_HANDSHAKE {
+                self.state = State::Failed;
+                return Ok(Some(WsFrame::BadHandshake(431, "request head too large")));
+            }
+            return Ok(None);
+        };
+        let head = buf.split_to(end + 4);
+        self.state = State::Failed; // until the reply switches it to Open
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(&head) {
+            Ok(httparse::Status::Complete(_)) => {}
+            _ => return Ok(Some(WsFrame::BadHandshake(400, "malformed request"))),
+        }
+        if req.method != Some("GET") || req.version != Some(1) {
+            return Ok(Some(WsFrame::BadHandshake(
+                400,
+                "a WebSocket handshake is GET with HTTP/1.1",
+            )));
+        }
+        let headers: Vec<(String, String)> = req
+            .headers
+            .iter()
+            .map(|h| {
+                (
+                    h.name.to_ascii_lowercase(),
+                    String::from_utf8_lossy(h.value).into_owned(),
+                )
+            })
+            .collect();
+        let get = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let has_token = |name: &str, token: &str| {
+            get(name).is_some_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+        };
+        if !has_token("upgrade", "websocket") || !has_token("connection", "upgrade") {
+            return Ok(Some(WsFrame::BadHandshake(
+                400,
+                "missing Upgrade: websocket or Connection: upgrade",
+            )));
+        }
+        if get("sec-websocket-version") != Some("13") {
+            return Ok(Some(WsFrame::BadHandshake(
+                426,
+                "only WebSocket version 13 is supported",
+            )));
+        }
+        let Some(key) = get("sec-websocket-key").filter(|k| k.trim().len() == 24) else {
+            return Ok(Some(WsFrame::BadHandshake(
+                400,
+                "missing or malformed Sec-WebSocket-Key",
+            )));
+        };
+        Ok(Some(WsFrame::Handshake(Handshake {
+            path: req.path.unwrap_or("/").to_string(),
+            key: key.trim().to_string(),
+            headers,
+        })))
+    }
+
+    /// Decodes frames until one yields something for the connection, or more bytes are
+    /// needed. A non-final fragment yields nothing, so the next frame, possibly already in
+    /// `buf`, is decoded in the same call.
+    fn decode_frames(&mut self, buf: &mut BytesMut) -> Result<Option<WsFrame>, ProtocolError> {
+        loop {
+            let before = buf.len();
+            match self.decode_frame(buf)? {
+                Some(f) => return Ok(Some(f)),
+                None if buf.len() < before && self.state == State::Open => continue,
+                None => return Ok(None),
+            }
+        }
+    }
+
+    fn decode_frame(&mut self, buf: &mut BytesMut) -> Result<Option<WsFrame>, ProtocolError> {
+        if buf.len() < 2 {
+            return Ok(None);
+        }
+        let (b0, b1) = (buf[0], buf[1]);
+        let fin = b0 & 0x80 != 0;
+        let opcode = b0 & 0x0f;
+        if b0 & 0x70 != 0 {
+            return self.fail(close::PROTOCOL, "reserved bits set without an extension");
+        }
+        if b1 & 0x80 == 0 {
+            return self.fail(close::PROTOCOL, "client frames must be masked");
+        }
+        let (len, header) = match b1 & 0x7f {
+            126 if buf.len() < 4 => return Ok(None),
+            126 => (u16::from_be_bytes([buf[2], buf[3]]) as u64, 4),
+            127 if buf.len() < 10 => return Ok(None),
+            127 => (
+                u64::from_be_bytes(buf[2..10].try_into().expect("8 bytes")),
+                10,
+            ),
+            n => (n as u64, 2),
+        };
+        let control = opcode & 0x08 != 0;
+        if control && (len > 125 || !fin) {
+            return self.fail(
+                close::PROTOCOL,
+                "control frames must be final and at most 125 bytes",
+            );
+        }
+        let so_far = self.fragments.as_ref().map_or(0, |f| f.data.len()) as u64;
+        if !control && so_far + len > self.max_message as u64 {
+            return self.fail(close::TOO_BIG, "message over the size limit");
+        }
+        let total = header + 4 + len as usize;
+        if buf.len() < total {
+            buf.reserve(total - buf.len());
+            return Ok(None);
+        }
+        let mask: [u8; 4] = buf[header..header + 4].try_into().expect("4 bytes");
+        buf.advance(header + 4);
+        let mut payload = buf.split_to(len as usize);
+        unmask(&mut payload, mask);
+        match opcode {
+            0x8 => self.decode_close(payload.freeze()),
+            0x9 => Ok(Some(WsFrame::Ping(payload.freeze()))),
+            0xA => Ok(Some(WsFrame::Pong(payload.freeze()))),
+            0x1 | 0x2 => {
+                if self.fragments.is_some() {
+                    return self.fail(
+                        close::PROTOCOL,
+                        "a new message started inside a fragmented one",
+                    );
+                }
+                let text = opcode == 0x1;
+                if fin {
+                    return self.complete(text, payload, 0);
+                }
+                let mut f = Box::new(Fragments {
+                    text,
+                    data: payload,
+                    valid: 0,
+                });
+                if text && !advance_utf8(&mut f) {
+                    return self.fail(close::INVALID_DATA, "invalid UTF-8 in a text message");
+                }
+                self.fragments = Some(f);
+                Ok(None)
+            }
+            0x0 => {
+                let Some(mut f) = self.fragments.take() else {
+                    return self.fail(close::PROTOCOL, "continuation frame without a message");
+                };
+                f.data.unsplit(payload);
+                if f.text && !advance_utf8(&mut f) {
+                    return self.fail(close::INVALID_DATA, "invalid UTF-8 in a text message");
+                }
+                if fin {
+                    let Fragments { text, data, valid } = *f;
+                    return self.complete(text, data, valid);
+                }
+                self.fragments = Some(f);
+                Ok(None)
+            }
+            _ => self.fail(close::PROTOCOL, "unknown opcode"),
+        }
+    }
+
+    fn complete(
+        &mut self,
+        text: bool,
+        data: BytesMut,
+        valid: usize,
+    ) -> Result<Option<WsFrame>, ProtocolError> {
+        if !text {
+            return Ok(Some(WsFrame::Binary(data.freeze())));
+        }
+        if std::str::from_utf8(&data[valid..]).is_err() {
+            return self.fail(close::INVALID_DATA, "invalid UTF-8 in a text message");
+        }
+        // SAFETY: every byte was just validated as UTF-8.
+        Ok(Some(WsFrame::Text(unsafe {
+            Utf8Bytes::from_bytes_unchecked(data.freeze())
+        })))
+    }
+
+    fn decode_close(&mut self, payload: Bytes) -> Result<Option<WsFrame>, ProtocolError> {
+        match payload.len() {
+            0 => Ok(Some(WsFrame::Close(None))),
+            1 => self.fail(close::PROTOCOL, "close frame with a 1-byte payload"),
+            _ => {
+                let code = u16::from_be_bytes([payload[0], payload[1]]);
+                if !CloseCode::from(code).is_allowed() {
+                    return self.fail(close::PROTOCOL, "invalid close code");
+                }
+                match Utf8Bytes::try_from(payload.slice(2..)) {
+                    Ok(reason) => Ok(Some(WsFrame::Close(Some((code, reason))))),
+                    Err(_) => self.fail(close::INVALID_DATA, "close reason is not UTF-8"),
+                }
+            }
+        }
+    }
+}
+
+/// Validates the newly arrived part of a fragmented text message; an incomplete character at
+/// the end is fine (its next bytes may come in the next fragment).
+fn advance_utf8(f: &mut Fragments) -> bool {
+    match std::str::from_utf8(&f.data[f.valid..]) {
+        Ok(_) => {
+            f.valid = f.data.len();
+            true
+        }
+        Err(e) if e.error_len().is_none() => {
+            f.valid += e.valid_up_to();
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// XORs the payload with the client's mask, eight bytes at a time.
+fn unmask(data: &mut [u8], mask: [u8; 4]) {
+    let wide = u64::from_ne_bytes([
+        mask[0], mask[1], mask[2], mask[3], mask[0], mask[1], mask[2], mask[3],
+    ]);
+    let mut chunks = data.chunks_exact_mut(8);
+    for c in &mut chunks {
+        let v = u64::from_ne_bytes((&*c).try_into().expect("8 bytes")) ^ wide;
+        c.copy_from_slice(&v.to_ne_bytes());
+    }
+    for (i, b) in chunks.into_remainder().iter_mut().enumerate() {
+        *b ^= mask[i % 4];
+    }
+}
+
+/// Appends a server frame (unmasked) with `opcode` and `payload` to `dst`.
+pub(crate) fn encode_frame(opcode: u8, payload: &[u8], dst: &mut BytesMut) {
+    let len = payload.len();
+    dst.reserve(len + 10);
+    dst.put_u8(0x80 | opcode);
+    match len {
+        0..=125 => dst.put_u8(len as u8),
+        126..=65535 => {
+            dst.put_u8(126);
+            dst.put_u16(len as u16);
+        }
+        _ => {
+            dst.put_u8(127);
+            dst.put_u64(len as u64);
+        }
+    }
+    dst.extend_from_slice(payload);
+}
+
+impl Protocol for WsCodec {
+    type Message = WsFrame;
+
+    fn decode(
+        &mut self,
+        buf: &mut BytesMut,
+        _max: usize,
+    ) -> Result<Option<WsFrame>, ProtocolError> {
+        match self.state {
+            State::Handshake => self.decode_handshake(buf),
+            State::Open => self.decode_frames(buf),
+            State::Failed => {
+                buf.clear();
+                Ok(None)
+            }
+        }
+    }
+
+    fn encode(&mut self, msg: WsFrame, dst: &mut BytesMut) -> Result<(), ProtocolError> {
+        if matches!(msg, WsFrame::Close(_) | WsFrame::Fail(..)) {
+            self.close_sent = true;
+        }
+        match msg {
+            WsFrame::Text(t) => encode_frame(0x1, t.as_bytes(), dst),
+            WsFrame::Binary(b) => encode_frame(0x2, &b, dst),
+            WsFrame::Ping(b) => encode_frame(0x9, &b, dst),
+            WsFrame::Pong(b) => encode_frame(0xA, &b, dst),
+            WsFrame::Close(None) => encode_frame(0x8, &[], dst),
+            WsFrame::Close(Some((code, reason))) => {
+                let mut p = Vec::with_capacity(2 + reason.len());
+                p.extend_from_slice(&code.to_be_bytes());
+                p.extend_from_slice(reason.as_bytes());
+                encode_frame(0x8, &p, dst);
+            }
+            WsFrame::Fail(code, why) => {
+                let mut p = Vec::with_capacity(2 + why.len());
+                p.extend_from_slice(&code.to_be_bytes());
+                p.extend_from_slice(why.as_bytes());
+                encode_frame(0x8, &p, dst);
+            }
+            WsFrame::Raw(b) => dst.extend_from_slice(&b),
+            WsFrame::Handshake(_) | WsFrame::BadHandshake(..) => {
+                return Err(ProtocolError::Invalid("handshakes are not encoded".into()))
+            }
+        }
+        Ok(())
+    }
+
+    fn heartbeat(&self) -> Option<WsFrame> {
+        (self.state == State::Open).then(|| WsFrame::Ping(Bytes::new()))
+    }
+}
+
+impl WsCodec {
+    /// After the handshake reply is sent: frames from now on.
+    pub(crate) fn open(&mut self) {
+        self.state = State::Open;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![
+            (if fin { 0x80 } else { 0 }) | opcode,
+            0x80 | payload.len() as u8,
+        ];
+        let mask = [1, 2, 3, 4];
+        f.extend_from_slice(&mask);
+        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        f
+    }
+
+    #[test]
+    fn fragments_and_interleaved_control_frames_in_one_buffer() {
+        let mut c = WsCodec::new(false, 1 << 20);
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&client_frame(false, 0x1, b"he"));
+        buf.extend_from_slice(&client_frame(true, 0x9, b"p"));
+        buf.extend_from_slice(&client_frame(true, 0x0, b"llo"));
+        assert!(matches!(c.decode(&mut buf, 0).unwrap(), Some(WsFrame::Ping(p)) if &p[..] == b"p"));
+        assert!(
+            matches!(c.decode(&mut buf, 0).unwrap(), Some(WsFrame::Text(t)) if t.as_str() == "hello")
+        );
+        assert!(buf.is_empty());
+        assert!(c.decode(&mut buf, 0).unwrap().is_none());
+    }
+
+    #[test]
+    fn utf8_split_across_fragments_is_fine_and_invalid_fails_fast() {
+        let mut c = WsCodec::new(false, 1 << 20);
+        let mut buf = BytesMut::new();
+        let e = "é".as_bytes();
+        buf.extend_from_slice(&client_frame(false, 0x1, &e[..1]));
+        buf.extend_from_slice(&client_frame(true, 0x0, &e[1..]));
+        assert!(
+            matches!(c.decode(&mut buf, 0).unwrap(), Some(WsFrame::Text(t)) if t.as_str() == "é")
+        );
+        // An invalid byte in the first fragment fails before the message ends.
+        buf.extend_from_slice(&client_frame(false, 0x1, &[0xff]));
+        assert!(matches!(
+            c.decode(&mut buf, 0).unwrap(),
+            Some(WsFrame::Fail(1007, _))
+        ));
+    }
+
+    #[test]
+    fn handshake_then_frames() {
+        let mut c = WsCodec::new(true, 1024);
+        let mut buf = BytesMut::from(&b"GET /chat?room=1 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"[..]);
+        let Some(WsFrame::Handshake(h)) = c.decode(&mut buf, 0).unwrap() else {
+            panic!()
+        };
+        assert_eq!(h.path, "/chat?room=1");
+        c.open();
+        buf.extend_from_slice(&client_frame(true, 0x2, b"\x00\x01"));
+        assert!(
+            matches!(c.decode(&mut buf, 0).unwrap(), Some(WsFrame::Binary(b)) if &b[..] == b"\x00\x01")
+        );
+    }
+}

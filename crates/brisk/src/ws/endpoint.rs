@@ -1,0 +1,519 @@
+//! [`WsEndpoint`] (what to do with WebSocket connections), [`WsServer`] (a `websocket://`
+//! listener for an endpoint) and [`WsConnection`] (the handle handlers get).
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::{header, HeaderValue, Request, Response, StatusCode};
+
+use super::codec::{Handshake, WsCodec, WsFrame};
+use super::{group, Message, Utf8Bytes};
+use crate::address::{Address, Scheme};
+use crate::error::{Error, Result};
+use crate::http::{Body, HttpIo};
+use crate::server::{
+    BoxError, Callbacks, HandlerFuture, HandlerOutput, LimitOverrides, Limits, ListenConfig,
+    WorkerCallbacks,
+};
+use crate::worker::connection::{serve_with, Connection, ServerShared};
+use crate::worker::stream::{PeerAddr, Stream};
+use crate::worker::{self, WorkerCtx, WorkerInfo};
+use crate::SendError;
+
+type OpenFn = Rc<dyn Fn(WsConnection, Handshake) -> HandlerFuture>;
+type MessageFn = Rc<dyn Fn(WsConnection, Message) -> HandlerFuture>;
+type CloseFn = Rc<dyn Fn(WsConnection) -> HandlerFuture>;
+
+fn boxed<Fut>(fut: Fut) -> HandlerFuture
+where
+    Fut: Future + 'static,
+    Fut::Output: HandlerOutput,
+{
+    Box::pin(async move { fut.await.into_result() })
+}
+
+struct EndpointInner {
+    on_open: Option<OpenFn>,
+    on_message: Option<MessageFn>,
+    on_close: Option<CloseFn>,
+    max_message: usize,
+    ping_interval: Duration,
+    dead_peer_timeout: Duration,
+    /// Per worker, made on first use: what this endpoint's connections share.
+    shared: RefCell<Option<Rc<ServerShared<WsCodec>>>>,
+}
+
+/// What to do with WebSocket connections: callbacks and limits. Serve it on a `websocket://`
+/// listener ([`WsServer`]) or from an HTTP route ([`WsEndpoint::upgrade`]); cheap to clone.
+#[derive(Clone)]
+pub struct WsEndpoint {
+    inner: Rc<EndpointInner>,
+}
+
+impl Default for WsEndpoint {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WsEndpoint {
+    /// An endpoint with no callbacks, 16 MiB messages, a ping after 25 s of silence and a
+    /// close after 60 s.
+    pub fn new() -> Self {
+        WsEndpoint {
+            inner: Rc::new(EndpointInner {
+                on_open: None,
+                on_message: None,
+                on_close: None,
+                max_message: 16 << 20,
+                ping_interval: Duration::from_secs(25),
+                dead_peer_timeout: Duration::from_secs(60),
+                shared: RefCell::new(None),
+            }),
+        }
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut EndpointInner)) -> Self {
+        f(Rc::get_mut(&mut self.inner).expect("configure a WsEndpoint before cloning it"));
+        self
+    }
+
+    /// Runs when a connection has completed the opening handshake.
+    pub fn on_open<F, Fut>(self, f: F) -> Self
+    where
+        F: Fn(WsConnection, Handshake) -> Fut + 'static,
+        Fut: Future + 'static,
+        Fut::Output: HandlerOutput,
+    {
+        self.edit(|e| e.on_open = Some(Rc::new(move |c, h| boxed(f(c, h)))))
+    }
+
+    /// Runs for every complete text or binary message, one at a time per connection.
+    pub fn on_message<F, Fut>(self, f: F) -> Self
+    where
+        F: Fn(WsConnection, Message) -> Fut + 'static,
+        Fut: Future + 'static,
+        Fut::Output: HandlerOutput,
+    {
+        self.edit(|e| e.on_message = Some(Rc::new(move |c, m| boxed(f(c, m)))))
+    }
+
+    /// Runs once when a connection is gone.
+    pub fn on_close<F, Fut>(self, f: F) -> Self
+    where
+        F: Fn(WsConnection) -> Fut + 'static,
+        Fut: Future + 'static,
+        Fut::Output: HandlerOutput,
+    {
+        self.edit(|e| e.on_close = Some(Rc::new(move |c| boxed(f(c)))))
+    }
+
+    /// Largest message (all fragments together); over it the connection is closed with 1009.
+    pub fn max_message_size(self, bytes: usize) -> Self {
+        self.edit(|e| e.max_message = bytes)
+    }
+
+    /// Ping a connection that has been silent this long (keeps NAT entries alive and detects
+    /// dead peers).
+    pub fn ping_interval(self, d: Duration) -> Self {
+        self.edit(|e| e.ping_interval = d)
+    }
+
+    /// Close a connection that has been silent this long (no pong either).
+    pub fn dead_peer_timeout(self, d: Duration) -> Self {
+        self.edit(|e| e.dead_peer_timeout = d)
+    }
+
+    /// The per-worker state of this endpoint, made on first use.
+    fn shared(&self, worker: &Rc<WorkerCtx>, limits: Limits) -> Rc<ServerShared<WsCodec>> {
+        if let Some(s) = self.inner.shared.borrow().as_ref() {
+            return s.clone();
+        }
+        let shared = Rc::new(ServerShared {
+            worker: worker.clone(),
+            callbacks: self.callbacks(),
+            // Room for a frame header beyond the largest message.
+            limits: Limits {
+                max_package_size: self.inner.max_message + 64,
+                ..limits
+            },
+            protocol: WsCodec::new(true, self.inner.max_message),
+        });
+        tokio::task::spawn_local(heartbeat(
+            worker.clone(),
+            self.inner.ping_interval,
+            self.inner.dead_peer_timeout,
+        ));
+        *self.inner.shared.borrow_mut() = Some(shared.clone());
+        shared
+    }
+
+    fn callbacks(&self) -> Callbacks<WsCodec> {
+        let mut cb = Callbacks::default();
+        let ep = self.clone();
+        cb.on_message = Some(Rc::new(move |conn, frame| {
+            let ep = ep.clone();
+            Box::pin(async move { ep.dispatch(conn, frame).await })
+        }));
+        let ep = self.clone();
+        cb.on_connect = Some(Rc::new(move |conn: Connection<WsCodec>| {
+            let ep = ep.clone();
+            Box::pin(async move {
+                let pending = conn.protocol().take_pending_open();
+                match (pending, &ep.inner.on_open) {
+                    (Some(h), Some(f)) => f(WsConnection { conn }, h).await,
+                    _ => Ok(()),
+                }
+            })
+        }));
+        let ep = self.clone();
+        cb.on_close = Some(Rc::new(move |conn: Connection<WsCodec>| {
+            group::leave_all(conn.id());
+            let ep = ep.clone();
+            Box::pin(async move {
+                match &ep.inner.on_close {
+                    Some(f) => f(WsConnection { conn }).await,
+                    None => Ok(()),
+                }
+            })
+        }));
+        cb
+    }
+
+    /// Handles one decoded frame: protocol duties here, messages to the user.
+    async fn dispatch(&self, conn: Connection<WsCodec>, frame: WsFrame) -> Result<(), BoxError> {
+        match frame {
+            WsFrame::Handshake(h) => {
+                let reply = format!(
+                    "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: {}\r\n\r\n",
+                    tungstenite::handshake::derive_accept_key(h.key.as_bytes())
+                );
+                conn.protocol().open();
+                conn.send(WsFrame::Raw(Bytes::from(reply)))?;
+                if let Some(f) = &self.inner.on_open {
+                    return f(WsConnection { conn }, h).await;
+                }
+            }
+            WsFrame::BadHandshake(status, why) => {
+                conn.count_rejected();
+                let reason = StatusCode::from_u16(status)
+                    .ok()
+                    .and_then(|s| s.canonical_reason())
+                    .unwrap_or("Bad Request");
+                let mut reply = format!("HTTP/1.1 {status} {reason}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n", why.len() + 1);
+                if status == 426 {
+                    reply += "sec-websocket-version: 13\r\n";
+                }
+                reply += &format!("\r\n{why}\n");
+                let _ = conn.send(WsFrame::Raw(Bytes::from(reply)));
+                conn.close();
+            }
+            WsFrame::Text(t) => return self.deliver(conn, Message::Text(t)).await,
+            WsFrame::Binary(b) => return self.deliver(conn, Message::Binary(b)).await,
+            WsFrame::Ping(p) => {
+                let _ = conn.send(WsFrame::Pong(p));
+            }
+            WsFrame::Pong(_) => {}
+            WsFrame::Close(frame) => {
+                if !conn.protocol().close_sent() {
+                    let _ = conn.send(WsFrame::Close(
+                        frame.map(|(code, _)| (code, Utf8Bytes::from_static(""))),
+                    ));
+                }
+                conn.close();
+            }
+            WsFrame::Fail(code, why) => {
+                conn.count_rejected();
+                tracing::debug!(
+                    conn = conn.id(),
+                    code,
+                    why,
+                    "closing WebSocket: protocol violation"
+                );
+                let _ = conn.send(WsFrame::Fail(code, why));
+                conn.close();
+            }
+            WsFrame::Raw(_) => {}
+        }
+        Ok(())
+    }
+
+    async fn deliver(&self, conn: Connection<WsCodec>, msg: Message) -> Result<(), BoxError> {
+        match &self.inner.on_message {
+            Some(f) => f(WsConnection { conn }, msg).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Answers an HTTP request on a route with the WebSocket handshake and serves the
+    /// connection with this endpoint. A request that is not a valid upgrade gets 400 (or 426
+    /// for another WebSocket version).
+    ///
+    /// ```no_run
+    /// use brisk::http::HttpServer;
+    /// use brisk::ws::WsEndpoint;
+    /// let echo = WsEndpoint::new().on_message(|ws, msg| async move { ws.send(msg) });
+    /// let server = HttpServer::new("http://127.0.0.1:8080").unwrap().handler(move |req| {
+    ///     let echo = echo.clone();
+    ///     async move { echo.upgrade(req) }
+    /// });
+    /// ```
+    pub fn upgrade<B>(&self, mut req: Request<B>) -> Response<Body> {
+        let h = req.headers();
+        let token = |name: header::HeaderName, t: &str| {
+            h.get_all(name).iter().any(|v| {
+                v.to_str()
+                    .is_ok_and(|v| v.split(',').any(|x| x.trim().eq_ignore_ascii_case(t)))
+            })
+        };
+        let bad = |code: StatusCode, why: &'static str| {
+            let mut r = Response::new(Body::from(why));
+            *r.status_mut() = code;
+            if code == StatusCode::UPGRADE_REQUIRED {
+                r.headers_mut()
+                    .insert("sec-websocket-version", HeaderValue::from_static("13"));
+            }
+            r
+        };
+        if req.method() != http::Method::GET
+            || !token(header::UPGRADE, "websocket")
+            || !token(header::CONNECTION, "upgrade")
+        {
+            return bad(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade\n");
+        }
+        if h.get("sec-websocket-version").map(|v| v.as_bytes()) != Some(b"13") {
+            return bad(
+                StatusCode::UPGRADE_REQUIRED,
+                "only WebSocket version 13 is supported\n",
+            );
+        }
+        let Some(key) = h.get("sec-websocket-key").filter(|k| k.len() == 24) else {
+            return bad(
+                StatusCode::BAD_REQUEST,
+                "missing or malformed Sec-WebSocket-Key\n",
+            );
+        };
+        let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
+        let handshake = Handshake {
+            path: req
+                .uri()
+                .path_and_query()
+                .map_or("/".into(), |p| p.to_string()),
+            key: String::new(),
+            headers: h
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.as_str().to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+        };
+        let on_upgrade = hyper::upgrade::on(&mut req);
+        let (Some(worker), ep) = (worker::current(), self.clone()) else {
+            return bad(StatusCode::INTERNAL_SERVER_ERROR, "not on a worker\n");
+        };
+        tokio::task::spawn_local(async move {
+            let upgraded = match on_upgrade.await {
+                Ok(u) => u,
+                Err(e) => {
+                    tracing::debug!(error = %e, "WebSocket upgrade failed");
+                    return;
+                }
+            };
+            let Ok(parts) = upgraded.downcast::<HttpIo>() else {
+                tracing::warn!("WebSocket upgrade on an unexpected connection type");
+                return;
+            };
+            let stream = parts.io.into_stream();
+            let remote = stream
+                .peer_addr()
+                .map(PeerAddr::Inet)
+                .unwrap_or(PeerAddr::Unix(None));
+            let limits = worker.default_limits();
+            let shared = ep.shared(&worker, limits);
+            let codec = WsCodec::upgraded(ep.inner.max_message, handshake);
+            let initial = BytesMut::from(&parts.read_buf[..]);
+            serve_with(shared, Stream::Tcp(stream), remote, initial, Some(codec)).await;
+        });
+        let mut r = Response::new(Body::empty());
+        *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+        let hm = r.headers_mut();
+        hm.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        hm.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        hm.insert(
+            "sec-websocket-accept",
+            HeaderValue::from_str(&accept).expect("base64 is a valid header"),
+        );
+        r
+    }
+}
+
+/// Pings quiet WebSocket connections and closes dead ones.
+async fn heartbeat(worker: Rc<WorkerCtx>, ping: Duration, dead: Duration) {
+    let ping_s = ping.as_secs().max(1) as u32;
+    let dead_s = dead.as_secs().max(1) as u32;
+    let mut tick = tokio::time::interval(Duration::from_secs(1).min(ping));
+    loop {
+        tick.tick().await;
+        let now = worker.uptime_secs();
+        for c in worker.connections_where(|c| c.idle_secs(now) >= ping_s && c.has_heartbeat()) {
+            if c.idle_secs(now) >= dead_s {
+                tracing::debug!("closing a WebSocket connection that stopped answering pings");
+                c.destroy();
+            } else {
+                c.keepalive();
+            }
+        }
+    }
+}
+
+/// A `websocket://` listener serving a [`WsEndpoint`].
+pub struct WsServer {
+    pub(crate) listen: ListenConfig,
+    pub(crate) limits: LimitOverrides,
+    pub(crate) worker_callbacks: WorkerCallbacks,
+    pub(crate) endpoint: WsEndpoint,
+}
+
+impl WsServer {
+    /// A server for a `websocket://host:port` address.
+    pub fn new(address: &str) -> Result<Self> {
+        let address: Address = address.parse()?;
+        if address.scheme() != Scheme::Websocket {
+            return Err(Error::Config(format!(
+                "{address}: WsServer needs a websocket:// address"
+            )));
+        }
+        Ok(WsServer {
+            listen: ListenConfig::new(address),
+            limits: LimitOverrides::default(),
+            worker_callbacks: WorkerCallbacks::default(),
+            endpoint: WsEndpoint::new(),
+        })
+    }
+
+    /// What to do with the connections.
+    pub fn endpoint(mut self, endpoint: WsEndpoint) -> Self {
+        self.endpoint = endpoint;
+        self
+    }
+
+    /// Number of worker processes (default: the number of CPUs).
+    pub fn workers(mut self, n: usize) -> Self {
+        self.listen.workers = Some(n);
+        self
+    }
+
+    /// See [`Server::reuse_port`](crate::Server::reuse_port).
+    pub fn reuse_port(mut self, on: bool) -> Self {
+        self.listen.reuse_port = on;
+        self
+    }
+
+    /// Overrides [`Limits::max_send_buffer`] for this server.
+    pub fn max_send_buffer(mut self, bytes: usize) -> Self {
+        self.limits.max_send_buffer = Some(bytes);
+        self
+    }
+
+    /// Runs in each worker after its listener is open.
+    pub fn on_worker_start<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(WorkerInfo) -> Fut + 'static,
+        Fut: Future + 'static,
+        Fut::Output: HandlerOutput,
+    {
+        self.worker_callbacks.on_worker_start = Some(Rc::new(move |w| boxed(f(w))));
+        self
+    }
+
+    pub(crate) fn start(
+        endpoint: WsEndpoint,
+        worker: Rc<WorkerCtx>,
+        listener: tokio::net::TcpListener,
+        limits: Limits,
+    ) {
+        let shared = endpoint.shared(&worker, limits);
+        tokio::task::spawn_local(crate::service::accept_tcp(shared, listener));
+    }
+}
+
+/// A WebSocket connection, as handlers get it. Cheap to clone.
+#[derive(Clone)]
+pub struct WsConnection {
+    conn: Connection<WsCodec>,
+}
+
+impl WsConnection {
+    /// Id of the connection, unique within its worker.
+    pub fn id(&self) -> u64 {
+        self.conn.id()
+    }
+
+    /// The peer's address.
+    pub fn remote_addr(&self) -> &PeerAddr {
+        self.conn.remote_addr()
+    }
+
+    /// Sends a message.
+    pub fn send(&self, msg: Message) -> Result<(), SendError> {
+        match msg {
+            Message::Text(t) => self.conn.send(WsFrame::Text(t)),
+            Message::Binary(b) => self.conn.send(WsFrame::Binary(b)),
+        }
+    }
+
+    /// Sends a text message.
+    pub fn send_text(&self, text: impl Into<Utf8Bytes>) -> Result<(), SendError> {
+        self.conn.send(WsFrame::Text(text.into()))
+    }
+
+    /// Sends a binary message.
+    pub fn send_binary(&self, data: impl Into<Bytes>) -> Result<(), SendError> {
+        self.conn.send(WsFrame::Binary(data.into()))
+    }
+
+    /// Starts the closing handshake with `code` (1000 is normal) and a short reason.
+    pub fn close(&self, code: u16, reason: &str) {
+        let _ = self.conn.send(WsFrame::Close(Some((
+            code,
+            Utf8Bytes::from(reason.to_string()),
+        ))));
+        self.conn.close();
+    }
+
+    /// Closes at once, without the closing handshake.
+    pub fn destroy(&self) {
+        self.conn.destroy();
+    }
+
+    /// Joins a group (see [`broadcast`](super::broadcast)).
+    pub fn join(&self, group: &str) {
+        group::join(self.id(), group);
+    }
+
+    /// Leaves a group.
+    pub fn leave(&self, group: &str) {
+        group::leave(self.id(), group);
+    }
+
+    /// Attaches a value to the connection (see [`Connection::set_data`]).
+    pub fn set_data<T: 'static>(&self, value: T) {
+        self.conn.set_data(value);
+    }
+
+    /// Runs `f` on the attached value (see [`Connection::with_data`]).
+    pub fn with_data<T: 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        self.conn.with_data(f)
+    }
+
+    /// Bytes received and sent so far.
+    pub fn bytes(&self) -> (u64, u64) {
+        (self.conn.bytes_in(), self.conn.bytes_out())
+    }
+}

@@ -1,0 +1,57 @@
+//! WebSocket (RFC 6455) on Brisk's connection runtime: `websocket://` listeners, upgrades from
+//! HTTP routes, groups and broadcast.
+//!
+//! The frame codec runs inside the same connection task as every Brisk protocol, so an idle
+//! WebSocket connection holds no buffers. Ping/pong, the closing handshake, fragmentation,
+//! UTF-8 validation and size limits are handled here; handlers see whole messages.
+//!
+//! ```no_run
+//! use brisk::ws::{WsEndpoint, WsServer};
+//! let echo = WsEndpoint::new().on_message(|ws, msg| async move { ws.send(msg) });
+//! let server = WsServer::new("websocket://127.0.0.1:9001").unwrap().endpoint(echo);
+//! ```
+
+pub(crate) mod codec;
+mod endpoint;
+mod group;
+
+pub use codec::Handshake;
+pub use endpoint::{WsConnection, WsEndpoint, WsServer};
+pub use group::{broadcast, local_members};
+
+/// Delivers a frame relayed by the master to this worker's members of `group`.
+pub(crate) fn deliver_from_master(group: &str, frame: &[u8]) {
+    group::deliver_local(group, frame);
+}
+pub use tungstenite::Utf8Bytes;
+
+use bytes::Bytes;
+
+/// A complete WebSocket data message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// Text (valid UTF-8).
+    Text(Utf8Bytes),
+    /// Binary data.
+    Binary(Bytes),
+}
+
+impl Message {
+    /// A text message.
+    pub fn text(t: impl Into<Utf8Bytes>) -> Self {
+        Message::Text(t.into())
+    }
+
+    /// A binary message.
+    pub fn binary(b: impl Into<Bytes>) -> Self {
+        Message::Binary(b.into())
+    }
+
+    /// The payload bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Message::Text(t) => t.as_bytes(),
+            Message::Binary(b) => b,
+        }
+    }
+}
