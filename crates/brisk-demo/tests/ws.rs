@@ -295,10 +295,8 @@ fn broadcast_reaches_every_member_in_every_worker_once() {
         .collect();
     assert!(per_worker.iter().all(|&n| n > 0), "{per_worker:?}");
     let t0 = Instant::now();
-    for i in 0..5 {
-        members[i]
-            .send(Message::text(format!("message {i}")))
-            .unwrap();
+    for (i, m) in members.iter_mut().take(5).enumerate() {
+        m.send(Message::text(format!("message {i}"))).unwrap();
     }
     for (k, m) in members.iter_mut().enumerate() {
         let mut got: Vec<String> = (0..5)
