@@ -53,6 +53,9 @@ struct SuiteArgs {
     /// Do not show progress on stderr.
     #[arg(long)]
     no_progress: bool,
+    /// A sentence for the report header (overrides `settings.note`).
+    #[arg(long)]
+    note: Option<String>,
 }
 
 #[derive(Args)]
@@ -259,7 +262,11 @@ fn run(cli: Cli) -> Result<()> {
                 reps: args.reps,
                 quick: args.quick,
                 progress: !args.no_progress,
-                command_line: std::env::args().collect::<Vec<_>>().join(" "),
+                note: args.note,
+                command_line: std::env::args()
+                    .map(|a| shell_quote(&a))
+                    .collect::<Vec<_>>()
+                    .join(" "),
             };
             let outcome = suite::run_suite(&options)?;
             eprintln!("Report written to {}", outcome.out_dir.display());
@@ -279,6 +286,19 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Quotes `arg` for a POSIX shell when it needs it.
+fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./,:=@%+".contains(c));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
 }
 
 fn main() -> ExitCode {

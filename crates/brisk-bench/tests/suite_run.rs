@@ -165,6 +165,7 @@ fn a_tiny_target_runs_end_to_end() {
         reps: Some(3),
         quick: false,
         progress: false,
+        note: None,
         command_line: "brisk-bench suite (test)".into(),
     })
     .unwrap();

@@ -204,6 +204,10 @@ pub fn render_html(report: &SuiteReport) -> String {
             ),
         ],
     ];
+    rows.push(vec![
+        "reading".into(),
+        crate::suite::render_md::READING.into(),
+    ]);
     rows.extend(h.tools.iter().map(|(t, v)| vec![t.clone(), v.clone()]));
     if let Some(note) = &h.note {
         rows.push(vec!["note".into(), note.clone()]);

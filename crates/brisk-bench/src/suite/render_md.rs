@@ -7,6 +7,9 @@ use crate::suite::model::SuiteReport;
 use crate::suite::published::{for_scenario, Published};
 use crate::suite::table::{scenario_table, Table};
 
+/// How to read the CPU column, printed in both report headers.
+pub const READING: &str = "target CPU % is of one CPU over the run; well under 100 % on a single pinned worker means the target was not saturated and the run was limited elsewhere (the one-core load generator, the loopback path or other load on the machine)";
+
 fn escape(cell: &str) -> String {
     cell.replace('|', "\\|").replace('\n', " ")
 }
@@ -76,6 +79,7 @@ pub fn render_markdown(report: &SuiteReport) -> String {
         h.warmup_s,
         if h.quick { "; **--quick (shortened run)**" } else { "" }
     );
+    let _ = writeln!(out, "| reading | {READING} |");
     for (tool, version) in &h.tools {
         let _ = writeln!(out, "| {tool} | {} |", escape(version));
     }

@@ -39,6 +39,8 @@ pub struct SuiteOptions {
     pub quick: bool,
     /// Show progress on stderr.
     pub progress: bool,
+    /// A sentence for the report header (overrides `settings.note`).
+    pub note: Option<String>,
     /// The command line, recorded in the report.
     pub command_line: String,
 }
@@ -64,6 +66,11 @@ pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
         .out
         .clone()
         .unwrap_or_else(|| bench_dir.join("results").join(format!("run-{stamp}")));
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| BenchError::io(format!("cannot create {}", out_dir.display()), e))?;
+    // Absolute, since targets run in other working directories.
+    let out_dir = std::fs::canonicalize(&out_dir)
+        .map_err(|e| BenchError::io(format!("cannot resolve {}", out_dir.display()), e))?;
     let work = out_dir.join("work");
     std::fs::create_dir_all(work.join("logs"))
         .map_err(|e| BenchError::io(format!("cannot create {}", work.display()), e))?;
@@ -100,7 +107,10 @@ pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
         launches: 0,
     };
     lab.progress = Progress::new(lab.count_steps(), opts.progress);
-    let header = lab.header(started, opts.command_line.clone(), reps);
+    let mut header = lab.header(started, opts.command_line.clone(), reps);
+    if opts.note.is_some() {
+        header.note = opts.note.clone();
+    }
     let scenarios = lab.run_all();
     let _ = std::fs::remove_dir_all(&static_dir);
     let report = SuiteReport { header, scenarios };
@@ -435,8 +445,9 @@ impl Lab<'_> {
             let peak = sampler.finish();
             let (pct, secs) = cpu_between(&before, &after);
             runs.cpu_percent.push(pct);
-            runs.cpu_us
-                .push(secs * 1e6 / (report.requests.max(1) as f64));
+            if report.requests > 0 {
+                runs.cpu_us.push(secs * 1e6 / report.requests as f64);
+            }
             if peak.rss_kb > runs.peak.rss_kb {
                 runs.peak = peak;
             }
@@ -451,7 +462,9 @@ impl Lab<'_> {
         let mut row = Row::empty(target, point, x, Outcome::Measured);
         row.rate = spread(&rates);
         if let Some(i) = median_index(&rates) {
-            row.latency_ms = Some(latency_of(&runs.reports[i]));
+            if runs.reports[i].latency_us.count > 0 {
+                row.latency_ms = Some(latency_of(&runs.reports[i]));
+            }
             row.cpu_percent = Some(runs.cpu_percent[i]);
         }
         row.cpu_us_per_req = spread(&runs.cpu_us).map(|s| s.median);
@@ -886,7 +899,9 @@ impl Lab<'_> {
                 }
                 let (pct, secs) = cpu_between(&before, &after);
                 let delivered = report.messages.as_ref().map_or(0, |m| m.delivered);
-                cpu_us.push(secs * 1e6 / delivered.max(1) as f64);
+                if delivered > 0 {
+                    cpu_us.push(secs * 1e6 / delivered as f64);
+                }
                 cpu_pct.push(pct);
                 reports.push(report);
             }

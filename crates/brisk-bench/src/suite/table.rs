@@ -31,6 +31,12 @@ fn kib(v: u64) -> String {
     }
 }
 
+/// False when the row has a rate and it is zero: nothing completed, so
+/// latency and CPU per request mean nothing.
+fn completed(r: &Row) -> bool {
+    r.rate.map_or(true, |s| s.median > 0.0)
+}
+
 /// A table: header cells and body rows of cells.
 pub struct Table {
     /// Header cells.
@@ -63,10 +69,18 @@ pub fn scenario_table(s: &ScenarioResult) -> Table {
         }),
         ("wrk req/s".into(), |r| r.wrk_rate.map(|s| num(s.median))),
         ("brisk-bench / wrk".into(), |r| {
-            r.ratio.map(|v| format!("{:.3}", v))
+            r.ratio.map(|v| {
+                let verdict = if (v - 1.0).abs() <= 0.10 {
+                    "within 10 %"
+                } else {
+                    "NOT within 10 %"
+                };
+                format!("{v:.3} ({verdict})")
+            })
         }),
         ("p50 / p90 / p99 ms".into(), |r| {
             r.latency_ms
+                .filter(|_| completed(r))
                 .map(|l| format!("{} / {} / {}", num(l.p50), num(l.p90), num(l.p99)))
         }),
         ("errors".into(), |r| {
@@ -76,7 +90,9 @@ pub fn scenario_table(s: &ScenarioResult) -> Table {
             })
         }),
         ("CPU %".into(), |r| r.cpu_percent.map(|v| format!("{v:.0}"))),
-        ("CPU µs/req".into(), |r| r.cpu_us_per_req.map(num)),
+        ("CPU µs/req".into(), |r| {
+            r.cpu_us_per_req.filter(|_| completed(r)).map(num)
+        }),
         ("efficiency".into(), |r| {
             r.efficiency.map(|v| format!("{:.0} %", v * 100.0))
         }),
@@ -106,9 +122,19 @@ pub fn scenario_table(s: &ScenarioResult) -> Table {
         header.push("result".into());
     }
     header.extend(used.iter().map(|(h, _)| h.clone()));
-    let rows = s
-        .rows
-        .iter()
+    let mut shown: Vec<&Row> = Vec::new();
+    for r in &s.rows {
+        // One "not supported" row per target is enough.
+        let repeat = r.outcome == Outcome::NotSupported
+            && shown
+                .iter()
+                .any(|p| p.target == r.target && p.outcome == Outcome::NotSupported);
+        if !repeat {
+            shown.push(r);
+        }
+    }
+    let rows = shown
+        .into_iter()
         .map(|r| {
             let mut cells = vec![r.target.clone(), r.point.clone()];
             if r.outcome == Outcome::Measured {
