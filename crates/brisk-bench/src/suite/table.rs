@@ -34,7 +34,7 @@ fn kib(v: u64) -> String {
 /// False when the row has a rate and it is zero: nothing completed, so
 /// latency and CPU per request mean nothing.
 fn completed(r: &Row) -> bool {
-    r.rate.map_or(true, |s| s.median > 0.0)
+    !matches!(r.rate, Some(s) if s.median <= 0.0)
 }
 
 /// A table: header cells and body rows of cells.
