@@ -136,8 +136,13 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .or(file.static_root)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("static"));
     let routes = routes::Routes::new(&static_root)?;
+    let ticker = routes.clone();
     let mut http = HttpServer::new(&http_addr)?
         .http_limits(limits)
+        .on_worker_start(move |_| {
+            ticker.start_ticking();
+            async {}
+        })
         .handler(move |req| {
             let routes = routes.clone();
             async move { routes.route(req).await }

@@ -1,7 +1,9 @@
 //! The demo's HTTP routes: the endpoints the benchmarks use.
 
 use std::path::Path;
+use std::time::Duration;
 
+use brisk::http::sse::{Event, Hub};
 use brisk::http::static_files::StaticFiles;
 use brisk::http::{Body, RequestBody};
 use brisk::ws::{self, WsEndpoint};
@@ -18,6 +20,8 @@ pub struct Routes {
     files: StaticFiles,
     echo: WsEndpoint,
     chat: WsEndpoint,
+    /// `/events` subscribers of this worker.
+    pub events: Hub,
 }
 
 impl Routes {
@@ -35,7 +39,26 @@ impl Routes {
             .on_message(|_ws, msg| async move {
                 ws::broadcast(ROOM, msg);
             });
-        Ok(Routes { files, echo, chat })
+        let events = Hub::new(Some(Duration::from_secs(15)));
+        Ok(Routes {
+            files,
+            echo,
+            chat,
+            events,
+        })
+    }
+
+    /// Publishes a `tick` event to every `/events` subscriber each second (call on a worker).
+    pub fn start_ticking(&self) {
+        let hub = self.events.clone();
+        let mut n = 0u64;
+        brisk::timer::add(Duration::from_secs(1), true, move || {
+            n += 1;
+            if !hub.is_empty() {
+                let data = format!(r#"{{"tick":{n}}}"#);
+                hub.publish(&Event::new(data).event("tick").id(n.to_string()));
+            }
+        });
     }
 
     /// Routes one request.
@@ -50,6 +73,7 @@ impl Routes {
             "/" if get => with_type("Hello World", "text/plain"),
             "/json" if get => with_type(JSON, "application/json"),
             "/ws" => self.echo.upgrade(req),
+            "/events" if get => self.events.subscribe(),
             "/chat" => self.chat.upgrade(req),
             // Reads the whole body (so `Expect: 100-continue` is answered), then echoes it.
             "/echo" if req.method() == Method::POST => match req.into_body().collect().await {

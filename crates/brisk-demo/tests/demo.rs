@@ -21,11 +21,24 @@ fn demo(workers: usize) -> Demo {
     let (text, frame) = (free_port(), free_port());
     let t = format!("text://127.0.0.1:{text}");
     let f = format!("frame://127.0.0.1:{frame}");
+    let h = format!("http://127.0.0.1:{}", free_port());
+    let ws = format!("websocket://127.0.0.1:{}", free_port());
     let w = workers.to_string();
     let server = ServerProcess::start(
         DEMO,
-        &["--workers", &w, "--text", &t, "--frame", &f],
-        workers * 2,
+        &[
+            "--workers",
+            &w,
+            "--text",
+            &t,
+            "--frame",
+            &f,
+            "--http",
+            &h,
+            "--websocket",
+            &ws,
+        ],
+        workers * 4,
     )
     .unwrap();
     Demo {
@@ -63,16 +76,22 @@ fn echo_over_text_and_frame_with_a_thousand_concurrent_connections_each() {
     }
     let status = d.server.status().unwrap();
     let workers = status["workers"].as_array().unwrap();
-    assert_eq!(workers.len(), 4);
-    let total: u64 = workers
+    assert_eq!(workers.len(), 8);
+    let echo: Vec<_> = workers
+        .iter()
+        .filter(|w| {
+            let s = w["server"].as_str().unwrap();
+            s.starts_with("text://") || s.starts_with("frame://")
+        })
+        .collect();
+    let total: u64 = echo
         .iter()
         .map(|w| w["total_request"].as_u64().unwrap())
         .sum();
     assert_eq!(total, 2000);
     // The kernel spreads connections over both workers of each server.
     assert!(
-        workers
-            .iter()
+        echo.iter()
             .all(|w| w["connections"].as_u64().unwrap() > 100),
         "{status:#}"
     );
@@ -167,7 +186,7 @@ fn a_killed_worker_is_replaced_within_a_second() {
     other.write_all(&frame(b"unaffected")).unwrap();
     assert_eq!(read_frame(&mut other).unwrap(), b"unaffected");
     let pids = d.server.worker_pids().unwrap();
-    assert_eq!(pids.len(), 2);
+    assert_eq!(pids.len(), 4);
     assert!(!pids.contains(&text_pid));
     let log = d.server.log();
     assert!(
@@ -238,12 +257,12 @@ fn reload_replaces_every_worker_and_never_refuses_a_connection() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(String::from_utf8_lossy(&out.stdout).contains("reloaded 4 workers"));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("reloaded 8 workers"));
         std::thread::sleep(Duration::from_millis(100));
         stop.store(true, Ordering::Relaxed);
         let (refused, dropped, ok) = h.join().unwrap();
         let after = d.server.worker_pids().unwrap();
-        assert_eq!(after.len(), 4);
+        assert_eq!(after.len(), 8);
         assert!(
             after.iter().all(|p| !prev.contains(p)),
             "{prev:?} -> {after:?}"
@@ -273,7 +292,7 @@ fn reload_replaces_every_worker_and_never_refuses_a_connection() {
 fn status_lists_every_worker_with_live_counters_and_connections_lists_each_connection() {
     let d = demo(2);
     let s0 = d.server.status().unwrap();
-    assert_eq!(s0["workers"].as_array().unwrap().len(), 4);
+    assert_eq!(s0["workers"].as_array().unwrap().len(), 8);
     assert_eq!(s0["master_pid"].as_i64().unwrap() as i32, d.server.pid());
     let mut conns: Vec<TcpStream> = (0..6).map(|_| connect(d.text)).collect();
     for c in conns.iter_mut() {
@@ -403,6 +422,8 @@ fn daemon_start_writes_pid_file_and_log_and_stop_removes_them() {
     let (text, frame) = (free_port(), free_port());
     let t = format!("text://127.0.0.1:{text}");
     let f = format!("frame://127.0.0.1:{frame}");
+    let h = format!("http://127.0.0.1:{}", free_port());
+    let ws = format!("websocket://127.0.0.1:{}", free_port());
     let args = [
         "--run-dir",
         &rds,
@@ -412,6 +433,10 @@ fn daemon_start_writes_pid_file_and_log_and_stop_removes_them() {
         &t,
         "--frame",
         &f,
+        "--http",
+        &h,
+        "--websocket",
+        &ws,
     ];
     // Killed on drop whatever happens (the harness reads the pid file).
     let guard = RunDirGuard(rd.clone());
@@ -462,7 +487,7 @@ fn signals_stop_and_reload() {
     let t0 = Instant::now();
     loop {
         let now = d.server.worker_pids().unwrap_or_default();
-        if now.len() == 2 && now.iter().all(|p| !before.contains(p)) {
+        if now.len() == 4 && now.iter().all(|p| !before.contains(p)) {
             break;
         }
         assert!(

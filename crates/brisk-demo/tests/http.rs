@@ -19,6 +19,7 @@ fn demo() -> Demo {
     let h = format!("http://127.0.0.1:{http}");
     let t = format!("text://127.0.0.1:{}", free_port());
     let f = format!("frame://127.0.0.1:{}", free_port());
+    let w = format!("websocket://127.0.0.1:{}", free_port());
     let server = ServerProcess::start(
         DEMO,
         &[
@@ -30,10 +31,12 @@ fn demo() -> Demo {
             &t,
             "--frame",
             &f,
+            "--websocket",
+            &w,
             "--header-read-timeout-ms",
             "1000",
         ],
-        3,
+        4,
     )
     .unwrap();
     Demo { server, http }
@@ -289,4 +292,67 @@ fn http_connections_are_listed_and_graceful_stop_finishes_a_request() {
     assert!(d.server.wait_exit(Duration::from_secs(10)).unwrap());
     let (_, closed) = read_all(&mut s);
     assert!(closed);
+}
+
+#[test]
+fn static_files_and_server_sent_events() {
+    let d = demo();
+    let (resp, _) = exchange(
+        d.http,
+        b"GET /static/index.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    assert!(
+        resp.starts_with("HTTP/1.1 200")
+            && resp.contains("text/html")
+            && resp.contains("Brisk demo"),
+        "{resp}"
+    );
+    let etag = resp
+        .lines()
+        .find_map(|l| l.strip_prefix("etag: "))
+        .expect("etag")
+        .to_string();
+    let req = format!("GET /static/index.html HTTP/1.1\r\nHost: x\r\nIf-None-Match: {etag}\r\nConnection: close\r\n\r\n");
+    let (resp, _) = exchange(d.http, req.as_bytes(), Duration::from_secs(5));
+    assert!(resp.starts_with("HTTP/1.1 304"), "{resp}");
+    for bad in [
+        "/static/../Cargo.toml",
+        "/static/%2e%2e/Cargo.toml",
+        "/static/..%2fCargo.toml",
+    ] {
+        let req = format!("GET {bad} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let (resp, _) = exchange(d.http, req.as_bytes(), Duration::from_secs(5));
+        assert!(
+            resp.starts_with("HTTP/1.1 404") || resp.starts_with("HTTP/1.1 400"),
+            "{bad}: {resp}"
+        );
+        assert!(!resp.contains("[package]"), "{bad} escaped the root");
+    }
+    let (resp, _) = exchange(
+        d.http,
+        b"GET /static/%zz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    );
+    assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
+
+    let mut s = connect(d.http);
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut got = String::new();
+    let mut buf = [0u8; 4096];
+    while got.matches("event: tick").count() < 2 {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "stream ended: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(got.contains("content-type: text/event-stream"), "{got}");
+    let ids: Vec<u64> = got
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert!(ids.len() >= 2 && ids[1] == ids[0] + 1, "{got}");
+    assert!(got.contains(r#"data: {"tick":"#), "{got}");
 }

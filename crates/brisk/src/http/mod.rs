@@ -9,6 +9,7 @@ pub mod body;
 mod conn;
 mod io;
 mod server;
+pub mod sse;
 pub mod static_files;
 
 pub use body::Body;

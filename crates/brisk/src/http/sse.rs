@@ -1,0 +1,210 @@
+//! Server-sent events: `text/event-stream` responses fed from a channel, with keep-alive
+//! comments, and a [`Hub`] that sends each event to every subscriber of a worker.
+//!
+//! ```no_run
+//! use brisk::http::sse::{Event, Hub};
+//! # fn f(hub: Hub) {
+//! // In a route: let response = hub.subscribe();
+//! hub.publish(&Event::new("hello").event("greeting").id("1"));
+//! # }
+//! ```
+
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response};
+use http_body::Frame;
+use tokio::sync::mpsc;
+
+use super::Body;
+use crate::server::BoxError;
+
+/// Events a subscriber may lag behind before it is dropped.
+const QUEUE: usize = 256;
+
+/// One event: `data` (may span lines), and optional `event`, `id` and `retry` fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Event {
+    data: String,
+    event: Option<String>,
+    id: Option<String>,
+    retry: Option<Duration>,
+}
+
+impl Event {
+    /// An event carrying `data`.
+    pub fn new(data: impl Into<String>) -> Self {
+        Event {
+            data: data.into(),
+            ..Default::default()
+        }
+    }
+
+    /// The event type (`event:` field); clients listen with `addEventListener(type)`.
+    pub fn event(mut self, name: impl Into<String>) -> Self {
+        self.event = Some(name.into());
+        self
+    }
+
+    /// The event id (`id:` field); a reconnecting client sends it as `Last-Event-ID`.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// How long a client waits before reconnecting (`retry:` field).
+    pub fn retry(mut self, after: Duration) -> Self {
+        self.retry = Some(after);
+        self
+    }
+
+    /// The wire form. Newlines in fields other than `data` are dropped (they would end the
+    /// field); each line of `data` becomes its own `data:` line.
+    ///
+    /// ```
+    /// let e = brisk::http::sse::Event::new("a\nb").event("x").id("7");
+    /// assert_eq!(&e.encode()[..], b"event: x\nid: 7\ndata: a\ndata: b\n\n");
+    /// ```
+    pub fn encode(&self) -> Bytes {
+        let clean = |s: &str| s.replace(['\r', '\n'], "");
+        let mut out = String::with_capacity(self.data.len() + 32);
+        if let Some(e) = &self.event {
+            let _ = writeln!(out, "event: {}", clean(e));
+        }
+        if let Some(id) = &self.id {
+            let _ = writeln!(out, "id: {}", clean(id));
+        }
+        if let Some(r) = self.retry {
+            let _ = writeln!(out, "retry: {}", r.as_millis());
+        }
+        for line in self.data.split('\n') {
+            let _ = writeln!(out, "data: {}", line.trim_end_matches('\r'));
+        }
+        out.push('\n');
+        Bytes::from(out)
+    }
+}
+
+/// The sending side of one event stream. Dropping it ends the response.
+pub struct Sender {
+    tx: mpsc::Sender<Bytes>,
+}
+
+impl Sender {
+    /// Queues an event. Fails when the client is gone or has fallen `QUEUE` events behind.
+    pub fn send(&self, event: &Event) -> Result<(), Event> {
+        self.tx.try_send(event.encode()).map_err(|_| event.clone())
+    }
+
+    /// Whether the client is gone.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+/// A `text/event-stream` response and the [`Sender`] that feeds it. Every `keep_alive`
+/// without an event, a comment line keeps proxies from closing the stream.
+pub fn channel(keep_alive: Option<Duration>) -> (Sender, Response<Body>) {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    (Sender { tx }, response(rx, keep_alive))
+}
+
+fn response(rx: mpsc::Receiver<Bytes>, keep_alive: Option<Duration>) -> Response<Body> {
+    let body = EventBody {
+        rx,
+        keep_alive: keep_alive
+            .map(|d| Box::pin(tokio::time::interval_at(tokio::time::Instant::now() + d, d))),
+    };
+    let mut r = Response::new(Body::new(body));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+struct EventBody {
+    rx: mpsc::Receiver<Bytes>,
+    keep_alive: Option<Pin<Box<tokio::time::Interval>>>,
+}
+
+impl http_body::Body for EventBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(b)) => {
+                if let Some(k) = self.keep_alive.as_mut() {
+                    k.as_mut().reset();
+                }
+                return Poll::Ready(Some(Ok(Frame::data(b))));
+            }
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {}
+        }
+        if let Some(k) = self.keep_alive.as_mut() {
+            if k.as_mut().poll_tick(cx).is_ready() {
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+                    b": keep-alive\n\n",
+                )))));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// Subscribers of one worker; [`Hub::publish`] encodes an event once and queues it for all.
+/// Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Hub {
+    subscribers: Rc<RefCell<Vec<mpsc::Sender<Bytes>>>>,
+    keep_alive: Option<Duration>,
+}
+
+impl Hub {
+    /// A hub whose streams send a keep-alive comment after `keep_alive` of silence.
+    pub fn new(keep_alive: Option<Duration>) -> Self {
+        Hub {
+            subscribers: Rc::default(),
+            keep_alive,
+        }
+    }
+
+    /// A new subscriber's response.
+    pub fn subscribe(&self) -> Response<Body> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        self.subscribers.borrow_mut().push(tx);
+        response(rx, self.keep_alive)
+    }
+
+    /// Sends `event` to every subscriber; drops those that are gone or too far behind.
+    /// Returns how many took it.
+    pub fn publish(&self, event: &Event) -> usize {
+        let wire = event.encode();
+        let mut subs = self.subscribers.borrow_mut();
+        subs.retain(|s| s.try_send(wire.clone()).is_ok());
+        subs.len()
+    }
+
+    /// Subscribers now.
+    pub fn len(&self) -> usize {
+        self.subscribers.borrow().len()
+    }
+
+    /// Whether there are no subscribers.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
