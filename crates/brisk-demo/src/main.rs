@@ -23,8 +23,16 @@ mod routes;
 use clap::Parser;
 use serde::Deserialize;
 
+/// jemalloc: its size classes keep tokio's 128-byte-aligned allocations compact (see README).
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Return freed pages to the OS within a second, from jemalloc's background thread: an idle
+/// worker allocates nothing, so without it memory freed after a burst (handshakes, HTTP
+/// buffers of upgraded connections) would stay resident.
+#[allow(non_upper_case_globals)]
+#[export_name = "_rjem_malloc_conf"]
+pub static malloc_conf: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
 /// Command line: the demo's settings, then a control command.
 #[derive(Debug, Parser)]

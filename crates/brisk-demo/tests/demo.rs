@@ -500,3 +500,36 @@ fn signals_stop_and_reload() {
     assert!(d.server.wait_exit(Duration::from_secs(10)).unwrap());
     assert!(TcpStream::connect(("127.0.0.1", d.text)).is_err());
 }
+
+#[test]
+fn restart_replaces_a_running_master() {
+    let mut d = demo(1);
+    let old = d.server.pid();
+    // Killed on drop whatever happens (the new master is a daemon).
+    let _guard = RunDirGuard(d.server.run_dir.clone());
+    let out = d.server.cli(&["restart", "-d"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("brisk-demo stopped") && stdout.contains("started in the background"),
+        "{stdout}"
+    );
+    assert!(
+        d.server.wait_exit(Duration::from_secs(10)).is_ok(),
+        "the old master exited"
+    );
+    let new: i32 = std::fs::read_to_string(d.server.run_dir.join("brisk-demo.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(new, old);
+    let mut s = connect(d.text);
+    assert_eq!(text_round_trip(&mut s, "after restart"), "after restart");
+    let out = d.server.cli(&["stop"]);
+    assert!(out.status.success());
+}

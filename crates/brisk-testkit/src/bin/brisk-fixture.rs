@@ -119,6 +119,7 @@ fn main() -> ExitCode {
         Some("start") => brisk::Command::Start { daemon: false },
         Some("stop") => brisk::Command::Stop { graceful: false },
         Some("reload") => brisk::Command::Reload { graceful: false },
+        Some("restart") => brisk::Command::Restart { daemon: false },
         Some("status") => brisk::Command::Status { json: false },
         Some("--json") => brisk::Command::Status { json: true },
         Some("-g") if args.iter().any(|a| a == "stop") => brisk::Command::Stop { graceful: true },
@@ -144,6 +145,9 @@ fn main() -> ExitCode {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(10),
         ));
+    if let Some(user) = flag(&args, "--user") {
+        app = app.user(user);
+    }
     let limits = |mut s: Server| {
         if let Some(n) = flag(&args, "--max-package").and_then(|v| v.parse().ok()) {
             s = s.max_package_size(n);

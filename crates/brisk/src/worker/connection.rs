@@ -514,12 +514,14 @@ pub(crate) fn serve_with<P: Protocol>(
     if worker.is_stopping() {
         inner.drain();
     }
+    // Boxed (and only when there are any): an argument lives in the task for its whole life.
+    let initial = (!initial.is_empty()).then(|| Box::new(initial));
     Connection { inner }.lifecycle(initial)
 }
 
 impl<P: Protocol> Connection<P> {
     /// on_connect, the message loop, on_error, on_close.
-    async fn lifecycle(self, initial: BytesMut) {
+    async fn lifecycle(self, initial: Option<Box<BytesMut>>) {
         if let Some(cb) = &self.inner.server.callbacks.on_connect {
             if !self.run_callback("on_connect", cb(self.clone())).await {
                 self.inner.set(flag::DESTROYED);
@@ -601,9 +603,9 @@ impl<P: Protocol> Connection<P> {
     /// what it sends while it runs), read more, until the connection ends.
     ///
     /// Everything waits in one `poll_fn`, so the task's idle state is a few words.
-    async fn run(&self, initial: BytesMut) -> End {
+    async fn run(&self, initial: Option<Box<BytesMut>>) -> End {
         let mut st = LoopState {
-            rbuf: initial,
+            rbuf: initial.map(|b| *b).unwrap_or_default(),
             drain_grace: None,
             handler: None,
         };

@@ -245,24 +245,40 @@ fn ignore_master_signals() {
     }
 }
 
-/// Raises the soft open-files limit to the hard limit, so a worker can hold many connections.
+/// Raises the open-files limit as far as allowed (to the kernel's `fs.nr_open` when running
+/// as root, else to the hard limit), so a worker can hold many connections; logs the limit
+/// when it stays low.
 fn raise_nofile_limit() {
+    let wanted: libc::rlim_t = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1 << 20);
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: plain syscalls on a local struct.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= lim.rlim_max {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
             return;
         }
-        let wanted = lim.rlim_max;
-        lim.rlim_cur = wanted;
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-            tracing::warn!(
-                "cannot raise the open-files limit to {wanted}: {}",
-                std::io::Error::last_os_error()
-            );
+        let raised = libc::rlimit {
+            rlim_cur: wanted,
+            rlim_max: wanted,
+        };
+        if lim.rlim_max >= wanted as libc::rlim_t
+            || libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0
+        {
+            let why = std::io::Error::last_os_error();
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            if lim.rlim_max < wanted.min(100_000) {
+                tracing::warn!(
+                    "open-files limit is {}: this worker can hold at most about that many \
+                     connections (raising it failed: {why})",
+                    lim.rlim_max
+                );
+            }
         }
     }
 }

@@ -75,10 +75,17 @@ pub(crate) struct WsCodec {
     state: State,
     /// A close frame was sent: the next close from the peer is its answer.
     close_sent: bool,
-    max_message: usize,
-    fragments: Option<Box<Fragments>>,
-    /// After an HTTP upgrade: the handshake `on_open` has yet to see.
-    pending_open: Option<Box<Handshake>>,
+    /// Largest message; u32 keeps the codec, and so every connection, small.
+    max_message: u32,
+    /// A fragmented message in progress, or (after an HTTP upgrade) the handshake `on_open`
+    /// has yet to see. Boxed: idle connections have neither.
+    pending: Option<Box<Pending>>,
+}
+
+#[derive(Debug, Clone)]
+enum Pending {
+    Fragments(Fragments),
+    Open(Handshake),
 }
 
 impl WsCodec {
@@ -92,23 +99,50 @@ impl WsCodec {
                 State::Open
             },
             close_sent: false,
-            max_message,
-            fragments: None,
-            pending_open: None,
+            max_message: max_message.min(u32::MAX as usize) as u32,
+            pending: None,
         }
     }
 
     /// A codec for a connection upgraded from HTTP, whose handshake is done.
     pub(crate) fn upgraded(max_message: usize, handshake: Handshake) -> Self {
         WsCodec {
-            pending_open: Some(Box::new(handshake)),
+            pending: Some(Box::new(Pending::Open(handshake))),
             ..Self::new(false, max_message)
         }
     }
 
     /// The handshake of an upgraded connection, once.
     pub(crate) fn take_pending_open(&mut self) -> Option<Handshake> {
-        self.pending_open.take().map(|h| *h)
+        match self.pending.take().map(|p| *p) {
+            Some(Pending::Open(h)) => Some(h),
+            other => {
+                self.pending = other.map(Box::new);
+                None
+            }
+        }
+    }
+
+    /// The fragmented message in progress, taken out.
+    fn take_fragments(&mut self) -> Option<Fragments> {
+        match self.pending.take().map(|p| *p) {
+            Some(Pending::Fragments(f)) => Some(f),
+            other => {
+                self.pending = other.map(Box::new);
+                None
+            }
+        }
+    }
+
+    fn in_fragmented_message(&self) -> bool {
+        matches!(self.pending.as_deref(), Some(Pending::Fragments(_)))
+    }
+
+    fn fragments_len(&self) -> usize {
+        match self.pending.as_deref() {
+            Some(Pending::Fragments(f)) => f.data.len(),
+            _ => 0,
+        }
     }
 
     /// Whether a close frame was sent on this connection.
@@ -118,7 +152,7 @@ impl WsCodec {
 
     fn fail(&mut self, code: u16, why: &'static str) -> Result<Option<WsFrame>, ProtocolError> {
         self.state = State::Failed;
-        self.fragments = None;
+        self.pending = None;
         Ok(Some(WsFrame::Fail(code, why)))
     }
 
@@ -232,7 +266,7 @@ impl WsCodec {
                 "control frames must be final and at most 125 bytes",
             );
         }
-        let so_far = self.fragments.as_ref().map_or(0, |f| f.data.len()) as u64;
+        let so_far = self.fragments_len() as u64;
         if !control && so_far + len > self.max_message as u64 {
             return self.fail(close::TOO_BIG, "message over the size limit");
         }
@@ -250,7 +284,7 @@ impl WsCodec {
             0x9 => Ok(Some(WsFrame::Ping(payload.freeze()))),
             0xA => Ok(Some(WsFrame::Pong(payload.freeze()))),
             0x1 | 0x2 => {
-                if self.fragments.is_some() {
+                if self.in_fragmented_message() {
                     return self.fail(
                         close::PROTOCOL,
                         "a new message started inside a fragmented one",
@@ -260,19 +294,19 @@ impl WsCodec {
                 if fin {
                     return self.complete(text, payload, 0);
                 }
-                let mut f = Box::new(Fragments {
+                let mut f = Fragments {
                     text,
                     data: payload,
                     valid: 0,
-                });
+                };
                 if text && !advance_utf8(&mut f) {
                     return self.fail(close::INVALID_DATA, "invalid UTF-8 in a text message");
                 }
-                self.fragments = Some(f);
+                self.pending = Some(Box::new(Pending::Fragments(f)));
                 Ok(None)
             }
             0x0 => {
-                let Some(mut f) = self.fragments.take() else {
+                let Some(mut f) = self.take_fragments() else {
                     return self.fail(close::PROTOCOL, "continuation frame without a message");
                 };
                 f.data.unsplit(payload);
@@ -280,10 +314,10 @@ impl WsCodec {
                     return self.fail(close::INVALID_DATA, "invalid UTF-8 in a text message");
                 }
                 if fin {
-                    let Fragments { text, data, valid } = *f;
+                    let Fragments { text, data, valid } = f;
                     return self.complete(text, data, valid);
                 }
-                self.fragments = Some(f);
+                self.pending = Some(Box::new(Pending::Fragments(f)));
                 Ok(None)
             }
             _ => self.fail(close::PROTOCOL, "unknown opcode"),

@@ -329,16 +329,25 @@ impl WsEndpoint {
                 tracing::warn!("WebSocket upgrade on an unexpected connection type");
                 return;
             };
-            let stream = parts.io.into_stream();
+            let hyper::upgrade::Parts { io, read_buf, .. } = parts;
+            // Copy the bytes hyper read past the handshake, and let go of hyper's buffer.
+            let initial = BytesMut::from(&read_buf[..]);
+            drop(read_buf);
+            let stream = io.into_stream();
             let remote = stream
                 .peer_addr()
                 .map(PeerAddr::Inet)
                 .unwrap_or(PeerAddr::Unix(None));
-            let limits = worker.default_limits();
-            let shared = ep.shared(&worker, limits);
+            let shared = ep.shared(&worker, worker.default_limits());
             let codec = WsCodec::upgraded(ep.inner.max_message, handshake);
-            let initial = BytesMut::from(&parts.read_buf[..]);
-            serve_with(shared, Stream::Tcp(stream), remote, initial, Some(codec)).await;
+            // A task of its own: this upgrade task's state is not kept for the connection's life.
+            tokio::task::spawn_local(serve_with(
+                shared,
+                Stream::Tcp(stream),
+                remote,
+                initial,
+                Some(codec),
+            ));
         });
         let mut r = Response::new(Body::empty());
         *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
