@@ -304,8 +304,11 @@ pub(crate) fn run(app: App, service: usize, index: usize) -> ExitCode {
     let span = tracing::info_span!("worker", id = index, server = %info.server);
     let _entered = span.enter();
     raise_nofile_limit();
+    // A few threads for blocking work (file reads): each thread costs a stack and allocator
+    // caches, and many concurrent downloads should queue rather than spawn a thread each.
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .max_blocking_threads(4)
         .build()
     {
         Ok(rt) => rt,
