@@ -58,13 +58,44 @@ pub(crate) type ErrorCallback<P> = Rc<dyn Fn(Connection<P>, std::io::Error) -> H
 pub(crate) type WorkerCallback = Rc<dyn Fn(WorkerInfo) -> HandlerFuture>;
 pub(crate) type DatagramCallback = Rc<dyn Fn(UdpPeer, Bytes) -> HandlerFuture>;
 
-fn boxed<Fut>(fut: Fut) -> HandlerFuture
+/// Boxes a callback's future, turning its output into a `Result`.
+pub(crate) fn boxed<Fut>(fut: Fut) -> HandlerFuture
 where
     Fut: Future + 'static,
     Fut::Output: HandlerOutput,
 {
     Box::pin(async move { fut.await.into_result() })
 }
+
+/// `on_worker_start` and `on_worker_stop`, for every builder with a `worker_callbacks` field.
+macro_rules! worker_callback_setters {
+    () => {
+        /// Runs in each worker after its listener is open, before it reports ready.
+        pub fn on_worker_start<F, Fut>(mut self, f: F) -> Self
+        where
+            F: Fn($crate::WorkerInfo) -> Fut + 'static,
+            Fut: std::future::Future + 'static,
+            Fut::Output: $crate::HandlerOutput,
+        {
+            self.worker_callbacks.on_worker_start =
+                Some(std::rc::Rc::new(move |w| $crate::server::boxed(f(w))));
+            self
+        }
+
+        /// Runs in each worker when it stops, after its connections are closed.
+        pub fn on_worker_stop<F, Fut>(mut self, f: F) -> Self
+        where
+            F: Fn($crate::WorkerInfo) -> Fut + 'static,
+            Fut: std::future::Future + 'static,
+            Fut::Output: $crate::HandlerOutput,
+        {
+            self.worker_callbacks.on_worker_stop =
+                Some(std::rc::Rc::new(move |w| $crate::server::boxed(f(w))));
+            self
+        }
+    };
+}
+pub(crate) use worker_callback_setters;
 
 /// Limits that protect a worker from slow or hostile peers. Set defaults on the
 /// [`App`](crate::App) and override them per server.
@@ -223,6 +254,8 @@ impl<P: Protocol> Server<P> {
         }
     }
 
+    worker_callback_setters!();
+
     /// Number of worker processes (default: the number of CPUs).
     pub fn workers(mut self, n: usize) -> Self {
         self.listen.workers = Some(n);
@@ -258,28 +291,6 @@ impl<P: Protocol> Server<P> {
     /// Overrides [`Limits::idle_timeout`] for this server (`None` turns it off).
     pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.limits.idle_timeout = Some(timeout);
-        self
-    }
-
-    /// Runs in each worker after its listener is open, before it reports ready.
-    pub fn on_worker_start<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(WorkerInfo) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: HandlerOutput,
-    {
-        self.worker_callbacks.on_worker_start = Some(Rc::new(move |w| boxed(f(w))));
-        self
-    }
-
-    /// Runs in each worker when it stops, after its connections are closed.
-    pub fn on_worker_stop<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(WorkerInfo) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: HandlerOutput,
-    {
-        self.worker_callbacks.on_worker_stop = Some(Rc::new(move |w| boxed(f(w))));
         self
     }
 
@@ -380,6 +391,8 @@ impl UdpServer {
         })
     }
 
+    worker_callback_setters!();
+
     /// Number of worker processes (default: the number of CPUs).
     pub fn workers(mut self, n: usize) -> Self {
         self.listen.workers = Some(n);
@@ -389,28 +402,6 @@ impl UdpServer {
     /// See [`Server::reuse_port`].
     pub fn reuse_port(mut self, on: bool) -> Self {
         self.listen.reuse_port = on;
-        self
-    }
-
-    /// Runs in each worker after its socket is open.
-    pub fn on_worker_start<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(WorkerInfo) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: HandlerOutput,
-    {
-        self.worker_callbacks.on_worker_start = Some(Rc::new(move |w| boxed(f(w))));
-        self
-    }
-
-    /// Runs in each worker when it stops.
-    pub fn on_worker_stop<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(WorkerInfo) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: HandlerOutput,
-    {
-        self.worker_callbacks.on_worker_stop = Some(Rc::new(move |w| boxed(f(w))));
         self
     }
 

@@ -13,8 +13,7 @@ use hyper::body::Incoming;
 use super::Body;
 use crate::address::{Address, Scheme};
 use crate::error::{Error, Result};
-use crate::server::{BoxError, HandlerOutput, LimitOverrides, ListenConfig, WorkerCallbacks};
-use crate::worker::WorkerInfo;
+use crate::server::{BoxError, LimitOverrides, ListenConfig, WorkerCallbacks};
 
 /// A request body, limited to the server's max package size: reading past it fails with
 /// [`http_body_util::LengthLimitError`] (axum turns that into 413).
@@ -124,6 +123,8 @@ impl HttpServer {
         self
     }
 
+    crate::server::worker_callback_setters!();
+
     /// Number of worker processes (default: the number of CPUs).
     pub fn workers(mut self, n: usize) -> Self {
         self.listen.workers = Some(n);
@@ -151,34 +152,6 @@ impl HttpServer {
     /// Sets the HTTP limits.
     pub fn http_limits(mut self, limits: HttpLimits) -> Self {
         self.http = limits;
-        self
-    }
-
-    /// Runs in each worker after its listener is open.
-    pub fn on_worker_start<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(WorkerInfo) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: HandlerOutput,
-    {
-        self.worker_callbacks.on_worker_start = Some(Rc::new(move |w| {
-            let fut = f(w);
-            Box::pin(async move { fut.await.into_result() })
-        }));
-        self
-    }
-
-    /// Runs in each worker when it stops.
-    pub fn on_worker_stop<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(WorkerInfo) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: HandlerOutput,
-    {
-        self.worker_callbacks.on_worker_stop = Some(Rc::new(move |w| {
-            let fut = f(w);
-            Box::pin(async move { fut.await.into_result() })
-        }));
         self
     }
 }

@@ -15,25 +15,17 @@ use crate::address::{Address, Scheme};
 use crate::error::{Error, Result};
 use crate::http::{Body, HttpIo};
 use crate::server::{
-    BoxError, Callbacks, HandlerFuture, HandlerOutput, LimitOverrides, Limits, ListenConfig,
+    boxed, BoxError, Callbacks, HandlerFuture, HandlerOutput, LimitOverrides, Limits, ListenConfig,
     WorkerCallbacks,
 };
 use crate::worker::connection::{serve_with, Connection, ServerShared};
 use crate::worker::stream::{PeerAddr, Stream};
-use crate::worker::{self, WorkerCtx, WorkerInfo};
+use crate::worker::{self, WorkerCtx};
 use crate::SendError;
 
 type OpenFn = Rc<dyn Fn(WsConnection, Handshake) -> HandlerFuture>;
 type MessageFn = Rc<dyn Fn(WsConnection, Message) -> HandlerFuture>;
 type CloseFn = Rc<dyn Fn(WsConnection) -> HandlerFuture>;
-
-fn boxed<Fut>(fut: Fut) -> HandlerFuture
-where
-    Fut: Future + 'static,
-    Fut::Output: HandlerOutput,
-{
-    Box::pin(async move { fut.await.into_result() })
-}
 
 struct EndpointInner {
     on_open: Option<OpenFn>,
@@ -412,6 +404,8 @@ impl WsServer {
         self
     }
 
+    crate::server::worker_callback_setters!();
+
     /// Number of worker processes (default: the number of CPUs).
     pub fn workers(mut self, n: usize) -> Self {
         self.listen.workers = Some(n);
@@ -427,17 +421,6 @@ impl WsServer {
     /// Overrides [`Limits::max_send_buffer`] for this server.
     pub fn max_send_buffer(mut self, bytes: usize) -> Self {
         self.limits.max_send_buffer = Some(bytes);
-        self
-    }
-
-    /// Runs in each worker after its listener is open.
-    pub fn on_worker_start<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(WorkerInfo) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: HandlerOutput,
-    {
-        self.worker_callbacks.on_worker_start = Some(Rc::new(move |w| boxed(f(w))));
         self
     }
 
