@@ -67,9 +67,31 @@ where
     Box::pin(async move { fut.await.into_result() })
 }
 
-/// `on_worker_start` and `on_worker_stop`, for every builder with a `worker_callbacks` field.
-macro_rules! worker_callback_setters {
+/// The setters every server builder shares: process count, SO_REUSEPORT, backlog, and the
+/// worker callbacks. For builders with `listen: ListenConfig` and `worker_callbacks` fields.
+macro_rules! builder_setters {
     () => {
+        /// Number of worker processes (default: the number of CPUs).
+        pub fn workers(mut self, n: usize) -> Self {
+            self.listen.workers = Some(n);
+            self
+        }
+
+        /// `true` (default): every worker binds its own SO_REUSEPORT socket and the kernel
+        /// spreads connections. `false`: the master binds once and the workers share that
+        /// socket, which also keeps queued connections across reloads and allows privileged
+        /// ports with `App::user`.
+        pub fn reuse_port(mut self, on: bool) -> Self {
+            self.listen.reuse_port = on;
+            self
+        }
+
+        /// The listen backlog (default 1024; ignored for UDP).
+        pub fn backlog(mut self, n: u32) -> Self {
+            self.listen.backlog = n;
+            self
+        }
+
         /// Runs in each worker after its listener is open, before it reports ready.
         pub fn on_worker_start<F, Fut>(mut self, f: F) -> Self
         where
@@ -95,7 +117,23 @@ macro_rules! worker_callback_setters {
         }
     };
 }
-pub(crate) use worker_callback_setters;
+pub(crate) use builder_setters;
+
+/// A setter for a callback that takes the connection only.
+macro_rules! connection_callback_setter {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        pub fn $name<F, Fut>(mut self, f: F) -> Self
+        where
+            F: Fn(Connection<P>) -> Fut + 'static,
+            Fut: Future + 'static,
+            Fut::Output: HandlerOutput,
+        {
+            self.callbacks.$name = Some(Rc::new(move |c| boxed(f(c))));
+            self
+        }
+    };
+}
 
 /// Limits that protect a worker from slow or hostile peers. Set defaults on the
 /// [`App`](crate::App) and override them per server.
@@ -254,27 +292,7 @@ impl<P: Protocol> Server<P> {
         }
     }
 
-    worker_callback_setters!();
-
-    /// Number of worker processes (default: the number of CPUs).
-    pub fn workers(mut self, n: usize) -> Self {
-        self.listen.workers = Some(n);
-        self
-    }
-
-    /// `true` (default): every worker binds its own SO_REUSEPORT socket and the kernel spreads
-    /// connections. `false`: the master binds once and the workers share that socket, which
-    /// also keeps queued connections across reloads and allows privileged ports with `user`.
-    pub fn reuse_port(mut self, on: bool) -> Self {
-        self.listen.reuse_port = on;
-        self
-    }
-
-    /// The listen backlog (default 1024).
-    pub fn backlog(mut self, n: u32) -> Self {
-        self.listen.backlog = n;
-        self
-    }
+    builder_setters!();
 
     /// Overrides [`Limits::max_send_buffer`] for this server.
     pub fn max_send_buffer(mut self, bytes: usize) -> Self {
@@ -294,16 +312,10 @@ impl<P: Protocol> Server<P> {
         self
     }
 
-    /// Runs when a connection opens, before any of its messages.
-    pub fn on_connect<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(Connection<P>) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: HandlerOutput,
-    {
-        self.callbacks.on_connect = Some(Rc::new(move |c| boxed(f(c))));
-        self
-    }
+    connection_callback_setter!(
+        /// Runs when a connection opens, before any of its messages.
+        on_connect
+    );
 
     /// Runs for every decoded message, one at a time per connection.
     pub fn on_message<F, Fut>(mut self, f: F) -> Self
@@ -316,16 +328,10 @@ impl<P: Protocol> Server<P> {
         self
     }
 
-    /// Runs once when a connection is gone, however it ended.
-    pub fn on_close<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(Connection<P>) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: HandlerOutput,
-    {
-        self.callbacks.on_close = Some(Rc::new(move |c| boxed(f(c))));
-        self
-    }
+    connection_callback_setter!(
+        /// Runs once when a connection is gone, however it ended.
+        on_close
+    );
 
     /// Runs when a connection fails with an I/O error (reset, broken pipe, …), before `on_close`.
     pub fn on_error<F, Fut>(mut self, f: F) -> Self
@@ -338,28 +344,16 @@ impl<P: Protocol> Server<P> {
         self
     }
 
-    /// Runs when the connection's send buffer reaches the max send buffer: until it drains,
-    /// `send` returns [`SendError::BufferFull`](crate::SendError::BufferFull).
-    pub fn on_buffer_full<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(Connection<P>) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: HandlerOutput,
-    {
-        self.callbacks.on_buffer_full = Some(Rc::new(move |c| boxed(f(c))));
-        self
-    }
+    connection_callback_setter!(
+        /// Runs when the connection's send buffer reaches the max send buffer: until it drains,
+        /// `send` returns [`SendError::BufferFull`](crate::SendError::BufferFull).
+        on_buffer_full
+    );
 
-    /// Runs when a send buffer that was full has been written out completely.
-    pub fn on_buffer_drain<F, Fut>(mut self, f: F) -> Self
-    where
-        F: Fn(Connection<P>) -> Fut + 'static,
-        Fut: Future + 'static,
-        Fut::Output: HandlerOutput,
-    {
-        self.callbacks.on_buffer_drain = Some(Rc::new(move |c| boxed(f(c))));
-        self
-    }
+    connection_callback_setter!(
+        /// Runs when a send buffer that was full has been written out completely.
+        on_buffer_drain
+    );
 }
 
 /// A UDP listener: every datagram goes to `on_message` with a [`UdpPeer`] to answer it.
@@ -391,19 +385,7 @@ impl UdpServer {
         })
     }
 
-    worker_callback_setters!();
-
-    /// Number of worker processes (default: the number of CPUs).
-    pub fn workers(mut self, n: usize) -> Self {
-        self.listen.workers = Some(n);
-        self
-    }
-
-    /// See [`Server::reuse_port`].
-    pub fn reuse_port(mut self, on: bool) -> Self {
-        self.listen.reuse_port = on;
-        self
-    }
+    builder_setters!();
 
     /// Runs for every datagram; each runs as its own task, so a slow one blocks no other.
     pub fn on_message<F, Fut>(mut self, f: F) -> Self

@@ -123,25 +123,7 @@ impl HttpServer {
         self
     }
 
-    crate::server::worker_callback_setters!();
-
-    /// Number of worker processes (default: the number of CPUs).
-    pub fn workers(mut self, n: usize) -> Self {
-        self.listen.workers = Some(n);
-        self
-    }
-
-    /// See [`Server::reuse_port`](crate::Server::reuse_port).
-    pub fn reuse_port(mut self, on: bool) -> Self {
-        self.listen.reuse_port = on;
-        self
-    }
-
-    /// The listen backlog (default 1024).
-    pub fn backlog(mut self, n: u32) -> Self {
-        self.listen.backlog = n;
-        self
-    }
+    crate::server::builder_setters!();
 
     /// Largest request body (the max package size); over it: 413.
     pub fn max_body_size(mut self, bytes: usize) -> Self {

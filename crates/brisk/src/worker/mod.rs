@@ -367,7 +367,7 @@ pub(crate) fn run(app: App, service: usize, index: usize) -> ExitCode {
             };
             let msg = match msg {
                 Ok(Some(Packet::Broadcast { group, frame })) => {
-                    crate::ws::deliver_from_master(&group, &frame);
+                    crate::ws::deliver_local(&group, &frame);
                     continue;
                 }
                 Ok(Some(Packet::Msg(m))) => Ok(Some(m)),
@@ -376,7 +376,7 @@ pub(crate) fn run(app: App, service: usize, index: usize) -> ExitCode {
             };
             match msg {
                 Ok(Some(ToWorker::Broadcast { group, frame })) => {
-                    crate::ws::deliver_from_master(&group, &frame);
+                    crate::ws::deliver_local(&group, &frame);
                 }
                 Ok(Some(ToWorker::Status)) => {
                     let _ = write_msg(&mut tx, &ToMaster::Status(worker.snapshot())).await;

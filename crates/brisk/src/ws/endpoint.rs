@@ -404,19 +404,7 @@ impl WsServer {
         self
     }
 
-    crate::server::worker_callback_setters!();
-
-    /// Number of worker processes (default: the number of CPUs).
-    pub fn workers(mut self, n: usize) -> Self {
-        self.listen.workers = Some(n);
-        self
-    }
-
-    /// See [`Server::reuse_port`](crate::Server::reuse_port).
-    pub fn reuse_port(mut self, on: bool) -> Self {
-        self.listen.reuse_port = on;
-        self
-    }
+    crate::server::builder_setters!();
 
     /// Overrides [`Limits::max_send_buffer`] for this server.
     pub fn max_send_buffer(mut self, bytes: usize) -> Self {

@@ -17,12 +17,8 @@ mod group;
 
 pub use codec::Handshake;
 pub use endpoint::{WsConnection, WsEndpoint, WsServer};
+pub(crate) use group::deliver_local;
 pub use group::{broadcast, local_members};
-
-/// Delivers a frame relayed by the master to this worker's members of `group`.
-pub(crate) fn deliver_from_master(group: &str, frame: &[u8]) {
-    group::deliver_local(group, frame);
-}
 pub use tungstenite::Utf8Bytes;
 
 use bytes::Bytes;
