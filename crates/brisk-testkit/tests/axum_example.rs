@@ -1,0 +1,342 @@
+//! `examples/axum.rs` end to end: an unchanged axum `Router` behind `HttpServer::service`, run
+//! as a real master with two workers and spoken to over loopback sockets.
+//!
+//! The example binary is built by `cargo build --workspace --examples` (scripts/test) or
+//! `cargo build -p brisk --example axum`, next to this test's own target directory.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use brisk_testkit::*;
+
+/// The `axum` example binary: `<target>/<profile>/examples/axum`, beside `deps/` where this
+/// test runs from.
+fn axum_example() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().unwrap().parent().unwrap();
+    let path = profile.join("examples").join("axum");
+    assert!(
+        path.exists(),
+        "{} is missing: build it first with `cargo build -p brisk --example axum` \
+         (scripts/test runs `cargo build --workspace --examples`)",
+        path.display()
+    );
+    path
+}
+
+/// A parsed HTTP/1.1 response.
+#[derive(Debug)]
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text()))
+    }
+}
+
+/// Reads one response (head, then a Content-Length or chunked body) from a keep-alive
+/// connection.
+fn read_response(s: &mut TcpStream) -> Response {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(0) => panic!("connection closed inside a response head: {buf:?}"),
+            Ok(_) => buf.push(byte[0]),
+            Err(e) => panic!("read response head: {e} (so far {buf:?})"),
+        }
+    }
+    let head = String::from_utf8(buf).expect("response head is ASCII");
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap();
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let headers: Vec<(String, String)> = lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (n, v) = l.split_once(':').expect("header line");
+            (n.trim().to_string(), v.trim().to_string())
+        })
+        .collect();
+    let mut resp = Response {
+        status,
+        headers,
+        body: Vec::new(),
+    };
+    if let Some(len) = resp.header("content-length") {
+        let mut body = vec![0u8; len.parse().expect("numeric content-length")];
+        s.read_exact(&mut body).expect("read body");
+        resp.body = body;
+    } else if resp
+        .header("transfer-encoding")
+        .is_some_and(|te| te.eq_ignore_ascii_case("chunked"))
+    {
+        resp.body = read_chunked(s);
+    }
+    resp
+}
+
+fn read_chunked(s: &mut TcpStream) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        let size_line = read_crlf_line(s);
+        let size = usize::from_str_radix(size_line.split(';').next().unwrap().trim(), 16)
+            .unwrap_or_else(|_| panic!("bad chunk size {size_line:?}"));
+        let mut chunk = vec![0u8; size + 2];
+        s.read_exact(&mut chunk).expect("read chunk");
+        body.extend_from_slice(&chunk[..size]);
+        if size == 0 {
+            return body;
+        }
+    }
+}
+
+fn read_crlf_line(s: &mut TcpStream) -> String {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        s.read_exact(&mut byte).expect("read line");
+        line.push(byte[0]);
+    }
+    String::from_utf8_lossy(&line[..line.len() - 2]).into_owned()
+}
+
+/// Sends one request on `s` and reads its response.
+fn request(
+    s: &mut TcpStream,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Response {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n");
+    if let Some(ct) = content_type {
+        req.push_str(&format!("Content-Type: {ct}\r\n"));
+    }
+    if method != "GET" || !body.is_empty() {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    let mut wire = req.into_bytes();
+    wire.extend_from_slice(body);
+    s.write_all(&wire).unwrap();
+    read_response(s)
+}
+
+fn get(s: &mut TcpStream, path: &str) -> Response {
+    request(s, "GET", path, None, b"")
+}
+
+fn post_json(s: &mut TcpStream, path: &str, body: &[u8]) -> Response {
+    request(s, "POST", path, Some("application/json"), body)
+}
+
+/// Whether the server closed `s` (EOF or reset) within a few seconds.
+fn closed(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = [0u8; 1];
+    match s.read(&mut b) {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    }
+}
+
+const MAX_BODY: usize = 64 * 1024;
+
+fn start_example() -> (ServerProcess, u16) {
+    let port = free_port();
+    let listen = format!("http://127.0.0.1:{port}");
+    let max = MAX_BODY.to_string();
+    let server = ServerProcess::start(
+        axum_example(),
+        &["--listen", &listen, "--max-body-size", &max],
+        2,
+    )
+    .unwrap();
+    (server, port)
+}
+
+#[test]
+fn axum_router_serves_routes_extractors_and_rejections_on_brisk_workers() {
+    let (mut server, port) = start_example();
+    let workers = server.worker_pids().unwrap();
+    assert_eq!(workers.len(), 2, "two workers by default");
+
+    // Everything below runs over one keep-alive connection: each rejection leaves it usable.
+    let mut s = connect(port);
+
+    let r = get(&mut s, "/");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.text(), "Hello from axum on Brisk");
+
+    // Path extractor; the JSON names the worker process that answered.
+    let r = get(&mut s, "/users/42");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(
+        r.header("content-type")
+            .is_some_and(|ct| ct.starts_with("application/json")),
+        "{r:?}"
+    );
+    let user = r.json();
+    assert_eq!(user["id"], 42, "{user}");
+    let worker = user["worker"].as_i64().expect("worker pid") as i32;
+    assert!(
+        workers.contains(&worker),
+        "worker {worker} not in {workers:?}"
+    );
+    let r = get(&mut s, "/users/not-a-number");
+    assert_eq!(r.status, 400, "axum's Path rejection: {r:?}");
+
+    // Json extractor: a round trip, then a malformed body gets axum's own 4xx, and the same
+    // connection goes on serving.
+    let sent =
+        serde_json::json!({"name": "Ada", "tags": ["a", "b"], "n": 1.5, "nested": {"ok": true}});
+    let r = post_json(&mut s, "/echo", sent.to_string().as_bytes());
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json(), sent);
+    let r = post_json(&mut s, "/echo", b"{\"name\": ");
+    assert!(
+        r.status == 400 || r.status == 422,
+        "malformed JSON: {r:?} {}",
+        r.text()
+    );
+    assert!(
+        r.text().contains("JSON"),
+        "axum's rejection text: {:?}",
+        r.text()
+    );
+    let r = request(&mut s, "POST", "/echo", Some("text/plain"), b"{}");
+    assert_eq!(r.status, 415, "missing JSON content type: {r:?}");
+    let r = post_json(&mut s, "/echo", b"[1,2,3]");
+    assert_eq!(r.status, 200, "served after the rejections: {r:?}");
+    assert_eq!(r.json(), serde_json::json!([1, 2, 3]));
+
+    // Query extractor.
+    let r = get(&mut s, "/query?name=Ada%20Lovelace");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.text(), "Hello, Ada Lovelace!");
+    let r = get(&mut s, "/query");
+    assert_eq!(r.status, 400, "missing query field: {r:?}");
+
+    // Router fallbacks.
+    let r = get(&mut s, "/nope");
+    assert_eq!(r.status, 404, "{r:?}");
+    let r = get(&mut s, "/echo");
+    assert_eq!(r.status, 405, "{r:?}");
+
+    // A body just under the limit is fine.
+    let big = serde_json::Value::String("x".repeat(MAX_BODY - 100));
+    let r = post_json(&mut s, "/echo", big.to_string().as_bytes());
+    assert_eq!(r.status, 200, "{} bytes", big.to_string().len());
+    assert_eq!(r.json(), big);
+
+    // Over the limit by Content-Length: Brisk answers 413 before the router runs, and closes.
+    let mut over = connect(port);
+    over.write_all(
+        format!(
+            "POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n",
+            MAX_BODY + 1
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let r = read_response(&mut over);
+    assert_eq!(r.status, 413, "{r:?} {}", r.text());
+    assert_eq!(r.text(), "request body too large\n", "Brisk's own 413");
+    assert!(closed(&mut over), "the connection closes after a 413");
+
+    // Over the limit in a chunked body (no length up front): axum's Json extractor hits the
+    // limited body and answers 413 itself.
+    let mut chunked = connect(port);
+    let chunk = vec![b'1'; 16 * 1024];
+    let mut wire = b"POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+                     Transfer-Encoding: chunked\r\n\r\n"
+        .to_vec();
+    for _ in 0..(MAX_BODY / chunk.len() + 1) {
+        wire.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        wire.extend_from_slice(&chunk);
+        wire.extend_from_slice(b"\r\n");
+    }
+    wire.extend_from_slice(b"0\r\n\r\n");
+    // The server may stop reading once it has answered; its answer is what counts.
+    let _ = chunked.write_all(&wire);
+    let r = read_response(&mut chunked);
+    assert_eq!(r.status, 413, "{r:?} {}", r.text());
+    assert!(
+        r.text().contains("length limit exceeded"),
+        "axum's 413: {:?}",
+        r.text()
+    );
+
+    // The first connection and new ones are still served after all of that.
+    let r = get(&mut s, "/users/7");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["id"], 7);
+    let mut fresh = connect(port);
+    let r = get(&mut fresh, "/");
+    assert_eq!(r.text(), "Hello from axum on Brisk");
+
+    // Brisk counted the requests the router handled, and no worker died on the way.
+    assert!(server.total("total_request").unwrap() >= 15);
+    assert_eq!(server.worker_pids().unwrap(), workers);
+
+    // The control CLI stops the master and its workers.
+    let out = server.cli(&["stop"]);
+    assert!(
+        out.status.success(),
+        "stop: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(server.wait_exit(Duration::from_secs(10)).unwrap());
+    assert!(
+        TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "nothing listens after stop"
+    );
+}
+
+#[test]
+fn requests_spread_over_both_workers() {
+    let (server, port) = start_example();
+    let workers = server.worker_pids().unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    // SO_REUSEPORT hashes each new connection to one worker's socket.
+    for i in 0..200 {
+        let mut s = connect(port);
+        let r = get(&mut s, &format!("/users/{i}"));
+        assert_eq!(r.status, 200, "{r:?}");
+        let user = r.json();
+        assert_eq!(user["id"], i);
+        seen.insert(user["worker"].as_i64().unwrap() as i32);
+        if seen.len() == workers.len() {
+            break;
+        }
+    }
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        workers,
+        "every worker runs the router"
+    );
+}
