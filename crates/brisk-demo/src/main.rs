@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use brisk::http::HttpServer;
+use brisk::tls::TlsConfig;
 use brisk::ws::{WsEndpoint, WsServer};
 use brisk::{App, Server};
 
@@ -60,6 +61,18 @@ struct Args {
     /// Directory served under /static/ (default: the demo's own static folder).
     #[arg(long, global = true)]
     static_root: Option<PathBuf>,
+    /// PEM certificate chain: with --tls-key, also serve --https and --wss.
+    #[arg(long, global = true)]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, global = true)]
+    tls_key: Option<PathBuf>,
+    /// The HTTPS listener (HTTP/1.1 and HTTP/2), when a certificate is given.
+    #[arg(long, global = true)]
+    https: Option<String>,
+    /// The secure WebSocket echo listener, when a certificate is given.
+    #[arg(long, global = true)]
+    wss: Option<String>,
     /// Directory for the pid file, control socket and daemon log (default ./run).
     #[arg(long, global = true)]
     run_dir: Option<PathBuf>,
@@ -86,6 +99,10 @@ struct Config {
     http: Option<String>,
     websocket: Option<String>,
     static_root: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    https: Option<String>,
+    wss: Option<String>,
     run_dir: Option<PathBuf>,
     graceful_timeout: Option<u64>,
 }
@@ -145,33 +162,65 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("static"));
     let routes = routes::Routes::new(&static_root)?;
     let ticker = routes.clone();
-    let mut http = HttpServer::new(&http_addr)?
-        .http_limits(limits)
-        .on_worker_start(move |_| {
-            ticker.start_ticking();
-            async {}
-        })
-        .handler(move |req| {
+    let site = move |server: HttpServer| {
+        let routes = routes.clone();
+        server.http_limits(limits).handler(move |req| {
             let routes = routes.clone();
             async move { routes.route(req).await }
-        });
-    let echo = WsEndpoint::new()
-        .max_message_size(64 << 20)
-        .on_message(|ws, msg| async move { ws.send(msg) });
-    let mut websocket = WsServer::new(&ws_addr)?.endpoint(echo);
+        })
+    };
+    let mut http = site(HttpServer::new(&http_addr)?).on_worker_start(move |_| {
+        ticker.start_ticking();
+        async {}
+    });
+    let mut websocket =
+        WsServer::new(&ws_addr)?.endpoint(echo_endpoint(limits.header_read_timeout));
+    let tls = match (
+        args.tls_cert.clone().or(file.tls_cert),
+        args.tls_key.clone().or(file.tls_key),
+    ) {
+        (Some(cert), Some(key)) => Some(TlsConfig::from_pem_files(cert, key)?),
+        (None, None) => None,
+        _ => anyhow::bail!("--tls-cert and --tls-key go together"),
+    };
+    let mut secure = None;
+    if let Some(tls) = tls {
+        let https = args.https.clone().or(file.https);
+        let https = https.unwrap_or("https://127.0.0.1:8443".into());
+        let wss = args.wss.clone().or(file.wss);
+        let wss = wss.unwrap_or("wss://127.0.0.1:9443".into());
+        let https = site(HttpServer::new(&https)?).tls(tls.clone()).http2(true);
+        let wss = WsServer::new(&wss)?
+            .endpoint(echo_endpoint(limits.header_read_timeout))
+            .tls(tls);
+        secure = Some((https, wss));
+    }
     if let Some(n) = workers {
         text = text.workers(n);
         frame = frame.workers(n);
         http = http.workers(n);
         websocket = websocket.workers(n);
+        secure = secure.map(|(https, wss)| (https.workers(n), wss.workers(n)));
     }
-    Ok(App::new("brisk-demo")
+    let mut app = App::new("brisk-demo")
         .run_dir(run_dir)
         .graceful_timeout(Duration::from_secs(graceful))
         .server(text)
         .server(frame)
         .server(http)
-        .server(websocket))
+        .server(websocket);
+    if let Some((https, wss)) = secure {
+        app = app.server(https).server(wss);
+    }
+    Ok(app)
+}
+
+/// The WebSocket echo: every message goes back as it came.
+fn echo_endpoint(handshake_timeout: Duration) -> WsEndpoint {
+    WsEndpoint::new()
+        .max_message_size(64 << 20)
+        .handshake_timeout(handshake_timeout)
+        .on_message(|ws, msg| async move { ws.send(msg) })
 }
 
 fn main() -> ExitCode {

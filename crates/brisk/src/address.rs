@@ -10,7 +10,11 @@
 //! | `udp`   | UDP       | one datagram per message |
 //! | `unix`  | Unix stream socket at a path | raw bytes |
 //! | `http`  | TCP       | HTTP/1.1 |
+//! | `https` | TLS over TCP | HTTP/1.1, and HTTP/2 when enabled (ALPN) |
 //! | `websocket` (or `ws`) | TCP | WebSocket (RFC 6455) |
+//! | `wss`   | TLS over TCP | WebSocket |
+//!
+//! `https` and `wss` listeners need a certificate ([`TlsConfig`](crate::tls::TlsConfig)).
 //!
 //! ```
 //! use brisk::{Address, Scheme};
@@ -41,8 +45,12 @@ pub enum Scheme {
     Frame,
     /// HTTP/1.1 ([`HttpServer`](crate::http::HttpServer)).
     Http,
+    /// HTTP over TLS ([`HttpServer`](crate::http::HttpServer) with a certificate).
+    Https,
     /// WebSocket ([`WsServer`](crate::ws::WsServer)).
     Websocket,
+    /// WebSocket over TLS ([`WsServer`](crate::ws::WsServer) with a certificate).
+    Wss,
 }
 
 impl Scheme {
@@ -54,7 +62,9 @@ impl Scheme {
             "text" => Scheme::Text,
             "frame" => Scheme::Frame,
             "http" => Scheme::Http,
+            "https" => Scheme::Https,
             "websocket" | "ws" => Scheme::Websocket,
+            "wss" => Scheme::Wss,
             _ => return None,
         })
     }
@@ -68,7 +78,9 @@ impl Scheme {
             Scheme::Text => "text",
             Scheme::Frame => "frame",
             Scheme::Http => "http",
+            Scheme::Https => "https",
             Scheme::Websocket => "websocket",
+            Scheme::Wss => "wss",
         }
     }
 }

@@ -35,6 +35,7 @@ mod server;
 mod service;
 pub mod stats;
 pub mod timer;
+pub mod tls;
 mod worker;
 pub mod ws;
 

@@ -119,6 +119,20 @@ macro_rules! builder_setters {
 }
 pub(crate) use builder_setters;
 
+/// The `tls` setter of the TCP-based server builders.
+macro_rules! tls_setter {
+    ($required:literal) => {
+        #[doc = concat!("Serves TLS with this certificate; ", $required, ".")]
+        ///
+        /// Workers load the certificate when they start: `reload` picks up a renewed one.
+        pub fn tls(mut self, config: $crate::tls::TlsConfig) -> Self {
+            self.listen.tls = Some(config);
+            self
+        }
+    };
+}
+pub(crate) use tls_setter;
+
 /// A setter for a callback that takes the connection only.
 macro_rules! connection_callback_setter {
     ($(#[$doc:meta])* $name:ident) => {
@@ -183,6 +197,7 @@ pub(crate) struct ListenConfig {
     pub workers: Option<usize>,
     pub reuse_port: bool,
     pub backlog: u32,
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 impl ListenConfig {
@@ -192,7 +207,32 @@ impl ListenConfig {
             workers: None,
             reuse_port: true,
             backlog: 1024,
+            tls: None,
         }
+    }
+
+    /// TLS is configured exactly where the scheme needs it (or allows it: `tcp`, `text`,
+    /// `frame`).
+    pub(crate) fn check_tls(&self) -> Result<()> {
+        let scheme = self.address.scheme();
+        let problem: &str = match (scheme, self.tls.is_some()) {
+            (Scheme::Https | Scheme::Wss, false) => {
+                "needs a certificate: add .tls(brisk::tls::TlsConfig::from_pem_files(cert, key)?)"
+            }
+            (Scheme::Http, true) => "has a certificate: write https:// to serve TLS",
+            (Scheme::Websocket, true) => "has a certificate: write wss:// to serve TLS",
+            (Scheme::Udp | Scheme::Unix, true) => "cannot serve TLS (TCP listeners only)",
+            _ => return Ok(()),
+        };
+        Err(Error::Config(format!("{}: {problem}", self.address)))
+    }
+
+    /// The rustls configuration for this listener, offering `alpn`.
+    pub(crate) fn tls_config(
+        &self,
+        alpn: &[&[u8]],
+    ) -> Option<std::sync::Arc<rustls::ServerConfig>> {
+        self.tls.as_ref().map(|t| t.server_config(alpn))
     }
 
     /// Unix sockets cannot be shared with SO_REUSEPORT: the master always binds them.
@@ -256,8 +296,8 @@ impl Server<Builtin> {
         let address: Address = address.parse()?;
         let other = match address.scheme() {
             Scheme::Udp => Some("UdpServer"),
-            Scheme::Http => Some("brisk::http::HttpServer"),
-            Scheme::Websocket => Some("brisk::ws::WsServer"),
+            Scheme::Http | Scheme::Https => Some("brisk::http::HttpServer"),
+            Scheme::Websocket | Scheme::Wss => Some("brisk::ws::WsServer"),
             _ => None,
         };
         if let Some(other) = other {
@@ -293,6 +333,7 @@ impl<P: Protocol> Server<P> {
     }
 
     builder_setters!();
+    tls_setter!("optional, for `tcp://`, `text://` and `frame://` listeners");
 
     /// Overrides [`Limits::max_send_buffer`] for this server.
     pub fn max_send_buffer(mut self, bytes: usize) -> Self {

@@ -2,10 +2,12 @@
 
 use std::io;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::protocol::Protocol;
 use crate::server::{LimitOverrides, Limits, ListenConfig, Server, UdpServer, WorkerCallbacks};
+use crate::tls::TlsSocket;
 use crate::worker::connection::{self, ServerShared};
 use crate::worker::listener::Listener;
 use crate::worker::stream::{PeerAddr, Stream};
@@ -31,6 +33,7 @@ impl<P: Protocol> From<Server<P>> for Service {
             worker_callbacks,
             callbacks,
         } = server;
+        let tls = listen.tls_config(&[]);
         Service {
             listen,
             worker_callbacks,
@@ -48,7 +51,7 @@ impl<P: Protocol> From<Server<P>> for Service {
                 match listener {
                     Listener::Tcp(l) => {
                         let l = tokio::net::TcpListener::from_std(l)?;
-                        tokio::task::spawn_local(accept_tcp(shared, l));
+                        tokio::task::spawn_local(accept_tcp(shared, l, tls));
                     }
                     Listener::Unix(l) => {
                         let l = tokio::net::UnixListener::from_std(l)?;
@@ -70,7 +73,14 @@ impl From<crate::http::HttpServer> for Service {
             http,
             worker_callbacks,
             handler,
+            http2,
         } = server;
+        let alpn: &[&[u8]] = if http2 {
+            &[b"h2", b"http/1.1"]
+        } else {
+            &[b"http/1.1"]
+        };
+        let tls = listen.tls_config(alpn);
         let handler = handler.unwrap_or_else(|| {
             Rc::new(|_req| {
                 Box::pin(async {
@@ -86,7 +96,7 @@ impl From<crate::http::HttpServer> for Service {
             limits: overrides,
             start: Box::new(move |worker, listener, limits| {
                 let Listener::Tcp(l) = listener else {
-                    unreachable!("HttpServer only takes http:// addresses")
+                    unreachable!("HttpServer only takes http:// and https:// addresses")
                 };
                 let mut builder = hyper::server::conn::http1::Builder::new();
                 builder
@@ -102,6 +112,7 @@ impl From<crate::http::HttpServer> for Service {
                     limits,
                     http,
                     builder,
+                    tls: tls.map(|c| crate::http::TlsShared::new(c, &http)),
                 });
                 tokio::task::spawn_local(sweep_idle(worker, http.keep_alive_timeout));
                 let l = tokio::net::TcpListener::from_std(l)?;
@@ -136,16 +147,17 @@ impl From<crate::ws::WsServer> for Service {
             worker_callbacks,
             endpoint,
         } = server;
+        let tls = listen.tls_config(&[b"http/1.1"]);
         Service {
             listen,
             worker_callbacks,
             limits,
             start: Box::new(move |worker, listener, limits| {
                 let Listener::Tcp(l) = listener else {
-                    unreachable!("WsServer only takes websocket:// addresses")
+                    unreachable!("WsServer only takes websocket:// and wss:// addresses")
                 };
                 let l = tokio::net::TcpListener::from_std(l)?;
-                crate::ws::WsServer::start(endpoint, worker, l, limits);
+                crate::ws::WsServer::start(endpoint, worker, l, limits, tls);
                 Ok(())
             }),
         }
@@ -184,9 +196,12 @@ fn accept_backoff(e: &io::Error) -> bool {
     )
 }
 
+/// Accepts TCP connections for a connection-runtime server; with `tls`, each starts a TLS
+/// handshake that its first reads drive.
 pub(crate) async fn accept_tcp<P: Protocol>(
     shared: Rc<ServerShared<P>>,
     listener: tokio::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) {
     let mut stop = shared.worker.stop_signal();
     loop {
@@ -194,7 +209,17 @@ pub(crate) async fn accept_tcp<P: Protocol>(
             r = listener.accept() => match r {
                 Ok((stream, addr)) => {
                     let _ = stream.set_nodelay(true);
-                    tokio::task::spawn_local(connection::serve(shared.clone(), Stream::Tcp(stream), PeerAddr::Inet(addr)));
+                    let stream = match &tls {
+                        None => Stream::Tcp(stream),
+                        Some(config) => match TlsSocket::accept(stream, config.clone()) {
+                            Ok(s) => Stream::Tls(Box::new(s)),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "cannot start a TLS session");
+                                continue;
+                            }
+                        },
+                    };
+                    tokio::task::spawn_local(connection::serve(shared.clone(), stream, PeerAddr::Inet(addr)));
                 }
                 Err(e) => accept_failed(e).await,
             },

@@ -1,11 +1,14 @@
-//! One HTTP connection: hyper's HTTP/1.1 state machine on an [`HttpIo`], registered with the
-//! worker for stats, `connections`, idle timeout and graceful stop.
+//! One HTTP connection: hyper's HTTP/1.1 state machine on an [`HttpIo`] (through rustls for
+//! `https://`, with HTTP/2 when ALPN picks it), registered with the worker for stats,
+//! `connections`, idle timeout and graceful stop.
 
 use std::cell::Cell;
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -32,6 +35,40 @@ pub(crate) struct HttpShared {
     pub limits: Limits,
     pub http: HttpLimits,
     pub builder: hyper::server::conn::http1::Builder,
+    pub tls: Option<TlsShared>,
+}
+
+/// What an `https://` server adds: the TLS acceptor, and HTTP/2 settings for clients that
+/// pick `h2` through ALPN.
+pub(crate) struct TlsShared {
+    acceptor: tokio_rustls::TlsAcceptor,
+    h2: hyper::server::conn::http2::Builder<LocalExec>,
+}
+
+impl TlsShared {
+    pub(crate) fn new(config: Arc<rustls::ServerConfig>, http: &HttpLimits) -> Self {
+        let mut h2 = hyper::server::conn::http2::Builder::new(LocalExec);
+        h2.timer(hyper_util::rt::TokioTimer::new())
+            .max_header_list_size(http.max_header_bytes.try_into().unwrap_or(u32::MAX));
+        TlsShared {
+            acceptor: config.into(),
+            h2,
+        }
+    }
+}
+
+/// Runs HTTP/2 streams as tasks on the worker's own thread.
+#[derive(Clone, Copy)]
+pub(crate) struct LocalExec;
+
+impl<F> hyper::rt::Executor<F> for LocalExec
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    fn execute(&self, fut: F) {
+        tokio::task::spawn_local(fut);
+    }
 }
 
 /// The registry's view of an HTTP connection.
@@ -104,34 +141,75 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
             async move { Ok::<_, Infallible>(respond(&shared, &conn, req).await) }
         })
     };
-    let http = shared.builder.serve_connection(io, svc).with_upgrades();
+    let failed = match &shared.tls {
+        None => {
+            let http = shared.builder.serve_connection(io, svc).with_upgrades();
+            drive(&conn, http, |c| c.graceful_shutdown()).await
+        }
+        Some(tls) => {
+            let deadline = shared.http.header_read_timeout;
+            match tokio::time::timeout(deadline, tls.acceptor.accept(io)).await {
+                Ok(Ok(stream)) => {
+                    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    if h2 {
+                        let http = tls.h2.serve_connection(io, svc);
+                        drive(&conn, http, |c| c.graceful_shutdown()).await
+                    } else {
+                        let http = shared.builder.serve_connection(io, svc).with_upgrades();
+                        drive(&conn, http, |c| c.graceful_shutdown()).await
+                    }
+                }
+                Ok(Err(e)) => {
+                    Stats::add(&worker.stats.rejected, 1);
+                    tracing::debug!(conn = conn.id, remote = %conn.remote, error = %e, "TLS handshake failed");
+                    None
+                }
+                Err(_) => {
+                    Stats::add(&worker.stats.rejected, 1);
+                    tracing::debug!(conn = conn.id, remote = %conn.remote, "TLS handshake timed out");
+                    None
+                }
+            }
+        }
+    };
+    if let Some(e) = failed {
+        // A plaintext 408 only makes sense on a plaintext socket.
+        let raw = shared.tls.is_none().then_some(fd);
+        on_connection_error(&worker, &conn, raw, &e);
+    }
+    worker.unregister(conn.id);
+}
+
+/// Runs a connection future until it ends, starting hyper's graceful shutdown when the worker
+/// drains and dropping it when the connection is destroyed. Returns hyper's error, if any.
+async fn drive<C>(conn: &HttpConn, http: C, graceful: impl Fn(Pin<&mut C>)) -> Option<hyper::Error>
+where
+    C: Future<Output = hyper::Result<()>>,
+{
     let mut http = std::pin::pin!(http);
     let mut shutting_down = false;
     loop {
         if conn.draining.get() && !shutting_down {
             shutting_down = true;
-            http.as_mut().graceful_shutdown();
+            graceful(http.as_mut());
         }
         tokio::select! {
-            r = &mut http => {
-                if let Err(e) = r {
-                    on_connection_error(&worker, &conn, fd, &e);
-                }
-                break;
-            }
+            r = &mut http => return r.err(),
             _ = conn.signal.notified() => {
                 if conn.destroyed.get() {
-                    break;
+                    return None;
                 }
             }
         }
     }
-    worker.unregister(conn.id);
 }
 
-fn on_connection_error(worker: &WorkerCtx, conn: &HttpConn, fd: RawFd, e: &hyper::Error) {
+/// Counts and logs how a connection failed; answers a stalled request head with 408 when
+/// `fd` is a plaintext socket.
+fn on_connection_error(worker: &WorkerCtx, conn: &HttpConn, fd: Option<RawFd>, e: &hyper::Error) {
     if e.is_timeout() {
-        if conn.activity.partial.load(Relaxed) {
+        if let Some(fd) = fd.filter(|_| conn.activity.partial.load(Relaxed)) {
             // The client stalled in the middle of a request head: answer before closing.
             // SAFETY: `fd` belongs to the connection, which is still open here.
             unsafe {

@@ -2,6 +2,7 @@
 //! worker's stats, `connections` and idle timeout.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -70,20 +71,19 @@ impl HttpIo {
     }
 }
 
-impl hyper::rt::Read for HttpIo {
-    fn poll_read(
-        self: Pin<&mut Self>,
+impl HttpIo {
+    /// Receives into `dst` without initializing it first.
+    fn poll_recv(
+        &mut self,
         cx: &mut Context<'_>,
-        mut buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
+        dst: &mut [MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
         loop {
-            ready!(this.stream.poll_read_ready(cx))?;
-            let fd = this.stream.as_raw_fd();
-            // SAFETY: recv writes at most `len` bytes into the uninitialized tail of `buf`,
-            // and we advance it by exactly what recv reports.
-            let dst = unsafe { buf.as_mut() };
-            let r = this.stream.try_io(Interest::READABLE, || {
+            ready!(self.stream.poll_read_ready(cx))?;
+            let fd = self.stream.as_raw_fd();
+            // SAFETY: recv writes at most `dst.len()` bytes into `dst`, and callers only
+            // treat the `n` bytes it reports as initialized.
+            let r = self.stream.try_io(Interest::READABLE, || {
                 let n = unsafe { libc::recv(fd, dst.as_mut_ptr().cast(), dst.len(), 0) };
                 if n < 0 {
                     Err(io::Error::last_os_error())
@@ -93,30 +93,62 @@ impl hyper::rt::Read for HttpIo {
             });
             match r {
                 Ok(n) => {
-                    unsafe { buf.advance(n) };
                     if n > 0 {
-                        let a = &this.activity;
+                        let a = &self.activity;
                         a.bytes_in.fetch_add(n as u64, Relaxed);
-                        this.worker.bytes_in.fetch_add(n as u64, Relaxed);
-                        a.last_active.store(this.worker.uptime_secs(), Relaxed);
+                        self.worker.bytes_in.fetch_add(n as u64, Relaxed);
+                        a.last_active.store(self.worker.uptime_secs(), Relaxed);
                         a.partial.store(true, Relaxed);
                     }
-                    return Poll::Ready(Ok(()));
+                    return Poll::Ready(Ok(n));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
     }
-}
 
-impl HttpIo {
     fn count_out(&self, n: usize) {
         let a = &self.activity;
         a.bytes_out.fetch_add(n as u64, Relaxed);
         self.worker.bytes_out.fetch_add(n as u64, Relaxed);
         // A long response (a download, an event stream) keeps the connection active.
         a.last_active.store(self.worker.uptime_secs(), Relaxed);
+    }
+
+    fn poll_send(&self, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        loop {
+            ready!(self.stream.poll_write_ready(cx))?;
+            let r = match bufs {
+                [one] => self.stream.try_write(one),
+                _ => self.stream.try_write_vectored(bufs),
+            };
+            match r {
+                Ok(n) => {
+                    self.count_out(n);
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    fn shutdown(&self) {
+        let _ = socket2::SockRef::from(&self.stream).shutdown(std::net::Shutdown::Write);
+    }
+}
+
+impl hyper::rt::Read for HttpIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        // SAFETY: only the bytes recv reports are marked filled.
+        let n = ready!(self.get_mut().poll_recv(cx, unsafe { buf.as_mut() }))?;
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -126,17 +158,7 @@ impl hyper::rt::Write for HttpIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        loop {
-            ready!(self.stream.poll_write_ready(cx))?;
-            match self.stream.try_write(buf) {
-                Ok(n) => {
-                    self.count_out(n);
-                    return Poll::Ready(Ok(n));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
+        self.poll_send(cx, &[io::IoSlice::new(buf)])
     }
 
     fn poll_write_vectored(
@@ -144,17 +166,7 @@ impl hyper::rt::Write for HttpIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        loop {
-            ready!(self.stream.poll_write_ready(cx))?;
-            match self.stream.try_write_vectored(bufs) {
-                Ok(n) => {
-                    self.count_out(n);
-                    return Poll::Ready(Ok(n));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
+        self.poll_send(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -166,7 +178,53 @@ impl hyper::rt::Write for HttpIo {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let _ = socket2::SockRef::from(&self.stream).shutdown(std::net::Shutdown::Write);
+        self.shutdown();
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The same socket for `tokio-rustls`, which HTTPS runs on.
+impl tokio::io::AsyncRead for HttpIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        // SAFETY: only the bytes recv reports are marked initialized and filled.
+        let n = ready!(self.get_mut().poll_recv(cx, unsafe { buf.unfilled_mut() }))?;
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl tokio::io::AsyncWrite for HttpIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_send(cx, &[io::IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_send(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.shutdown();
         Poll::Ready(Ok(()))
     }
 }

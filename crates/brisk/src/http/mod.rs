@@ -16,5 +16,5 @@ pub use body::Body;
 pub use io::HttpIo;
 pub use server::{HttpLimits, HttpServer, RequestBody};
 
-pub(crate) use conn::{serve, HttpShared};
+pub(crate) use conn::{serve, HttpShared, TlsShared};
 pub(crate) use io::WorkerIo as WorkerIoCounters;

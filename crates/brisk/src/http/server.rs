@@ -67,15 +67,17 @@ pub struct HttpServer {
     pub(crate) http: HttpLimits,
     pub(crate) worker_callbacks: WorkerCallbacks,
     pub(crate) handler: Option<DynHandler>,
+    pub(crate) http2: bool,
 }
 
 impl HttpServer {
-    /// A server for an `http://host:port` address.
+    /// A server for an `http://host:port` or `https://host:port` address (`https` needs
+    /// [`tls`](Self::tls)).
     pub fn new(address: &str) -> Result<Self> {
         let address: Address = address.parse()?;
-        if address.scheme() != Scheme::Http {
+        if !matches!(address.scheme(), Scheme::Http | Scheme::Https) {
             return Err(Error::Config(format!(
-                "{address}: HttpServer needs an http:// address"
+                "{address}: HttpServer needs an http:// or https:// address"
             )));
         }
         Ok(HttpServer {
@@ -84,6 +86,7 @@ impl HttpServer {
             http: HttpLimits::default(),
             worker_callbacks: WorkerCallbacks::default(),
             handler: None,
+            http2: false,
         })
     }
 
@@ -124,6 +127,14 @@ impl HttpServer {
     }
 
     crate::server::builder_setters!();
+    crate::server::tls_setter!("required by `https://`");
+
+    /// Offers HTTP/2 to TLS clients through ALPN (default off: HTTP/1.1 only). Plain
+    /// `http://` listeners always speak HTTP/1.1.
+    pub fn http2(mut self, on: bool) -> Self {
+        self.http2 = on;
+        self
+    }
 
     /// Largest request body (the max package size); over it: 413.
     pub fn max_body_size(mut self, bytes: usize) -> Self {

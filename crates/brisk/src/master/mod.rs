@@ -69,6 +69,7 @@ pub(crate) fn run(app: App) -> Result<()> {
     let mut unix_paths = Vec::new();
     for svc in &app.services {
         let l = &svc.listen;
+        l.check_tls()?;
         let workers = l.workers.unwrap_or(cpus);
         if workers == 0 {
             return Err(Error::Config(format!(

@@ -88,6 +88,13 @@ pub trait Protocol: Clone + 'static {
     fn heartbeat(&self) -> Option<Self::Message> {
         None
     }
+
+    /// Whether the connection is still in the protocol's opening handshake (WebSocket:
+    /// before the upgrade request). Servers with a handshake timeout close connections that
+    /// stay here too long.
+    fn handshaking(&self) -> bool {
+        false
+    }
 }
 
 /// The protocol an address scheme names: [`Raw`], [`Text`] or [`Frame`], with [`Bytes`] messages.
@@ -107,9 +114,13 @@ impl Builtin {
         match scheme {
             Scheme::Text => Builtin::Text(Text::default()),
             Scheme::Frame => Builtin::Frame(Frame),
-            Scheme::Tcp | Scheme::Udp | Scheme::Unix | Scheme::Http | Scheme::Websocket => {
-                Builtin::Raw(Raw)
-            }
+            Scheme::Tcp
+            | Scheme::Udp
+            | Scheme::Unix
+            | Scheme::Http
+            | Scheme::Https
+            | Scheme::Websocket
+            | Scheme::Wss => Builtin::Raw(Raw),
         }
     }
 }

@@ -146,17 +146,7 @@ impl<P: Protocol> Connection<P> {
 
     /// The address the connection came in on.
     pub fn local_addr(&self) -> PeerAddr {
-        match &self.inner.stream {
-            Stream::Tcp(s) => s
-                .local_addr()
-                .map(PeerAddr::Inet)
-                .unwrap_or(PeerAddr::Unix(None)),
-            Stream::Unix(s) => PeerAddr::Unix(
-                s.local_addr()
-                    .ok()
-                    .and_then(|a| a.as_pathname().map(Into::into)),
-            ),
-        }
+        self.inner.stream.local_addr()
     }
 
     /// Bytes received so far.
@@ -310,6 +300,8 @@ impl<P: Protocol> Inner<P> {
                 Stats::add(&inner.server.worker.stats.buffer_full, 1);
             }
             inner.notify();
+        } else if inner.stream.has_pending_output() {
+            inner.notify();
         }
         true
     }
@@ -347,6 +339,9 @@ impl<P: Protocol> Inner<P> {
             }
         }
         *out = BytesMut::new();
+        if !self.stream.flush_pending()? {
+            return Ok(false);
+        }
         if self.has(flag::FULL) {
             self.clear(flag::FULL);
             self.set(flag::EVENT_DRAIN);
@@ -355,7 +350,7 @@ impl<P: Protocol> Inner<P> {
     }
 
     fn has_output(&self) -> bool {
-        !self.out.borrow().is_empty()
+        !self.out.borrow().is_empty() || self.stream.has_pending_output()
     }
 
     /// Wakes the connection task to look at its flags.
@@ -420,6 +415,13 @@ pub(crate) trait ConnView {
     fn has_heartbeat(&self) -> bool {
         false
     }
+    /// Seconds since the connection opened, while its protocol is still in its opening
+    /// handshake.
+    fn handshake_age(&self, _now: u32) -> Option<u32> {
+        None
+    }
+    /// Counts a connection closed for bad or missing input.
+    fn count_rejected(&self) {}
 }
 
 impl<P: Protocol> ConnView for Inner<P> {
@@ -458,6 +460,13 @@ impl<P: Protocol> ConnView for Inner<P> {
     }
     fn has_heartbeat(&self) -> bool {
         self.protocol.borrow().heartbeat().is_some()
+    }
+    fn handshake_age(&self, now: u32) -> Option<u32> {
+        let handshaking = self.protocol.borrow().handshaking();
+        handshaking.then(|| now.saturating_sub(self.opened))
+    }
+    fn count_rejected(&self) {
+        Stats::add(&self.server.worker.stats.rejected, 1);
     }
 }
 

@@ -1,10 +1,12 @@
-//! One type for the two kinds of stream sockets a connection can own, TCP and Unix.
+//! One type for the kinds of stream sockets a connection can own: TCP, TLS over TCP, Unix.
 
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use tokio::net::{TcpStream, UnixStream};
+
+use crate::tls::TlsSocket;
 
 /// A peer or local address of a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,9 +27,12 @@ impl std::fmt::Display for PeerAddr {
     }
 }
 
-/// A connected TCP or Unix stream, used through readiness and non-blocking reads and writes.
+/// A connected stream, used through readiness and non-blocking reads and writes (of
+/// plaintext, for TLS).
 pub(crate) enum Stream {
     Tcp(TcpStream),
+    /// Boxed: the TLS session is large, and plain connections should not pay for it.
+    Tls(Box<TlsSocket>),
     Unix(UnixStream),
 }
 
@@ -38,6 +43,7 @@ impl Stream {
     ) -> std::task::Poll<io::Result<()>> {
         match self {
             Stream::Tcp(s) => s.poll_read_ready(cx),
+            Stream::Tls(s) => s.poll_read_ready(cx),
             Stream::Unix(s) => s.poll_read_ready(cx),
         }
     }
@@ -48,6 +54,7 @@ impl Stream {
     ) -> std::task::Poll<io::Result<()>> {
         match self {
             Stream::Tcp(s) => s.poll_write_ready(cx),
+            Stream::Tls(s) => s.tcp().poll_write_ready(cx),
             Stream::Unix(s) => s.poll_write_ready(cx),
         }
     }
@@ -55,6 +62,7 @@ impl Stream {
     pub(crate) fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.try_read(buf),
+            Stream::Tls(s) => s.try_read(buf),
             Stream::Unix(s) => s.try_read(buf),
         }
     }
@@ -62,14 +70,71 @@ impl Stream {
     pub(crate) fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.try_write(buf),
+            Stream::Tls(s) => s.try_write(buf),
             Stream::Unix(s) => s.try_write(buf),
         }
     }
 
-    /// Sends FIN: the peer reads end-of-stream after the bytes already written.
+    /// Whether bytes already accepted by `try_write` still wait to reach the socket (TLS
+    /// records the kernel did not take).
+    pub(crate) fn has_pending_output(&self) -> bool {
+        match self {
+            Stream::Tls(s) => s.has_pending_output(),
+            _ => false,
+        }
+    }
+
+    /// Sends what [`has_pending_output`](Self::has_pending_output) reports. Returns whether
+    /// nothing is left.
+    pub(crate) fn flush_pending(&self) -> io::Result<bool> {
+        match self {
+            Stream::Tls(s) => s.flush(),
+            _ => Ok(true),
+        }
+    }
+
+    /// The peer's address (a Unix peer's path when it has one).
+    pub(crate) fn peer_addr(&self) -> PeerAddr {
+        let tcp = match self {
+            Stream::Tcp(s) => s,
+            Stream::Tls(s) => s.tcp(),
+            Stream::Unix(s) => {
+                let path = s
+                    .peer_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(Into::into));
+                return PeerAddr::Unix(path);
+            }
+        };
+        tcp.peer_addr()
+            .map(PeerAddr::Inet)
+            .unwrap_or(PeerAddr::Unix(None))
+    }
+
+    /// The local address (a Unix socket's path when it has one).
+    pub(crate) fn local_addr(&self) -> PeerAddr {
+        let tcp = match self {
+            Stream::Tcp(s) => s,
+            Stream::Tls(s) => s.tcp(),
+            Stream::Unix(s) => {
+                let path = s
+                    .local_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(Into::into));
+                return PeerAddr::Unix(path);
+            }
+        };
+        tcp.local_addr()
+            .map(PeerAddr::Inet)
+            .unwrap_or(PeerAddr::Unix(None))
+    }
+
+    /// Sends FIN (after close_notify, for TLS): the peer reads end-of-stream after the bytes
+    /// already written.
     pub(crate) fn shutdown_write(&self) {
         let sock = match self {
             Stream::Tcp(s) => socket2::SockRef::from(s),
+            Stream::Tls(s) => return s.shutdown_write(),
             Stream::Unix(s) => socket2::SockRef::from(s),
         };
         let _ = sock.shutdown(std::net::Shutdown::Write);

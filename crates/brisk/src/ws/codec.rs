@@ -461,6 +461,10 @@ impl Protocol for WsCodec {
     fn heartbeat(&self) -> Option<WsFrame> {
         (self.state == State::Open).then(|| WsFrame::Ping(Bytes::new()))
     }
+
+    fn handshaking(&self) -> bool {
+        self.state == State::Handshake
+    }
 }
 
 impl WsCodec {

@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -18,7 +19,8 @@ use crate::server::{
     boxed, BoxError, Callbacks, HandlerFuture, HandlerOutput, LimitOverrides, Limits, ListenConfig,
     WorkerCallbacks,
 };
-use crate::worker::connection::{serve_with, Connection, ServerShared};
+use crate::tls::TlsSocket;
+use crate::worker::connection::{serve_with, ConnView, Connection, ServerShared};
 use crate::worker::stream::{PeerAddr, Stream};
 use crate::worker::{self, WorkerCtx};
 use crate::SendError;
@@ -34,6 +36,7 @@ struct EndpointInner {
     max_message: usize,
     ping_interval: Duration,
     dead_peer_timeout: Duration,
+    handshake_timeout: Duration,
     /// Per worker, made on first use: what this endpoint's connections share.
     shared: RefCell<Option<Rc<ServerShared<WsCodec>>>>,
 }
@@ -53,7 +56,7 @@ impl Default for WsEndpoint {
 
 impl WsEndpoint {
     /// An endpoint with no callbacks, 16 MiB messages, a ping after 25 s of silence and a
-    /// close after 60 s.
+    /// close after 60 s, and 10 s to complete the opening handshake.
     pub fn new() -> Self {
         WsEndpoint {
             inner: Rc::new(EndpointInner {
@@ -63,6 +66,7 @@ impl WsEndpoint {
                 max_message: 16 << 20,
                 ping_interval: Duration::from_secs(25),
                 dead_peer_timeout: Duration::from_secs(60),
+                handshake_timeout: Duration::from_secs(10),
                 shared: RefCell::new(None),
             }),
         }
@@ -119,6 +123,12 @@ impl WsEndpoint {
         self.edit(|e| e.dead_peer_timeout = d)
     }
 
+    /// Close a connection of a `websocket://` or `wss://` listener that has not completed
+    /// the opening handshake (TLS included) this long after it connected (slowloris).
+    pub fn handshake_timeout(self, d: Duration) -> Self {
+        self.edit(|e| e.handshake_timeout = d)
+    }
+
     /// The per-worker state of this endpoint, made on first use.
     fn shared(&self, worker: &Rc<WorkerCtx>, limits: Limits) -> Rc<ServerShared<WsCodec>> {
         if let Some(s) = self.inner.shared.borrow().as_ref() {
@@ -138,6 +148,7 @@ impl WsEndpoint {
             worker.clone(),
             self.inner.ping_interval,
             self.inner.dead_peer_timeout,
+            self.inner.handshake_timeout,
         ));
         *self.inner.shared.borrow_mut() = Some(shared.clone());
         shared
@@ -317,29 +328,15 @@ impl WsEndpoint {
                     return;
                 }
             };
-            let Ok(parts) = upgraded.downcast::<HttpIo>() else {
+            let Some((stream, initial)) = take_upgraded(upgraded) else {
                 tracing::warn!("WebSocket upgrade on an unexpected connection type");
                 return;
             };
-            let hyper::upgrade::Parts { io, read_buf, .. } = parts;
-            // Copy the bytes hyper read past the handshake, and let go of hyper's buffer.
-            let initial = BytesMut::from(&read_buf[..]);
-            drop(read_buf);
-            let stream = io.into_stream();
-            let remote = stream
-                .peer_addr()
-                .map(PeerAddr::Inet)
-                .unwrap_or(PeerAddr::Unix(None));
+            let remote = stream.peer_addr();
             let shared = ep.shared(&worker, worker.default_limits());
             let codec = WsCodec::upgraded(ep.inner.max_message, handshake);
             // A task of its own: this upgrade task's state is not kept for the connection's life.
-            tokio::task::spawn_local(serve_with(
-                shared,
-                Stream::Tcp(stream),
-                remote,
-                initial,
-                Some(codec),
-            ));
+            tokio::task::spawn_local(serve_with(shared, stream, remote, initial, Some(codec)));
         });
         let mut r = Response::new(Body::empty());
         *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -354,14 +351,22 @@ impl WsEndpoint {
     }
 }
 
-/// Pings quiet WebSocket connections and closes dead ones.
-async fn heartbeat(worker: Rc<WorkerCtx>, ping: Duration, dead: Duration) {
+/// Pings quiet WebSocket connections, closes dead ones and those stuck in the opening
+/// handshake.
+async fn heartbeat(worker: Rc<WorkerCtx>, ping: Duration, dead: Duration, handshake: Duration) {
     let ping_s = ping.as_secs().max(1) as u32;
     let dead_s = dead.as_secs().max(1) as u32;
+    let handshake_s = handshake.as_secs().max(1) as u32;
     let mut tick = tokio::time::interval(Duration::from_secs(1).min(ping));
     loop {
         tick.tick().await;
         let now = worker.uptime_secs();
+        let stalled = |c: &dyn ConnView| c.handshake_age(now).is_some_and(|a| a >= handshake_s);
+        for c in worker.connections_where(stalled) {
+            tracing::debug!("closing a WebSocket connection that did not finish its handshake");
+            c.count_rejected();
+            c.destroy();
+        }
         for c in worker.connections_where(|c| c.idle_secs(now) >= ping_s && c.has_heartbeat()) {
             if c.idle_secs(now) >= dead_s {
                 tracing::debug!("closing a WebSocket connection that stopped answering pings");
@@ -373,7 +378,23 @@ async fn heartbeat(worker: Rc<WorkerCtx>, ping: Duration, dead: Duration) {
     }
 }
 
-/// A `websocket://` listener serving a [`WsEndpoint`].
+/// The socket under an upgraded HTTP connection (plain or TLS), and the bytes hyper read
+/// past the handshake, copied so that hyper's buffer goes.
+fn take_upgraded(upgraded: hyper::upgrade::Upgraded) -> Option<(Stream, BytesMut)> {
+    type Tls = hyper_util::rt::TokioIo<tokio_rustls::server::TlsStream<HttpIo>>;
+    let (stream, read_buf) = match upgraded.downcast::<HttpIo>() {
+        Ok(parts) => (Stream::Tcp(parts.io.into_stream()), parts.read_buf),
+        Err(upgraded) => {
+            let parts = upgraded.downcast::<Tls>().ok()?;
+            let (io, session) = parts.io.into_inner().into_inner();
+            let tls = TlsSocket::from_parts(io.into_stream(), session);
+            (Stream::Tls(Box::new(tls)), parts.read_buf)
+        }
+    };
+    Some((stream, BytesMut::from(&read_buf[..])))
+}
+
+/// A `websocket://` or `wss://` listener serving a [`WsEndpoint`].
 pub struct WsServer {
     pub(crate) listen: ListenConfig,
     pub(crate) limits: LimitOverrides,
@@ -382,12 +403,13 @@ pub struct WsServer {
 }
 
 impl WsServer {
-    /// A server for a `websocket://host:port` address.
+    /// A server for a `websocket://host:port` or `wss://host:port` address (`wss` needs
+    /// [`tls`](Self::tls)).
     pub fn new(address: &str) -> Result<Self> {
         let address: Address = address.parse()?;
-        if address.scheme() != Scheme::Websocket {
+        if !matches!(address.scheme(), Scheme::Websocket | Scheme::Wss) {
             return Err(Error::Config(format!(
-                "{address}: WsServer needs a websocket:// address"
+                "{address}: WsServer needs a websocket:// or wss:// address"
             )));
         }
         Ok(WsServer {
@@ -405,6 +427,7 @@ impl WsServer {
     }
 
     crate::server::builder_setters!();
+    crate::server::tls_setter!("required by `wss://`");
 
     /// Overrides [`Limits::max_send_buffer`] for this server.
     pub fn max_send_buffer(mut self, bytes: usize) -> Self {
@@ -417,9 +440,10 @@ impl WsServer {
         worker: Rc<WorkerCtx>,
         listener: tokio::net::TcpListener,
         limits: Limits,
+        tls: Option<Arc<rustls::ServerConfig>>,
     ) {
         let shared = endpoint.shared(&worker, limits);
-        tokio::task::spawn_local(crate::service::accept_tcp(shared, listener));
+        tokio::task::spawn_local(crate::service::accept_tcp(shared, listener, tls));
     }
 }
 

@@ -1,0 +1,327 @@
+//! TLS end to end, with a self-signed certificate made at test time: HTTPS over HTTP/1.1
+//! and HTTP/2 (ALPN), `wss://` listeners, WebSocket upgrades on an HTTPS route, and clients
+//! that speak no TLS, stall in the handshake or distrust the certificate.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use brisk_testkit::*;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use tungstenite::Message;
+
+const DEMO: &str = env!("CARGO_BIN_EXE_brisk-demo");
+
+type TlsStream = StreamOwned<ClientConnection, TcpStream>;
+
+struct Demo {
+    server: ServerProcess,
+    https: u16,
+    wss: u16,
+    websocket: u16,
+    cert: CertificateDer<'static>,
+}
+
+/// Writes a fresh self-signed certificate for `localhost` and 127.0.0.1 into `dir`.
+fn self_signed(dir: &Path) -> (CertificateDer<'static>, String, String) {
+    let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    let ck = rcgen::generate_simple_self_signed(names).unwrap();
+    let cert = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    (ck.cert.der().clone(), path(&cert), path(&key))
+}
+
+fn demo() -> Demo {
+    let dir = temp_dir("tls");
+    let (cert, cert_path, key_path) = self_signed(&dir);
+    let (https, wss, websocket) = (free_port(), free_port(), free_port());
+    let args = [
+        format!("--https=https://127.0.0.1:{https}"),
+        format!("--wss=wss://127.0.0.1:{wss}"),
+        format!("--tls-cert={cert_path}"),
+        format!("--tls-key={key_path}"),
+        format!("--http=http://127.0.0.1:{}", free_port()),
+        format!("--websocket=websocket://127.0.0.1:{websocket}"),
+        format!("--text=text://127.0.0.1:{}", free_port()),
+        format!("--frame=frame://127.0.0.1:{}", free_port()),
+        "--header-read-timeout-ms=500".to_string(),
+        "--workers=1".to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = ServerProcess::start(DEMO, &args, 6).unwrap();
+    Demo {
+        server,
+        https,
+        wss,
+        websocket,
+        cert,
+    }
+}
+
+fn client_config(trusted: Option<&CertificateDer<'static>>, alpn: &[&[u8]]) -> Arc<ClientConfig> {
+    let mut roots = RootCertStore::empty();
+    if let Some(cert) = trusted {
+        roots.add(cert.clone()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+/// A TLS client connection to `port`, handshake done, trusting the demo's certificate.
+fn tls_connect(d: &Demo, port: u16, alpn: &[&[u8]]) -> TlsStream {
+    let config = client_config(Some(&d.cert), alpn);
+    let name = ServerName::try_from("localhost").unwrap();
+    let session = ClientConnection::new(config, name).unwrap();
+    let mut stream = StreamOwned::new(session, connect(port));
+    while stream.conn.is_handshaking() {
+        stream
+            .conn
+            .complete_io(&mut stream.sock)
+            .expect("TLS handshake");
+    }
+    stream
+}
+
+/// Reads one HTTP/1.1 response with a Content-Length body: (head, body).
+fn read_response(s: &mut impl Read) -> (String, Vec<u8>) {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).expect("response head");
+        head.push(b[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    let len = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse::<usize>().unwrap())
+        })
+        .expect("content-length");
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).unwrap();
+    (head, body)
+}
+
+#[test]
+fn https_serves_http1_with_keep_alive() {
+    let d = demo();
+    for alpn in [&[][..], &[&b"http/1.1"[..]][..]] {
+        let mut s = tls_connect(&d, d.https, alpn);
+        let picked = s.conn.alpn_protocol().map(<[u8]>::to_vec);
+        assert_eq!(picked, (!alpn.is_empty()).then(|| b"http/1.1".to_vec()));
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /json HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let (head, body) = read_response(&mut s);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(body, b"Hello World");
+        let (head, body) = read_response(&mut s);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(body, br#"{"message":"Hello, World!"}"#);
+    }
+    // A 1 MiB body both ways: many TLS records, partial socket writes.
+    let mut s = tls_connect(&d, d.https, &[]);
+    let payload = vec![b'z'; 1 << 20];
+    let head = format!(
+        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        payload.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(&payload).unwrap();
+    let (head, body) = read_response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(body == payload, "echoed {} bytes", body.len());
+}
+
+#[test]
+fn https_speaks_http2_when_alpn_picks_it() {
+    let d = demo();
+    let config = client_config(Some(&d.cert), &[b"h2", b"http/1.1"]);
+    let port = d.https;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let name = ServerName::try_from("localhost").unwrap();
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        let io = hyper_util::rt::TokioIo::new(tls);
+        let exec = hyper_util::rt::TokioExecutor::new();
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(exec, io)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        // Several streams at once on one connection.
+        let paths = ["/", "/json", "/static/index.html", "/missing"];
+        let requests = paths.map(|path| {
+            let req = http::Request::get(format!("https://localhost{path}"))
+                .body(http_body_util::Empty::<bytes::Bytes>::new())
+                .unwrap();
+            sender.send_request(req)
+        });
+        let mut answers = Vec::new();
+        for r in requests {
+            let resp = r.await.unwrap();
+            assert_eq!(resp.version(), http::Version::HTTP_2);
+            let status = resp.status().as_u16();
+            let body = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .unwrap();
+            answers.push((status, body.to_bytes()));
+        }
+        assert_eq!(answers[0], (200, bytes::Bytes::from_static(b"Hello World")));
+        assert_eq!(answers[1].1, &br#"{"message":"Hello, World!"}"#[..]);
+        assert_eq!(answers[2].0, 200);
+        assert!(!answers[2].1.is_empty());
+        assert_eq!(answers[3].0, 404);
+    });
+    assert!(d.server.total("total_request").unwrap() >= 4);
+}
+
+fn wss_client(d: &Demo, port: u16, path: &str) -> tungstenite::WebSocket<TlsStream> {
+    let stream = tls_connect(d, port, &[b"http/1.1"]);
+    let (ws, resp) = tungstenite::client(format!("wss://localhost:{port}{path}"), stream)
+        .expect("WebSocket handshake over TLS");
+    assert_eq!(resp.status(), 101);
+    ws
+}
+
+fn echo_round_trips(ws: &mut tungstenite::WebSocket<TlsStream>) {
+    ws.send(Message::text("hello over TLS")).unwrap();
+    assert_eq!(ws.read().unwrap(), Message::text("hello over TLS"));
+    // Many messages back to back: several arrive in one read, decrypted together.
+    for i in 0..200 {
+        ws.write(Message::text(format!("m{i}"))).unwrap();
+    }
+    ws.flush().unwrap();
+    for i in 0..200 {
+        assert_eq!(ws.read().unwrap(), Message::text(format!("m{i}")));
+    }
+    // 4 MiB: hundreds of records each way; the server's writes outrun the socket.
+    let big: Vec<u8> = (0..4 << 20).map(|i| (i % 251) as u8).collect();
+    ws.send(Message::binary(big.clone())).unwrap();
+    match ws.read().unwrap() {
+        Message::Binary(b) => assert!(b[..] == big[..], "echoed {} bytes", b.len()),
+        other => panic!("expected binary, got {other:?}"),
+    }
+    ws.close(None).unwrap();
+    loop {
+        match ws.read() {
+            Ok(Message::Close(_)) | Err(tungstenite::Error::ConnectionClosed) => break,
+            Ok(_) => {}
+            Err(e) => panic!("closing: {e}"),
+        }
+    }
+}
+
+#[test]
+fn wss_listener_echoes() {
+    let d = demo();
+    let mut ws = wss_client(&d, d.wss, "/");
+    echo_round_trips(&mut ws);
+}
+
+#[test]
+fn websocket_upgrade_on_an_https_route() {
+    let d = demo();
+    let mut ws = wss_client(&d, d.https, "/ws");
+    echo_round_trips(&mut ws);
+}
+
+/// Waits until the server ends the connection (EOF or reset); panics after `limit`.
+fn assert_closed(s: &mut TcpStream, limit: Duration) -> Vec<u8> {
+    s.set_read_timeout(Some(limit)).unwrap();
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let r = s.read(&mut buf);
+        assert!(
+            start.elapsed() < limit,
+            "connection still open after {limit:?}"
+        );
+        match r {
+            Ok(0) | Err(_) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[test]
+fn clients_without_tls_are_refused_and_others_keep_being_served() {
+    let d = demo();
+    let mut ws = wss_client(&d, d.wss, "/");
+    let rejected = d.server.total("rejected").unwrap();
+    // Plain HTTP on the HTTPS port and on the wss port: a TLS alert, then close.
+    for port in [d.https, d.wss] {
+        let mut s = connect(port);
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let answer = assert_closed(&mut s, Duration::from_secs(5));
+        assert!(
+            answer.is_empty() || answer[0] == 0x15,
+            "expected nothing or a TLS alert, got {answer:?}"
+        );
+    }
+    // A client that does not trust the certificate gives up; the server is unharmed.
+    let config = client_config(None, &[]);
+    let session =
+        ClientConnection::new(config, ServerName::try_from("localhost").unwrap()).unwrap();
+    let mut s = StreamOwned::new(session, connect(d.https));
+    assert!(s
+        .write_all(b"GET / HTTP/1.1\r\n\r\n")
+        .and_then(|_| s.flush())
+        .is_err());
+    // The established connection and new ones still work.
+    ws.send(Message::text("still here")).unwrap();
+    assert_eq!(ws.read().unwrap(), Message::text("still here"));
+    let mut s = tls_connect(&d, d.https, &[]);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut s).1, b"Hello World");
+    let after = d.server.total("rejected").unwrap();
+    assert!(after >= rejected + 2, "rejected {rejected} -> {after}");
+}
+
+#[test]
+fn a_stalled_handshake_is_closed() {
+    let d = demo();
+    let rejected = d.server.total("rejected").unwrap();
+    // Half a ClientHello, then nothing: closed after the demo's handshake timeouts (500 ms
+    // for HTTPS; WebSocket listeners count whole seconds, so 1 s).
+    let mut stalled = Vec::new();
+    for port in [d.https, d.wss] {
+        let mut s = connect(port);
+        s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01]).unwrap();
+        stalled.push(s);
+    }
+    // Half an upgrade request on the plain WebSocket listener.
+    let mut s = connect(d.websocket);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+    stalled.push(s);
+    for s in &mut stalled {
+        assert_closed(s, Duration::from_secs(5));
+    }
+    assert!(d.server.total("rejected").unwrap() >= rejected + 3);
+    let mut s = tls_connect(&d, d.https, &[]);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut s).1, b"Hello World");
+}

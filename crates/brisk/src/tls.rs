@@ -1,0 +1,334 @@
+//! TLS for listeners, through rustls: [`TlsConfig`] loads a certificate chain and its key
+//! from PEM files; `https://` and `wss://` listeners need one, and `tcp://`, `text://` and
+//! `frame://` listeners take one to speak TLS (Workerman's `ssl` transport).
+//!
+//! Workers load the files when they start, so `reload` picks up a renewed certificate
+//! without dropping the listening sockets.
+//!
+//! Connections on the connection runtime (WebSocket, Text, Frame, raw TCP) drive a
+//! `rustls::ServerConnection` straight over the non-blocking socket ([`TlsSocket`]), with the
+//! same readiness model as plain sockets; HTTP connections run hyper over `tokio-rustls`.
+
+use std::cell::RefCell;
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::ServerConnection;
+use tokio::net::TcpStream;
+
+use crate::error::{Error, Result};
+
+/// A server certificate chain and private key, ready for TLS listeners.
+///
+/// ```no_run
+/// use brisk::http::HttpServer;
+/// use brisk::tls::TlsConfig;
+///
+/// # fn main() -> brisk::Result<()> {
+/// let tls = TlsConfig::from_pem_files("cert.pem", "key.pem")?;
+/// let site = HttpServer::new("https://0.0.0.0:8443")?.tls(tls).http2(true);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct TlsConfig {
+    config: Arc<rustls::ServerConfig>,
+}
+
+impl std::fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsConfig").finish_non_exhaustive()
+    }
+}
+
+impl TlsConfig {
+    /// Loads the certificate chain (leaf first) and the private key (PKCS#8, PKCS#1 or SEC1)
+    /// from PEM files. Fails with a message naming the file and what is wrong with it.
+    pub fn from_pem_files(cert: impl AsRef<Path>, key: impl AsRef<Path>) -> Result<Self> {
+        let (cert, key) = (cert.as_ref(), key.as_ref());
+        let read = |path: &Path, what: &str| {
+            std::fs::read(path)
+                .map_err(|e| Error::io(format!("cannot read TLS {what} {}", path.display()), e))
+        };
+        let cert_pem = read(cert, "certificate")?;
+        let key_pem = read(key, "key")?;
+        Self::build(&cert_pem, &key_pem, &cert.display(), &key.display())
+    }
+
+    /// Like [`from_pem_files`](Self::from_pem_files), from PEM text in memory.
+    ///
+    /// ```
+    /// let err = brisk::tls::TlsConfig::from_pem(b"not pem", b"").unwrap_err();
+    /// assert!(err.to_string().contains("no certificate"), "{err}");
+    /// ```
+    pub fn from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<Self> {
+        Self::build(cert_pem, key_pem, &"the certificate PEM", &"the key PEM")
+    }
+
+    /// Uses a rustls configuration as it is (client authentication, session tickets, your own
+    /// crypto provider). Brisk only sets its ALPN protocols per listener.
+    pub fn from_rustls(config: Arc<rustls::ServerConfig>) -> Self {
+        TlsConfig { config }
+    }
+
+    fn build(
+        cert_pem: &[u8],
+        key_pem: &[u8],
+        cert_name: &dyn std::fmt::Display,
+        key_name: &dyn std::fmt::Display,
+    ) -> Result<Self> {
+        let certs = CertificateDer::pem_slice_iter(cert_pem)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::Config(format!("bad certificate in {cert_name}: {e}")))?;
+        if certs.is_empty() {
+            return Err(Error::Config(format!(
+                "no certificate in {cert_name} (expected a PEM \"BEGIN CERTIFICATE\" block)"
+            )));
+        }
+        let key = PrivateKeyDer::from_pem_slice(key_pem)
+            .map_err(|e| Error::Config(format!("no usable private key in {key_name}: {e}")))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Error::Config(format!("TLS: {e}")))?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| {
+                Error::Config(format!(
+                    "certificate {cert_name} and key {key_name} cannot be used together: {e}"
+                ))
+            })?;
+        Ok(TlsConfig {
+            config: Arc::new(config),
+        })
+    }
+
+    /// The rustls configuration for one listener, offering `alpn` (most preferred first).
+    pub(crate) fn server_config(&self, alpn: &[&[u8]]) -> Arc<rustls::ServerConfig> {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Arc::new(config)
+    }
+}
+
+/// A TLS server connection over a non-blocking TCP socket, read and written the way the
+/// connection runtime uses plain sockets: readiness, then `try_read`/`try_write` of plaintext.
+///
+/// A read returns would-block only after the socket did, so tokio's readiness stays right;
+/// records the socket would not take are kept by rustls and reported by
+/// [`has_pending_output`](Self::has_pending_output) until [`flush`](Self::flush) sends them.
+pub(crate) struct TlsSocket {
+    tcp: TcpStream,
+    session: RefCell<ServerConnection>,
+}
+
+/// The socket as `io::Read`/`io::Write` for rustls, without blocking.
+struct NonBlocking<'a>(&'a TcpStream);
+
+impl Read for NonBlocking<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+impl Write for NonBlocking<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.try_write(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.0.try_write_vectored(bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn tls_error(e: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}"))
+}
+
+impl TlsSocket {
+    /// Starts the server side of a handshake on a freshly accepted socket.
+    pub(crate) fn accept(tcp: TcpStream, config: Arc<rustls::ServerConfig>) -> io::Result<Self> {
+        let session = ServerConnection::new(config).map_err(tls_error)?;
+        Ok(Self::from_parts(tcp, session))
+    }
+
+    /// Continues a session that another layer started (an HTTP upgrade over TLS).
+    pub(crate) fn from_parts(tcp: TcpStream, session: ServerConnection) -> Self {
+        TlsSocket {
+            tcp,
+            session: RefCell::new(session),
+        }
+    }
+
+    pub(crate) fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+
+    /// Ready at once when rustls holds decrypted bytes the socket will not signal again.
+    pub(crate) fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let buffered = match self.session.borrow_mut().process_new_packets() {
+            Ok(state) => state.plaintext_bytes_to_read() > 0 || state.peer_has_closed(),
+            // The next read reports the error.
+            Err(_) => true,
+        };
+        if buffered {
+            return Poll::Ready(Ok(()));
+        }
+        self.tcp.poll_read_ready(cx)
+    }
+
+    /// Reads decrypted bytes: `Ok(0)` at the end of the stream (with or without the peer's
+    /// close_notify), would-block when the socket has nothing more.
+    pub(crate) fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut session = self.session.borrow_mut();
+        let mut eof = false;
+        loop {
+            match session.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && eof => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            match session.read_tls(&mut NonBlocking(&self.tcp)) {
+                Ok(0) => eof = true,
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+            if let Err(e) = session.process_new_packets() {
+                // Tell the peer why (the alert rustls queued), then fail the connection.
+                let _ = Self::write_pending(&mut session, &self.tcp);
+                return Err(tls_error(e));
+            }
+            // Handshake replies; what the socket does not take now waits for `flush`.
+            Self::write_pending(&mut session, &self.tcp)?;
+        }
+    }
+
+    /// Encrypts what rustls' send buffer takes of `buf` and sends what the socket takes.
+    /// Would-block only when rustls' buffer is full.
+    pub(crate) fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        let mut session = self.session.borrow_mut();
+        Self::write_pending(&mut session, &self.tcp)?;
+        let n = session.writer().write(buf)?;
+        if n == 0 && !buf.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Self::write_pending(&mut session, &self.tcp)?;
+        Ok(n)
+    }
+
+    /// Whether encrypted records wait for the socket.
+    pub(crate) fn has_pending_output(&self) -> bool {
+        self.session.borrow().wants_write()
+    }
+
+    /// Sends waiting records. Returns whether none are left.
+    pub(crate) fn flush(&self) -> io::Result<bool> {
+        Self::write_pending(&mut self.session.borrow_mut(), &self.tcp)
+    }
+
+    /// Sends close_notify, then FIN.
+    pub(crate) fn shutdown_write(&self) {
+        let mut session = self.session.borrow_mut();
+        session.send_close_notify();
+        let _ = Self::write_pending(&mut session, &self.tcp);
+        let _ = socket2::SockRef::from(&self.tcp).shutdown(std::net::Shutdown::Write);
+    }
+
+    fn write_pending(session: &mut ServerConnection, tcp: &TcpStream) -> io::Result<bool> {
+        while session.wants_write() {
+            match session.write_tls(&mut NonBlocking(tcp)) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (String, String) {
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        (ck.cert.pem(), ck.key_pair.serialize_pem())
+    }
+
+    #[test]
+    fn loads_a_certificate_and_its_key() {
+        let (cert, key) = pair();
+        let tls = TlsConfig::from_pem(cert.as_bytes(), key.as_bytes()).unwrap();
+        let h2 = tls.server_config(&[b"h2", b"http/1.1"]);
+        assert_eq!(
+            h2.alpn_protocols,
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
+        assert!(tls.server_config(&[]).alpn_protocols.is_empty());
+    }
+
+    #[test]
+    fn bad_files_get_messages_that_name_them() {
+        let (cert, key) = pair();
+        let dir = std::env::temp_dir().join(format!("brisk-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cert_path = dir.join("cert.pem");
+        std::fs::write(&cert_path, &cert).unwrap();
+        let missing = dir.join("missing.pem");
+        let err = TlsConfig::from_pem_files(&cert_path, &missing)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cannot read TLS key") && err.contains("missing.pem"),
+            "{err}"
+        );
+
+        let err = TlsConfig::from_pem(key.as_bytes(), key.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no certificate"), "{err}");
+        let err = TlsConfig::from_pem(cert.as_bytes(), cert.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no usable private key"), "{err}");
+        // A key that belongs to another certificate.
+        let (_, other_key) = pair();
+        let err = TlsConfig::from_pem(cert.as_bytes(), other_key.as_bytes());
+        let err = err.unwrap_err().to_string();
+        assert!(err.contains("cannot be used together"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tls_goes_with_the_schemes_that_take_it() {
+        let (cert, key) = pair();
+        let tls = TlsConfig::from_pem(cert.as_bytes(), key.as_bytes()).unwrap();
+        let https = crate::http::HttpServer::new("https://127.0.0.1:1").unwrap();
+        let err = https.listen.check_tls().unwrap_err().to_string();
+        assert!(err.contains("needs a certificate"), "{err}");
+        assert!(https.tls(tls.clone()).listen.check_tls().is_ok());
+        let http = crate::http::HttpServer::new("http://127.0.0.1:1").unwrap();
+        let err = http
+            .tls(tls.clone())
+            .listen
+            .check_tls()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("write https://"), "{err}");
+        let wss = crate::ws::WsServer::new("wss://127.0.0.1:1").unwrap();
+        assert!(wss.listen.check_tls().is_err());
+        let text = crate::Server::new("text://127.0.0.1:1").unwrap();
+        assert!(text.tls(tls.clone()).listen.check_tls().is_ok());
+        let unix = crate::Server::new("unix:///tmp/brisk-tls-test.sock").unwrap();
+        let err = unix.tls(tls).listen.check_tls().unwrap_err().to_string();
+        assert!(err.contains("TCP listeners only"), "{err}");
+    }
+}
