@@ -22,7 +22,9 @@
 //! * **Hidden files**: any segment starting with `.` (`.git`, `.env`,
 //!   `.htpasswd`, and therefore `.` and `..` too) is `404`.
 //! * **Symlinks**: followed, but a file whose canonical path lies outside the
-//!   root is `404` unless [`StaticFiles::allow_symlinks_outside_root`] is set.
+//!   root is `404` unless [`StaticFiles::allow_symlinks_outside_root`] is set
+//!   (for a cached path, checked again every
+//!   [`StaticFiles::revalidate_after`]; see *Freshness*).
 //! * **Directories**: a request for a directory whose path ends with `/` serves
 //!   the `index.html` inside it if there is one; a directory without the
 //!   trailing slash (and with an `index.html`) is redirected (`301`) to the
@@ -48,16 +50,26 @@
 //!   the current `Last-Modified` date; otherwise the full file is sent.
 //! * **Memory**: files up to [`StaticFiles::cache_max_file_size`] are kept in
 //!   an in-memory cache (bounded in total by
-//!   [`StaticFiles::cache_max_total_size`], oldest entries evicted first). Every
-//!   request re-checks the file's size, modification time and inode with one
-//!   `stat`, so a changed file is reloaded. Ranges of cached files are slices
-//!   of the cached buffer (no copy). Larger files are streamed in chunks of
-//!   [`StaticFiles::chunk_size`] read on the blocking pool, one chunk at a time;
-//!   dropping the response body (the client went away) stops the reads and
-//!   closes the file.
+//!   [`StaticFiles::cache_max_total_size`], oldest entries evicted first).
+//!   Ranges of cached files are slices of the cached buffer (no copy). Larger
+//!   files are streamed in chunks of [`StaticFiles::chunk_size`] read on the
+//!   blocking pool, one chunk at a time; dropping the response body (the
+//!   client went away) stops the reads and closes the file.
+//! * **Freshness**: the cache is keyed by the request's (decoded, normalized)
+//!   path and remembers when that path was last checked against the disk.
+//!   For [`StaticFiles::revalidate_after`] (default 1 s) after a check,
+//!   requests for it are answered from memory without any system call; the
+//!   first request after that resolves the path again (symlinks, the
+//!   root check) and `stat`s the file, and reloads it when its size,
+//!   modification time or inode changed. So a file that is edited, deleted,
+//!   or replaced by a symlink pointing outside the root is noticed at most
+//!   that long after the change; until then the previous version is served.
+//!   `Duration::ZERO` checks on every request.
 //!
-//! File system calls run on tokio's blocking thread pool (`spawn_blocking`), so
-//! a slow disk never stalls the worker's event loop.
+//! Everything else (a path that is not cached or is due for a check, large
+//! files, `404`s and redirects) resolves the path and `stat`s the file on
+//! every request. File system calls run on tokio's blocking thread pool
+//! (`spawn_blocking`), so a slow disk never stalls the worker's event loop.
 //!
 //! This module is Unix-only, like the rest of Brisk.
 
@@ -67,6 +79,7 @@ use std::ffi::OsStr;
 use std::fs::Metadata;
 use std::future::Future;
 use std::io;
+use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -74,7 +87,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -90,10 +103,14 @@ pub const DEFAULT_CACHE_MAX_FILE_SIZE: u64 = 2 * 1024 * 1024;
 pub const DEFAULT_CACHE_MAX_TOTAL_SIZE: u64 = 64 * 1024 * 1024;
 /// Default for [`StaticFiles::chunk_size`]: 64 KiB.
 pub const DEFAULT_CHUNK_SIZE: usize = 64 * 1024;
+/// Default for [`StaticFiles::revalidate_after`]: 1 second.
+pub const DEFAULT_REVALIDATE_AFTER: Duration = Duration::from_secs(1);
 
-/// Bytes charged to the cache budget per entry on top of the file's size, so
-/// that many empty files cannot grow the cache without limit.
-const ENTRY_OVERHEAD: u64 = 256;
+/// Bytes charged to the cache budget per entry on top of the file's size and
+/// the lengths of its two paths: roughly the entry's own bookkeeping (its
+/// cached header values and its slot in the map), so that many empty files
+/// cannot grow the cache without limit.
+const ENTRY_OVERHEAD: u64 = 512;
 
 /// Serves files under a root directory.
 ///
@@ -119,6 +136,7 @@ pub struct StaticFiles {
     cache_max_file_size: u64,
     chunk_size: usize,
     allow_symlinks_outside_root: bool,
+    revalidate_after: Duration,
     cache: Rc<RefCell<Cache>>,
 }
 
@@ -132,6 +150,7 @@ impl std::fmt::Debug for StaticFiles {
                 "allow_symlinks_outside_root",
                 &self.allow_symlinks_outside_root,
             )
+            .field("revalidate_after", &self.revalidate_after)
             .finish_non_exhaustive()
     }
 }
@@ -161,6 +180,7 @@ impl StaticFiles {
             cache_max_file_size: DEFAULT_CACHE_MAX_FILE_SIZE,
             chunk_size: DEFAULT_CHUNK_SIZE,
             allow_symlinks_outside_root: false,
+            revalidate_after: DEFAULT_REVALIDATE_AFTER,
             cache: Rc::new(RefCell::new(Cache::new(DEFAULT_CACHE_MAX_TOTAL_SIZE))),
         })
     }
@@ -171,7 +191,9 @@ impl StaticFiles {
     }
 
     /// Files up to this size are served from an in-memory cache that notices
-    /// changes (default 2 MiB). `0` caches only empty files.
+    /// changes (default 2 MiB; see
+    /// [`revalidate_after`](Self::revalidate_after) for how soon). `0` caches
+    /// only empty files.
     pub fn cache_max_file_size(mut self, bytes: u64) -> Self {
         self.cache_max_file_size = bytes;
         self
@@ -202,6 +224,30 @@ impl StaticFiles {
         self
     }
 
+    /// How long a cached file is trusted without looking at the disk
+    /// (default 1 s).
+    ///
+    /// For this long after a URL path was last checked, requests for it are
+    /// answered from memory: no `stat`, no trip to the blocking pool. The
+    /// first request after that resolves the path again (so a symlink
+    /// re-pointed outside the root is `404` again) and `stat`s the file,
+    /// reloading it when its size, modification time or inode changed. A
+    /// change on disk is therefore served at most this long after it
+    /// happened; in the meantime the previous version is served, even if the
+    /// file was deleted. `Duration::ZERO` checks on every request.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use brisk::http::static_files::StaticFiles;
+    /// # let dir = std::env::temp_dir();
+    /// let files = StaticFiles::new(dir)?.revalidate_after(Duration::from_millis(200));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn revalidate_after(mut self, interval: Duration) -> Self {
+        self.revalidate_after = interval;
+        self
+    }
+
     /// Answers `req` for `path`: the URL path below the mount point, still
     /// percent-encoded, e.g. `"/css/site.css"` for a request to
     /// `"/static/css/site.css"` mounted at `"/static"`.
@@ -218,11 +264,47 @@ impl StaticFiles {
         }
         let head = method == Method::HEAD;
 
+        // The hit path: a path already in normal form is its own cache key,
+        // so a fresh entry is answered without decoding, allocating keys or
+        // touching the disk.
+        let normal = normal_key(path);
+        if let Some(key) = normal {
+            if let Some(resp) = self.serve_fresh(req, key.as_bytes(), head) {
+                return resp;
+            }
+        }
+
         let (relative, trailing_slash) = match parse_path(path) {
             Ok(parsed) => parsed,
             Err(code) => return status(code),
         };
+        let key = match normal {
+            Some(key) => key.as_bytes().to_vec(),
+            None => {
+                // Another spelling (`%61.txt`, `//a.txt`, a query) of a path
+                // that may be cached under its normal form.
+                let key = cache_key(&relative, trailing_slash);
+                if let Some(resp) = self.serve_fresh(req, &key, head) {
+                    return resp;
+                }
+                key
+            }
+        };
 
+        // Not cached, or due for a check. Resolving the path again (not just
+        // a `stat` of the cached file) is what notices a symlink re-pointed
+        // outside the root. That is several system calls (`realpath` walks
+        // every component, then a `stat`), made at most once per interval
+        // for a cached path, so it stays on the blocking pool with everything
+        // else that touches the disk: a slow or hung file system then stalls
+        // a pool thread, never the event loop, and the hop's cost is spread
+        // over every hit in the interval. Concurrent requests for a path that
+        // is due each make their own check (no single flight): on one thread,
+        // only those arriving while a check is in flight can overlap.
+        //
+        // The time is taken before the check, so an entry is never trusted
+        // for longer than `revalidate_after` after the disk was looked at.
+        let checked = Instant::now();
         let root = self.root.to_path_buf();
         let allow = self.allow_symlinks_outside_root;
         let lookup = blocking(move || lookup(&root, &relative, trailing_slash, allow)).await;
@@ -232,50 +314,56 @@ impl StaticFiles {
                 name,
                 info,
             }) => (canonical, name, info),
-            Ok(Lookup::Redirect) => return redirect_with_slash(req),
-            Ok(Lookup::NotFound) => return status(StatusCode::NOT_FOUND),
-            Err(e) => return io_error(&e, path),
+            other => {
+                self.cache.borrow_mut().remove(&key);
+                return match other {
+                    Ok(Lookup::Redirect) => redirect_with_slash(req),
+                    Err(e) => io_error(&e, path),
+                    _ => status(StatusCode::NOT_FOUND),
+                };
+            }
         };
         let content_type = content_type(&name);
 
-        if let Some(code) = check_not_modified(req.headers(), &info) {
-            let mut resp = status(code);
-            info.validators(resp.headers_mut());
-            return resp;
+        if info.len <= self.cache_max_file_size {
+            // Unchanged since it was cached: trusted for another interval.
+            let mut cache = self.cache.borrow_mut();
+            if let Some(entry) = cache.revalidated(&key, &canonical, &info, &content_type, checked)
+            {
+                return respond_from(entry, req, head);
+            }
+        } else {
+            self.cache.borrow_mut().remove(&key);
         }
 
         // Choose the bytes to send before loading anything.
-        let mut range = match requested_range(req.headers(), &info) {
-            RangeDecision::Full => None,
-            RangeDecision::Partial(start, end) => Some((start, end)),
-            RangeDecision::Unsatisfiable => {
-                let mut resp = status(StatusCode::RANGE_NOT_SATISFIABLE);
-                set(
-                    resp.headers_mut(),
-                    header::CONTENT_RANGE,
-                    format!("bytes */{}", info.len),
-                );
-                resp.headers_mut()
-                    .insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-                return resp;
-            }
+        let validators = Validators::new(info);
+        let mut range = match decide(req.headers(), &validators) {
+            ControlFlow::Continue(range) => range,
+            ControlFlow::Break(resp) => return resp,
         };
 
-        let (info, body) = if head {
-            (info, Body::empty())
+        let (validators, body) = if head {
+            (validators, Body::empty())
         } else if info.len <= self.cache_max_file_size {
-            match self.load_small(canonical, info.clone()).await {
+            match self
+                .load_small(&key, canonical, &content_type, checked)
+                .await
+            {
                 Ok((now, bytes)) => {
-                    if now != info {
+                    let validators = if now != info {
                         // Changed since the stat: the range and validators
                         // were for the old version, so send the new one whole.
                         range = None;
-                    }
+                        Validators::new(now)
+                    } else {
+                        validators
+                    };
                     let body = match range {
                         Some((start, end)) => bytes.slice(start as usize..=end as usize),
                         None => bytes,
                     };
-                    (now, Body::full(body))
+                    (validators, Body::full(body))
                 }
                 Err(e) => return io_error(&e, path),
             }
@@ -291,58 +379,95 @@ impl StaticFiles {
                         // Changed between the stat and the open: answer for the
                         // new version, in full.
                         let body = FileBody::new(file, 0, now.len, self.chunk_size);
-                        return full_response(&now, content_type, Body::new(body), now.len);
+                        let length = HeaderValue::from(now.len);
+                        return full_response(
+                            &Validators::new(now),
+                            content_type,
+                            Body::new(body),
+                            length,
+                        );
                     }
                     let body = FileBody::new(file, start, count, self.chunk_size);
-                    (info, Body::new(body))
+                    (validators, Body::new(body))
                 }
                 Err(e) => return io_error(&e, path),
             }
         };
-
-        match range {
-            Some((start, end)) => {
-                let mut resp = full_response(&info, content_type, body, end - start + 1);
-                *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
-                set(
-                    resp.headers_mut(),
-                    header::CONTENT_RANGE,
-                    format!("bytes {start}-{end}/{}", info.len),
-                );
-                resp
-            }
-            _ => full_response(&info, content_type, body, info.len),
-        }
+        finish(&validators, content_type, body, range, None)
     }
 
-    /// The contents of a small file: from the cache when its size, mtime and
-    /// inode still match, otherwise read (and cached when it fits).
+    /// The response from the cache when `key` is cached, was checked less
+    /// than `revalidate_after` ago, and may be served by this `StaticFiles`
+    /// (clones share the cache but not their settings).
+    fn serve_fresh<B>(&self, req: &Request<B>, key: &[u8], head: bool) -> Option<Response<Body>> {
+        if self.revalidate_after.is_zero() {
+            return None;
+        }
+        let cache = self.cache.borrow();
+        let entry = cache.entries.get(key)?;
+        // `Instant::now()` reads the monotonic clock through the vDSO: no
+        // system call.
+        let fresh = entry.checked.elapsed() < self.revalidate_after;
+        let allowed = entry.inside_root || self.allow_symlinks_outside_root;
+        let small = entry.validators.info.len <= self.cache_max_file_size;
+        (fresh && allowed && small).then(|| respond_from(entry, req, head))
+    }
+
+    /// Reads a small file and caches it under `key` when it fits.
     async fn load_small(
         &self,
+        key: &[u8],
         canonical: PathBuf,
-        info: FileInfo,
+        content_type: &HeaderValue,
+        checked: Instant,
     ) -> io::Result<(FileInfo, Bytes)> {
-        if let Some(bytes) = self.cache.borrow().get(&canonical, &info) {
-            return Ok((info, bytes));
-        }
         let path = canonical.clone();
         let limit = self.cache_max_file_size;
         let (meta, bytes) = blocking(move || read_small(&path, limit)).await?;
         let mut now = FileInfo::from_metadata(&meta);
         if now.len == bytes.len() as u64 {
-            self.cache
-                .borrow_mut()
-                .insert(canonical, now.clone(), bytes.clone());
+            let inside_root = canonical.starts_with(&self.root);
+            let entry = Entry::new(
+                canonical,
+                inside_root,
+                now,
+                content_type.clone(),
+                bytes.clone(),
+                checked,
+            );
+            self.cache.borrow_mut().insert(key, entry);
         } else {
             // Written to while we read it: serve what we read, keep nothing.
             now.len = bytes.len() as u64;
+            self.cache.borrow_mut().remove(key);
         }
         Ok((now, bytes))
     }
 }
 
+/// The response for a cached entry: the same status and headers as for the
+/// file on disk, with the body sliced from the cached bytes.
+fn respond_from<B>(entry: &Entry, req: &Request<B>, head: bool) -> Response<Body> {
+    let range = match decide(req.headers(), &entry.validators) {
+        ControlFlow::Continue(range) => range,
+        ControlFlow::Break(resp) => return resp,
+    };
+    let body = match (head, range) {
+        (true, _) => Body::empty(),
+        (false, Some((start, end))) => Body::full(entry.bytes.slice(start as usize..=end as usize)),
+        (false, None) => Body::full(entry.bytes.clone()),
+    };
+    finish(
+        &entry.validators,
+        entry.content_type.clone(),
+        body,
+        range,
+        Some(&entry.content_length),
+    )
+}
+
 /// A file's identity and validators, from its metadata.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct FileInfo {
     len: u64,
     dev: u64,
@@ -382,10 +507,33 @@ impl FileInfo {
     fn last_modified(&self) -> String {
         httpdate::fmt_http_date(self.modified())
     }
+}
 
-    fn validators(&self, headers: &mut HeaderMap) {
-        set(headers, header::ETAG, self.etag());
-        set(headers, header::LAST_MODIFIED, self.last_modified());
+/// A file's info with its `ETag` and `Last-Modified` header values, built
+/// once (a cache entry keeps them, so a hit formats nothing).
+#[derive(Clone, Debug)]
+struct Validators {
+    info: FileInfo,
+    etag: HeaderValue,
+    last_modified: HeaderValue,
+}
+
+impl Validators {
+    fn new(info: FileInfo) -> Self {
+        Validators {
+            info,
+            etag: header_value(info.etag()),
+            last_modified: header_value(info.last_modified()),
+        }
+    }
+
+    fn etag(&self) -> &str {
+        self.etag.to_str().unwrap_or_default()
+    }
+
+    fn insert_into(&self, headers: &mut HeaderMap) {
+        headers.insert(header::ETAG, self.etag.clone());
+        headers.insert(header::LAST_MODIFIED, self.last_modified.clone());
     }
 }
 
@@ -553,20 +701,94 @@ fn read_small(path: &Path, limit: u64) -> io::Result<(Metadata, Bytes)> {
 // ---------------------------------------------------------------------------
 // Cache
 
+/// The normal form of a URL path, as [`parse_path`] decodes it: `/`, the
+/// decoded segments joined by `/`, and a trailing `/` for a directory
+/// request. The cache's key, so that `/a.txt`, `//a.txt`, `/%61.txt` and
+/// `/a.txt?v=2` share one entry.
+fn cache_key(relative: &Path, trailing_slash: bool) -> Vec<u8> {
+    let relative = relative.as_os_str().as_bytes();
+    let mut key = Vec::with_capacity(relative.len() + 2);
+    key.push(b'/');
+    key.extend_from_slice(relative);
+    if trailing_slash && !relative.is_empty() {
+        key.push(b'/');
+    }
+    key
+}
+
+/// `path` itself when it is already its own [`cache_key`], so the cache can
+/// be looked up without decoding or allocating: it starts with `/` and has no
+/// `%`, `\`, NUL, `?` or `#`, no empty segment (`//`) and no segment starting
+/// with `.`. Such a path always passes [`parse_path`]. Anything else takes the
+/// slow way (which is also where it gets its `400` or `404`).
+fn normal_key(path: &str) -> Option<&str> {
+    let bytes = path.as_bytes();
+    if bytes.first() != Some(&b'/') {
+        return None;
+    }
+    let mut previous = 0;
+    for &byte in bytes {
+        match byte {
+            b'%' | b'\\' | 0 | b'?' | b'#' => return None,
+            b'/' | b'.' if previous == b'/' => return None,
+            _ => previous = byte,
+        }
+    }
+    Some(path)
+}
+
+/// Small files by request path ([`cache_key`]). Two paths naming the same
+/// file (a symlink, `dir/` and `dir/index.html`) are two entries, each
+/// charged to the budget in full.
 struct Cache {
-    entries: HashMap<PathBuf, Entry>,
-    /// Insertion order for eviction: (path, generation). Stale pairs (the
+    entries: HashMap<Rc<[u8]>, Entry>,
+    /// Insertion order for eviction: (key, generation). Stale pairs (the
     /// entry was replaced or removed) are skipped.
-    order: VecDeque<(PathBuf, u64)>,
+    order: VecDeque<(Rc<[u8]>, u64)>,
     total: u64,
     capacity: u64,
     generation: u64,
 }
 
 struct Entry {
-    info: FileInfo,
+    /// The file the path resolved to. A check that resolves it elsewhere
+    /// (a symlink changed) reloads.
+    canonical: PathBuf,
+    /// Whether `canonical` is under the root; if not, only a `StaticFiles`
+    /// with `allow_symlinks_outside_root` may serve it from here (clones
+    /// share the cache, not that setting).
+    inside_root: bool,
+    validators: Validators,
+    content_type: HeaderValue,
+    /// `Content-Length` of the whole file.
+    content_length: HeaderValue,
     bytes: Bytes,
+    /// When the disk was last looked at for this path (taken before the
+    /// look).
+    checked: Instant,
     generation: u64,
+}
+
+impl Entry {
+    fn new(
+        canonical: PathBuf,
+        inside_root: bool,
+        info: FileInfo,
+        content_type: HeaderValue,
+        bytes: Bytes,
+        checked: Instant,
+    ) -> Self {
+        Entry {
+            canonical,
+            inside_root,
+            content_length: HeaderValue::from(info.len),
+            validators: Validators::new(info),
+            content_type,
+            bytes,
+            checked,
+            generation: 0,
+        }
+    }
 }
 
 impl Cache {
@@ -585,60 +807,74 @@ impl Cache {
         self.evict_until(0);
     }
 
-    fn get(&self, path: &Path, info: &FileInfo) -> Option<Bytes> {
-        let entry = self.entries.get(path)?;
-        (entry.info == *info).then(|| entry.bytes.clone())
+    /// The entry for `key` if a check that started at `checked` found the
+    /// same file (`canonical`) with the same size, mtime and inode; it is
+    /// then trusted for another interval. A mismatching entry is removed.
+    fn revalidated(
+        &mut self,
+        key: &[u8],
+        canonical: &Path,
+        info: &FileInfo,
+        content_type: &HeaderValue,
+        checked: Instant,
+    ) -> Option<&Entry> {
+        let entry = self.entries.get(key)?;
+        if entry.canonical != canonical || entry.validators.info != *info {
+            self.remove(key);
+            return None;
+        }
+        let entry = self.entries.get_mut(key)?;
+        // A slower, older check may finish after a newer one.
+        entry.checked = entry.checked.max(checked);
+        if entry.content_type != *content_type {
+            entry.content_type = content_type.clone();
+        }
+        Some(entry)
     }
 
-    fn cost(bytes: &Bytes) -> u64 {
-        bytes.len() as u64 + ENTRY_OVERHEAD
+    fn cost(key: &[u8], entry: &Entry) -> u64 {
+        (key.len() + entry.canonical.as_os_str().len() + entry.bytes.len()) as u64 + ENTRY_OVERHEAD
     }
 
-    fn insert(&mut self, path: PathBuf, info: FileInfo, bytes: Bytes) {
-        self.remove(&path);
-        let cost = Self::cost(&bytes);
+    fn insert(&mut self, key: &[u8], mut entry: Entry) {
+        self.remove(key);
+        let cost = Self::cost(key, &entry);
         if cost > self.capacity {
             return;
         }
         self.evict_until(cost);
         self.generation += 1;
-        let generation = self.generation;
+        entry.generation = self.generation;
         self.total += cost;
-        self.order.push_back((path.clone(), generation));
-        self.entries.insert(
-            path,
-            Entry {
-                info,
-                bytes,
-                generation,
-            },
-        );
+        let key: Rc<[u8]> = Rc::from(key);
+        self.order.push_back((key.clone(), self.generation));
+        self.entries.insert(key, entry);
         // Keep the queue from filling up with stale pairs.
         if self.order.len() > 2 * self.entries.len() + 64 {
             let entries = &self.entries;
             self.order
-                .retain(|(p, g)| entries.get(p).is_some_and(|e| e.generation == *g));
+                .retain(|(k, g)| entries.get(k).is_some_and(|e| e.generation == *g));
         }
     }
 
-    fn remove(&mut self, path: &Path) {
-        if let Some(old) = self.entries.remove(path) {
-            self.total -= Self::cost(&old.bytes);
+    fn remove(&mut self, key: &[u8]) {
+        if let Some(old) = self.entries.remove(key) {
+            self.total -= Self::cost(key, &old);
         }
     }
 
     /// Evicts the oldest entries until `extra` more bytes fit.
     fn evict_until(&mut self, extra: u64) {
         while self.total + extra > self.capacity {
-            let Some((path, generation)) = self.order.pop_front() else {
+            let Some((key, generation)) = self.order.pop_front() else {
                 break;
             };
             if self
                 .entries
-                .get(&path)
+                .get(&key)
                 .is_some_and(|e| e.generation == generation)
             {
-                self.remove(&path);
+                self.remove(&key);
             }
         }
     }
@@ -734,16 +970,16 @@ impl http_body::Body for FileBody {
 
 /// `304` when the request's validators match the file, per RFC 9110 §13.2.2:
 /// `If-None-Match` first, `If-Modified-Since` only without it.
-fn check_not_modified(headers: &HeaderMap, info: &FileInfo) -> Option<StatusCode> {
+fn check_not_modified(headers: &HeaderMap, validators: &Validators) -> Option<StatusCode> {
     if let Some(value) = headers.get(header::IF_NONE_MATCH) {
         let value = value.to_str().ok()?;
-        let etag = info.etag();
-        let matched = value.trim() == "*" || value.split(',').any(|tag| weak_eq(tag.trim(), &etag));
+        let etag = validators.etag();
+        let matched = value.trim() == "*" || value.split(',').any(|tag| weak_eq(tag.trim(), etag));
         return matched.then_some(StatusCode::NOT_MODIFIED);
     }
     let since = headers.get(header::IF_MODIFIED_SINCE)?.to_str().ok()?;
     let since = httpdate::parse_http_date(since).ok()?;
-    (info.modified() <= since).then_some(StatusCode::NOT_MODIFIED)
+    (validators.info.modified() <= since).then_some(StatusCode::NOT_MODIFIED)
 }
 
 /// Weak comparison: equal opaque tags, ignoring `W/`.
@@ -761,7 +997,8 @@ enum RangeDecision {
 }
 
 /// What to send given `Range` and `If-Range`.
-fn requested_range(headers: &HeaderMap, info: &FileInfo) -> RangeDecision {
+fn requested_range(headers: &HeaderMap, validators: &Validators) -> RangeDecision {
+    let info = &validators.info;
     let Some(range) = headers.get(header::RANGE).and_then(|v| v.to_str().ok()) else {
         return RangeDecision::Full;
     };
@@ -772,7 +1009,7 @@ fn requested_range(headers: &HeaderMap, info: &FileInfo) -> RangeDecision {
         let if_range = if_range.trim();
         let current = if if_range.starts_with('"') || if_range.starts_with("W/") {
             // Strong comparison: a weak tag never matches.
-            if_range == info.etag()
+            if_range == validators.etag()
         } else {
             httpdate::parse_http_date(if_range).is_ok_and(|date| date == info.modified())
         };
@@ -851,19 +1088,75 @@ fn content_type(name: &Path) -> HeaderValue {
     HeaderValue::from_str(&value).unwrap_or(HeaderValue::from_static("application/octet-stream"))
 }
 
-/// A `200` (the caller may change the status) with all the file's headers.
-fn full_response(
-    info: &FileInfo,
+/// What the validators and `Range` headers ask for: `Continue` with the
+/// range to send (`None`: all of it), or `Break` with the finished `304` or
+/// `416`.
+fn decide(
+    headers: &HeaderMap,
+    validators: &Validators,
+) -> ControlFlow<Response<Body>, Option<(u64, u64)>> {
+    if let Some(code) = check_not_modified(headers, validators) {
+        let mut resp = status(code);
+        validators.insert_into(resp.headers_mut());
+        return ControlFlow::Break(resp);
+    }
+    match requested_range(headers, validators) {
+        RangeDecision::Full => ControlFlow::Continue(None),
+        RangeDecision::Partial(start, end) => ControlFlow::Continue(Some((start, end))),
+        RangeDecision::Unsatisfiable => {
+            let mut resp = status(StatusCode::RANGE_NOT_SATISFIABLE);
+            set(
+                resp.headers_mut(),
+                header::CONTENT_RANGE,
+                format!("bytes */{}", validators.info.len),
+            );
+            resp.headers_mut()
+                .insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+            ControlFlow::Break(resp)
+        }
+    }
+}
+
+/// The `200`, or `206` for `range`, around `body`. `full_length` is the
+/// whole file's `Content-Length` when already at hand.
+fn finish(
+    validators: &Validators,
     content_type: HeaderValue,
     body: Body,
-    content_length: u64,
+    range: Option<(u64, u64)>,
+    full_length: Option<&HeaderValue>,
+) -> Response<Body> {
+    let len = validators.info.len;
+    let Some((start, end)) = range else {
+        let length = full_length
+            .cloned()
+            .unwrap_or_else(|| HeaderValue::from(len));
+        return full_response(validators, content_type, body, length);
+    };
+    let length = HeaderValue::from(end - start + 1);
+    let mut resp = full_response(validators, content_type, body, length);
+    *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
+    set(
+        resp.headers_mut(),
+        header::CONTENT_RANGE,
+        format!("bytes {start}-{end}/{len}"),
+    );
+    resp
+}
+
+/// A `200` (the caller may change the status) with all the file's headers.
+fn full_response(
+    validators: &Validators,
+    content_type: HeaderValue,
+    body: Body,
+    content_length: HeaderValue,
 ) -> Response<Body> {
     let mut resp = Response::new(body);
     let headers = resp.headers_mut();
     headers.insert(header::CONTENT_TYPE, content_type);
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(content_length));
+    headers.insert(header::CONTENT_LENGTH, content_length);
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    info.validators(headers);
+    validators.insert_into(headers);
     resp
 }
 
@@ -907,6 +1200,13 @@ fn set(headers: &mut HeaderMap, name: header::HeaderName, value: String) {
     if let Ok(value) = HeaderValue::try_from(value) {
         headers.insert(name, value);
     }
+}
+
+/// A header value built from a string; one that is not valid (cannot happen
+/// for the ETags and dates built here: printable ASCII) is empty rather than
+/// a panic.
+fn header_value(value: String) -> HeaderValue {
+    HeaderValue::try_from(value).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 #[cfg(test)]
@@ -1431,10 +1731,10 @@ mod tests {
         let dir = TempDir::new();
         let path = dir.write("a.txt", b"first version");
         run(async {
-            let files = dir.files();
+            // Checked on every request.
+            let files = dir.files().revalidate_after(Duration::ZERO);
             assert_eq!(fetch(&files, "/a.txt").await.1, b"first version");
-            let canonical = std::fs::canonicalize(&path).unwrap();
-            assert!(files.cache.borrow().entries.contains_key(&canonical));
+            assert!(files.cache.borrow().entries.contains_key(&b"/a.txt"[..]));
 
             // Same length, same mtime, same inode: the cache is trusted (this
             // proves the content comes from memory).
@@ -1468,17 +1768,24 @@ mod tests {
         for i in 0..10 {
             dir.write(&format!("{i}.bin"), &[i; 1000]);
         }
+        // Each entry costs its size, its key ("/0.bin"), its canonical path
+        // and the overhead: room for exactly three.
+        let canonical = std::fs::canonicalize(dir.root().join("0.bin")).unwrap();
+        let cost = 1000 + 6 + canonical.as_os_str().len() as u64 + ENTRY_OVERHEAD;
         run(async {
-            let files = dir
-                .files()
-                .cache_max_total_size(3 * (1000 + ENTRY_OVERHEAD));
+            let files = dir.files().cache_max_total_size(3 * cost);
             for round in 0..2 {
                 for i in 0..10u8 {
                     let (status, bytes) = fetch(&files, &format!("/{i}.bin")).await;
                     assert_eq!((status, bytes), (StatusCode::OK, vec![i; 1000]), "{round}");
+                    // Other spellings of the path share its entry.
+                    for alias in [format!("//{i}.bin"), format!("/%3{i}.bin?x")] {
+                        assert_eq!(fetch(&files, &alias).await.1, vec![i; 1000]);
+                    }
                     let cache = files.cache.borrow();
                     assert!(cache.total <= cache.capacity);
-                    assert!(cache.entries.len() <= 3);
+                    let expected = if round == 0 { usize::from(i) + 1 } else { 3 };
+                    assert_eq!(cache.entries.len(), expected.min(3));
                     assert!(cache.order.len() <= 2 * cache.entries.len() + 64);
                 }
             }
@@ -1567,5 +1874,243 @@ mod tests {
                 StatusCode::FORBIDDEN
             );
         });
+    }
+
+    /// Every header of a response, for comparing two of them.
+    fn all_headers(resp: &Response<Body>) -> Vec<(String, String)> {
+        let mut headers: Vec<_> = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        headers.sort();
+        headers
+    }
+
+    #[test]
+    fn hits_within_the_interval_do_not_touch_the_disk() {
+        let dir = TempDir::new();
+        let path = dir.write("a.txt", b"hello, cache");
+        run(async {
+            let files = dir.files(); // the default interval: 1 s
+            let first = files.serve(&get(&[]), "/a.txt").await;
+            assert_eq!(first.status(), StatusCode::OK);
+            let first_headers = all_headers(&first);
+            let etag = header(&first, "etag").to_owned();
+
+            // Intended: within the interval the disk is not looked at, so a
+            // deleted file is still served, whole and in ranges, with the
+            // same headers as before, and so is every other spelling of its
+            // path.
+            std::fs::remove_file(&path).unwrap();
+            for spelling in ["/a.txt", "//a.txt", "/%61.txt", "/a.txt?v=2"] {
+                let resp = files.serve(&get(&[]), spelling).await;
+                assert_eq!(all_headers(&resp), first_headers, "{spelling}");
+                assert_eq!(body(resp).await, b"hello, cache", "{spelling}");
+            }
+            assert_eq!(files.cache.borrow().entries.len(), 1);
+
+            let resp = files.serve(&get(&[("range", "bytes=7-")]), "/a.txt").await;
+            assert_eq!(resp.status(), StatusCode::PARTIAL_CONTENT);
+            assert_eq!(header(&resp, "content-range"), "bytes 7-11/12");
+            assert_eq!(header(&resp, "content-length"), "5");
+            assert_eq!(header(&resp, "etag"), etag);
+            assert_eq!(body(resp).await, b"cache");
+
+            let resp = files.serve(&get(&[("range", "bytes=12-")]), "/a.txt").await;
+            assert_eq!(resp.status(), StatusCode::RANGE_NOT_SATISFIABLE);
+            assert_eq!(header(&resp, "content-range"), "bytes */12");
+
+            let resp = files
+                .serve(&get(&[("if-none-match", &etag)]), "/a.txt")
+                .await;
+            assert_eq!(resp.status(), StatusCode::NOT_MODIFIED);
+            assert_eq!(header(&resp, "etag"), etag);
+            assert_eq!(body(resp).await, b"");
+
+            let resp = files.serve(&request(Method::HEAD, &[]), "/a.txt").await;
+            assert_eq!(all_headers(&resp), first_headers);
+            assert_eq!(body(resp).await, b"");
+
+            // Not cached paths still go to the disk.
+            assert_eq!(fetch(&files, "/b.txt").await.0, StatusCode::NOT_FOUND);
+            assert_eq!(fetch(&files, "/.a.txt").await.0, StatusCode::NOT_FOUND);
+            assert_eq!(fetch(&files, "/%zz").await.0, StatusCode::BAD_REQUEST);
+
+            // Checking every time notices the deletion at once, and forgets
+            // the entry.
+            let strict = files.clone().revalidate_after(Duration::ZERO);
+            assert_eq!(fetch(&strict, "/a.txt").await.0, StatusCode::NOT_FOUND);
+            assert!(files.cache.borrow().entries.is_empty());
+            assert_eq!(fetch(&files, "/a.txt").await.0, StatusCode::NOT_FOUND);
+        });
+    }
+
+    #[test]
+    fn changes_are_served_after_the_interval() {
+        const INTERVAL: Duration = Duration::from_millis(50);
+        let dir = TempDir::new();
+        let path = dir.write("a.txt", b"first version");
+        let past_the_interval = || tokio::time::sleep(INTERVAL + Duration::from_millis(20));
+        run(async {
+            let files = dir.files().revalidate_after(INTERVAL);
+            let resp = files.serve(&get(&[]), "/a.txt").await;
+            let etag = header(&resp, "etag").to_owned();
+            assert_eq!(body(resp).await, b"first version");
+
+            // Unchanged: checked again, still the same entry.
+            past_the_interval().await;
+            let resp = files
+                .serve(&get(&[("if-none-match", &etag)]), "/a.txt")
+                .await;
+            assert_eq!(resp.status(), StatusCode::NOT_MODIFIED);
+
+            // New content and length.
+            std::fs::write(&path, b"second, longer version").unwrap();
+            past_the_interval().await;
+            let resp = files
+                .serve(&get(&[("if-none-match", &etag)]), "/a.txt")
+                .await;
+            assert_eq!(resp.status(), StatusCode::OK);
+            assert_eq!(header(&resp, "content-length"), "22");
+            let etag = header(&resp, "etag").to_owned();
+            assert_eq!(body(resp).await, b"second, longer version");
+
+            // Same length, new mtime.
+            let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+            let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            file.write_all_at(b"SECOND", 0).unwrap();
+            file.set_modified(mtime + Duration::from_secs(10)).unwrap();
+            drop(file);
+            past_the_interval().await;
+            let resp = files.serve(&get(&[]), "/a.txt").await;
+            assert_ne!(header(&resp, "etag"), etag);
+            assert_eq!(body(resp).await, b"SECOND, longer version");
+
+            // Replaced by another file (new inode) of the same size and mtime.
+            let other = dir.write("other.txt", b"THIRD!, longer version");
+            let file = std::fs::File::open(&other).unwrap();
+            file.set_modified(mtime + Duration::from_secs(10)).unwrap();
+            drop(file);
+            std::fs::rename(&other, &path).unwrap();
+            past_the_interval().await;
+            assert_eq!(fetch(&files, "/a.txt").await.1, b"THIRD!, longer version");
+
+            // Deleted.
+            std::fs::remove_file(&path).unwrap();
+            past_the_interval().await;
+            assert_eq!(fetch(&files, "/a.txt").await.0, StatusCode::NOT_FOUND);
+            assert!(files.cache.borrow().entries.is_empty());
+        });
+    }
+
+    #[test]
+    fn symlink_swapped_out_of_the_root_is_noticed() {
+        const INTERVAL: Duration = Duration::from_millis(50);
+        let dir = TempDir::new();
+        dir.write("inside.txt", b"inside");
+        dir.write("sub/x", b"inside x");
+        let link = dir.root().join("link.txt");
+        let link_dir = dir.root().join("linkdir");
+        std::os::unix::fs::symlink(dir.root().join("inside.txt"), &link).unwrap();
+        std::os::unix::fs::symlink(dir.root().join("sub"), &link_dir).unwrap();
+        // Replaces `at` atomically with a symlink to `target`.
+        let repoint = |at: &Path, target: &Path| {
+            let tmp = dir.base.join("new-link");
+            std::os::unix::fs::symlink(target, &tmp).unwrap();
+            std::fs::rename(&tmp, at).unwrap();
+        };
+        run(async {
+            let files = dir.files().revalidate_after(INTERVAL);
+            assert_eq!(fetch(&files, "/link.txt").await.1, b"inside");
+            assert_eq!(fetch(&files, "/linkdir/x").await.1, b"inside x");
+
+            repoint(&link, &dir.base.join("secret.txt"));
+            repoint(&link_dir, &dir.base);
+            tokio::time::sleep(INTERVAL + Duration::from_millis(20)).await;
+            for path in ["/link.txt", "/linkdir/x", "/link.txt", "/linkdir/x"] {
+                assert_eq!(
+                    fetch(&files, path).await,
+                    (StatusCode::NOT_FOUND, vec![]),
+                    "{path}"
+                );
+            }
+            assert!(files.cache.borrow().entries.is_empty());
+        });
+    }
+
+    #[test]
+    fn clones_do_not_share_the_symlink_setting_through_the_cache() {
+        let dir = TempDir::new();
+        std::os::unix::fs::symlink(dir.base.join("secret.txt"), dir.root().join("out.txt"))
+            .unwrap();
+        run(async {
+            let strict = dir.files();
+            let lax = strict.clone().allow_symlinks_outside_root(true);
+            assert_eq!(
+                fetch(&lax, "/out.txt").await,
+                (StatusCode::OK, SECRET.to_vec())
+            );
+            assert_eq!(strict.cache.borrow().entries.len(), 1);
+            assert_eq!(
+                fetch(&strict, "/out.txt").await,
+                (StatusCode::NOT_FOUND, vec![])
+            );
+            assert_eq!(
+                fetch(&lax, "/out.txt").await,
+                (StatusCode::OK, SECRET.to_vec())
+            );
+        });
+    }
+
+    #[test]
+    fn normal_paths_are_their_own_cache_key() {
+        // Every string of up to 5 of these characters: whenever `normal_key`
+        // takes the shortcut, `parse_path` accepts the path and its key is
+        // the path itself.
+        const ALPHABET: &[u8] = b"/a.%61?\\";
+        let mut paths = vec![String::new()];
+        let mut shortcuts = 0;
+        for _ in 0..5 {
+            paths = paths
+                .iter()
+                .flat_map(|p| ALPHABET.iter().map(move |&c| format!("{p}{}", c as char)))
+                .collect();
+            for path in &paths {
+                if let Some(normal) = normal_key(path) {
+                    shortcuts += 1;
+                    let (relative, trailing_slash) = parse_path(path).unwrap();
+                    assert_eq!(
+                        cache_key(&relative, trailing_slash),
+                        normal.as_bytes(),
+                        "{path}"
+                    );
+                }
+            }
+        }
+        assert!(shortcuts > 100, "{shortcuts}");
+        for normal in ["/", "/a/b.txt", "/a/", "/a b/c", "/é.txt", "/a.b/c..d"] {
+            assert_eq!(normal_key(normal), Some(normal));
+        }
+        for odd in [
+            "", "a", "//a", "/a//b", "/%61", "/a?x", "/a#x", "/.a", "/a/.b", "/a\\b",
+        ] {
+            assert_eq!(normal_key(odd), None, "{odd}");
+        }
+        for (odd, key) in [
+            ("", "/"),
+            ("//a", "/a"),
+            ("/%61", "/a"),
+            ("/a?x", "/a"),
+            ("/a//b/", "/a/b/"),
+            ("/a%20b/", "/a b/"),
+        ] {
+            let (relative, trailing_slash) = parse_path(odd).unwrap();
+            assert_eq!(
+                cache_key(&relative, trailing_slash),
+                key.as_bytes(),
+                "{odd}"
+            );
+        }
     }
 }
