@@ -67,7 +67,8 @@ impl Routes {
         let path = req.uri().path();
         if let Some(rest) = path.strip_prefix("/static") {
             let rest = rest.to_string();
-            return self.files.serve(&req, &rest).await;
+            // Boxed: the file server's state would otherwise enlarge every request's future.
+            return Box::pin(self.files.serve(&req, &rest)).await;
         }
         match path {
             "/" if get => with_type("Hello World", "text/plain"),
@@ -76,13 +77,15 @@ impl Routes {
             "/events" if get => self.events.subscribe(),
             "/chat" => self.chat.upgrade(req),
             // Reads the whole body (so `Expect: 100-continue` is answered), then echoes it.
-            "/echo" if req.method() == Method::POST => match req.into_body().collect().await {
-                Ok(body) => Response::new(Body::from(body.to_bytes())),
-                Err(e) if e.is::<LengthLimitError>() => {
-                    status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n")
+            "/echo" if req.method() == Method::POST => {
+                match Box::pin(req.into_body().collect()).await {
+                    Ok(body) => Response::new(Body::from(body.to_bytes())),
+                    Err(e) if e.is::<LengthLimitError>() => {
+                        status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n")
+                    }
+                    Err(_) => status(StatusCode::BAD_REQUEST, "bad request body\n"),
                 }
-                Err(_) => status(StatusCode::BAD_REQUEST, "bad request body\n"),
-            },
+            }
             // Streams the request body back as it arrives: chunked in, chunked out.
             "/stream" if req.method() == Method::POST => Response::new(Body::new(req.into_body())),
             "/" | "/json" => {

@@ -268,6 +268,90 @@ fn slowloris_gets_408_and_is_closed() {
     assert_eq!(d.server.total("rejected").unwrap(), 1);
 }
 
+/// Reads one response with a Content-Length body; returns the status line and the body.
+fn read_one(s: &mut TcpStream) -> (String, String) {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).expect("response head");
+        head.push(b[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).unwrap();
+    (
+        status_line(&head).to_string(),
+        String::from_utf8(body).unwrap(),
+    )
+}
+
+#[test]
+fn only_request_heads_are_timed() {
+    let d = demo();
+    // Silent from the start: closed after the 1 s head timeout, without an answer.
+    let mut silent = connect(d.http);
+    silent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let t0 = Instant::now();
+    let (resp, closed) = read_all(&mut silent);
+    assert!(closed && resp.is_empty(), "{resp:?}");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t0.elapsed()
+    );
+
+    // A body that trickles in for longer than the head timeout is still a request.
+    let mut s = connect(d.http);
+    s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n")
+        .unwrap();
+    for b in b"0123456789" {
+        std::thread::sleep(Duration::from_millis(200));
+        s.write_all(&[*b]).unwrap();
+    }
+    assert_eq!(
+        read_one(&mut s),
+        ("HTTP/1.1 200 OK".into(), "0123456789".into())
+    );
+    // Idle between requests for longer than the head timeout: keep-alive still holds.
+    std::thread::sleep(Duration::from_millis(2000));
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(
+        read_one(&mut s),
+        ("HTTP/1.1 200 OK".into(), "Hello World".into())
+    );
+    // A streamed response that reads the request body after the handler returned.
+    s.write_all(b"POST /stream HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .unwrap();
+    for _ in 0..8 {
+        std::thread::sleep(Duration::from_millis(200));
+        s.write_all(b"1\r\nz\r\n").unwrap();
+    }
+    s.write_all(b"0\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(b"0\r\n\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert_eq!(got.matches('z').count(), 8, "{got}");
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(read_one(&mut s).1, "Hello World");
+    assert_eq!(
+        d.server.total("rejected").unwrap(),
+        1,
+        "only the silent connection"
+    );
+}
+
 #[test]
 fn http_connections_are_listed_and_graceful_stop_finishes_a_request() {
     let mut d = demo();

@@ -99,9 +99,11 @@ impl From<crate::http::HttpServer> for Service {
                     unreachable!("HttpServer only takes http:// and https:// addresses")
                 };
                 let mut builder = hyper::server::conn::http1::Builder::new();
+                // Brisk times request heads itself (`sweep_http`): hyper's timer would arm and
+                // disarm a timer for every request.
                 builder
                     .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(http.header_read_timeout)
+                    .header_read_timeout(None)
                     .max_buf_size(http.max_header_bytes.max(8192))
                     .max_headers(http.max_headers)
                     .keep_alive(true)
@@ -114,7 +116,11 @@ impl From<crate::http::HttpServer> for Service {
                     builder,
                     tls: tls.map(|c| crate::http::TlsShared::new(c, &http)),
                 });
-                tokio::task::spawn_local(sweep_idle(worker, http.keep_alive_timeout));
+                tokio::task::spawn_local(sweep_http(
+                    worker,
+                    http.keep_alive_timeout,
+                    http.header_read_timeout,
+                ));
                 let l = tokio::net::TcpListener::from_std(l)?;
                 tokio::task::spawn_local(accept_http(shared, l));
                 Ok(())
@@ -250,6 +256,29 @@ async fn accept_failed(e: io::Error) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     } else {
         tracing::debug!(error = %e, "accept failed");
+    }
+}
+
+/// HTTP's clock: advances the worker's coarse clock, answers request heads that take longer
+/// than `header_timeout` with 408, and closes keep-alive connections idle for `keep_alive`.
+async fn sweep_http(worker: Rc<WorkerCtx>, keep_alive: Duration, header_timeout: Duration) {
+    let idle_limit = keep_alive.as_secs().max(1) as u32;
+    let period = (keep_alive.min(header_timeout) / 4)
+        .clamp(Duration::from_millis(50), Duration::from_secs(1));
+    // Heads are stamped with a clock up to one period old: allow for it.
+    let head_limit = (header_timeout + period).as_millis() as u64;
+    let mut tick = tokio::time::interval(period);
+    loop {
+        tick.tick().await;
+        let now_ms = worker.io.tick();
+        for conn in worker.connections_where(|c| c.head_overdue(now_ms, head_limit)) {
+            conn.reject_slow_head();
+        }
+        let now = worker.uptime_secs();
+        for conn in worker.connections_where(|c| c.idle_secs(now) >= idle_limit) {
+            tracing::debug!("closing idle connection");
+            conn.destroy();
+        }
     }
 }
 

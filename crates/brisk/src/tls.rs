@@ -130,7 +130,7 @@ struct NonBlocking<'a>(&'a TcpStream);
 
 impl Read for NonBlocking<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.try_read(buf)
+        crate::worker::stream::read_tcp(self.0, buf)
     }
 }
 

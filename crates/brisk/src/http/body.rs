@@ -53,6 +53,13 @@ impl Body {
     }
 }
 
+impl Body {
+    /// Whether the body is produced as it is sent (not held in memory).
+    pub(crate) fn is_streaming(&self) -> bool {
+        matches!(self.kind, Kind::Boxed(_))
+    }
+}
+
 impl Default for Body {
     fn default() -> Self {
         Body::empty()

@@ -12,13 +12,13 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 
 use futures_util::FutureExt;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::Limited;
 use hyper::body::Incoming;
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
 
 use super::io::{Activity, HttpIo};
 use super::server::{DynHandler, HttpLimits};
@@ -81,7 +81,20 @@ struct HttpConn {
     requests: Cell<u64>,
     draining: Cell<bool>,
     destroyed: Cell<bool>,
-    signal: Notify,
+    /// The plaintext socket, for a 408; None under TLS.
+    raw_fd: Option<RawFd>,
+    /// HTTP/2: no request-head timeout (streams come and go on their own).
+    h2: Cell<bool>,
+    /// The connection task, woken by `drain` and `destroy`.
+    waker: Cell<Option<Waker>>,
+}
+
+impl HttpConn {
+    fn wake(&self) {
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
 }
 
 impl ConnView for HttpConn {
@@ -100,14 +113,42 @@ impl ConnView for HttpConn {
     }
     fn drain(&self) {
         self.draining.set(true);
-        self.signal.notify_one();
+        self.wake();
     }
     fn idle_secs(&self, now: u32) -> u32 {
         now.saturating_sub(self.activity.last_active.load(Relaxed))
     }
     fn destroy(&self) {
         self.destroyed.set(true);
-        self.signal.notify_one();
+        self.wake();
+    }
+    fn head_overdue(&self, now_ms: u64, limit_ms: u64) -> bool {
+        let since = self.activity.head_pending_since();
+        !self.h2.get() && since.is_some_and(|t| now_ms.saturating_sub(t) >= limit_ms)
+    }
+    fn reject_slow_head(&self) {
+        if self.destroyed.get() {
+            return;
+        }
+        // A client that stalled in the middle of a request head gets an answer; one that
+        // sent nothing (or is mid-TLS-handshake) is just closed.
+        if let Some(fd) = self.raw_fd.filter(|_| self.activity.partial.load(Relaxed)) {
+            // SAFETY: `fd` belongs to this connection, which is open until `destroy` below
+            // lets its task end; hyper has no response in progress while it reads a head.
+            unsafe {
+                libc::send(
+                    fd,
+                    TIMEOUT_408.as_ptr().cast(),
+                    TIMEOUT_408.len(),
+                    libc::MSG_NOSIGNAL,
+                )
+            };
+            tracing::debug!(conn = self.id, remote = %self.remote, "request head timed out: 408");
+        } else {
+            tracing::debug!(conn = self.id, remote = %self.remote, "no request head in time");
+        }
+        Stats::add(&self.worker.stats.rejected, 1);
+        self.destroy();
     }
 }
 
@@ -129,16 +170,22 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
         requests: Cell::new(0),
         draining: Cell::new(worker.is_stopping()),
         destroyed: Cell::new(false),
-        signal: Notify::new(),
+        raw_fd: shared.tls.is_none().then(|| stream.as_raw_fd()),
+        h2: Cell::new(false),
+        waker: Cell::new(None),
     });
+    // A new connection has the head timeout to send its first request.
+    activity.head_started(worker.io.now_ms());
     worker.register(conn.id, conn.clone());
-    let fd: RawFd = stream.as_raw_fd();
     let io = HttpIo::new(stream, activity.clone(), worker.io.clone());
     let svc = {
         let (shared, conn) = (shared.clone(), conn.clone());
         hyper::service::service_fn(move |req: Request<Incoming>| {
             let (shared, conn) = (shared.clone(), conn.clone());
-            async move { Ok::<_, Infallible>(respond(&shared, &conn, req).await) }
+            async move {
+                let resp = respond(&shared, &conn, req).await;
+                Ok::<_, Infallible>(until_sent(resp, &conn.activity))
+            }
         })
     };
     let failed = match &shared.tls {
@@ -153,6 +200,7 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
                     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
                     let io = hyper_util::rt::TokioIo::new(stream);
                     if h2 {
+                        conn.h2.set(true);
                         let http = tls.h2.serve_connection(io, svc);
                         drive(&conn, http, |c| c.graceful_shutdown()).await
                     } else {
@@ -174,9 +222,7 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
         }
     };
     if let Some(e) = failed {
-        // A plaintext 408 only makes sense on a plaintext socket.
-        let raw = shared.tls.is_none().then_some(fd);
-        on_connection_error(&worker, &conn, raw, &e);
+        on_connection_error(&worker, &conn, &e);
     }
     worker.unregister(conn.id);
 }
@@ -189,40 +235,30 @@ where
 {
     let mut http = std::pin::pin!(http);
     let mut shutting_down = false;
-    loop {
+    std::future::poll_fn(|cx| {
+        if conn.destroyed.get() {
+            return Poll::Ready(None);
+        }
         if conn.draining.get() && !shutting_down {
             shutting_down = true;
             graceful(http.as_mut());
         }
-        tokio::select! {
-            r = &mut http => return r.err(),
-            _ = conn.signal.notified() => {
-                if conn.destroyed.get() {
-                    return None;
-                }
-            }
+        if let Poll::Ready(r) = http.as_mut().poll(cx) {
+            return Poll::Ready(r.err());
         }
-    }
+        match conn.waker.take() {
+            Some(w) if w.will_wake(cx.waker()) => conn.waker.set(Some(w)),
+            _ => conn.waker.set(Some(cx.waker().clone())),
+        }
+        Poll::Pending
+    })
+    .await
 }
 
-/// Counts and logs how a connection failed; answers a stalled request head with 408 when
-/// `fd` is a plaintext socket.
-fn on_connection_error(worker: &WorkerCtx, conn: &HttpConn, fd: Option<RawFd>, e: &hyper::Error) {
+/// Counts and logs how a connection failed.
+fn on_connection_error(worker: &WorkerCtx, conn: &HttpConn, e: &hyper::Error) {
     if e.is_timeout() {
-        if let Some(fd) = fd.filter(|_| conn.activity.partial.load(Relaxed)) {
-            // The client stalled in the middle of a request head: answer before closing.
-            // SAFETY: `fd` belongs to the connection, which is still open here.
-            unsafe {
-                libc::send(
-                    fd,
-                    TIMEOUT_408.as_ptr().cast(),
-                    TIMEOUT_408.len(),
-                    libc::MSG_NOSIGNAL,
-                )
-            };
-            Stats::add(&worker.stats.rejected, 1);
-            tracing::debug!(conn = conn.id, remote = %conn.remote, "request head timed out: 408");
-        }
+        tracing::debug!(conn = conn.id, error = %e, "connection timed out");
     } else if e.is_parse() || e.is_parse_too_large() {
         Stats::add(&worker.stats.rejected, 1);
         tracing::debug!(conn = conn.id, remote = %conn.remote, error = %e, "bad request");
@@ -231,6 +267,50 @@ fn on_connection_error(worker: &WorkerCtx, conn: &HttpConn, fd: Option<RawFd>, e
         tracing::warn!(conn = conn.id, error = %e, "response failed");
     } else {
         tracing::debug!(conn = conn.id, error = %e, "connection error");
+    }
+}
+
+/// Keeps the connection marked busy (bytes that arrive are the request's, not a new head)
+/// until the response is in hyper's hands: at once for a body in memory, when the body is
+/// dropped for a streamed one (which may still read the request body).
+fn until_sent(resp: Response<Body>, activity: &Arc<Activity>) -> Response<Body> {
+    if !resp.body().is_streaming() {
+        activity.busy.store(false, Relaxed);
+        return resp;
+    }
+    let activity = activity.clone();
+    resp.map(|body| Body::new(ClearBusyOnDrop { body, activity }))
+}
+
+/// A streamed response body that marks its connection idle when it is done.
+struct ClearBusyOnDrop {
+    body: Body,
+    activity: Arc<Activity>,
+}
+
+impl Drop for ClearBusyOnDrop {
+    fn drop(&mut self) {
+        self.activity.busy.store(false, Relaxed);
+    }
+}
+
+impl http_body::Body for ClearBusyOnDrop {
+    type Data = bytes::Bytes;
+    type Error = crate::server::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -248,7 +328,7 @@ fn status(code: StatusCode, text: &'static str) -> Response<Body> {
 async fn respond(shared: &HttpShared, conn: &HttpConn, req: Request<Incoming>) -> Response<Body> {
     let stats = &shared.worker.stats;
     Stats::add(&stats.total_request, 1);
-    conn.activity.partial.store(false, Relaxed);
+    conn.activity.head_done();
     let n = conn.requests.get() + 1;
     conn.requests.set(n);
     let max_body = shared.limits.max_package_size;

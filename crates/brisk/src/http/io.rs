@@ -13,13 +13,17 @@ use std::time::Instant;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-/// Byte counters of all HTTP connections of one worker. Atomic because hyper requires its
-/// I/O to be `Send` (for upgrades), although a worker never leaves its thread.
+/// Byte counters and a coarse clock for all HTTP connections of one worker. Atomic because
+/// hyper requires its I/O to be `Send` (for upgrades), although a worker never leaves its
+/// thread.
 #[derive(Debug)]
 pub(crate) struct WorkerIo {
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
     pub started: Instant,
+    /// Milliseconds since `started`, as of the last [`tick`](Self::tick): reads and writes
+    /// stamp activity with it instead of reading the clock every time.
+    now_ms: AtomicU64,
 }
 
 impl WorkerIo {
@@ -28,23 +32,57 @@ impl WorkerIo {
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             started: Instant::now(),
+            now_ms: AtomicU64::new(0),
         }
     }
 
-    fn uptime_secs(&self) -> u32 {
-        self.started.elapsed().as_secs() as u32
+    /// Advances the coarse clock; returns the time in milliseconds since the worker started.
+    pub(crate) fn tick(&self) -> u64 {
+        let now = self.started.elapsed().as_millis() as u64;
+        self.now_ms.store(now, Relaxed);
+        now
+    }
+
+    /// The coarse clock: milliseconds since the worker started, as of the last tick.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.now_ms.load(Relaxed)
     }
 }
 
-/// Per-connection counters shared between the socket adapter and the registry.
+/// Per-connection counters and state shared between the socket adapter and the registry.
 #[derive(Debug, Default)]
 pub(crate) struct Activity {
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
     pub last_active: AtomicU32,
-    /// Bytes arrived since the last request head was handed to the service: a header
-    /// timeout with this set means a client stalled mid-request (answer 408).
+    /// When the request head being read began (coarse clock + 1; 0: not reading a head).
+    /// Set by the connection's first bytes, or by its opening; cleared when a head has been
+    /// parsed.
+    pub head_since_ms: AtomicU64,
+    /// Bytes of the head being read have arrived: a head timeout then answers 408.
     pub partial: AtomicBool,
+    /// A request is being handled (its body may still be arriving): bytes now are not a
+    /// new head.
+    pub busy: AtomicBool,
+}
+
+impl Activity {
+    /// Starts the head timer at `now_ms` (a new connection, or the first bytes of a head).
+    pub(crate) fn head_started(&self, now_ms: u64) {
+        self.head_since_ms.store(now_ms + 1, Relaxed);
+    }
+
+    /// A head was parsed: the request is the handler's now.
+    pub(crate) fn head_done(&self) {
+        self.head_since_ms.store(0, Relaxed);
+        self.partial.store(false, Relaxed);
+        self.busy.store(true, Relaxed);
+    }
+
+    /// Since when the head being read has been pending, if one is.
+    pub(crate) fn head_pending_since(&self) -> Option<u64> {
+        self.head_since_ms.load(Relaxed).checked_sub(1)
+    }
 }
 
 /// A TCP stream implementing hyper's I/O traits through readiness and non-blocking calls.
@@ -93,12 +131,21 @@ impl HttpIo {
             });
             match r {
                 Ok(n) => {
+                    if n < dst.len() {
+                        crate::worker::stream::drained(&self.stream);
+                    }
                     if n > 0 {
                         let a = &self.activity;
+                        let now = self.worker.now_ms();
                         a.bytes_in.fetch_add(n as u64, Relaxed);
                         self.worker.bytes_in.fetch_add(n as u64, Relaxed);
-                        a.last_active.store(self.worker.uptime_secs(), Relaxed);
-                        a.partial.store(true, Relaxed);
+                        a.last_active.store((now / 1000) as u32, Relaxed);
+                        if !a.busy.load(Relaxed) && !a.partial.load(Relaxed) {
+                            a.partial.store(true, Relaxed);
+                            if a.head_pending_since().is_none() {
+                                a.head_started(now);
+                            }
+                        }
                     }
                     return Poll::Ready(Ok(n));
                 }
@@ -113,7 +160,8 @@ impl HttpIo {
         a.bytes_out.fetch_add(n as u64, Relaxed);
         self.worker.bytes_out.fetch_add(n as u64, Relaxed);
         // A long response (a download, an event stream) keeps the connection active.
-        a.last_active.store(self.worker.uptime_secs(), Relaxed);
+        a.last_active
+            .store((self.worker.now_ms() / 1000) as u32, Relaxed);
     }
 
     fn poll_send(&self, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {

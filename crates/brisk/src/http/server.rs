@@ -6,6 +6,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use futures_util::future::LocalBoxFuture;
+use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body_util::Limited;
 use hyper::body::Incoming;
@@ -96,10 +97,7 @@ impl HttpServer {
         F: Fn(Request<RequestBody>) -> Fut + 'static,
         Fut: Future<Output = Response<Body>> + 'static,
     {
-        self.handler = Some(Rc::new(move |req| {
-            let fut = f(req);
-            Box::pin(async move { Ok(fut.await) })
-        }));
+        self.handler = Some(Rc::new(move |req| Box::pin(f(req).map(Ok))));
         self
     }
 

@@ -422,6 +422,14 @@ pub(crate) trait ConnView {
     }
     /// Counts a connection closed for bad or missing input.
     fn count_rejected(&self) {}
+    /// Whether a request head has been pending for `limit_ms` or more (HTTP).
+    fn head_overdue(&self, _now_ms: u64, _limit_ms: u64) -> bool {
+        false
+    }
+    /// Answers and closes a connection whose request head is overdue.
+    fn reject_slow_head(&self) {
+        self.destroy();
+    }
 }
 
 impl<P: Protocol> ConnView for Inner<P> {
