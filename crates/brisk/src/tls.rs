@@ -6,7 +6,7 @@
 //! without dropping the listening sockets.
 //!
 //! Connections on the connection runtime (WebSocket, Text, Frame, raw TCP) drive a
-//! `rustls::ServerConnection` straight over the non-blocking socket ([`TlsSocket`]), with the
+//! `rustls::ServerConnection` straight over the non-blocking socket (`TlsSocket`), with the
 //! same readiness model as plain sockets; HTTP connections run hyper over `tokio-rustls`.
 
 use std::cell::RefCell;
