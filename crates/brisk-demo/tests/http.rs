@@ -270,19 +270,7 @@ fn slowloris_gets_408_and_is_closed() {
 
 /// Reads one response with a Content-Length body; returns the status line and the body.
 fn read_one(s: &mut TcpStream) -> (String, String) {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut b).expect("response head");
-        head.push(b[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length: "))
-        .map_or(0, |v| v.trim().parse().unwrap());
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).unwrap();
+    let (head, body) = read_http_response(s);
     (
         status_line(&head).to_string(),
         String::from_utf8(body).unwrap(),

@@ -94,28 +94,6 @@ fn tls_connect(d: &Demo, port: u16, alpn: &[&[u8]]) -> TlsStream {
     stream
 }
 
-/// Reads one HTTP/1.1 response with a Content-Length body: (head, body).
-fn read_response(s: &mut impl Read) -> (String, Vec<u8>) {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut b).expect("response head");
-        head.push(b[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
-    let len = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse::<usize>().unwrap())
-        })
-        .expect("content-length");
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).unwrap();
-    (head, body)
-}
-
 #[test]
 fn https_serves_http1_with_keep_alive() {
     let d = demo();
@@ -125,10 +103,10 @@ fn https_serves_http1_with_keep_alive() {
         assert_eq!(picked, (!alpn.is_empty()).then(|| b"http/1.1".to_vec()));
         s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /json HTTP/1.1\r\nHost: x\r\n\r\n")
             .unwrap();
-        let (head, body) = read_response(&mut s);
+        let (head, body) = read_http_response(&mut s);
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         assert_eq!(body, b"Hello World");
-        let (head, body) = read_response(&mut s);
+        let (head, body) = read_http_response(&mut s);
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         assert_eq!(body, br#"{"message":"Hello, World!"}"#);
     }
@@ -141,7 +119,7 @@ fn https_serves_http1_with_keep_alive() {
     );
     s.write_all(head.as_bytes()).unwrap();
     s.write_all(&payload).unwrap();
-    let (head, body) = read_response(&mut s);
+    let (head, body) = read_http_response(&mut s);
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(body == payload, "echoed {} bytes", body.len());
 }
@@ -296,7 +274,7 @@ fn clients_without_tls_are_refused_and_others_keep_being_served() {
     assert_eq!(ws.read().unwrap(), Message::text("still here"));
     let mut s = tls_connect(&d, d.https, &[]);
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    assert_eq!(read_response(&mut s).1, b"Hello World");
+    assert_eq!(read_http_response(&mut s).1, b"Hello World");
     let after = d.server.total("rejected").unwrap();
     assert!(after >= rejected + 2, "rejected {rejected} -> {after}");
 }
@@ -323,5 +301,5 @@ fn a_stalled_handshake_is_closed() {
     assert!(d.server.total("rejected").unwrap() >= rejected + 3);
     let mut s = tls_connect(&d, d.https, &[]);
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    assert_eq!(read_response(&mut s).1, b"Hello World");
+    assert_eq!(read_http_response(&mut s).1, b"Hello World");
 }

@@ -263,6 +263,29 @@ pub fn read_line(s: &mut TcpStream) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Reads one HTTP/1.1 response whose body has a Content-Length: its head (through the blank
+/// line) and its body. Panics if the connection ends first.
+pub fn read_http_response(s: &mut impl Read) -> (String, Vec<u8>) {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).expect("response head");
+        head.push(b[0]);
+    }
+    let head = String::from_utf8(head).expect("response head is UTF-8");
+    let len = head
+        .lines()
+        .find_map(|l| {
+            let l = l.to_ascii_lowercase();
+            let v = l.strip_prefix("content-length:")?;
+            Some(v.trim().parse::<usize>().expect("content-length"))
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).expect("response body");
+    (head, body)
+}
+
 /// Encodes a Frame message (4-byte big-endian length including itself).
 pub fn frame(payload: &[u8]) -> Vec<u8> {
     let mut v = ((payload.len() + 4) as u32).to_be_bytes().to_vec();

@@ -99,17 +99,10 @@ impl HttpConn {
 
 impl ConnView for HttpConn {
     fn info(&self) -> ConnectionInfo {
-        let w = &self.worker;
-        ConnectionInfo {
-            server: w.info.server.clone(),
-            worker: w.info.id,
-            pid: w.info.pid,
-            id: self.id,
-            remote: self.remote.to_string(),
-            bytes_in: self.activity.bytes_in.load(Relaxed),
-            bytes_out: self.activity.bytes_out.load(Relaxed),
-            age_s: w.uptime_secs().saturating_sub(self.opened) as u64,
-        }
+        let a = &self.activity;
+        let bytes = (a.bytes_in.load(Relaxed), a.bytes_out.load(Relaxed));
+        self.worker
+            .connection_info(self.id, &self.remote, bytes, self.opened)
     }
     fn drain(&self) {
         self.draining.set(true);

@@ -434,17 +434,9 @@ pub(crate) trait ConnView {
 
 impl<P: Protocol> ConnView for Inner<P> {
     fn info(&self) -> ConnectionInfo {
+        let bytes = (self.bytes_in.get(), self.bytes_out.get());
         let w = &self.server.worker;
-        ConnectionInfo {
-            server: w.info.server.clone(),
-            worker: w.info.id,
-            pid: w.info.pid,
-            id: self.id,
-            remote: self.remote.to_string(),
-            bytes_in: self.bytes_in.get(),
-            bytes_out: self.bytes_out.get(),
-            age_s: w.uptime_secs().saturating_sub(self.opened) as u64,
-        }
+        w.connection_info(self.id, &self.remote, bytes, self.opened)
     }
     fn drain(&self) {
         self.set(flag::DRAINING);

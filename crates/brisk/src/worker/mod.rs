@@ -114,6 +114,26 @@ impl WorkerCtx {
         id
     }
 
+    /// The `connections` row of one connection of this worker.
+    pub(crate) fn connection_info(
+        &self,
+        id: u64,
+        remote: &dyn std::fmt::Display,
+        (bytes_in, bytes_out): (u64, u64),
+        opened: u32,
+    ) -> crate::stats::ConnectionInfo {
+        crate::stats::ConnectionInfo {
+            server: self.info.server.clone(),
+            worker: self.info.id,
+            pid: self.info.pid,
+            id,
+            remote: remote.to_string(),
+            bytes_in,
+            bytes_out,
+            age_s: self.uptime_secs().saturating_sub(opened) as u64,
+        }
+    }
+
     pub(crate) fn uptime_secs(&self) -> u32 {
         self.started.elapsed().as_secs() as u32
     }
