@@ -980,7 +980,7 @@ impl Lab<'_> {
             mirrors: "(method)".into(),
             x_label: "connections".into(),
             method: format!(
-                "GET / on {target} with {conns} connections, {} load thread(s), runs alternating wrk and brisk-bench, {reps} each of {:.0?}; ratio = brisk-bench / wrk, should be within 10 %",
+                "GET / on {target} with {conns} connections, {} load thread(s), a warm-up with each generator, then runs alternating wrk and brisk-bench, {reps} each of {:.0?}; ratio = brisk-bench / wrk, should be within 10 %",
                 self.config.settings.load_threads.max(1),
                 self.timing.duration
             ),
@@ -1002,6 +1002,15 @@ impl Lab<'_> {
             let mut reports = Vec::new();
             let mut measured = config.clone();
             measured.duration = Some(Duration::from_secs(secs));
+            // Both generators warm the target up first, as the scenarios do: the first
+            // measured run must not be the one that pays for a cold start.
+            let warmup = self.timing.warmup;
+            if !warmup.is_zero() {
+                run_wrk(&url, conns, threads, warmup.as_secs().max(1))?;
+                let mut warm = config.clone();
+                warm.duration = Some(warmup);
+                run_http(&warm).map_err(|e| e.to_string())?;
+            }
             for _ in 0..reps {
                 wrk.push(run_wrk(&url, conns, threads, secs)?);
                 let report = run_http(&measured).map_err(|e| e.to_string())?;
