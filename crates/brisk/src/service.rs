@@ -130,14 +130,32 @@ impl From<crate::http::HttpServer> for Service {
 }
 
 async fn accept_http(shared: Rc<crate::http::HttpShared>, listener: tokio::net::TcpListener) {
-    let mut stop = shared.worker.stop_signal();
+    let worker = shared.worker.clone();
+    accept_loop(
+        &worker,
+        || listener.accept(),
+        |stream, addr| {
+            let _ = stream.set_nodelay(true);
+            tokio::task::spawn_local(crate::http::serve(shared.clone(), stream, addr));
+        },
+    )
+    .await;
+}
+
+/// Accepts connections until the worker stops, handing each to `serve`; backs off when
+/// out of descriptors.
+async fn accept_loop<S, A, F>(
+    worker: &WorkerCtx,
+    mut accept: impl FnMut() -> F,
+    mut serve: impl FnMut(S, A),
+) where
+    F: std::future::Future<Output = io::Result<(S, A)>>,
+{
+    let mut stop = worker.stop_signal();
     loop {
         tokio::select! {
-            r = listener.accept() => match r {
-                Ok((stream, addr)) => {
-                    let _ = stream.set_nodelay(true);
-                    tokio::task::spawn_local(crate::http::serve(shared.clone(), stream, addr));
-                }
+            r = accept() => match r {
+                Ok((stream, addr)) => serve(stream, addr),
                 Err(e) => accept_failed(e).await,
             },
             _ = stop.changed() => return,
@@ -209,45 +227,44 @@ pub(crate) async fn accept_tcp<P: Protocol>(
     listener: tokio::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) {
-    let mut stop = shared.worker.stop_signal();
-    loop {
-        tokio::select! {
-            r = listener.accept() => match r {
-                Ok((stream, addr)) => {
-                    let _ = stream.set_nodelay(true);
-                    let stream = match &tls {
-                        None => Stream::Tcp(stream),
-                        Some(config) => match TlsSocket::accept(stream, config.clone()) {
-                            Ok(s) => Stream::Tls(Box::new(s)),
-                            Err(e) => {
-                                tracing::warn!(error = %e, "cannot start a TLS session");
-                                continue;
-                            }
-                        },
-                    };
-                    tokio::task::spawn_local(connection::serve(shared.clone(), stream, PeerAddr::Inet(addr)));
-                }
-                Err(e) => accept_failed(e).await,
-            },
-            _ = stop.changed() => return,
-        }
-    }
+    let worker = shared.worker.clone();
+    accept_loop(
+        &worker,
+        || listener.accept(),
+        |stream, addr| {
+            let _ = stream.set_nodelay(true);
+            let stream = match &tls {
+                None => Stream::Tcp(stream),
+                Some(config) => match TlsSocket::accept(stream, config.clone()) {
+                    Ok(s) => Stream::Tls(Box::new(s)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot start a TLS session");
+                        return;
+                    }
+                },
+            };
+            let peer = PeerAddr::Inet(addr);
+            tokio::task::spawn_local(connection::serve(shared.clone(), stream, peer));
+        },
+    )
+    .await;
 }
 
 async fn accept_unix<P: Protocol>(shared: Rc<ServerShared<P>>, listener: tokio::net::UnixListener) {
-    let mut stop = shared.worker.stop_signal();
-    loop {
-        tokio::select! {
-            r = listener.accept() => match r {
-                Ok((stream, addr)) => {
-                    let peer = PeerAddr::Unix(addr.as_pathname().map(Into::into));
-                    tokio::task::spawn_local(connection::serve(shared.clone(), Stream::Unix(stream), peer));
-                }
-                Err(e) => accept_failed(e).await,
-            },
-            _ = stop.changed() => return,
-        }
-    }
+    let worker = shared.worker.clone();
+    accept_loop(
+        &worker,
+        || listener.accept(),
+        |stream, addr| {
+            let peer = PeerAddr::Unix(addr.as_pathname().map(Into::into));
+            tokio::task::spawn_local(connection::serve(
+                shared.clone(),
+                Stream::Unix(stream),
+                peer,
+            ));
+        },
+    )
+    .await;
 }
 
 async fn accept_failed(e: io::Error) {
