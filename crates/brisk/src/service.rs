@@ -291,11 +291,7 @@ async fn sweep_http(worker: Rc<WorkerCtx>, keep_alive: Duration, header_timeout:
         for conn in worker.connections_where(|c| c.head_overdue(now_ms, head_limit)) {
             conn.reject_slow_head();
         }
-        let now = worker.uptime_secs();
-        for conn in worker.connections_where(|c| c.idle_secs(now) >= idle_limit) {
-            tracing::debug!("closing idle connection");
-            conn.destroy();
-        }
+        close_idle(&worker, idle_limit);
     }
 }
 
@@ -306,10 +302,15 @@ async fn sweep_idle(worker: Rc<WorkerCtx>, timeout: Duration) {
     let mut tick = tokio::time::interval(period);
     loop {
         tick.tick().await;
-        let now = worker.uptime_secs();
-        for conn in worker.connections_where(|c| c.idle_secs(now) >= limit) {
-            tracing::debug!("closing idle connection");
-            conn.destroy();
-        }
+        close_idle(&worker, limit);
+    }
+}
+
+/// Closes the worker's connections that received nothing for `limit_s` seconds.
+fn close_idle(worker: &WorkerCtx, limit_s: u32) {
+    let now = worker.uptime_secs();
+    for conn in worker.connections_where(|c| c.idle_secs(now) >= limit_s) {
+        tracing::debug!("closing idle connection");
+        conn.destroy();
     }
 }
