@@ -263,27 +263,119 @@ pub fn read_line(s: &mut TcpStream) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// One HTTP/1.1 response as read from a socket.
+#[derive(Debug)]
+pub struct HttpResponse {
+    /// The status line and headers, through the blank line.
+    pub head: String,
+    /// The status code.
+    pub status: u16,
+    /// The headers, in order, trimmed.
+    pub headers: Vec<(String, String)>,
+    /// The body, de-chunked.
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text (lossy).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Reads one HTTP/1.1 response: its head, then a Content-Length or chunked body. Panics if
+/// the connection ends first.
+pub fn read_response(s: &mut impl Read) -> HttpResponse {
+    let mut resp = read_response_head(s);
+    if let Some(len) = resp.header("content-length") {
+        let mut body = vec![0u8; len.parse().expect("numeric content-length")];
+        s.read_exact(&mut body).expect("response body");
+        resp.body = body;
+    } else if resp
+        .header("transfer-encoding")
+        .is_some_and(|te| te.to_ascii_lowercase().ends_with("chunked"))
+    {
+        resp.body = read_chunked(s);
+    }
+    resp
+}
+
+/// Reads the head of one HTTP/1.1 response and nothing more (the answer to a HEAD request,
+/// or a body read separately).
+pub fn read_response_head(s: &mut impl Read) -> HttpResponse {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(0) => panic!("connection closed inside a response head: {buf:?}"),
+            Ok(_) => buf.push(byte[0]),
+            Err(e) => panic!("read response head: {e} (so far {buf:?})"),
+        }
+    }
+    let head = String::from_utf8(buf).expect("response head is UTF-8");
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let headers = lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (n, v) = l.split_once(':').expect("header line");
+            (n.trim().to_string(), v.trim().to_string())
+        })
+        .collect();
+    HttpResponse {
+        head,
+        status,
+        headers,
+        body: Vec::new(),
+    }
+}
+
+/// Reads a chunked body through its last chunk (trailers are not expected).
+pub fn read_chunked(s: &mut impl Read) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        let size_line = read_crlf_line(s);
+        let size = usize::from_str_radix(size_line.split(';').next().unwrap_or("").trim(), 16)
+            .unwrap_or_else(|_| panic!("bad chunk size {size_line:?}"));
+        let mut chunk = vec![0u8; size + 2];
+        s.read_exact(&mut chunk).expect("read chunk");
+        assert_eq!(&chunk[size..], b"\r\n", "chunk ends with CRLF");
+        body.extend_from_slice(&chunk[..size]);
+        if size == 0 {
+            return body;
+        }
+    }
+}
+
+/// Reads one line ending in CRLF; returns it without the CRLF.
+pub fn read_crlf_line(s: &mut impl Read) -> String {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        s.read_exact(&mut byte).expect("read line");
+        line.push(byte[0]);
+    }
+    String::from_utf8_lossy(&line[..line.len() - 2]).into_owned()
+}
+
 /// Reads one HTTP/1.1 response whose body has a Content-Length: its head (through the blank
 /// line) and its body. Panics if the connection ends first.
 pub fn read_http_response(s: &mut impl Read) -> (String, Vec<u8>) {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut b).expect("response head");
-        head.push(b[0]);
-    }
-    let head = String::from_utf8(head).expect("response head is UTF-8");
-    let len = head
-        .lines()
-        .find_map(|l| {
-            let l = l.to_ascii_lowercase();
-            let v = l.strip_prefix("content-length:")?;
-            Some(v.trim().parse::<usize>().expect("content-length"))
-        })
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).expect("response body");
-    (head, body)
+    let r = read_response(s);
+    (r.head, r.body)
 }
 
 /// Encodes a Frame message (4-byte big-endian length including itself).

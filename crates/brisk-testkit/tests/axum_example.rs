@@ -26,100 +26,16 @@ fn axum_example() -> PathBuf {
     path
 }
 
-/// A parsed HTTP/1.1 response.
-#[derive(Debug)]
-struct Response {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+/// JSON bodies of the example's answers.
+trait Json {
+    fn json(&self) -> serde_json::Value;
 }
 
-impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
+impl Json for HttpResponse {
     fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text()))
     }
-}
-
-/// Reads one response (head, then a Content-Length or chunked body) from a keep-alive
-/// connection.
-fn read_response(s: &mut TcpStream) -> Response {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        match s.read(&mut byte) {
-            Ok(0) => panic!("connection closed inside a response head: {buf:?}"),
-            Ok(_) => buf.push(byte[0]),
-            Err(e) => panic!("read response head: {e} (so far {buf:?})"),
-        }
-    }
-    let head = String::from_utf8(buf).expect("response head is ASCII");
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap();
-    let status = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
-    let headers: Vec<(String, String)> = lines
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            let (n, v) = l.split_once(':').expect("header line");
-            (n.trim().to_string(), v.trim().to_string())
-        })
-        .collect();
-    let mut resp = Response {
-        status,
-        headers,
-        body: Vec::new(),
-    };
-    if let Some(len) = resp.header("content-length") {
-        let mut body = vec![0u8; len.parse().expect("numeric content-length")];
-        s.read_exact(&mut body).expect("read body");
-        resp.body = body;
-    } else if resp
-        .header("transfer-encoding")
-        .is_some_and(|te| te.eq_ignore_ascii_case("chunked"))
-    {
-        resp.body = read_chunked(s);
-    }
-    resp
-}
-
-fn read_chunked(s: &mut TcpStream) -> Vec<u8> {
-    let mut body = Vec::new();
-    loop {
-        let size_line = read_crlf_line(s);
-        let size = usize::from_str_radix(size_line.split(';').next().unwrap().trim(), 16)
-            .unwrap_or_else(|_| panic!("bad chunk size {size_line:?}"));
-        let mut chunk = vec![0u8; size + 2];
-        s.read_exact(&mut chunk).expect("read chunk");
-        body.extend_from_slice(&chunk[..size]);
-        if size == 0 {
-            return body;
-        }
-    }
-}
-
-fn read_crlf_line(s: &mut TcpStream) -> String {
-    let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    while !line.ends_with(b"\r\n") {
-        s.read_exact(&mut byte).expect("read line");
-        line.push(byte[0]);
-    }
-    String::from_utf8_lossy(&line[..line.len() - 2]).into_owned()
 }
 
 /// Sends one request on `s` and reads its response.
@@ -129,7 +45,7 @@ fn request(
     path: &str,
     content_type: Option<&str>,
     body: &[u8],
-) -> Response {
+) -> HttpResponse {
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n");
     if let Some(ct) = content_type {
         req.push_str(&format!("Content-Type: {ct}\r\n"));
@@ -144,11 +60,11 @@ fn request(
     read_response(s)
 }
 
-fn get(s: &mut TcpStream, path: &str) -> Response {
+fn get(s: &mut TcpStream, path: &str) -> HttpResponse {
     request(s, "GET", path, None, b"")
 }
 
-fn post_json(s: &mut TcpStream, path: &str, body: &[u8]) -> Response {
+fn post_json(s: &mut TcpStream, path: &str, body: &[u8]) -> HttpResponse {
     request(s, "POST", path, Some("application/json"), body)
 }
 
