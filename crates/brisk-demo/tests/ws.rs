@@ -159,6 +159,22 @@ fn echo_text_and_binary_on_both_listeners() {
 }
 
 #[test]
+fn an_upgrade_after_keep_alive_requests_keeps_the_bytes_that_follow_it() {
+    let d = demo(1);
+    let mut s = connect(d.http);
+    // A plain request, the upgrade, and a first message, all in one write.
+    let message = "m".repeat(20_000);
+    let mut batch = b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".to_vec();
+    batch.extend(frame(true, 0x1, message.as_bytes(), false));
+    s.write_all(&batch).unwrap();
+    let hello = read_response(&mut s);
+    assert_eq!(hello.text(), "Hello World");
+    let upgraded = read_response_head(&mut s);
+    assert_eq!(upgraded.status, 101, "{}", upgraded.head);
+    assert_eq!(read_frame(&mut s), (0x1, message.into_bytes()));
+}
+
+#[test]
 fn fragments_pings_and_the_closing_handshake() {
     let d = demo(1);
     let mut s = raw(d.ws);

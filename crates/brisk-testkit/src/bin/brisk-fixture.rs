@@ -6,6 +6,9 @@
 //! millisecond until the connection closes), `timer MS` (reply `fired ELAPSED_MS`), `repeat MS N`
 //! (reply `tick K ELAPSED_MS` N times), `timers N` (add N idle one-minute timers), `deltimers`,
 //! `close` (reply `bye` and close), `pause MS` (stop reading for MS ms).
+//!
+//! `--http ADDR` adds an HTTP server whose routes exercise response framing; see
+//! [`http_route`].
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -13,6 +16,7 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use brisk::http::{Body, HttpLimits, HttpServer, RequestBody};
 use brisk::timer::{self, TimerId};
 use brisk::{App, Connection, Server, UdpServer};
 use bytes::Bytes;
@@ -113,6 +117,67 @@ async fn text_command(conn: Connection, line: Bytes) -> Result<(), brisk::BoxErr
     Ok(())
 }
 
+/// The fixture's HTTP routes:
+/// - `/chunks?n=N&ms=MS`: N chunks `chunk K\n` of a body of unknown length, each MS ms
+///   after the previous one (the first too);
+/// - `/big`: 100 KiB of `0123456789` repeated;
+/// - `/length-mismatch`: `content-length: 10` with a 3-byte body;
+/// - `/no-content`: 204 with a body (which must not be sent);
+/// - `/early-hints`: 103 (a handler cannot answer with 1xx);
+/// - `/panic`: the handler panics;
+/// - `POST /echo`: the request body;
+/// - anything else: `ok PATH` with the number of request headers in `x-headers`.
+async fn http_route(req: http::Request<RequestBody>) -> http::Response<Body> {
+    let query = req.uri().query().unwrap_or("");
+    let param = |name: &str| {
+        query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == name)
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    match req.uri().path() {
+        "/chunks" => {
+            let (n, ms) = (param("n"), param("ms"));
+            let chunks = futures_util::stream::unfold(1, move |k| async move {
+                if k > n {
+                    return None;
+                }
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                let frame = http_body::Frame::data(Bytes::from(format!("chunk {k}\n")));
+                Some((Ok::<_, std::io::Error>(frame), k + 1))
+            });
+            http::Response::new(Body::new(http_body_util::StreamBody::new(chunks)))
+        }
+        "/big" => http::Response::new(Body::from(b"0123456789".repeat(10 * 1024))),
+        "/length-mismatch" => http::Response::builder()
+            .header("content-length", "10")
+            .body(Body::from("abc"))
+            .unwrap(),
+        "/no-content" => http::Response::builder()
+            .status(204)
+            .body(Body::from("must not be sent"))
+            .unwrap(),
+        "/early-hints" => http::Response::builder()
+            .status(103)
+            .body(Body::empty())
+            .unwrap(),
+        "/panic" => panic!("requested panic"),
+        "/echo" => match http_body_util::BodyExt::collect(req.into_body()).await {
+            Ok(body) => http::Response::new(Body::from(body.to_bytes())),
+            Err(e) => http::Response::builder()
+                .status(400)
+                .body(Body::from(e.to_string()))
+                .unwrap(),
+        },
+        path => http::Response::builder()
+            .header("x-headers", req.headers().len())
+            .body(Body::from(format!("ok {path}")))
+            .unwrap(),
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let command = match args.last().map(String::as_str) {
@@ -126,7 +191,7 @@ fn main() -> ExitCode {
         Some("-g") => brisk::Command::Reload { graceful: true },
         Some("connections") => brisk::Command::Connections { json: true },
         _ => {
-            eprintln!("usage: brisk-fixture [--text A] [--frame A] [--udp A] [--unix PATH] [--workers N] [--run-dir D] start|stop [-g]|reload [-g]|status [--json]|connections");
+            eprintln!("usage: brisk-fixture [--text A] [--http A [--max-requests N]] [--frame A] [--udp A] [--unix PATH] [--workers N] [--run-dir D] start|stop [-g]|reload [-g]|status [--json]|connections");
             return ExitCode::from(2);
         }
     };
@@ -182,6 +247,19 @@ fn main() -> ExitCode {
         .expect("unix address")
         .on_message(text_command);
         app = app.server(limits(s));
+    }
+    if let Some(addr) = flag(&args, "--http") {
+        let max_requests = flag(&args, "--max-requests").and_then(|v| v.parse().ok());
+        let s = HttpServer::new(&addr)
+            .expect("http address")
+            .workers(workers)
+            .reuse_port(!shared)
+            .http_limits(HttpLimits {
+                max_requests_per_connection: max_requests,
+                ..HttpLimits::default()
+            })
+            .handler(http_route);
+        app = app.server(s);
     }
     if let Some(addr) = flag(&args, "--udp") {
         let s = UdpServer::new(&addr)

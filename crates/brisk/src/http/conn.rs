@@ -16,13 +16,12 @@ use std::task::{Poll, Waker};
 
 use futures_util::FutureExt;
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use http_body_util::Limited;
 use hyper::body::Incoming;
 use tokio::net::TcpStream;
 
 use super::io::{Activity, HttpIo};
 use super::server::{DynHandler, HttpLimits};
-use super::Body;
+use super::{h1, Body, RequestBody};
 use crate::server::Limits;
 use crate::stats::{ConnectionInfo, Stats};
 use crate::worker::connection::{panic_message, ConnView};
@@ -72,14 +71,15 @@ where
 }
 
 /// The registry's view of an HTTP connection.
-struct HttpConn {
+pub(super) struct HttpConn {
     id: u64,
     remote: SocketAddr,
     opened: u32,
-    activity: Arc<Activity>,
+    pub(super) activity: Arc<Activity>,
     worker: Rc<WorkerCtx>,
     requests: Cell<u64>,
-    draining: Cell<bool>,
+    /// The worker is stopping: finish the request in flight, then close.
+    pub(super) draining: Cell<bool>,
     destroyed: Cell<bool>,
     /// The plaintext socket, for a 408; None under TLS.
     raw_fd: Option<RawFd>,
@@ -176,16 +176,24 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
         hyper::service::service_fn(move |req: Request<Incoming>| {
             let (shared, conn) = (shared.clone(), conn.clone());
             async move {
+                let max_body = shared.limits.max_package_size;
+                let req = req.map(|b| RequestBody::limited(b, max_body));
                 let resp = respond(&shared, &conn, req).await;
                 Ok::<_, Infallible>(until_sent(resp, &conn.activity))
             }
         })
     };
     let failed = match &shared.tls {
-        None => {
-            let http = shared.builder.serve_connection(io, svc).with_upgrades();
-            drive(&conn, http, |c| c.graceful_shutdown()).await
-        }
+        // Plaintext: Brisk's own HTTP/1.1 path first, hyper for what it does not take.
+        None => match drive(&conn, h1::serve(&shared, &conn, io), |_| {}).await {
+            Some(h1::Exit::Handover(io)) => {
+                let http = shared.builder.serve_connection(io, svc).with_upgrades();
+                drive(&conn, http, |c| c.graceful_shutdown())
+                    .await
+                    .and_then(Result::err)
+            }
+            Some(h1::Exit::Closed) | None => None,
+        },
         Some(tls) => {
             let deadline = shared.http.header_read_timeout;
             match tokio::time::timeout(deadline, tls.acceptor.accept(io)).await {
@@ -200,6 +208,7 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
                         let http = shared.builder.serve_connection(io, svc).with_upgrades();
                         drive(&conn, http, |c| c.graceful_shutdown()).await
                     }
+                    .and_then(Result::err)
                 }
                 Ok(Err(e)) => {
                     Stats::add(&worker.stats.rejected, 1);
@@ -220,11 +229,12 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
     worker.unregister(conn.id);
 }
 
-/// Runs a connection future until it ends, starting hyper's graceful shutdown when the worker
-/// drains and dropping it when the connection is destroyed. Returns hyper's error, if any.
-async fn drive<C>(conn: &HttpConn, http: C, graceful: impl Fn(Pin<&mut C>)) -> Option<hyper::Error>
+/// Runs a connection future until it ends, calling `graceful` once when the worker drains
+/// (Brisk's own path watches `draining` itself) and dropping it when the connection is
+/// destroyed (then: `None`).
+async fn drive<C>(conn: &HttpConn, http: C, graceful: impl Fn(Pin<&mut C>)) -> Option<C::Output>
 where
-    C: Future<Output = hyper::Result<()>>,
+    C: Future,
 {
     let mut http = std::pin::pin!(http);
     let mut shutting_down = false;
@@ -237,7 +247,7 @@ where
             graceful(http.as_mut());
         }
         if let Poll::Ready(r) = http.as_mut().poll(cx) {
-            return Poll::Ready(r.err());
+            return Poll::Ready(Some(r));
         }
         match conn.waker.take() {
             Some(w) if w.will_wake(cx.waker()) => conn.waker.set(Some(w)),
@@ -266,7 +276,7 @@ fn on_connection_error(worker: &WorkerCtx, conn: &HttpConn, e: &hyper::Error) {
 /// Keeps the connection marked busy (bytes that arrive are the request's, not a new head)
 /// until the response is in hyper's hands: at once for a body in memory, when the body is
 /// dropped for a streamed one (which may still read the request body).
-fn until_sent(resp: Response<Body>, activity: &Arc<Activity>) -> Response<Body> {
+pub(super) fn until_sent(resp: Response<Body>, activity: &Arc<Activity>) -> Response<Body> {
     if !resp.body().is_streaming() {
         activity.busy.store(false, Relaxed);
         return resp;
@@ -318,7 +328,11 @@ fn status(code: StatusCode, text: &'static str) -> Response<Body> {
 }
 
 /// Runs the handler for one request, enforcing the body limit and counting errors.
-async fn respond(shared: &HttpShared, conn: &HttpConn, req: Request<Incoming>) -> Response<Body> {
+pub(super) async fn respond(
+    shared: &HttpShared,
+    conn: &HttpConn,
+    req: Request<RequestBody>,
+) -> Response<Body> {
     let stats = &shared.worker.stats;
     Stats::add(&stats.total_request, 1);
     conn.activity.head_done();
@@ -337,7 +351,6 @@ async fn respond(shared: &HttpShared, conn: &HttpConn, req: Request<Incoming>) -
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
         return r;
     }
-    let req = req.map(|b| Limited::new(b, max_body));
     let outcome = AssertUnwindSafe((shared.handler)(req)).catch_unwind().await;
     let mut resp = match outcome {
         Ok(Ok(resp)) => resp,

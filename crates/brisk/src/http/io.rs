@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
+use bytes::Bytes;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
@@ -90,6 +91,9 @@ pub struct HttpIo {
     stream: TcpStream,
     activity: Arc<Activity>,
     worker: Arc<WorkerIo>,
+    /// Bytes already received (and counted) that are read again before the socket: what
+    /// Brisk's own HTTP/1.1 path hands over to hyper.
+    prefix: Bytes,
 }
 
 impl HttpIo {
@@ -98,24 +102,47 @@ impl HttpIo {
             stream,
             activity,
             worker,
+            prefix: Bytes::new(),
         }
     }
 }
 
 impl HttpIo {
-    /// The socket, for an upgrade to another protocol.
-    pub(crate) fn into_stream(self) -> TcpStream {
-        self.stream
+    /// The socket and any bytes received but not read yet, for an upgrade to another
+    /// protocol.
+    pub(crate) fn into_parts(self) -> (TcpStream, Bytes) {
+        (self.stream, self.prefix)
+    }
+
+    /// Makes `bytes` the next bytes read, before anything from the socket.
+    pub(crate) fn unread(&mut self, bytes: Bytes) {
+        debug_assert!(self.prefix.is_empty());
+        self.prefix = bytes;
     }
 }
 
 impl HttpIo {
+    /// Waits until the socket is readable (or bytes were unread), without reading.
+    pub(crate) fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        self.stream.poll_read_ready(cx).map_ok(drop)
+    }
+
     /// Receives into `dst` without initializing it first.
-    fn poll_recv(
+    pub(crate) fn poll_recv(
         &mut self,
         cx: &mut Context<'_>,
         dst: &mut [MaybeUninit<u8>],
     ) -> Poll<io::Result<usize>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(dst.len());
+            let src = self.prefix.split_to(n);
+            // SAFETY: `n` fits both `src` and `dst`, which do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast(), n) };
+            return Poll::Ready(Ok(n));
+        }
         loop {
             ready!(self.stream.poll_read_ready(cx))?;
             let fd = self.stream.as_raw_fd();
@@ -164,7 +191,12 @@ impl HttpIo {
             .store((self.worker.now_ms() / 1000) as u32, Relaxed);
     }
 
-    fn poll_send(&self, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    /// Sends from `bufs` (vectored when there are several); returns how many bytes went.
+    pub(crate) fn poll_send(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         loop {
             ready!(self.stream.poll_write_ready(cx))?;
             let r = match bufs {
@@ -182,7 +214,8 @@ impl HttpIo {
         }
     }
 
-    fn shutdown(&self) {
+    /// Sends FIN: nothing more will be written.
+    pub(crate) fn shutdown(&self) {
         let _ = socket2::SockRef::from(&self.stream).shutdown(std::net::Shutdown::Write);
     }
 }

@@ -7,14 +7,18 @@
 
 pub mod body;
 mod conn;
+mod h1;
 mod io;
+mod request_body;
+mod response_head;
 mod server;
 pub mod sse;
 pub mod static_files;
 
 pub use body::Body;
 pub use io::HttpIo;
-pub use server::{HttpLimits, HttpServer, RequestBody};
+pub use request_body::RequestBody;
+pub use server::{HttpLimits, HttpServer};
 
 pub(crate) use conn::{serve, HttpShared, TlsShared};
 pub(crate) use io::WorkerIo as WorkerIoCounters;

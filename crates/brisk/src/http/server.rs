@@ -5,20 +5,13 @@ use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
-use futures_util::future::LocalBoxFuture;
-use futures_util::FutureExt;
-use http::{Request, Response};
-use http_body_util::Limited;
-use hyper::body::Incoming;
-
-use super::Body;
+use super::{Body, RequestBody};
 use crate::address::{Address, Scheme};
 use crate::error::{Error, Result};
 use crate::server::{BoxError, LimitOverrides, ListenConfig, WorkerCallbacks};
-
-/// A request body, limited to the server's max package size: reading past it fails with
-/// [`http_body_util::LengthLimitError`] (axum turns that into 413).
-pub type RequestBody = Limited<Incoming>;
+use futures_util::future::LocalBoxFuture;
+use futures_util::FutureExt;
+use http::{Request, Response};
 
 pub(crate) type DynHandler =
     Rc<dyn Fn(Request<RequestBody>) -> LocalBoxFuture<'static, Result<Response<Body>, BoxError>>>;

@@ -382,16 +382,26 @@ async fn heartbeat(worker: Rc<WorkerCtx>, ping: Duration, dead: Duration, handsh
 /// past the handshake, copied so that hyper's buffer goes.
 fn take_upgraded(upgraded: hyper::upgrade::Upgraded) -> Option<(Stream, BytesMut)> {
     type Tls = hyper_util::rt::TokioIo<tokio_rustls::server::TlsStream<HttpIo>>;
-    let (stream, read_buf) = match upgraded.downcast::<HttpIo>() {
-        Ok(parts) => (Stream::Tcp(parts.io.into_stream()), parts.read_buf),
+    match upgraded.downcast::<HttpIo>() {
+        Ok(parts) => {
+            // Bytes hyper read come first, then any it had not read yet.
+            let (stream, unread) = parts.io.into_parts();
+            let mut initial = BytesMut::from(&parts.read_buf[..]);
+            initial.extend_from_slice(&unread);
+            Some((Stream::Tcp(stream), initial))
+        }
         Err(upgraded) => {
             let parts = upgraded.downcast::<Tls>().ok()?;
             let (io, session) = parts.io.into_inner().into_inner();
-            let tls = TlsSocket::from_parts(io.into_stream(), session);
-            (Stream::Tls(Box::new(tls)), parts.read_buf)
+            // TLS connections never take Brisk's own HTTP/1.1 path, so nothing was unread.
+            let (stream, _) = io.into_parts();
+            let tls = TlsSocket::from_parts(stream, session);
+            Some((
+                Stream::Tls(Box::new(tls)),
+                BytesMut::from(&parts.read_buf[..]),
+            ))
         }
-    };
-    Some((stream, BytesMut::from(&read_buf[..])))
+    }
 }
 
 /// A `websocket://` or `wss://` listener serving a [`WsEndpoint`].

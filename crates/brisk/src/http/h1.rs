@@ -1,0 +1,610 @@
+//! Brisk's own HTTP/1.1 path for plaintext connections: the requests servers see most
+//! (no body, HTTP/1.1) are parsed with `httparse` and answered here, with buffers taken from
+//! a per-worker pool only while a request is in flight, so an idle keep-alive connection
+//! holds no buffer at all.
+//!
+//! The first request this path does not take — one with a body, `Expect`, an upgrade,
+//! HTTP/1.0, `CONNECT`, or anything `httparse` or the `http` types reject, or a head over
+//! the size or count limits — hands the connection, with every byte not yet answered, to
+//! hyper, which serves it from then on as it serves every HTTPS connection. Every error
+//! answer (400, 413, 431) and every request-smuggling defence is therefore hyper's.
+
+use std::cell::RefCell;
+use std::future::poll_fn;
+use std::io;
+use std::mem::MaybeUninit;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Uri};
+use http_body::Body as _;
+
+use super::conn::{respond, until_sent, HttpConn, HttpShared};
+use super::io::HttpIo;
+use super::response_head::{self, has_token, Framing, HeadContext};
+use super::{Body, HttpLimits, RequestBody};
+use crate::stats::Stats;
+
+/// How Brisk's HTTP/1.1 path ended.
+pub(crate) enum Exit {
+    /// The connection is done: closed by either side, failed, or drained.
+    Closed,
+    /// hyper takes over; the socket's unread bytes come first.
+    Handover(HttpIo),
+}
+
+/// Bytes asked of each `recv`.
+const READ_CHUNK: usize = 4096;
+/// Header slots on the stack; a higher `max_headers` limit parses into a heap array.
+const STACK_HEADERS: usize = 128;
+/// Pipelined responses are sent once this many bytes are staged.
+const FLUSH_AT: usize = 64 * 1024;
+/// Body chunks under this size are copied next to the head (one send); larger ones are
+/// sent from where they are (vectored).
+const COPY_UNDER: usize = 16 * 1024;
+
+/// Serves requests on `io` until the connection ends or needs hyper.
+pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) -> Exit {
+    let mut input = BytesMut::new();
+    let mut out = Output::default();
+    loop {
+        // Answer every complete request received so far, in order.
+        let mut data = input.split().freeze();
+        while !data.is_empty() {
+            let (req, close) = match parse(&data, &shared.http) {
+                Parsed::Partial => break,
+                Parsed::Handover => {
+                    if out.flush(&io).await.is_err() {
+                        return Exit::Closed;
+                    }
+                    io.unread(data);
+                    return Exit::Handover(io);
+                }
+                Parsed::Request { req, len, close } => {
+                    data.advance(len);
+                    (req, close)
+                }
+            };
+            let method = req.method().clone();
+            let resp = until_sent(respond(shared, conn, req).await, &conn.activity);
+            let sent = write_response(&io, &mut out, resp, &method, close, shared).await;
+            match sent {
+                Ok(Keep::Open) if out.staged() < FLUSH_AT || data.is_empty() => {}
+                Ok(Keep::Open) => {
+                    if out.flush(&io).await.is_err() {
+                        return Exit::Closed;
+                    }
+                }
+                Ok(Keep::Close) => {
+                    if out.flush(&io).await.is_ok() {
+                        io.shutdown();
+                    }
+                    return Exit::Closed;
+                }
+                Err(_) => return Exit::Closed,
+            }
+        }
+        if out.flush(&io).await.is_err() {
+            return Exit::Closed;
+        }
+        out.release();
+        // Keep what is left (part of a head) and read more; an idle connection keeps no
+        // buffer.
+        input = if data.is_empty() {
+            drop(data);
+            pool::put_read(input);
+            BytesMut::new()
+        } else {
+            BytesMut::from(&data[..])
+        };
+        match read_more(&mut io, conn, &mut input).await {
+            Ok(Some(n)) if n > 0 => {}
+            // End of stream, drained, or failed: hyper would close too (a partial head at
+            // the end is an incomplete message, with nobody to answer).
+            _ => {
+                pool::put_read(input);
+                return Exit::Closed;
+            }
+        }
+    }
+}
+
+/// Waits for bytes and appends them to `input` (buffer from the pool, taken only once the
+/// socket is readable). `None` when the worker drains a connection between requests.
+async fn read_more(
+    io: &mut HttpIo,
+    conn: &HttpConn,
+    input: &mut BytesMut,
+) -> io::Result<Option<usize>> {
+    poll_fn(|cx| {
+        if conn.draining.get() && input.is_empty() {
+            return Poll::Ready(Ok(None));
+        }
+        ready!(io.poll_read_ready(cx))?;
+        if input.capacity() == 0 {
+            *input = pool::take_read();
+        }
+        input.reserve(READ_CHUNK);
+        let n = ready!(io.poll_recv(cx, input.spare_capacity_mut()))?;
+        // SAFETY: recv initialized the first `n` bytes of the spare capacity.
+        unsafe { input.set_len(input.len() + n) };
+        Poll::Ready(Ok(Some(n)))
+    })
+    .await
+}
+
+/// What parsing the start of the received bytes found.
+// The request is moved once, straight to the handler: boxing it would allocate per request.
+#[allow(clippy::large_enum_variant)]
+enum Parsed {
+    /// A complete request without a body, `len` bytes long.
+    Request {
+        req: Request<RequestBody>,
+        len: usize,
+        /// The client asked for `Connection: close`.
+        close: bool,
+    },
+    /// The head is not complete yet.
+    Partial,
+    /// This request is hyper's (see the module documentation).
+    Handover,
+}
+
+fn parse(data: &Bytes, limits: &HttpLimits) -> Parsed {
+    let slots = limits.max_headers;
+    if slots <= STACK_HEADERS {
+        let mut headers = [const { MaybeUninit::uninit() }; STACK_HEADERS];
+        parse_into(data, limits, &mut headers[..slots])
+    } else {
+        let mut headers = Vec::with_capacity(slots);
+        headers.resize_with(slots, MaybeUninit::uninit);
+        parse_into(data, limits, &mut headers)
+    }
+}
+
+fn parse_into<'b>(
+    data: &'b Bytes,
+    limits: &HttpLimits,
+    slots: &mut [MaybeUninit<httparse::Header<'b>>],
+) -> Parsed {
+    let mut head = httparse::Request::new(&mut []);
+    let len = match head.parse_with_uninit_headers(data, slots) {
+        Ok(httparse::Status::Complete(len)) if len <= limits.max_header_bytes => len,
+        Ok(httparse::Status::Partial) if data.len() <= limits.max_header_bytes => {
+            return Parsed::Partial
+        }
+        // Too long, too many headers, or malformed: hyper answers 431 or 400.
+        _ => return Parsed::Handover,
+    };
+    if head.version != Some(1) {
+        return Parsed::Handover;
+    }
+    let (Some(method), Some(path)) = (head.method, head.path) else {
+        return Parsed::Handover;
+    };
+    let Ok(method) = Method::from_bytes(method.as_bytes()) else {
+        return Parsed::Handover;
+    };
+    if method == Method::CONNECT {
+        return Parsed::Handover;
+    }
+    let Ok(uri) = Uri::from_maybe_shared(data.slice_ref(path.as_bytes())) else {
+        return Parsed::Handover;
+    };
+    let mut headers = HeaderMap::with_capacity(head.headers.len());
+    let mut close = false;
+    for h in head.headers.iter() {
+        let Ok(name) = HeaderName::from_bytes(h.name.as_bytes()) else {
+            return Parsed::Handover;
+        };
+        let Ok(value) = HeaderValue::from_maybe_shared(data.slice_ref(h.value)) else {
+            return Parsed::Handover;
+        };
+        match name {
+            header::CONTENT_LENGTH if !is_zero(h.value) => return Parsed::Handover,
+            header::TRANSFER_ENCODING | header::EXPECT | header::UPGRADE => {
+                return Parsed::Handover
+            }
+            header::CONNECTION => {
+                if has_token(&value, "upgrade") {
+                    return Parsed::Handover;
+                }
+                close |= has_token(&value, "close");
+            }
+            _ => {}
+        }
+        headers.append(name, value);
+    }
+    let mut req = Request::new(RequestBody::empty());
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    Parsed::Request { req, len, close }
+}
+
+/// `Content-Length: 0` (any number of zeros).
+fn is_zero(value: &[u8]) -> bool {
+    !value.is_empty() && value.iter().all(|&b| b == b'0')
+}
+
+/// Whether the connection stays open after a response.
+enum Keep {
+    Open,
+    Close,
+}
+
+/// Stages (and, for streamed bodies, sends) one response.
+async fn write_response(
+    io: &HttpIo,
+    out: &mut Output,
+    resp: Response<Body>,
+    method: &Method,
+    close_requested: bool,
+    shared: &HttpShared,
+) -> io::Result<Keep> {
+    let stats = &shared.worker.stats;
+    let (parts, mut body) = resp.into_parts();
+    let (status, headers) = if parts.status.is_informational() {
+        // As hyper: a 1xx cannot be the final answer.
+        tracing::warn!(status = %parts.status, "handler answered with a 1xx status; sent 500");
+        Stats::add(&stats.throw_exception, 1);
+        body = Body::empty();
+        (StatusCode::INTERNAL_SERVER_ERROR, HeaderMap::new())
+    } else {
+        (parts.status, parts.headers)
+    };
+    let cx = HeadContext {
+        method,
+        close_requested,
+        body_len: body.size_hint().exact(),
+    };
+    out.make_room(io).await?;
+    let head = response_head::encode(out.stage(), status, &headers, &cx);
+    let streaming = body.is_streaming();
+    let mut writer = BodyWriter::new(head.framing);
+    if head.framing != Framing::NoBody {
+        loop {
+            let frame = poll_fn(|cx| match Pin::new(&mut body).poll_frame(cx) {
+                Poll::Ready(frame) => Poll::Ready(Ok(frame)),
+                // Send what is staged (the head, at least) while the body waits.
+                Poll::Pending => match out.poll_flush(io, cx) {
+                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                    _ => Poll::Pending,
+                },
+            })
+            .await?;
+            match frame {
+                None => break,
+                Some(Err(e)) => {
+                    Stats::add(&stats.throw_exception, 1);
+                    tracing::warn!(error = %e, "response body failed; closing the connection");
+                    return Ok(Keep::Close);
+                }
+                Some(Ok(frame)) => {
+                    // Trailers are dropped, as hyper does unless the client asked for them.
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    out.make_room(io).await?;
+                    writer.data(out, data);
+                    if streaming {
+                        out.flush(io).await?;
+                    }
+                }
+            }
+        }
+    }
+    out.make_room(io).await?;
+    let complete = writer.finish(out);
+    Ok(if head.close || !complete {
+        Keep::Close
+    } else {
+        Keep::Open
+    })
+}
+
+/// Frames body data as the head promised.
+struct BodyWriter {
+    framing: Framing,
+    sent: u64,
+    /// More data came than `content-length` allowed (dropped).
+    overflow: bool,
+}
+
+impl BodyWriter {
+    fn new(framing: Framing) -> Self {
+        BodyWriter {
+            framing,
+            sent: 0,
+            overflow: false,
+        }
+    }
+
+    /// Stages one chunk of data. `out` must have room (no unsent data after its stage).
+    fn data(&mut self, out: &mut Output, mut data: Bytes) {
+        if data.is_empty() {
+            return;
+        }
+        match self.framing {
+            Framing::NoBody => return,
+            Framing::Length(len) => {
+                let room = len - self.sent;
+                if data.len() as u64 > room {
+                    data.truncate(room as usize);
+                    self.overflow = true;
+                }
+            }
+            Framing::Chunked => {
+                let buf = out.stage();
+                if self.sent > 0 {
+                    buf.extend_from_slice(b"\r\n");
+                }
+                let mut hex = [0u8; 16];
+                buf.extend_from_slice(hex_len(data.len(), &mut hex));
+                buf.extend_from_slice(b"\r\n");
+            }
+            Framing::UntilClose => {}
+        }
+        self.sent += data.len() as u64;
+        out.push(data);
+    }
+
+    /// Stages the end of the body; returns whether the body matched its framing (when not,
+    /// the connection must close: the client cannot tell where the next response starts).
+    fn finish(self, out: &mut Output) -> bool {
+        match self.framing {
+            Framing::Chunked if self.sent > 0 => out.stage().extend_from_slice(b"\r\n0\r\n\r\n"),
+            Framing::Chunked => out.stage().extend_from_slice(b"0\r\n\r\n"),
+            Framing::Length(len) if len != self.sent || self.overflow => {
+                tracing::warn!(
+                    declared = len,
+                    sent = self.sent,
+                    "response body did not match its content-length; closing the connection"
+                );
+                return false;
+            }
+            _ => {}
+        }
+        true
+    }
+}
+
+/// `n` in lower-case hexadecimal.
+fn hex_len(mut n: usize, buf: &mut [u8; 16]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b"0123456789abcdef"[n & 0xf];
+        n >>= 4;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+/// Bytes waiting to be sent: a staging buffer, then at most one chunk sent from where it
+/// is.
+#[derive(Default)]
+struct Output {
+    buf: Vec<u8>,
+    /// How much of `buf` was sent.
+    sent: usize,
+    tail: Bytes,
+}
+
+impl Output {
+    /// The staging buffer; the caller appends to it. Only valid while nothing follows it
+    /// (see [`make_room`](Self::make_room)).
+    fn stage(&mut self) -> &mut Vec<u8> {
+        debug_assert!(self.tail.is_empty());
+        if self.buf.capacity() == 0 {
+            self.buf = pool::take_write();
+        }
+        &mut self.buf
+    }
+
+    /// Bytes staged and not sent.
+    fn staged(&self) -> usize {
+        self.buf.len() - self.sent + self.tail.len()
+    }
+
+    /// Stages `data`: copied when small, else kept as the tail (the caller then calls
+    /// [`make_room`](Self::make_room) before staging more).
+    fn push(&mut self, data: Bytes) {
+        if data.len() < COPY_UNDER {
+            self.stage().extend_from_slice(&data);
+        } else {
+            self.tail = data;
+        }
+    }
+
+    /// Sends the tail, if any, so more can be staged after it.
+    async fn make_room(&mut self, io: &HttpIo) -> io::Result<()> {
+        if self.tail.is_empty() {
+            return Ok(());
+        }
+        self.flush(io).await
+    }
+
+    async fn flush(&mut self, io: &HttpIo) -> io::Result<()> {
+        poll_fn(|cx| self.poll_flush(io, cx)).await
+    }
+
+    fn poll_flush(&mut self, io: &HttpIo, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            let head = &self.buf[self.sent..];
+            let slices = [io::IoSlice::new(head), io::IoSlice::new(&self.tail)];
+            let bufs = match (head.is_empty(), self.tail.is_empty()) {
+                (true, true) => {
+                    self.buf.clear();
+                    self.sent = 0;
+                    return Poll::Ready(Ok(()));
+                }
+                (false, true) => &slices[..1],
+                (true, false) => &slices[1..],
+                (false, false) => &slices[..],
+            };
+            let n = ready!(io.poll_send(cx, bufs))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            let from_head = n.min(head.len());
+            self.sent += from_head;
+            self.tail.advance(n - from_head);
+        }
+    }
+
+    /// Gives the staging buffer back to the pool (everything was sent).
+    fn release(&mut self) {
+        debug_assert_eq!(self.staged(), 0);
+        pool::put_write(std::mem::take(&mut self.buf));
+        self.sent = 0;
+    }
+}
+
+/// Per-worker buffers for connections that are busy right now: idle connections hold none,
+/// and a busy one rarely allocates.
+mod pool {
+    use std::thread::LocalKey;
+
+    use super::*;
+
+    /// Buffers kept per worker and kind; more are freed.
+    const KEEP: usize = 32;
+    /// Larger buffers (a big pipelined batch) are freed instead of kept.
+    const KEEP_CAPACITY: usize = 64 * 1024;
+
+    type Pool<T> = LocalKey<RefCell<Vec<T>>>;
+
+    thread_local! {
+        static READ: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+        static WRITE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A buffer that can be emptied and reused.
+    trait Reusable {
+        fn capacity(&self) -> usize;
+        fn clear(&mut self);
+    }
+
+    impl Reusable for BytesMut {
+        fn capacity(&self) -> usize {
+            BytesMut::capacity(self)
+        }
+        fn clear(&mut self) {
+            BytesMut::clear(self)
+        }
+    }
+
+    impl Reusable for Vec<u8> {
+        fn capacity(&self) -> usize {
+            Vec::capacity(self)
+        }
+        fn clear(&mut self) {
+            Vec::clear(self)
+        }
+    }
+
+    fn take<T>(pool: &'static Pool<T>, new: impl FnOnce() -> T) -> T {
+        pool.with(|p| p.borrow_mut().pop()).unwrap_or_else(new)
+    }
+
+    fn put<T: Reusable>(pool: &'static Pool<T>, mut buf: T) {
+        if buf.capacity() == 0 || buf.capacity() > KEEP_CAPACITY {
+            return;
+        }
+        buf.clear();
+        pool.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.len() < KEEP {
+                p.push(buf);
+            }
+        });
+    }
+
+    pub(super) fn take_read() -> BytesMut {
+        take(&READ, || BytesMut::with_capacity(READ_CHUNK))
+    }
+
+    pub(super) fn put_read(buf: BytesMut) {
+        put(&READ, buf)
+    }
+
+    pub(super) fn take_write() -> Vec<u8> {
+        take(&WRITE, || Vec::with_capacity(READ_CHUNK))
+    }
+
+    pub(super) fn put_write(buf: Vec<u8>) {
+        put(&WRITE, buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(raw: &str) -> Parsed {
+        parse(
+            &Bytes::copy_from_slice(raw.as_bytes()),
+            &HttpLimits::default(),
+        )
+    }
+
+    #[test]
+    fn simple_requests_are_taken_with_their_length_and_close() {
+        let raw =
+            "GET /a?b=1 HTTP/1.1\r\nHost: x\r\nConnection: Close\r\nX-A: 1\r\nX-A: 2\r\n\r\nGET /";
+        let Parsed::Request { req, len, close } = parsed(raw) else {
+            panic!("not taken")
+        };
+        assert_eq!(len, raw.len() - "GET /".len());
+        assert!(close);
+        assert_eq!(req.method(), Method::GET);
+        assert_eq!(req.uri().path(), "/a");
+        assert_eq!(req.uri().query(), Some("b=1"));
+        assert_eq!(req.headers().get_all("x-a").iter().count(), 2);
+        assert!(matches!(parsed("GET / HTTP/1.1\r\nHost"), Parsed::Partial));
+        assert!(matches!(
+            parsed("DELETE /x HTTP/1.1\r\nContent-Length: 00\r\n\r\n"),
+            Parsed::Request { close: false, .. }
+        ));
+    }
+
+    #[test]
+    fn anything_else_goes_to_hyper() {
+        for raw in [
+            "POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 4\r\n\r\n",
+            "PUT / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
+            "GET /ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+            "GET / HTTP/1.0\r\n\r\n",
+            "CONNECT example.com:443 HTTP/1.1\r\n\r\n",
+            "GARBAGE\r\n\r\n",
+            "GET / HTTP/1.1\r\nBad Header: v\r\n\r\n",
+        ] {
+            assert!(matches!(parsed(raw), Parsed::Handover), "{raw:?}");
+        }
+        let big = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(20_000));
+        assert!(
+            matches!(parsed(&big), Parsed::Handover),
+            "over the head limit"
+        );
+        let many: String = (0..101).map(|i| format!("X-{i}: v\r\n")).collect();
+        let many = format!("GET / HTTP/1.1\r\n{many}\r\n");
+        assert!(
+            matches!(parsed(&many), Parsed::Handover),
+            "over the header count"
+        );
+    }
+
+    #[test]
+    fn chunk_sizes_are_hex() {
+        let mut b = [0u8; 16];
+        assert_eq!(hex_len(0, &mut b), b"0");
+        assert_eq!(hex_len(255, &mut b), b"ff");
+        assert_eq!(hex_len(65536, &mut b), b"10000");
+    }
+}
