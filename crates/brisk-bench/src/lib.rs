@@ -6,6 +6,7 @@
 //! binary is a thin command-line front end.
 
 pub mod error;
+pub mod fd_limit;
 pub mod histogram;
 pub mod http;
 pub mod report;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use brisk_bench::fd_limit::raise_fd_limit;
 use brisk_bench::http::{parse_header, run_http, HttpConfig, RequestSpec};
 use brisk_bench::suite::{self, SuiteOptions};
 use brisk_bench::units::parse_duration;
@@ -216,22 +217,6 @@ fn ws_config(args: &WsArgs) -> Result<WsConfig, BenchError> {
     config.sender = sender;
     config.drain = args.drain;
     Ok(config)
-}
-
-/// Lifts the open-file soft limit to the hard limit so that many
-/// connections can be held.
-fn raise_fd_limit() {
-    // SAFETY: plain getrlimit/setrlimit on a local struct.
-    unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
 }
 
 fn run(cli: Cli) -> Result<()> {

@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::error::BenchError;
+use crate::fd_limit::{fd_hard_limit, raise_fd_limit};
 use crate::http::{run_http, HttpConfig, RequestSpec};
 use crate::report::HttpReport;
 use crate::suite::config::{
@@ -131,35 +132,6 @@ fn usable_cpus(cpus: Vec<usize>) -> Vec<usize> {
         (0..online).collect()
     } else {
         kept
-    }
-}
-
-fn raise_fd_limit() {
-    // SAFETY: plain getrlimit/setrlimit on a local struct.
-    unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
-
-fn fd_hard_limit() -> u64 {
-    // SAFETY: plain getrlimit on a local struct.
-    unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            lim.rlim_max
-        } else {
-            1024
-        }
     }
 }
 
