@@ -29,7 +29,7 @@ fn html_table(t: &Table, class: &str) -> String {
     out
 }
 
-fn series_of(s: &ScenarioResult, value: fn(&Row) -> Option<f64>) -> Vec<Series> {
+fn series_of(s: &ScenarioResult, value: Value) -> Vec<Series> {
     let mut by_target: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
     for r in &s.rows {
         if r.outcome != Outcome::Measured {
@@ -51,109 +51,92 @@ fn series_of(s: &ScenarioResult, value: fn(&Row) -> Option<f64>) -> Vec<Series> 
         .collect()
 }
 
+/// A value of a row drawn in a chart; `None` leaves the row out.
+type Value = fn(&Row) -> Option<f64>;
+
+fn rate(r: &Row) -> Option<f64> {
+    r.rate.map(|s| s.median)
+}
+
+fn p50(r: &Row) -> Option<f64> {
+    r.latency_ms.map(|l| l.p50)
+}
+
+fn p99(r: &Row) -> Option<f64> {
+    r.latency_ms.map(|l| l.p99)
+}
+
+fn rss_mib(r: &Row) -> Option<f64> {
+    r.rss_peak_kb.map(|v| v as f64 / 1024.0)
+}
+
+fn efficiency_percent(r: &Row) -> Option<f64> {
+    r.efficiency.map(|e| e * 100.0)
+}
+
+fn rss_per_conn(r: &Row) -> Option<f64> {
+    r.rss_per_conn_bytes.map(|v| v.median)
+}
+
+/// The charts of one scenario: a value against x, one line per target.
+/// Scenarios with no charts give none; an empty chart is left out.
 fn charts(s: &ScenarioResult) -> Vec<String> {
-    let rate = |r: &Row| r.rate.map(|s| s.median);
-    let p99 = |r: &Row| r.latency_ms.map(|l| l.p99);
-    let p50 = |r: &Row| r.latency_ms.map(|l| l.p50);
-    let rss_mib = |r: &Row| r.rss_peak_kb.map(|v| v as f64 / 1024.0);
-    let mut out = Vec::new();
-    match s.name.as_str() {
-        "connections" => {
-            out.push(line_chart(
-                "Requests/s against connections",
-                "connections (log)",
-                "req/s",
-                &series_of(s, rate),
-                true,
-            ));
-            out.push(line_chart(
-                "p50 latency against connections",
-                "connections (log)",
-                "ms",
-                &series_of(s, p50),
-                true,
-            ));
-            out.push(line_chart(
-                "p99 latency against connections",
-                "connections (log)",
-                "ms",
-                &series_of(s, p99),
-                true,
-            ));
-            out.push(line_chart(
-                "Peak RSS against connections",
-                "connections (log)",
-                "MiB",
-                &series_of(s, rss_mib),
-                true,
-            ));
-        }
-        "workers" => {
-            out.push(line_chart(
-                "Requests/s against workers",
-                "workers",
-                "req/s",
-                &series_of(s, rate),
-                false,
-            ));
-            out.push(line_chart(
-                "Scaling efficiency",
-                "workers",
-                "actual / (N × single), %",
-                &series_of(s, |r| r.efficiency.map(|e| e * 100.0)),
-                false,
-            ));
-        }
-        "static_files" => {
-            out.push(line_chart(
-                "Requests/s against file size",
-                "bytes (log)",
-                "req/s",
-                &series_of(s, rate),
-                true,
-            ));
-            out.push(line_chart(
-                "Peak RSS against file size",
-                "bytes (log)",
-                "MiB",
-                &series_of(s, rss_mib),
-                true,
-            ));
-        }
-        "ws_idle" => {
-            out.push(line_chart(
-                "RSS per idle WebSocket connection",
-                "connections (log)",
-                "bytes",
-                &series_of(s, |r| r.rss_per_conn_bytes.map(|v| v.median)),
-                true,
-            ));
-            out.push(line_chart(
-                "Peak RSS against connections",
-                "connections (log)",
-                "MiB",
-                &series_of(s, rss_mib),
-                true,
-            ));
-        }
-        "ws_broadcast" => {
-            out.push(line_chart(
-                "Deliveries/s against receivers",
-                "receivers (log)",
-                "msgs/s",
-                &series_of(s, rate),
-                true,
-            ));
-            out.push(line_chart(
-                "p99 delivery latency",
-                "receivers (log)",
-                "ms",
-                &series_of(s, p99),
-                true,
-            ));
-        }
-        _ => {}
-    }
+    // The x axis (label, logarithmic) and the (title, y label, value) of each chart.
+    let (x_label, log_x, plots): (&str, bool, &[(&str, &str, Value)]) = match s.name.as_str() {
+        "connections" => (
+            "connections (log)",
+            true,
+            &[
+                ("Requests/s against connections", "req/s", rate),
+                ("p50 latency against connections", "ms", p50),
+                ("p99 latency against connections", "ms", p99),
+                ("Peak RSS against connections", "MiB", rss_mib),
+            ],
+        ),
+        "workers" => (
+            "workers",
+            false,
+            &[
+                ("Requests/s against workers", "req/s", rate),
+                (
+                    "Scaling efficiency",
+                    "actual / (N × single), %",
+                    efficiency_percent,
+                ),
+            ],
+        ),
+        "static_files" => (
+            "bytes (log)",
+            true,
+            &[
+                ("Requests/s against file size", "req/s", rate),
+                ("Peak RSS against file size", "MiB", rss_mib),
+            ],
+        ),
+        "ws_idle" => (
+            "connections (log)",
+            true,
+            &[
+                ("RSS per idle WebSocket connection", "bytes", rss_per_conn),
+                ("Peak RSS against connections", "MiB", rss_mib),
+            ],
+        ),
+        "ws_broadcast" => (
+            "receivers (log)",
+            true,
+            &[
+                ("Deliveries/s against receivers", "msgs/s", rate),
+                ("p99 delivery latency", "ms", p99),
+            ],
+        ),
+        _ => ("", false, &[]),
+    };
+    let mut out: Vec<String> = plots
+        .iter()
+        .map(|&(title, y_label, value)| {
+            line_chart(title, x_label, y_label, &series_of(s, value), log_x)
+        })
+        .collect();
     if matches!(s.name.as_str(), "hello_keepalive" | "hello_close") {
         // Latency percentiles of each target, x = percentile.
         let mut series = Vec::new();
