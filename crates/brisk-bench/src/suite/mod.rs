@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod environment;
+pub mod measure;
 pub mod model;
 pub mod process;
 pub mod procfs;

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::histogram::LatencySummary;
 use crate::suite::stats::Spread;
 
 /// A whole suite run.
@@ -114,6 +115,19 @@ pub struct Latency {
     pub p99: f64,
     /// Largest.
     pub max: f64,
+}
+
+impl Latency {
+    /// The percentiles of a generator's latency summary (microseconds), in
+    /// milliseconds.
+    pub fn from_micros(l: &LatencySummary) -> Latency {
+        Latency {
+            p50: l.p50 as f64 / 1000.0,
+            p90: l.p90 as f64 / 1000.0,
+            p99: l.p99 as f64 / 1000.0,
+            max: l.max as f64 / 1000.0,
+        }
+    }
 }
 
 /// One target at one point of a scenario.

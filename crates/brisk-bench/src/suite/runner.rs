@@ -16,9 +16,10 @@ use crate::suite::config::{
     config_dirs, expand, parse_cpu_list, parse_size, SuiteConfig, Timing, SCENARIO_NAMES,
 };
 use crate::suite::environment;
+use crate::suite::measure::Runs;
 use crate::suite::model::{Header, Latency, Outcome, Row, ScenarioResult, SuiteReport, TargetInfo};
 use crate::suite::process::{command_line_output, pin_current_thread, Running, StartSpec};
-use crate::suite::procfs::{cpu_between, snapshot, Peak, Sampler};
+use crate::suite::procfs::{snapshot, Sampler};
 use crate::suite::progress::Progress;
 use crate::suite::stats::{efficiency, median_index, spread};
 use crate::target::{Scheme, Target};
@@ -155,29 +156,10 @@ struct Lab<'a> {
     launches: usize,
 }
 
-/// What the runs of one HTTP point gathered.
-struct HttpRuns {
-    reports: Vec<HttpReport>,
-    cpu_percent: Vec<f64>,
-    cpu_us: Vec<f64>,
-    idle_rss_kb: u64,
-    peak: Peak,
-}
-
 fn pick<T: Clone>(points: &[T], quick_points: &Option<Vec<T>>, quick: bool) -> Vec<T> {
     match (quick, quick_points) {
         (true, Some(q)) => q.clone(),
         _ => points.to_vec(),
-    }
-}
-
-fn latency_of(report: &HttpReport) -> Latency {
-    let l = &report.latency_us;
-    Latency {
-        p50: l.p50 as f64 / 1000.0,
-        p90: l.p90 as f64 / 1000.0,
-        p99: l.p99 as f64 / 1000.0,
-        max: l.max as f64 / 1000.0,
     }
 }
 
@@ -391,60 +373,35 @@ impl Lab<'_> {
         cpus: &[usize],
         config: &HttpConfig,
         reps: usize,
-    ) -> Result<HttpRuns, String> {
+    ) -> Result<Runs<HttpReport>, String> {
         let mut running = self.start(target, workers, cpus)?;
-        let (pid, interval) = (running.pid(), self.timing.sample_interval);
         if !self.timing.warmup.is_zero() {
             let mut warm = config.clone();
             warm.duration = Some(self.timing.warmup);
             run_http(&warm).map_err(|e| e.to_string())?;
         }
-        let idle = snapshot(pid, pid);
-        let mut runs = HttpRuns {
-            reports: Vec::new(),
-            cpu_percent: Vec::new(),
-            cpu_us: Vec::new(),
-            idle_rss_kb: idle.rss_kb,
-            peak: Peak::default(),
-        };
+        let mut runs = Runs::new(running.pid(), self.timing.sample_interval);
         let mut measured = config.clone();
         measured.duration = Some(self.timing.duration);
         for _ in 0..reps {
-            let sampler = Sampler::start(pid, pid, interval);
-            let before = snapshot(pid, pid);
-            let report = run_http(&measured).map_err(|e| e.to_string())?;
-            let after = snapshot(pid, pid);
-            let peak = sampler.finish();
-            let (pct, secs) = cpu_between(&before, &after);
-            runs.cpu_percent.push(pct);
-            if report.requests > 0 {
-                runs.cpu_us.push(secs * 1e6 / report.requests as f64);
-            }
-            if peak.rss_kb > runs.peak.rss_kb {
-                runs.peak = peak;
-            }
-            runs.reports.push(report);
+            runs.measure(
+                || run_http(&measured).map_err(|e| e.to_string()),
+                |r| r.requests,
+            )?;
         }
         running.stop();
         Ok(runs)
     }
 
-    fn http_row(&self, target: &str, point: &str, x: f64, runs: &HttpRuns) -> Row {
-        let rates: Vec<f64> = runs.reports.iter().map(|r| r.rps).collect();
-        let mut row = Row::empty(target, point, x, Outcome::Measured);
-        row.rate = spread(&rates);
-        if let Some(i) = median_index(&rates) {
+    fn http_row(&self, target: &str, point: &str, x: f64, runs: &Runs<HttpReport>) -> Row {
+        let (mut row, median) = runs.row(target, point, x, |r| r.rps);
+        if let Some(i) = median {
             if runs.reports[i].latency_us.count > 0 {
-                row.latency_ms = Some(latency_of(&runs.reports[i]));
+                row.latency_ms = Some(Latency::from_micros(&runs.reports[i].latency_us));
             }
-            row.cpu_percent = Some(runs.cpu_percent[i]);
         }
-        row.cpu_us_per_req = spread(&runs.cpu_us).map(|s| s.median);
         row.errors = Some(runs.reports.iter().map(|r| r.errors.total).sum());
         row.error_kinds = error_kinds(&runs.reports);
-        row.rss_idle_kb = Some(runs.idle_rss_kb);
-        row.rss_peak_kb = Some(runs.peak.rss_kb);
-        row.rss_per_process_kb = runs.peak.per_process_kb.clone();
         row
     }
 
@@ -854,54 +811,27 @@ impl Lab<'_> {
             config.hold = self.timing.duration;
             let cpus = self.target_cpus.clone();
             let mut running = self.start(target, self.config.settings.workers, &cpus)?;
-            let pid = running.pid();
-            let idle = snapshot(pid, pid);
-            let mut reports = Vec::new();
-            let mut cpu_us = Vec::new();
-            let mut cpu_pct = Vec::new();
-            let mut peak = Peak::default();
+            let mut runs = Runs::new(running.pid(), self.timing.sample_interval);
             for _ in 0..reps {
-                let sampler = Sampler::start(pid, pid, self.timing.sample_interval);
-                let before = snapshot(pid, pid);
-                let report = run_ws(&config).map_err(|e| e.to_string())?;
-                let after = snapshot(pid, pid);
-                let p = sampler.finish();
-                if p.rss_kb > peak.rss_kb {
-                    peak = p;
-                }
-                let (pct, secs) = cpu_between(&before, &after);
-                let delivered = report.messages.as_ref().map_or(0, |m| m.delivered);
-                if delivered > 0 {
-                    cpu_us.push(secs * 1e6 / delivered as f64);
-                }
-                cpu_pct.push(pct);
-                reports.push(report);
+                runs.measure(
+                    || run_ws(&config).map_err(|e| e.to_string()),
+                    |r| r.messages.as_ref().map_or(0, |m| m.delivered),
+                )?;
             }
             running.stop();
-            Ok((idle, peak, reports, cpu_us, cpu_pct))
+            Ok(runs)
         });
         match result {
-            Ok((idle, peak, reports, cpu_us, cpu_pct)) => {
-                let rates: Vec<f64> = reports
-                    .iter()
-                    .map(|r| r.messages.as_ref().map_or(0.0, |m| m.delivered_per_sec))
-                    .collect();
-                let mut row = Row::empty(target, point, n as f64, Outcome::Measured);
-                row.rate = spread(&rates);
-                if let Some(i) = median_index(&rates) {
-                    let l = &reports[i].latency_us;
-                    row.latency_ms = Some(Latency {
-                        p50: l.p50 as f64 / 1000.0,
-                        p90: l.p90 as f64 / 1000.0,
-                        p99: l.p99 as f64 / 1000.0,
-                        max: l.max as f64 / 1000.0,
-                    });
-                    row.cpu_percent = Some(cpu_pct[i]);
-                    row.open_connections = Some(reports[i].connections.open_at_end);
+            Ok(runs) => {
+                let (mut row, median) = runs.row(target, point, n as f64, |r| {
+                    r.messages.as_ref().map_or(0.0, |m| m.delivered_per_sec)
+                });
+                if let Some(i) = median {
+                    row.latency_ms = Some(Latency::from_micros(&runs.reports[i].latency_us));
+                    row.open_connections = Some(runs.reports[i].connections.open_at_end);
                 }
-                row.cpu_us_per_req = spread(&cpu_us).map(|s| s.median);
                 row.errors = Some(
-                    reports
+                    runs.reports
                         .iter()
                         .map(|r| {
                             r.connections.failed.total
@@ -911,9 +841,6 @@ impl Lab<'_> {
                         })
                         .sum(),
                 );
-                row.rss_idle_kb = Some(idle.rss_kb);
-                row.rss_peak_kb = Some(peak.rss_kb);
-                row.rss_per_process_kb = peak.per_process_kb;
                 row
             }
             Err(e) => Row::empty(target, point, n as f64, Outcome::Failed(e)),
@@ -998,7 +925,7 @@ impl Lab<'_> {
                 row.rate = spread(&ours);
                 row.wrk_rate = spread(&wrk);
                 if let Some(i) = median_index(&ours) {
-                    row.latency_ms = Some(latency_of(&reports[i]));
+                    row.latency_ms = Some(Latency::from_micros(&reports[i].latency_us));
                 }
                 row.errors = Some(reports.iter().map(|r| r.errors.total).sum());
                 if let (Some(a), Some(b)) = (row.rate, row.wrk_rate) {
