@@ -156,6 +156,27 @@ struct Lab<'a> {
     launches: usize,
 }
 
+/// The HTTP load of one point and how the target runs for it.
+struct HttpLoad {
+    /// Path (and query) requested.
+    path: String,
+    /// Concurrent connections.
+    connections: usize,
+    /// Keep-alive on; off opens a new connection per request.
+    keep_alive: bool,
+    /// Target worker processes.
+    workers: usize,
+    /// CPUs the target runs on.
+    cpus: Vec<usize>,
+}
+
+/// `config` for a run of `duration`.
+fn for_duration(config: &HttpConfig, duration: Duration) -> HttpConfig {
+    let mut config = config.clone();
+    config.duration = Some(duration);
+    config
+}
+
 fn pick<T: Clone>(points: &[T], quick_points: &Option<Vec<T>>, quick: bool) -> Vec<T> {
     match (quick, quick_points) {
         (true, Some(q)) => q.clone(),
@@ -341,28 +362,82 @@ impl Lab<'_> {
         })
     }
 
-    fn http_target(&self, target: &str, path: &str) -> Result<Target, String> {
+    /// Starts `target` with the configured workers on the target CPUs.
+    fn start_default(&mut self, target: &str) -> Result<Running, String> {
+        let cpus = self.target_cpus.clone();
+        self.start(target, self.config.settings.workers, &cpus)
+    }
+
+    /// HTTP load on `path` of `target` with `connections` connections.
+    fn http_config(
+        &self,
+        target: &str,
+        path: &str,
+        connections: usize,
+        keep_alive: bool,
+    ) -> Result<HttpConfig, String> {
         let port = self.config.targets[target].port;
-        Target::parse(&format!("http://127.0.0.1:{port}{path}"), Scheme::Http)
-            .map_err(|e| e.to_string())
-    }
-
-    fn ws_target(&self, target: &str, path: &str) -> Result<Target, String> {
-        let t = &self.config.targets[target];
-        let port = t.ws_port.unwrap_or(t.port);
-        Target::parse(&format!("ws://127.0.0.1:{port}{path}"), Scheme::Ws)
-            .map_err(|e| e.to_string())
-    }
-
-    fn http_config(&self, target: Target, connections: usize, keep_alive: bool) -> HttpConfig {
-        let mut config = HttpConfig::new(target);
+        let url = Target::parse(&format!("http://127.0.0.1:{port}{path}"), Scheme::Http)
+            .map_err(|e| e.to_string())?;
+        let mut config = HttpConfig::new(url);
         config.connections = connections;
         config.threads = self.config.settings.load_threads.max(1);
         config.request = RequestSpec {
             keep_alive,
             ..RequestSpec::default()
         };
-        config
+        Ok(config)
+    }
+
+    /// WebSocket load on `path` of `target` with `n` connections.
+    fn ws_config(
+        &self,
+        target: &str,
+        path: &str,
+        n: usize,
+        ramp: Option<f64>,
+        ips: &Option<String>,
+    ) -> Result<WsConfig, String> {
+        let t = &self.config.targets[target];
+        let port = t.ws_port.unwrap_or(t.port);
+        let url = Target::parse(&format!("ws://127.0.0.1:{port}{path}"), Scheme::Ws)
+            .map_err(|e| e.to_string())?;
+        let mut config = WsConfig::new(url);
+        config.connections = n;
+        config.ramp = ramp;
+        config.threads = self.config.settings.load_threads.max(1);
+        config.timeout = Duration::from_secs(10);
+        if let Some(ips) = ips {
+            config.source_ips = parse_source_ips(ips).map_err(|e| e.to_string())?;
+        }
+        Ok(config)
+    }
+
+    /// The rows of one scenario: for each selected target, the row
+    /// `measure` gives at each point, or the target's skip row when it
+    /// does not support `scenario`. `progress` names a point in the
+    /// progress line.
+    fn sweep<P>(
+        &mut self,
+        scenario: &str,
+        points: &[P],
+        progress: impl Fn(&P) -> String,
+        mut measure: impl FnMut(&mut Self, &str, &P) -> Row,
+    ) -> Vec<Row> {
+        let mut rows = Vec::new();
+        for target in self.targets.clone() {
+            for point in points {
+                self.progress
+                    .show(&format!("{scenario}: {target}, {}", progress(point)));
+                let row = match self.skip_row(scenario, &target) {
+                    Some(r) => r,
+                    None => measure(self, &target, point),
+                };
+                rows.push(row);
+                self.progress.step();
+            }
+        }
+        rows
     }
 
     /// Starts `target`, warms up and runs `reps` HTTP runs of `config`.
@@ -376,13 +451,10 @@ impl Lab<'_> {
     ) -> Result<Runs<HttpReport>, String> {
         let mut running = self.start(target, workers, cpus)?;
         if !self.timing.warmup.is_zero() {
-            let mut warm = config.clone();
-            warm.duration = Some(self.timing.warmup);
-            run_http(&warm).map_err(|e| e.to_string())?;
+            run_http(&for_duration(config, self.timing.warmup)).map_err(|e| e.to_string())?;
         }
         let mut runs = Runs::new(running.pid(), self.timing.sample_interval);
-        let mut measured = config.clone();
-        measured.duration = Some(self.timing.duration);
+        let measured = for_duration(config, self.timing.duration);
         for _ in 0..reps {
             runs.measure(
                 || run_http(&measured).map_err(|e| e.to_string()),
@@ -405,24 +477,29 @@ impl Lab<'_> {
         row
     }
 
+    /// The load of an HTTP point with the configured workers on the target CPUs.
+    fn http_load(&self, path: String, connections: usize, keep_alive: bool) -> HttpLoad {
+        HttpLoad {
+            path,
+            connections,
+            keep_alive,
+            workers: self.config.settings.workers,
+            cpus: self.target_cpus.clone(),
+        }
+    }
+
     /// One HTTP point: start, measure, row (or a failed row).
-    #[allow(clippy::too_many_arguments)]
     fn http_point(
         &mut self,
         target: &str,
         point: &str,
         x: f64,
-        path: &str,
-        connections: usize,
-        keep_alive: bool,
-        workers: usize,
-        cpus: &[usize],
+        load: &HttpLoad,
         reps: usize,
     ) -> Row {
-        let result = self.http_target(target, path).and_then(|t| {
-            let config = self.http_config(t, connections, keep_alive);
-            self.http_runs(target, workers, cpus, &config, reps)
-        });
+        let result = self
+            .http_config(target, &load.path, load.connections, load.keep_alive)
+            .and_then(|config| self.http_runs(target, load.workers, &load.cpus, &config, reps));
         match result {
             Ok(runs) => self.http_row(target, point, x, &runs),
             Err(e) => Row::empty(target, point, x, Outcome::Failed(e)),
@@ -439,32 +516,17 @@ impl Lab<'_> {
         let conns = s.connections.unwrap_or(self.config.settings.connections);
         let reps = self.reps(s.reps);
         let workers = self.config.settings.workers;
-        let mut rows = Vec::new();
-        for target in self.targets.clone() {
-            self.progress
-                .show(&format!("{name}: {target}, {conns} connections"));
-            let point = format!("{conns} connections");
-            let row = match self.skip_row(name, &target) {
-                Some(r) => r,
-                None => {
-                    let path = self.config.targets[&target].paths.hello.clone();
-                    let cpus = self.target_cpus.clone();
-                    self.http_point(
-                        &target,
-                        &point,
-                        conns as f64,
-                        &path,
-                        conns,
-                        keep_alive,
-                        workers,
-                        &cpus,
-                        reps,
-                    )
-                }
-            };
-            rows.push(row);
-            self.progress.step();
-        }
+        let point = format!("{conns} connections");
+        let rows = self.sweep(
+            name,
+            &[conns],
+            |_| point.clone(),
+            |lab, target, &conns| {
+                let path = lab.config.targets[target].paths.hello.clone();
+                let load = lab.http_load(path, conns, keep_alive);
+                lab.http_point(target, &point, conns as f64, &load, reps)
+            },
+        );
         Some(ScenarioResult {
             name: name.into(),
             title: if keep_alive {
@@ -487,26 +549,16 @@ impl Lab<'_> {
         let points = pick(&s.points, &s.quick_points, self.quick);
         let reps = self.reps(s.reps);
         let workers = self.config.settings.workers;
-        let mut rows = Vec::new();
-        for target in self.targets.clone() {
-            for &c in &points {
-                self.progress
-                    .show(&format!("connections: {target}, {c} connections"));
-                let point = format!("{c}");
-                let row = match self.skip_row("connections", &target) {
-                    Some(r) => r,
-                    None => {
-                        let path = self.config.targets[&target].paths.hello.clone();
-                        let cpus = self.target_cpus.clone();
-                        self.http_point(
-                            &target, &point, c as f64, &path, c, true, workers, &cpus, reps,
-                        )
-                    }
-                };
-                rows.push(row);
-                self.progress.step();
-            }
-        }
+        let rows = self.sweep(
+            "connections",
+            &points,
+            |c| format!("{c} connections"),
+            |lab, target, &c| {
+                let path = lab.config.targets[target].paths.hello.clone();
+                let load = lab.http_load(path, c, true);
+                lab.http_point(target, &format!("{c}"), c as f64, &load, reps)
+            },
+        );
         Some(ScenarioResult {
             name: "connections".into(),
             title: "Connection sweep, keep-alive".into(),
@@ -539,27 +591,25 @@ impl Lab<'_> {
             .map(usable_cpus)
             .unwrap_or_else(|_| self.load_cpus.clone());
         let _ = pin_current_thread(&lcpus);
-        let mut rows = Vec::new();
-        for target in self.targets.clone() {
-            let first = rows.len();
-            for &n in &s.points {
-                self.progress
-                    .show(&format!("workers: {target}, {n} worker(s)"));
-                let point = format!("{n} worker(s)");
-                let row = match self.skip_row("workers", &target) {
-                    Some(r) => r,
-                    None => {
-                        let path = self.config.targets[&target].paths.hello.clone();
-                        self.http_point(
-                            &target, &point, n as f64, &path, conns, true, n, &tcpus, reps,
-                        )
-                    }
+        let mut rows = self.sweep(
+            "workers",
+            &s.points,
+            |n| format!("{n} worker(s)"),
+            |lab, target, &n| {
+                let load = HttpLoad {
+                    path: lab.config.targets[target].paths.hello.clone(),
+                    connections: conns,
+                    keep_alive: true,
+                    workers: n,
+                    cpus: tcpus.clone(),
                 };
-                rows.push(row);
-                self.progress.step();
-            }
-            let single = rows[first].rate.map(|r| r.median);
-            for row in rows[first..].iter_mut() {
+                lab.http_point(target, &format!("{n} worker(s)"), n as f64, &load, reps)
+            },
+        );
+        // The rows of each target, in point order: the first is the single worker.
+        for target_rows in rows.chunks_mut(s.points.len().max(1)) {
+            let single = target_rows[0].rate.map(|r| r.median);
+            for row in target_rows.iter_mut() {
                 if let (Some(single), Some(rate)) = (single, row.rate) {
                     row.efficiency = efficiency(rate.median, row.x as usize, single);
                 }
@@ -584,7 +634,6 @@ impl Lab<'_> {
         let sizes = pick(&s.sizes, &s.quick_sizes, self.quick);
         let conns = s.connections.unwrap_or(self.config.settings.connections);
         let reps = self.reps(s.reps);
-        let workers = self.config.settings.workers;
         let mut files = Vec::new();
         for size in &sizes {
             let bytes = parse_size(size).unwrap_or(0);
@@ -592,40 +641,24 @@ impl Lab<'_> {
             let made = write_file(&self.static_dir.join(&name), bytes);
             files.push((size.clone(), bytes, name, made));
         }
-        let mut rows = Vec::new();
-        for target in self.targets.clone() {
-            for (size, bytes, name, made) in &files {
-                self.progress
-                    .show(&format!("static_files: {target}, {size}"));
-                let row = match (self.skip_row("static_files", &target), made) {
-                    (Some(r), _) => r,
-                    (None, Err(e)) => Row::empty(
-                        &target,
-                        size,
-                        *bytes as f64,
-                        Outcome::Failed(format!("could not create the file: {e}")),
-                    ),
-                    (None, Ok(())) => {
-                        let path =
-                            format!("{}{name}", self.config.targets[&target].paths.static_prefix);
-                        let cpus = self.target_cpus.clone();
-                        self.http_point(
-                            &target,
-                            size,
-                            *bytes as f64,
-                            &path,
-                            conns,
-                            true,
-                            workers,
-                            &cpus,
-                            reps,
-                        )
-                    }
-                };
-                rows.push(row);
-                self.progress.step();
-            }
-        }
+        let rows = self.sweep(
+            "static_files",
+            &files,
+            |(size, ..)| size.clone(),
+            |lab, target, (size, bytes, name, made)| match made {
+                Err(e) => Row::empty(
+                    target,
+                    size,
+                    *bytes as f64,
+                    Outcome::Failed(format!("could not create the file: {e}")),
+                ),
+                Ok(()) => {
+                    let path = format!("{}{name}", lab.config.targets[target].paths.static_prefix);
+                    let load = lab.http_load(path, conns, true);
+                    lab.http_point(target, size, *bytes as f64, &load, reps)
+                }
+            },
+        );
         Some(ScenarioResult {
             name: "static_files".into(),
             title: "Static files by size".into(),
@@ -645,17 +678,15 @@ impl Lab<'_> {
         let reps = self.reps(s.reps);
         let hold = parse_duration(&s.hold).unwrap_or(Duration::from_secs(3));
         let hard = fd_hard_limit();
-        let mut rows = Vec::new();
-        for target in self.targets.clone() {
-            for &n in &points {
-                self.progress
-                    .show(&format!("ws_idle: {target}, {n} connections"));
+        let rows = self.sweep(
+            "ws_idle",
+            &points,
+            |n| format!("{n} connections"),
+            |lab, target, &n| {
                 let point = format!("{n}");
-                let row = if let Some(r) = self.skip_row("ws_idle", &target) {
-                    r
-                } else if n as u64 + 64 > hard {
+                if n as u64 + 64 > hard {
                     Row::empty(
-                        &target,
+                        target,
                         &point,
                         n as f64,
                         Outcome::NotYetMeasured(format!(
@@ -663,12 +694,10 @@ impl Lab<'_> {
                         )),
                     )
                 } else {
-                    self.ws_idle_point(&target, &point, n, &s, hold, reps)
-                };
-                rows.push(row);
-                self.progress.step();
-            }
-        }
+                    lab.ws_idle_point(target, &point, n, &s, hold, reps)
+                }
+            },
+        );
         Some(ScenarioResult {
             name: "ws_idle".into(),
             title: "Idle WebSocket connections".into(),
@@ -679,24 +708,6 @@ impl Lab<'_> {
             ),
             rows,
         })
-    }
-
-    fn ws_base(
-        &self,
-        target: Target,
-        n: usize,
-        ramp: Option<f64>,
-        ips: &Option<String>,
-    ) -> Result<WsConfig, String> {
-        let mut config = WsConfig::new(target);
-        config.connections = n;
-        config.ramp = ramp;
-        config.threads = self.config.settings.load_threads.max(1);
-        config.timeout = Duration::from_secs(10);
-        if let Some(ips) = ips {
-            config.source_ips = parse_source_ips(ips).map_err(|e| e.to_string())?;
-        }
-        Ok(config)
     }
 
     fn ws_idle_point(
@@ -714,21 +725,21 @@ impl Lab<'_> {
         let mut failures = 0;
         let mut best = Row::empty(target, point, n as f64, Outcome::Measured);
         for _ in 0..reps {
-            let result = self.ws_target(target, &path).and_then(|t| {
-                let mut config = self.ws_base(t, n, s.ramp, &s.source_ips)?;
-                config.mode = WsMode::Hold;
-                config.hold = hold;
-                let cpus = self.target_cpus.clone();
-                let mut running = self.start(target, self.config.settings.workers, &cpus)?;
-                let pid = running.pid();
-                std::thread::sleep(Duration::from_millis(300));
-                let idle = snapshot(pid, pid);
-                let sampler = Sampler::start(pid, pid, self.timing.sample_interval);
-                let report = run_ws(&config).map_err(|e| e.to_string());
-                let peak = sampler.finish();
-                running.stop();
-                Ok((idle, peak, report?))
-            });
+            let result = self
+                .ws_config(target, &path, n, s.ramp, &s.source_ips)
+                .and_then(|mut config| {
+                    config.mode = WsMode::Hold;
+                    config.hold = hold;
+                    let mut running = self.start_default(target)?;
+                    let pid = running.pid();
+                    std::thread::sleep(Duration::from_millis(300));
+                    let idle = snapshot(pid, pid);
+                    let sampler = Sampler::start(pid, pid, self.timing.sample_interval);
+                    let report = run_ws(&config).map_err(|e| e.to_string());
+                    let peak = sampler.finish();
+                    running.stop();
+                    Ok((idle, peak, report?))
+                });
             match result {
                 Ok((idle, peak, report)) => {
                     let open = report.connections.succeeded.max(1);
@@ -757,17 +768,15 @@ impl Lab<'_> {
         let points = pick(&s.points, &s.quick_points, self.quick);
         let reps = self.reps(s.reps);
         let hard = fd_hard_limit();
-        let mut rows = Vec::new();
-        for target in self.targets.clone() {
-            for &n in &points {
-                self.progress
-                    .show(&format!("ws_broadcast: {target}, {n} receivers"));
+        let rows = self.sweep(
+            "ws_broadcast",
+            &points,
+            |n| format!("{n} receivers"),
+            |lab, target, &n| {
                 let point = format!("{n}");
-                let row = if let Some(r) = self.skip_row("ws_broadcast", &target) {
-                    r
-                } else if n as u64 + 64 > hard {
+                if n as u64 + 64 > hard {
                     Row::empty(
-                        &target,
+                        target,
                         &point,
                         n as f64,
                         Outcome::NotYetMeasured(format!(
@@ -775,12 +784,10 @@ impl Lab<'_> {
                         )),
                     )
                 } else {
-                    self.broadcast_point(&target, &point, n, &s, reps)
-                };
-                rows.push(row);
-                self.progress.step();
-            }
-        }
+                    lab.broadcast_point(target, &point, n, &s, reps)
+                }
+            },
+        );
         Some(ScenarioResult {
             name: "ws_broadcast".into(),
             title: "WebSocket broadcast".into(),
@@ -803,24 +810,24 @@ impl Lab<'_> {
         reps: usize,
     ) -> Row {
         let path = self.config.targets[target].paths.chat.clone();
-        let result = self.ws_target(target, &path).and_then(|t| {
-            let mut config = self.ws_base(t, n, s.ramp, &s.source_ips)?;
-            config.mode = WsMode::Broadcast;
-            config.rate = s.rate;
-            config.size = s.size;
-            config.hold = self.timing.duration;
-            let cpus = self.target_cpus.clone();
-            let mut running = self.start(target, self.config.settings.workers, &cpus)?;
-            let mut runs = Runs::new(running.pid(), self.timing.sample_interval);
-            for _ in 0..reps {
-                runs.measure(
-                    || run_ws(&config).map_err(|e| e.to_string()),
-                    |r| r.messages.as_ref().map_or(0, |m| m.delivered),
-                )?;
-            }
-            running.stop();
-            Ok(runs)
-        });
+        let result = self
+            .ws_config(target, &path, n, s.ramp, &s.source_ips)
+            .and_then(|mut config| {
+                config.mode = WsMode::Broadcast;
+                config.rate = s.rate;
+                config.size = s.size;
+                config.hold = self.timing.duration;
+                let mut running = self.start_default(target)?;
+                let mut runs = Runs::new(running.pid(), self.timing.sample_interval);
+                for _ in 0..reps {
+                    runs.measure(
+                        || run_ws(&config).map_err(|e| e.to_string()),
+                        |r| r.messages.as_ref().map_or(0, |m| m.delivered),
+                    )?;
+                }
+                running.stop();
+                Ok(runs)
+            });
         match result {
             Ok(runs) => {
                 let (mut row, median) = runs.row(target, point, n as f64, |r| {
@@ -891,34 +898,31 @@ impl Lab<'_> {
         let path = self.config.targets[target].paths.hello.clone();
         let threads = self.config.settings.load_threads.max(1);
         let secs = self.timing.duration.as_secs().max(1);
-        let result = self.http_target(target, &path).and_then(|t| {
-            let url = t.url();
-            let config = self.http_config(t, conns, true);
-            let cpus = self.target_cpus.clone();
-            let mut running = self.start(target, self.config.settings.workers, &cpus)?;
-            let mut ours = Vec::new();
-            let mut wrk = Vec::new();
-            let mut reports = Vec::new();
-            let mut measured = config.clone();
-            measured.duration = Some(Duration::from_secs(secs));
-            // Both generators warm the target up first, as the scenarios do: the first
-            // measured run must not be the one that pays for a cold start.
-            let warmup = self.timing.warmup;
-            if !warmup.is_zero() {
-                run_wrk(&url, conns, threads, warmup.as_secs().max(1))?;
-                let mut warm = config.clone();
-                warm.duration = Some(warmup);
-                run_http(&warm).map_err(|e| e.to_string())?;
-            }
-            for _ in 0..reps {
-                wrk.push(run_wrk(&url, conns, threads, secs)?);
-                let report = run_http(&measured).map_err(|e| e.to_string())?;
-                ours.push(report.rps);
-                reports.push(report);
-            }
-            running.stop();
-            Ok((ours, wrk, reports))
-        });
+        let result = self
+            .http_config(target, &path, conns, true)
+            .and_then(|config| {
+                let url = config.target.url();
+                let mut running = self.start_default(target)?;
+                let mut ours = Vec::new();
+                let mut wrk = Vec::new();
+                let mut reports = Vec::new();
+                let measured = for_duration(&config, Duration::from_secs(secs));
+                // Both generators warm the target up first, as the scenarios do: the first
+                // measured run must not be the one that pays for a cold start.
+                let warmup = self.timing.warmup;
+                if !warmup.is_zero() {
+                    run_wrk(&url, conns, threads, warmup.as_secs().max(1))?;
+                    run_http(&for_duration(&config, warmup)).map_err(|e| e.to_string())?;
+                }
+                for _ in 0..reps {
+                    wrk.push(run_wrk(&url, conns, threads, secs)?);
+                    let report = run_http(&measured).map_err(|e| e.to_string())?;
+                    ours.push(report.rps);
+                    reports.push(report);
+                }
+                running.stop();
+                Ok((ours, wrk, reports))
+            });
         match result {
             Ok((ours, wrk, reports)) => {
                 let mut row = Row::empty(target, point, conns as f64, Outcome::Measured);
