@@ -177,6 +177,22 @@ fn for_duration(config: &HttpConfig, duration: Duration) -> HttpConfig {
     config
 }
 
+/// The row of a point of `n` WebSocket connections when they need more
+/// descriptors than the open-file hard limit `hard` (named `limit` in the
+/// row's reason) allows.
+fn beyond_fd_limit(target: &str, point: &str, n: usize, hard: u64, limit: &str) -> Option<Row> {
+    (n as u64 + 64 > hard).then(|| {
+        Row::empty(
+            target,
+            point,
+            n as f64,
+            Outcome::NotYetMeasured(format!(
+                "{n} connections need more descriptors than {limit} ({hard})"
+            )),
+        )
+    })
+}
+
 fn pick<T: Clone>(points: &[T], quick_points: &Option<Vec<T>>, quick: bool) -> Vec<T> {
     match (quick, quick_points) {
         (true, Some(q)) => q.clone(),
@@ -684,18 +700,14 @@ impl Lab<'_> {
             |n| format!("{n} connections"),
             |lab, target, &n| {
                 let point = format!("{n}");
-                if n as u64 + 64 > hard {
-                    Row::empty(
-                        target,
-                        &point,
-                        n as f64,
-                        Outcome::NotYetMeasured(format!(
-                            "{n} connections need more descriptors than this machine's open-file hard limit ({hard})"
-                        )),
-                    )
-                } else {
-                    lab.ws_idle_point(target, &point, n, &s, hold, reps)
-                }
+                beyond_fd_limit(
+                    target,
+                    &point,
+                    n,
+                    hard,
+                    "this machine's open-file hard limit",
+                )
+                .unwrap_or_else(|| lab.ws_idle_point(target, &point, n, &s, hold, reps))
             },
         );
         Some(ScenarioResult {
@@ -774,18 +786,8 @@ impl Lab<'_> {
             |n| format!("{n} receivers"),
             |lab, target, &n| {
                 let point = format!("{n}");
-                if n as u64 + 64 > hard {
-                    Row::empty(
-                        target,
-                        &point,
-                        n as f64,
-                        Outcome::NotYetMeasured(format!(
-                            "{n} connections need more descriptors than the open-file hard limit ({hard})"
-                        )),
-                    )
-                } else {
-                    lab.broadcast_point(target, &point, n, &s, reps)
-                }
+                beyond_fd_limit(target, &point, n, hard, "the open-file hard limit")
+                    .unwrap_or_else(|| lab.broadcast_point(target, &point, n, &s, reps))
             },
         );
         Some(ScenarioResult {
