@@ -1,4 +1,5 @@
-//! HTTP/1.1 on hyper, with Brisk's process model, limits and stats.
+//! HTTP/1.1 with Brisk's process model, limits and stats: requests without a body on Brisk's
+//! own path (`h1`), everything else on hyper (HTTP/1.1, and HTTP/2 over TLS).
 //!
 //! [`HttpServer`] takes an async handler or any `tower::Service`; responses carry a [`Body`].
 //! Limits ([`HttpLimits`]) answer with the right status: 431 for oversized heads, 413 for
