@@ -186,15 +186,16 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
     let failed = match &shared.tls {
         // Plaintext: Brisk's own HTTP/1.1 path first, hyper for what it does not take.
         None => match drive(&conn, h1::serve(&shared, &conn, io), |_| {}).await {
+            // Boxed: a connection that never needs hyper does not carry its state.
             Some(h1::Exit::Handover(io)) => {
                 let http = shared.builder.serve_connection(io, svc).with_upgrades();
-                drive(&conn, http, |c| c.graceful_shutdown())
+                Box::pin(drive(&conn, http, |c| c.graceful_shutdown()))
                     .await
                     .and_then(Result::err)
             }
             Some(h1::Exit::Closed) | None => None,
         },
-        Some(tls) => {
+        Some(tls) => Box::pin(async {
             let deadline = shared.http.header_read_timeout;
             match tokio::time::timeout(deadline, tls.acceptor.accept(io)).await {
                 Ok(Ok(stream)) => {
@@ -221,7 +222,8 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
                     None
                 }
             }
-        }
+        })
+        .await,
     };
     if let Some(e) = failed {
         on_connection_error(&worker, &conn, &e);
