@@ -1,5 +1,6 @@
-//! Brisk's own HTTP/1.1 path (requests without a body) and its handover to hyper (the first
-//! request it does not take), over real sockets against the fixture's `--http` routes.
+//! Brisk's own HTTP/1.1 path (requests without a body or with a small one) and its handover to
+//! hyper (the first request it does not take), over real sockets against the fixture's
+//! `--http` routes.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -32,35 +33,57 @@ fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
 }
 
 #[test]
-fn keep_alive_requests_hand_over_to_hyper_at_the_first_body_and_stay_in_order() {
+fn keep_alive_requests_hand_over_to_hyper_at_the_first_streamed_body_and_stay_in_order() {
     let (server, port) = http_server(&[]);
-    // All in one write: two requests for Brisk's path, then one with a body (hyper's), then
-    // one that hyper, now owning the connection, serves too.
+    // All in one write: requests for Brisk's path (one with a small body), then a chunked
+    // one (hyper's), then one that hyper, now owning the connection, serves too.
     let mut s = connect(port);
     let batch = [
         get("/one"),
-        get("/two"),
         "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello".to_string(),
-        get("/three"),
+        "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+            .to_string(),
+        get("/two"),
     ]
     .concat();
     s.write_all(batch.as_bytes()).unwrap();
-    for want in ["ok /one", "ok /two", "hello", "ok /three"] {
+    for want in ["ok /one", "hello", "abc", "ok /two"] {
         let r = read_response(&mut s);
         assert_eq!((r.status, r.text().as_str()), (200, want), "{}", r.head);
         assert!(r.header("date").is_some());
     }
-    // One at a time on a new connection: the same, with a chunked body.
+    // One at a time on a new connection: a body too big to hold goes to hyper, streamed.
     let mut s = connect(port);
     s.write_all(get("/a").as_bytes()).unwrap();
     assert_eq!(read_response(&mut s).text(), "ok /a");
-    s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
-        .unwrap();
-    assert_eq!(read_response(&mut s).text(), "abc");
+    let big = "b".repeat(100_000);
+    let post = format!(
+        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        big.len()
+    );
+    s.write_all(post.as_bytes()).unwrap();
+    s.write_all(big.as_bytes()).unwrap();
+    assert_eq!(read_response(&mut s).text(), big);
     s.write_all(get("/b").as_bytes()).unwrap();
     assert_eq!(read_response(&mut s).text(), "ok /b");
     assert_eq!(server.total("total_request").unwrap(), 7);
     assert_eq!(server.total("accepted").unwrap(), 2);
+}
+
+#[test]
+fn a_small_body_sent_in_pieces_arrives_whole() {
+    let (_server, port) = http_server(&[]);
+    let mut s = connect(port);
+    s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n")
+        .unwrap();
+    let body: Vec<u8> = (0..2000).map(|i| b'a' + (i % 26) as u8).collect();
+    for piece in body.chunks(300) {
+        std::thread::sleep(Duration::from_millis(20));
+        s.write_all(piece).unwrap();
+    }
+    assert_eq!(read_response(&mut s).body, body);
+    s.write_all(get("/next").as_bytes()).unwrap();
+    assert_eq!(read_response(&mut s).text(), "ok /next");
 }
 
 #[test]

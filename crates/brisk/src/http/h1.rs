@@ -1,9 +1,9 @@
 //! Brisk's own HTTP/1.1 path for plaintext connections: the requests servers see most
-//! (no body, HTTP/1.1) are parsed with `httparse` and answered here, with buffers taken from
-//! a per-worker pool only while a request is in flight, so an idle keep-alive connection
-//! holds no buffer at all.
+//! (HTTP/1.1, no body or a small one with a `Content-Length`) are parsed with `httparse` and
+//! answered here, with buffers taken from a per-worker pool only while a request is in
+//! flight, so an idle keep-alive connection holds no buffer at all.
 //!
-//! The first request this path does not take — one with a body, `Expect`, an upgrade,
+//! The first request this path does not take — a chunked or large body, `Expect`, an upgrade,
 //! HTTP/1.0, `CONNECT`, or anything `httparse` or the `http` types reject, or a head over
 //! the size or count limits — hands the connection, with every byte not yet answered, to
 //! hyper, which serves it from then on as it serves every HTTPS connection. Every error
@@ -41,6 +41,9 @@ const READ_CHUNK: usize = 4096;
 const STACK_HEADERS: usize = 128;
 /// Pipelined responses are sent once this many bytes are staged.
 const FLUSH_AT: usize = 64 * 1024;
+/// Request bodies up to this size (and the max package size) are read here, whole; larger
+/// ones stream through hyper.
+const BODY_MAX: usize = 64 * 1024;
 /// Body chunks under this size are copied next to the head (one send); larger ones are
 /// sent from where they are (vectored).
 const COPY_UNDER: usize = 16 * 1024;
@@ -53,8 +56,13 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
         // Answer every complete request received so far, in order.
         let mut data = input.split().freeze();
         while !data.is_empty() {
-            let (req, close) = match parse(&data, &shared.http) {
+            let (req, close) = match parse(&data, &shared.http, shared.limits.max_package_size) {
                 Parsed::Partial => break,
+                Parsed::AwaitingBody => {
+                    // Bytes now are the body's: a body that trickles in is not a slow head.
+                    conn.activity.head_done();
+                    break;
+                }
                 Parsed::Handover => {
                     if out.flush(&io).await.is_err() {
                         return Exit::Closed;
@@ -97,7 +105,8 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
             pool::put_read(input);
             BytesMut::new()
         } else {
-            BytesMut::from(&data[..])
+            data.try_into_mut()
+                .unwrap_or_else(|data| BytesMut::from(&data[..]))
         };
         match read_more(&mut io, conn, &mut input).await {
             Ok(Some(n)) if n > 0 => {}
@@ -139,7 +148,7 @@ async fn read_more(
 // The request is moved once, straight to the handler: boxing it would allocate per request.
 #[allow(clippy::large_enum_variant)]
 enum Parsed {
-    /// A complete request without a body, `len` bytes long.
+    /// A complete request (head and body), `len` bytes long.
     Request {
         req: Request<RequestBody>,
         len: usize,
@@ -148,25 +157,29 @@ enum Parsed {
     },
     /// The head is not complete yet.
     Partial,
+    /// The head is complete, its body is not.
+    AwaitingBody,
     /// This request is hyper's (see the module documentation).
     Handover,
 }
 
-fn parse(data: &Bytes, limits: &HttpLimits) -> Parsed {
+/// Parses the request at the start of `data`; bodies over `max_body` are hyper's (413).
+fn parse(data: &Bytes, limits: &HttpLimits, max_body: usize) -> Parsed {
     let slots = limits.max_headers;
     if slots <= STACK_HEADERS {
         let mut headers = [const { MaybeUninit::uninit() }; STACK_HEADERS];
-        parse_into(data, limits, &mut headers[..slots])
+        parse_into(data, limits, max_body, &mut headers[..slots])
     } else {
         let mut headers = Vec::with_capacity(slots);
         headers.resize_with(slots, MaybeUninit::uninit);
-        parse_into(data, limits, &mut headers)
+        parse_into(data, limits, max_body, &mut headers)
     }
 }
 
 fn parse_into<'b>(
     data: &'b Bytes,
     limits: &HttpLimits,
+    max_body: usize,
     slots: &mut [MaybeUninit<httparse::Header<'b>>],
 ) -> Parsed {
     let mut head = httparse::Request::new(&mut []);
@@ -195,6 +208,7 @@ fn parse_into<'b>(
     };
     let mut headers = HeaderMap::with_capacity(head.headers.len());
     let mut close = false;
+    let mut body_len: Option<usize> = None;
     for h in head.headers.iter() {
         let Ok(name) = HeaderName::from_bytes(h.name.as_bytes()) else {
             return Parsed::Handover;
@@ -203,7 +217,11 @@ fn parse_into<'b>(
             return Parsed::Handover;
         };
         match name {
-            header::CONTENT_LENGTH if !is_zero(h.value) => return Parsed::Handover,
+            // One length, digits only, small enough to hold; anything else is hyper's.
+            header::CONTENT_LENGTH => match (body_len, parse_length(h.value)) {
+                (None, Some(n)) if n <= BODY_MAX.min(max_body) => body_len = Some(n),
+                _ => return Parsed::Handover,
+            },
             header::TRANSFER_ENCODING | header::EXPECT | header::UPGRADE => {
                 return Parsed::Handover
             }
@@ -217,16 +235,25 @@ fn parse_into<'b>(
         }
         headers.append(name, value);
     }
-    let mut req = Request::new(RequestBody::empty());
+    let body = match body_len {
+        None | Some(0) => RequestBody::empty(),
+        Some(n) if data.len() - len < n => return Parsed::AwaitingBody,
+        Some(n) => RequestBody::full(data.slice(len..len + n)),
+    };
+    let mut req = Request::new(body);
     *req.method_mut() = method;
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
+    let len = len + body_len.unwrap_or(0);
     Parsed::Request { req, len, close }
 }
 
-/// `Content-Length: 0` (any number of zeros).
-fn is_zero(value: &[u8]) -> bool {
-    !value.is_empty() && value.iter().all(|&b| b == b'0')
+/// A `Content-Length` value: 1 to 19 digits.
+fn parse_length(value: &[u8]) -> Option<usize> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
 }
 
 /// Whether the connection stays open after a response.
@@ -546,10 +573,8 @@ mod tests {
     use super::*;
 
     fn parsed(raw: &str) -> Parsed {
-        parse(
-            &Bytes::copy_from_slice(raw.as_bytes()),
-            &HttpLimits::default(),
-        )
+        let limits = HttpLimits::default();
+        parse(&Bytes::copy_from_slice(raw.as_bytes()), &limits, 1 << 20)
     }
 
     #[test]
@@ -573,11 +598,29 @@ mod tests {
     }
 
     #[test]
+    fn small_bodies_with_a_length_are_taken_whole() {
+        let raw = "POST /e HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET";
+        let Parsed::Request { req, len, .. } = parsed(raw) else {
+            panic!("not taken")
+        };
+        assert_eq!(len, raw.len() - 3);
+        let body = futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(
+            req.into_body(),
+        ));
+        assert_eq!(&body.unwrap().unwrap().to_bytes()[..], b"hello");
+        let head = "POST /e HTTP/1.1\r\nContent-Length: 5\r\n\r\nhel";
+        assert!(matches!(parsed(head), Parsed::AwaitingBody));
+    }
+
+    #[test]
     fn anything_else_goes_to_hyper() {
         for raw in [
-            "POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nContent-Length: 65537\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc",
             "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
             "POST / HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 4\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nabcd",
             "PUT / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
             "GET /ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
             "GET / HTTP/1.0\r\n\r\n",

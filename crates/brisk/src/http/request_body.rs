@@ -13,7 +13,8 @@ use crate::server::BoxError;
 /// A request body, limited to the server's max package size: reading past it fails with
 /// [`http_body_util::LengthLimitError`] (axum turns that into 413).
 ///
-/// Requests without a body (most `GET`s) carry an empty one that costs nothing.
+/// Small bodies with a `Content-Length` arrive whole (no allocation of their own); others
+/// stream in as the client sends them.
 ///
 /// ```
 /// use http_body_util::BodyExt;
@@ -22,20 +23,35 @@ use crate::server::BoxError;
 /// # Ok(()) }
 /// ```
 pub struct RequestBody {
-    /// `None`: the request has no body.
-    incoming: Option<Limited<Incoming>>,
+    kind: Kind,
+}
+
+enum Kind {
+    /// Received whole (`None` once read, or when there is no body).
+    Full(Option<Bytes>),
+    /// Read by hyper as it arrives, cut off at the limit.
+    Incoming(Limited<Incoming>),
 }
 
 impl RequestBody {
     /// No body.
     pub(crate) fn empty() -> Self {
-        RequestBody { incoming: None }
+        RequestBody {
+            kind: Kind::Full(None),
+        }
+    }
+
+    /// A body received whole.
+    pub(crate) fn full(bytes: Bytes) -> Self {
+        RequestBody {
+            kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())),
+        }
     }
 
     /// A body read by hyper, cut off at `limit` bytes.
     pub(crate) fn limited(body: Incoming, limit: usize) -> Self {
         RequestBody {
-            incoming: Some(Limited::new(body, limit)),
+            kind: Kind::Incoming(Limited::new(body, limit)),
         }
     }
 }
@@ -48,27 +64,31 @@ impl http_body::Body for RequestBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match &mut self.get_mut().incoming {
-            None => Poll::Ready(None),
-            Some(b) => Pin::new(b).poll_frame(cx),
+        match &mut self.get_mut().kind {
+            Kind::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Kind::Incoming(b) => Pin::new(b).poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.incoming.as_ref().is_none_or(|b| b.is_end_stream())
+        match &self.kind {
+            Kind::Full(b) => b.is_none(),
+            Kind::Incoming(b) => b.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.incoming
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), |b| b.size_hint())
+        match &self.kind {
+            Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Incoming(b) => b.size_hint(),
+        }
     }
 }
 
 impl std::fmt::Debug for RequestBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RequestBody")
-            .field("empty", &self.incoming.is_none())
+            .field("size_hint", &http_body::Body::size_hint(self))
             .finish()
     }
 }
