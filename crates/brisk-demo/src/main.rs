@@ -61,7 +61,7 @@ struct Args {
     /// Directory served under /static/ (default: the demo's own static folder).
     #[arg(long, global = true)]
     static_root: Option<PathBuf>,
-    /// PEM certificate chain: with --tls-key, also serve --https and --wss.
+    /// PEM certificate chain: with --tls-key, also serve --https, --wss and --tls-text.
     #[arg(long, global = true)]
     tls_cert: Option<PathBuf>,
     /// PEM private key of --tls-cert.
@@ -73,6 +73,9 @@ struct Args {
     /// The secure WebSocket echo listener, when a certificate is given.
     #[arg(long, global = true)]
     wss: Option<String>,
+    /// A Text echo over TLS (Workerman's `ssl` transport), when a certificate is given.
+    #[arg(long, global = true)]
+    tls_text: Option<String>,
     /// Directory for the pid file, control socket and daemon log (default ./run).
     #[arg(long, global = true)]
     run_dir: Option<PathBuf>,
@@ -103,6 +106,7 @@ struct Config {
     tls_key: Option<PathBuf>,
     https: Option<String>,
     wss: Option<String>,
+    tls_text: Option<String>,
     run_dir: Option<PathBuf>,
     graceful_timeout: Option<u64>,
 }
@@ -179,7 +183,10 @@ fn build(args: &Args) -> anyhow::Result<App> {
         args.tls_cert.clone().or(file.tls_cert),
         args.tls_key.clone().or(file.tls_key),
     ) {
-        (Some(cert), Some(key)) => Some(TlsConfig::from_pem_files(cert, key)?),
+        // A TLS handshake gets as long as a request head.
+        (Some(cert), Some(key)) => Some(
+            TlsConfig::from_pem_files(cert, key)?.handshake_timeout(limits.header_read_timeout),
+        ),
         (None, None) => None,
         _ => anyhow::bail!("--tls-cert and --tls-key go together"),
     };
@@ -192,15 +199,21 @@ fn build(args: &Args) -> anyhow::Result<App> {
         let https = site(HttpServer::new(&https)?).tls(tls.clone()).http2(true);
         let wss = WsServer::new(&wss)?
             .endpoint(echo_endpoint(limits.header_read_timeout))
-            .tls(tls);
-        secure = Some((https, wss));
+            .tls(tls.clone());
+        let tls_text = args.tls_text.clone().or(file.tls_text);
+        let tls_text = tls_text.unwrap_or("text://127.0.0.1:7443".into());
+        let tls_text = Server::new(&tls_text)?
+            .tls(tls)
+            .on_message(|conn, line| async move { conn.send(line) });
+        secure = Some((https, wss, tls_text));
     }
     if let Some(n) = workers {
         text = text.workers(n);
         frame = frame.workers(n);
         http = http.workers(n);
         websocket = websocket.workers(n);
-        secure = secure.map(|(https, wss)| (https.workers(n), wss.workers(n)));
+        secure =
+            secure.map(|(https, wss, text)| (https.workers(n), wss.workers(n), text.workers(n)));
     }
     let mut app = App::new("brisk-demo")
         .run_dir(run_dir)
@@ -209,8 +222,8 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .server(frame)
         .server(http)
         .server(websocket);
-    if let Some((https, wss)) = secure {
-        app = app.server(https).server(wss);
+    if let Some((https, wss, tls_text)) = secure {
+        app = app.server(https).server(wss).server(tls_text);
     }
     Ok(app)
 }

@@ -22,6 +22,7 @@ struct Demo {
     https: u16,
     wss: u16,
     websocket: u16,
+    tls_text: u16,
     cert: CertificateDer<'static>,
 }
 
@@ -40,10 +41,11 @@ fn self_signed(dir: &Path) -> (CertificateDer<'static>, String, String) {
 fn demo() -> Demo {
     let dir = temp_dir("tls");
     let (cert, cert_path, key_path) = self_signed(&dir);
-    let (https, wss, websocket) = (free_port(), free_port(), free_port());
+    let (https, wss, websocket, tls_text) = (free_port(), free_port(), free_port(), free_port());
     let args = [
         format!("--https=https://127.0.0.1:{https}"),
         format!("--wss=wss://127.0.0.1:{wss}"),
+        format!("--tls-text=text://127.0.0.1:{tls_text}"),
         format!("--tls-cert={cert_path}"),
         format!("--tls-key={key_path}"),
         format!("--http=http://127.0.0.1:{}", free_port()),
@@ -54,12 +56,13 @@ fn demo() -> Demo {
         "--workers=1".to_string(),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let server = ServerProcess::start(DEMO, &args, 6).unwrap();
+    let server = ServerProcess::start(DEMO, &args, 7).unwrap();
     Demo {
         server,
         https,
         wss,
         websocket,
+        tls_text,
         cert,
     }
 }
@@ -284,9 +287,9 @@ fn a_stalled_handshake_is_closed() {
     let d = demo();
     let rejected = d.server.total("rejected").unwrap();
     // Half a ClientHello, then nothing: closed after the demo's handshake timeouts (500 ms
-    // for HTTPS; WebSocket listeners count whole seconds, so 1 s).
+    // for HTTPS; WebSocket and Text listeners count whole seconds, so 1 s).
     let mut stalled = Vec::new();
-    for port in [d.https, d.wss] {
+    for port in [d.https, d.wss, d.tls_text] {
         let mut s = connect(port);
         s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01]).unwrap();
         stalled.push(s);
@@ -298,8 +301,23 @@ fn a_stalled_handshake_is_closed() {
     for s in &mut stalled {
         assert_closed(s, Duration::from_secs(5));
     }
-    assert!(d.server.total("rejected").unwrap() >= rejected + 3);
+    assert!(d.server.total("rejected").unwrap() >= rejected + 4);
     let mut s = tls_connect(&d, d.https, &[]);
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     assert_eq!(read_http_response(&mut s).1, b"Hello World");
+}
+
+#[test]
+fn text_over_tls_echoes_and_a_finished_handshake_outlives_the_timeout() {
+    let d = demo();
+    let mut s = tls_connect(&d, d.tls_text, &[]);
+    s.write_all(b"hello\n").unwrap();
+    let mut line = [0u8; 6];
+    s.read_exact(&mut line).unwrap();
+    assert_eq!(&line, b"hello\n");
+    // Longer than the 1 s handshake timeout: a connection past its handshake stays.
+    std::thread::sleep(Duration::from_millis(2500));
+    s.write_all(b"again\n").unwrap();
+    s.read_exact(&mut line).unwrap();
+    assert_eq!(&line, b"again\n");
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::protocol::Protocol;
 use crate::server::{LimitOverrides, Limits, ListenConfig, Server, UdpServer, WorkerCallbacks};
 use crate::tls::TlsSocket;
-use crate::worker::connection::{self, ServerShared};
+use crate::worker::connection::{self, ConnView, ServerShared};
 use crate::worker::listener::Listener;
 use crate::worker::stream::{PeerAddr, Stream};
 use crate::worker::{udp, WorkerCtx};
@@ -34,6 +34,7 @@ impl<P: Protocol> From<Server<P>> for Service {
             callbacks,
         } = server;
         let tls = listen.tls_config(&[]);
+        let tls_handshake = listen.tls.as_ref().map(|t| t.handshake_deadline());
         Service {
             listen,
             worker_callbacks,
@@ -45,6 +46,9 @@ impl<P: Protocol> From<Server<P>> for Service {
                     limits,
                     protocol,
                 });
+                if let Some(timeout) = tls_handshake {
+                    tokio::task::spawn_local(sweep_handshakes(worker.clone(), timeout));
+                }
                 if let Some(timeout) = limits.idle_timeout {
                     tokio::task::spawn_local(sweep_idle(worker, timeout));
                 }
@@ -81,6 +85,7 @@ impl From<crate::http::HttpServer> for Service {
             &[b"http/1.1"]
         };
         let tls = listen.tls_config(alpn);
+        let tls_handshake = listen.tls.as_ref().map(|t| t.handshake_deadline());
         let handler = handler.unwrap_or_else(|| {
             Rc::new(|_req| {
                 Box::pin(async {
@@ -114,7 +119,9 @@ impl From<crate::http::HttpServer> for Service {
                     limits,
                     http,
                     builder,
-                    tls: tls.map(|c| crate::http::TlsShared::new(c, &http)),
+                    tls: tls
+                        .zip(tls_handshake)
+                        .map(|(c, handshake)| crate::http::TlsShared::new(c, &http, handshake)),
                 });
                 tokio::task::spawn_local(sweep_http(
                     worker,
@@ -303,6 +310,29 @@ async fn sweep_idle(worker: Rc<WorkerCtx>, timeout: Duration) {
     loop {
         tick.tick().await;
         close_idle(&worker, limit);
+    }
+}
+
+/// Closes connections still in their opening handshake (TLS, or the protocol's own) after
+/// `timeout`.
+async fn sweep_handshakes(worker: Rc<WorkerCtx>, timeout: Duration) {
+    let limit = timeout.as_secs().max(1) as u32;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        close_stalled_handshakes(&worker, limit);
+    }
+}
+
+/// Closes (and counts as rejected) the worker's connections that have been in their opening
+/// handshake for `limit_s` seconds or more.
+pub(crate) fn close_stalled_handshakes(worker: &WorkerCtx, limit_s: u32) {
+    let now = worker.uptime_secs();
+    let stalled = |c: &dyn ConnView| c.handshake_age(now).is_some_and(|a| a >= limit_s);
+    for c in worker.connections_where(stalled) {
+        tracing::debug!("closing a connection that did not finish its opening handshake");
+        c.count_rejected();
+        c.destroy();
     }
 }
 

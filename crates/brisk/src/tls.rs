@@ -14,6 +14,7 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -36,7 +37,11 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct TlsConfig {
     config: Arc<rustls::ServerConfig>,
+    handshake_timeout: Duration,
 }
+
+/// Time a client has to complete its TLS handshake, unless set otherwise.
+const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for TlsConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -71,7 +76,33 @@ impl TlsConfig {
     /// Uses a rustls configuration as it is (client authentication, session tickets, your own
     /// crypto provider). Brisk only sets its ALPN protocols per listener.
     pub fn from_rustls(config: Arc<rustls::ServerConfig>) -> Self {
-        TlsConfig { config }
+        TlsConfig {
+            config,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+        }
+    }
+
+    /// Time a client has to complete its TLS handshake; then it is closed and counted as
+    /// `rejected` (a client that opens connections and stalls them must not hold them).
+    /// Default 10 s. `tcp://`, `text://` and `frame://` listeners check it once a second;
+    /// `wss://` listeners use their endpoint's WebSocket handshake timeout, which covers the
+    /// TLS handshake too.
+    ///
+    /// ```no_run
+    /// # fn main() -> brisk::Result<()> {
+    /// use std::time::Duration;
+    /// let tls = brisk::tls::TlsConfig::from_pem_files("cert.pem", "key.pem")?
+    ///     .handshake_timeout(Duration::from_secs(5));
+    /// # Ok(()) }
+    /// ```
+    pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    /// The handshake timeout (see [`handshake_timeout`](Self::handshake_timeout)).
+    pub(crate) fn handshake_deadline(&self) -> Duration {
+        self.handshake_timeout
     }
 
     fn build(
@@ -101,9 +132,7 @@ impl TlsConfig {
                     "certificate {cert_name} and key {key_name} cannot be used together: {e}"
                 ))
             })?;
-        Ok(TlsConfig {
-            config: Arc::new(config),
-        })
+        Ok(Self::from_rustls(Arc::new(config)))
     }
 
     /// The rustls configuration for one listener, offering `alpn` (most preferred first).
@@ -221,6 +250,11 @@ impl TlsSocket {
         }
         Self::write_pending(&mut session, &self.tcp)?;
         Ok(n)
+    }
+
+    /// Whether the TLS handshake is still under way.
+    pub(crate) fn is_handshaking(&self) -> bool {
+        self.session.borrow().is_handshaking()
     }
 
     /// Whether encrypted records wait for the socket.

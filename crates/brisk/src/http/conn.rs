@@ -13,6 +13,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use http::{header, HeaderValue, Request, Response, StatusCode};
@@ -41,16 +42,23 @@ pub(crate) struct HttpShared {
 /// pick `h2` through ALPN.
 pub(crate) struct TlsShared {
     acceptor: tokio_rustls::TlsAcceptor,
+    /// Time a client has to complete its TLS handshake.
+    handshake_timeout: Duration,
     h2: hyper::server::conn::http2::Builder<LocalExec>,
 }
 
 impl TlsShared {
-    pub(crate) fn new(config: Arc<rustls::ServerConfig>, http: &HttpLimits) -> Self {
+    pub(crate) fn new(
+        config: Arc<rustls::ServerConfig>,
+        http: &HttpLimits,
+        handshake_timeout: Duration,
+    ) -> Self {
         let mut h2 = hyper::server::conn::http2::Builder::new(LocalExec);
         h2.timer(hyper_util::rt::TokioTimer::new())
             .max_header_list_size(http.max_header_bytes.try_into().unwrap_or(u32::MAX));
         TlsShared {
             acceptor: config.into(),
+            handshake_timeout,
             h2,
         }
     }
@@ -196,8 +204,7 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
             Some(h1::Exit::Closed) | None => None,
         },
         Some(tls) => Box::pin(async {
-            let deadline = shared.http.header_read_timeout;
-            match tokio::time::timeout(deadline, tls.acceptor.accept(io)).await {
+            match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(io)).await {
                 Ok(Ok(stream)) => {
                     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
                     let io = hyper_util::rt::TokioIo::new(stream);

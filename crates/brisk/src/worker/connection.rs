@@ -415,8 +415,8 @@ pub(crate) trait ConnView {
     fn has_heartbeat(&self) -> bool {
         false
     }
-    /// Seconds since the connection opened, while its protocol is still in its opening
-    /// handshake.
+    /// Seconds since the connection opened, while its TLS session or its protocol is still
+    /// in its opening handshake.
     fn handshake_age(&self, _now: u32) -> Option<u32> {
         None
     }
@@ -462,7 +462,7 @@ impl<P: Protocol> ConnView for Inner<P> {
         self.protocol.borrow().heartbeat().is_some()
     }
     fn handshake_age(&self, now: u32) -> Option<u32> {
-        let handshaking = self.protocol.borrow().handshaking();
+        let handshaking = self.stream.is_handshaking() || self.protocol.borrow().handshaking();
         handshaking.then(|| now.saturating_sub(self.opened))
     }
     fn count_rejected(&self) {

@@ -75,6 +75,14 @@ impl Stream {
         }
     }
 
+    /// Whether a TLS handshake is still under way (never, on a plain socket).
+    pub(crate) fn is_handshaking(&self) -> bool {
+        match self {
+            Stream::Tls(s) => s.is_handshaking(),
+            _ => false,
+        }
+    }
+
     /// Whether bytes already accepted by `try_write` still wait to reach the socket (TLS
     /// records the kernel did not take).
     pub(crate) fn has_pending_output(&self) -> bool {

@@ -20,7 +20,7 @@ use crate::server::{
     WorkerCallbacks,
 };
 use crate::tls::TlsSocket;
-use crate::worker::connection::{serve_with, ConnView, Connection, ServerShared};
+use crate::worker::connection::{serve_with, Connection, ServerShared};
 use crate::worker::stream::{PeerAddr, Stream};
 use crate::worker::{self, WorkerCtx};
 use crate::SendError;
@@ -361,12 +361,7 @@ async fn heartbeat(worker: Rc<WorkerCtx>, ping: Duration, dead: Duration, handsh
     loop {
         tick.tick().await;
         let now = worker.uptime_secs();
-        let stalled = |c: &dyn ConnView| c.handshake_age(now).is_some_and(|a| a >= handshake_s);
-        for c in worker.connections_where(stalled) {
-            tracing::debug!("closing a WebSocket connection that did not finish its handshake");
-            c.count_rejected();
-            c.destroy();
-        }
+        crate::service::close_stalled_handshakes(&worker, handshake_s);
         for c in worker.connections_where(|c| c.idle_secs(now) >= ping_s && c.has_heartbeat()) {
             if c.idle_secs(now) >= dead_s {
                 tracing::debug!("closing a WebSocket connection that stopped answering pings");
