@@ -100,14 +100,18 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
         out.release();
         // Keep what is left (part of a head) and read more; an idle connection keeps no
         // buffer.
-        input = if data.is_empty() {
+        let spare = std::mem::take(&mut input);
+        if data.is_empty() {
             drop(data);
-            pool::put_read(input);
-            BytesMut::new()
+            pool::put_read(spare);
         } else {
-            data.try_into_mut()
-                .unwrap_or_else(|data| BytesMut::from(&data[..]))
-        };
+            // Once the spare capacity is let go, the rest is usually the only user of its
+            // buffer and becomes the input without a copy.
+            drop(spare);
+            input = data
+                .try_into_mut()
+                .unwrap_or_else(|data| BytesMut::from(&data[..]));
+        }
         match read_more(&mut io, conn, &mut input).await {
             Ok(Some(n)) if n > 0 => {}
             // End of stream, drained, or failed: hyper would close too (a partial head at
