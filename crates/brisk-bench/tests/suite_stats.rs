@@ -1,7 +1,7 @@
 //! The repetition statistics of the suite: trimming, median, spread, and
 //! scaling efficiency, on fixed inputs.
 
-use brisk_bench::suite::stats::{efficiency, kept_indices, median_index, spread};
+use brisk_bench::suite::stats::{efficiency, kept_indices, median_index, paired_ratio, spread};
 
 #[test]
 fn five_runs_drop_highest_and_lowest() {
@@ -53,4 +53,15 @@ fn scaling_efficiency() {
     assert!((e - 0.979).abs() < 0.001, "{e}");
     assert_eq!(efficiency(1.0, 0, 1.0), None);
     assert_eq!(efficiency(1.0, 2, 0.0), None);
+}
+
+#[test]
+fn paired_ratio_survives_drift_between_pairs() {
+    // Each pair says 0.9 while the machine's speed halves; one pair is an outlier (dropped).
+    let ours = [90.0, 72.0, 45.0, 45.0, 80.0];
+    let theirs = [100.0, 80.0, 50.0, 50.0, 50.0];
+    assert!((paired_ratio(&ours, &theirs).unwrap() - 0.9).abs() < 1e-9);
+    // The ratio of the trimmed medians would say 72 / 50 = 1.44 here.
+    assert!(paired_ratio(&[], &[]).is_none());
+    assert!(paired_ratio(&[1.0], &[0.0]).is_none());
 }

@@ -21,7 +21,7 @@ use crate::suite::model::{Header, Latency, Outcome, Row, ScenarioResult, SuiteRe
 use crate::suite::process::{command_line_output, pin_current_thread, Running, StartSpec};
 use crate::suite::procfs::{snapshot, Sampler};
 use crate::suite::progress::Progress;
-use crate::suite::stats::{efficiency, median_index, spread};
+use crate::suite::stats::{efficiency, median_index, paired_ratio, spread};
 use crate::target::{Scheme, Target};
 use crate::units::parse_duration;
 use crate::ws::{parse_source_ips, run_ws, WsConfig, WsMode};
@@ -888,7 +888,7 @@ impl Lab<'_> {
             mirrors: "(method)".into(),
             x_label: "connections".into(),
             method: format!(
-                "GET / on {target} with {conns} connections, {} load thread(s), a warm-up with each generator, then runs alternating wrk and brisk-bench, {reps} each of {:.0?}; ratio = brisk-bench / wrk, should be within 10 %",
+                "GET / on {target} with {conns} connections, {} load thread(s), a warm-up with each generator, then {reps} pairs of runs of {:.0?} (wrk and brisk-bench back to back, the order alternating); ratio = trimmed median of the pairs' brisk-bench / wrk, should be within 10 %",
                 self.config.settings.load_threads.max(1),
                 self.timing.duration
             ),
@@ -916,11 +916,18 @@ impl Lab<'_> {
                     run_wrk(&url, conns, threads, warmup.as_secs().max(1))?;
                     run_http(&for_duration(&config, warmup)).map_err(|e| e.to_string())?;
                 }
-                for _ in 0..reps {
-                    wrk.push(run_wrk(&url, conns, threads, secs)?);
+                // Each pair runs back to back, the order alternating, so that a trend in the
+                // machine's speed does not favour one generator.
+                for rep in 0..reps {
+                    if rep % 2 == 0 {
+                        wrk.push(run_wrk(&url, conns, threads, secs)?);
+                    }
                     let report = run_http(&measured).map_err(|e| e.to_string())?;
                     ours.push(report.rps);
                     reports.push(report);
+                    if rep % 2 == 1 {
+                        wrk.push(run_wrk(&url, conns, threads, secs)?);
+                    }
                 }
                 running.stop();
                 Ok((ours, wrk, reports))
@@ -934,9 +941,7 @@ impl Lab<'_> {
                     row.latency_ms = Some(Latency::from_micros(&reports[i].latency_us));
                 }
                 row.errors = Some(reports.iter().map(|r| r.errors.total).sum());
-                if let (Some(a), Some(b)) = (row.rate, row.wrk_rate) {
-                    row.ratio = Some(a.median / b.median);
-                }
+                row.ratio = paired_ratio(&ours, &wrk);
                 row
             }
             Err(e) => Row::empty(target, point, conns as f64, Outcome::Failed(e)),

@@ -63,6 +63,27 @@ pub fn median_index(values: &[f64]) -> Option<usize> {
     Some(kept[(kept.len() - 1) / 2])
 }
 
+/// The trimmed median of `ours[i] / theirs[i]` over pairs of runs made back to back: a
+/// machine that drifts between pairs moves both runs of a pair alike, so the ratio holds
+/// where the ratio of two medians would not. `None` without a pair with `theirs > 0`.
+///
+/// ```
+/// use brisk_bench::suite::stats::paired_ratio;
+/// // The machine slowed down by half for the last pairs; each pair still says 0.9.
+/// let ours = [90.0, 90.0, 45.0, 45.0, 45.0];
+/// let theirs = [100.0, 100.0, 50.0, 50.0, 50.0];
+/// assert!((paired_ratio(&ours, &theirs).unwrap() - 0.9).abs() < 1e-9);
+/// ```
+pub fn paired_ratio(ours: &[f64], theirs: &[f64]) -> Option<f64> {
+    let ratios: Vec<f64> = ours
+        .iter()
+        .zip(theirs)
+        .filter(|(_, &t)| t > 0.0)
+        .map(|(&o, &t)| o / t)
+        .collect();
+    spread(&ratios).map(|s| s.median)
+}
+
 /// Scaling efficiency = actual / (units × single-unit throughput).
 pub fn efficiency(actual: f64, units: usize, single: f64) -> Option<f64> {
     if units == 0 || single <= 0.0 || !actual.is_finite() {
