@@ -52,9 +52,14 @@
 //!   an in-memory cache (bounded in total by
 //!   [`StaticFiles::cache_max_total_size`], oldest entries evicted first).
 //!   Ranges of cached files are slices of the cached buffer (no copy). Larger
-//!   files are streamed in chunks of [`StaticFiles::chunk_size`] read on the
-//!   blocking pool, one chunk at a time; dropping the response body (the
-//!   client went away) stops the reads and closes the file.
+//!   files are streamed in chunks of [`StaticFiles::chunk_size`], one chunk at
+//!   a time, so a download holds about one chunk whatever the file's size;
+//!   dropping the response body (the client went away) stops the reads and
+//!   closes the file. A chunk whose pages are in the page cache is read on
+//!   the worker thread itself (`preadv2` with `RWF_NOWAIT`: a memory copy, no
+//!   thread hop); only a chunk that would wait for the disk is read on the
+//!   blocking pool. Where `RWF_NOWAIT` is refused (an old kernel, a file
+//!   system without it), every chunk is read on the blocking pool.
 //! * **Freshness**: the cache is keyed by the request's (decoded, normalized)
 //!   path and remembers when that path was last checked against the disk.
 //!   For [`StaticFiles::revalidate_after`] (default 1 s) after a check,
@@ -69,7 +74,9 @@
 //! Everything else (a path that is not cached or is due for a check, large
 //! files, `404`s and redirects) resolves the path and `stat`s the file on
 //! every request. File system calls run on tokio's blocking thread pool
-//! (`spawn_blocking`), so a slow disk never stalls the worker's event loop.
+//! (`spawn_blocking`), so a slow disk never stalls the worker's event loop;
+//! the one exception is the `RWF_NOWAIT` read above, which returns at once
+//! instead of waiting for the disk.
 //!
 //! This module is Unix-only, like the rest of Brisk.
 
@@ -80,11 +87,13 @@ use std::fs::Metadata;
 use std::future::Future;
 use std::io;
 use std::ops::ControlFlow;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -210,8 +219,9 @@ impl StaticFiles {
     }
 
     /// Files larger than [`cache_max_file_size`](Self::cache_max_file_size) are
-    /// streamed in chunks of this size (default 64 KiB), so memory stays flat.
-    /// `0` is treated as `1`.
+    /// read and sent in chunks of this size (default 64 KiB), so memory stays
+    /// flat: each download holds about one chunk at a time. `0` is treated as
+    /// `1`.
     pub fn chunk_size(mut self, bytes: usize) -> Self {
         self.chunk_size = bytes.max(1);
         self
@@ -883,16 +893,39 @@ impl Cache {
 // ---------------------------------------------------------------------------
 // Streaming body
 
-/// A byte range of a file, read in chunks on the blocking pool, one chunk in
-/// flight at a time. Dropping it stops reading; the file closes once the read
+/// A byte range of a file, read and sent in chunks of `chunk_size` bytes.
+///
+/// A chunk is read on the worker thread with `preadv2(RWF_NOWAIT)` when its
+/// pages are in the page cache; only a chunk that would wait for the disk
+/// (`EAGAIN`) is read on the blocking pool, one read in flight at a time. A
+/// file on which `RWF_NOWAIT` is refused is read on the pool from then on.
+/// Between two chunks read on the worker thread the body yields once (wakes
+/// itself and returns `Pending`), as a read on the pool does: without that a
+/// download whose client keeps up would keep the worker to itself (the
+/// connection writes until the socket is full) and starve the other
+/// connections. Dropping the body stops reading; the file closes once the read
 /// in flight (if any) finishes.
 struct FileBody {
     file: Arc<std::fs::File>,
+    /// File offset of the next byte to read.
     pos: u64,
+    /// Bytes of the range not read yet.
     remaining: u64,
     chunk_size: usize,
+    /// The read that does not wait for the disk; `None` once it was refused.
+    nowait: Option<NowaitRead>,
+    /// A chunk was read on this thread since the body last returned
+    /// `Pending`: yield before reading another.
+    read_now: bool,
     pending: Option<JoinHandle<io::Result<Bytes>>>,
 }
+
+/// Reads at most `len` bytes at an offset, appending them to the buffer,
+/// without waiting for the disk: `WouldBlock` when it would have to.
+type NowaitRead = fn(&std::fs::File, &mut Vec<u8>, usize, u64) -> io::Result<usize>;
+
+/// Cleared for good when the kernel has no `preadv2` (`ENOSYS`).
+static PREADV2_EXISTS: AtomicBool = AtomicBool::new(true);
 
 impl FileBody {
     fn new(file: std::fs::File, start: u64, count: u64, chunk_size: usize) -> Self {
@@ -901,8 +934,70 @@ impl FileBody {
             pos: start,
             remaining: count,
             chunk_size,
+            nowait: PREADV2_EXISTS
+                .load(Relaxed)
+                .then_some(read_nowait as NowaitRead),
+            read_now: false,
             pending: None,
         }
+    }
+
+    /// The next chunk if it can be read without waiting for the disk:
+    /// `Ok(None)` when it cannot (the caller reads it on the blocking pool).
+    fn try_read_now(&mut self, len: usize) -> io::Result<Option<Bytes>> {
+        let Some(read) = self.nowait else {
+            return Ok(None);
+        };
+        let mut buf = Vec::with_capacity(len);
+        match read(&self.file, &mut buf, len, self.pos) {
+            // A truncated file: fail rather than send less than
+            // Content-Length promised.
+            Ok(0) => Err(io::ErrorKind::UnexpectedEof.into()),
+            // Possibly short: the rest is read next time.
+            Ok(_) => Ok(Some(Bytes::from(buf))),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => Ok(None),
+            // Refused (EOPNOTSUPP from a file system without RWF_NOWAIT,
+            // EINVAL, ENOSYS, a seccomp filter...). A real I/O error shows
+            // up again on the blocking read.
+            Err(e) => {
+                tracing::debug!(error = %e, "static file: RWF_NOWAIT reads refused, using the blocking pool");
+                self.nowait = None;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The next chunk: read now when it is in memory, else on the blocking
+    /// pool (one read in flight).
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Bytes>>> {
+        let pending = match &mut self.pending {
+            Some(pending) => pending,
+            None => {
+                if self.remaining == 0 {
+                    return Poll::Ready(None);
+                }
+                if std::mem::take(&mut self.read_now) {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                let len = self.remaining.min(self.chunk_size as u64) as usize;
+                if let Some(chunk) = self.try_read_now(len).transpose() {
+                    self.read_now = true;
+                    return Poll::Ready(Some(chunk));
+                }
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    return Poll::Ready(Some(Err(io::Error::other(
+                        "static file body polled outside a tokio runtime",
+                    ))));
+                };
+                let (file, pos) = (self.file.clone(), self.pos);
+                self.pending
+                    .insert(runtime.spawn_blocking(move || read_exact(&file, len, pos)))
+            }
+        };
+        let result = ready!(Pin::new(pending).poll(cx));
+        self.pending = None;
+        Poll::Ready(Some(result.unwrap_or_else(|e| Err(io::Error::other(e)))))
     }
 }
 
@@ -915,45 +1010,18 @@ impl http_body::Body for FileBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let this = self.get_mut();
-        loop {
-            if let Some(pending) = &mut this.pending {
-                let result = ready!(Pin::new(pending).poll(cx));
-                this.pending = None;
-                let chunk = match result {
-                    Ok(Ok(chunk)) => chunk,
-                    Ok(Err(e)) => {
-                        this.remaining = 0;
-                        return Poll::Ready(Some(Err(e)));
-                    }
-                    Err(e) => {
-                        this.remaining = 0;
-                        return Poll::Ready(Some(Err(io::Error::other(e))));
-                    }
-                };
+        let chunk = ready!(this.poll_chunk(cx));
+        Poll::Ready(chunk.map(|chunk| match chunk {
+            Ok(chunk) => {
                 this.pos += chunk.len() as u64;
                 this.remaining -= chunk.len() as u64;
-                return Poll::Ready(Some(Ok(Frame::data(chunk))));
+                Ok(Frame::data(chunk))
             }
-            if this.remaining == 0 {
-                return Poll::Ready(None);
-            }
-            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            Err(e) => {
                 this.remaining = 0;
-                return Poll::Ready(Some(Err(io::Error::other(
-                    "static file body polled outside a tokio runtime",
-                ))));
-            };
-            let len = this.remaining.min(this.chunk_size as u64) as usize;
-            let file = this.file.clone();
-            let pos = this.pos;
-            this.pending = Some(runtime.spawn_blocking(move || {
-                let mut buf = vec![0; len];
-                // A file truncated while streaming fails here (UnexpectedEof)
-                // rather than sending less than Content-Length promised.
-                file.read_exact_at(&mut buf, pos)?;
-                Ok(Bytes::from(buf))
-            }));
-        }
+                Err(e)
+            }
+        }))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -963,6 +1031,42 @@ impl http_body::Body for FileBody {
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.remaining)
     }
+}
+
+/// [`NowaitRead`] for real: `preadv2` with `RWF_NOWAIT`, into `buf`'s spare
+/// capacity (no zeroing first).
+fn read_nowait(file: &std::fs::File, buf: &mut Vec<u8>, len: usize, pos: u64) -> io::Result<usize> {
+    let offset = libc::off_t::try_from(pos).map_err(|_| io::ErrorKind::InvalidInput)?;
+    buf.reserve(len);
+    let spare = &mut buf.spare_capacity_mut()[..len];
+    let iov = libc::iovec {
+        iov_base: spare.as_mut_ptr().cast(),
+        iov_len: spare.len(),
+    };
+    // SAFETY: `iov` describes `len` bytes of `buf`'s spare capacity, valid
+    // for writes and not aliased while the call runs; the kernel writes at
+    // most that many bytes and returns how many.
+    let read = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+    let Ok(read) = usize::try_from(read) else {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOSYS) {
+            PREADV2_EXISTS.store(false, Relaxed);
+        }
+        return Err(e);
+    };
+    // SAFETY: the kernel initialized the first `read <= len` bytes of the
+    // spare capacity.
+    unsafe { buf.set_len(buf.len() + read) };
+    Ok(read)
+}
+
+/// Exactly `len` bytes at `pos`, waiting for the disk (on the blocking pool).
+fn read_exact(file: &std::fs::File, len: usize, pos: u64) -> io::Result<Bytes> {
+    let mut buf = vec![0; len];
+    // A file truncated while streaming fails here (UnexpectedEof) rather
+    // than sending less than Content-Length promised.
+    file.read_exact_at(&mut buf, pos)?;
+    Ok(Bytes::from(buf))
 }
 
 // ---------------------------------------------------------------------------
@@ -1856,6 +1960,254 @@ mod tests {
             }
             assert!(failed);
         });
+    }
+
+    /// `len` pseudo-random bytes (xorshift): no period for a chunk read at
+    /// the wrong offset to hide in.
+    fn noise(len: usize) -> Vec<u8> {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// FNV-1a: a short, comparable digest of a large body.
+    fn digest(bytes: &[u8]) -> u64 {
+        bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        })
+    }
+
+    #[test]
+    fn large_file_is_byte_exact_with_and_without_range() {
+        let dir = TempDir::new();
+        // Past the default cache limit, not a multiple of anything.
+        let contents = noise(3 * 1024 * 1024 + 12_345);
+        dir.write("large.bin", &contents);
+        let len = contents.len();
+        let chunk = DEFAULT_CHUNK_SIZE;
+        run(async {
+            let files = dir.files();
+            for (range, start, end) in [
+                (None, 0, len - 1),
+                (Some("bytes=0-".to_owned()), 0, len - 1),
+                (Some("bytes=100001-2500000".into()), 100_001, 2_500_000),
+                // Across a chunk boundary, and within one chunk.
+                (
+                    Some(format!("bytes={}-{}", chunk - 1, chunk + 1)),
+                    chunk - 1,
+                    chunk + 1,
+                ),
+                (Some("bytes=70000-70000".into()), 70_000, 70_000),
+                (Some("bytes=-77777".into()), len - 77_777, len - 1),
+            ] {
+                let headers: Vec<(&str, &str)> =
+                    range.iter().map(|r| ("range", r.as_str())).collect();
+                let resp = files.serve(&get(&headers), "/large.bin").await;
+                let expected = &contents[start..=end];
+                if range.is_some() {
+                    assert_eq!(resp.status(), StatusCode::PARTIAL_CONTENT, "{range:?}");
+                    let content_range = format!("bytes {start}-{end}/{len}");
+                    assert_eq!(header(&resp, "content-range"), content_range);
+                } else {
+                    assert_eq!(resp.status(), StatusCode::OK);
+                }
+                assert_eq!(header(&resp, "content-length"), expected.len().to_string());
+                let mut body = resp.into_body();
+                let mut received = Vec::new();
+                while let Some(frame) = body.frame().await {
+                    let data = frame.unwrap().into_data().unwrap();
+                    assert!(!data.is_empty() && data.len() <= DEFAULT_CHUNK_SIZE);
+                    received.extend_from_slice(&data);
+                }
+                assert_eq!(received.len(), expected.len(), "{range:?}");
+                assert_eq!(digest(&received), digest(expected), "{range:?}");
+            }
+            assert!(files.cache.borrow().entries.is_empty());
+        });
+    }
+
+    thread_local! {
+        /// Calls of the fake [`NowaitRead`]s below on this thread.
+        static NOWAIT_CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Counts a call; returns how many came before it.
+    fn count_call() -> usize {
+        NOWAIT_CALLS.with(|calls| calls.replace(calls.get() + 1))
+    }
+
+    /// Every chunk would wait for the disk.
+    fn would_block(_: &std::fs::File, _: &mut Vec<u8>, _: usize, _: u64) -> io::Result<usize> {
+        count_call();
+        Err(io::Error::from_raw_os_error(libc::EAGAIN))
+    }
+
+    /// A read that succeeds as a cached one would, whatever the file system.
+    fn read_at(file: &std::fs::File, buf: &mut Vec<u8>, len: usize, pos: u64) -> io::Result<usize> {
+        let mut read = vec![0; len];
+        let n = file.read_at(&mut read, pos)?;
+        buf.extend_from_slice(&read[..n]);
+        Ok(n)
+    }
+
+    /// Every other chunk would wait for the disk.
+    fn every_other(
+        file: &std::fs::File,
+        buf: &mut Vec<u8>,
+        len: usize,
+        pos: u64,
+    ) -> io::Result<usize> {
+        if count_call() % 2 == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+        }
+        read_at(file, buf, len, pos)
+    }
+
+    /// Only part of every chunk is in memory.
+    fn short(file: &std::fs::File, buf: &mut Vec<u8>, len: usize, pos: u64) -> io::Result<usize> {
+        count_call();
+        read_at(file, buf, len.min(1000), pos)
+    }
+
+    /// A file system without `RWF_NOWAIT`.
+    fn refused(_: &std::fs::File, _: &mut Vec<u8>, _: usize, _: u64) -> io::Result<usize> {
+        count_call();
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+
+    /// The real read, counting the chunks that would have waited.
+    fn counted_real(
+        file: &std::fs::File,
+        buf: &mut Vec<u8>,
+        len: usize,
+        pos: u64,
+    ) -> io::Result<usize> {
+        let result = read_nowait(file, buf, len, pos);
+        if result.is_err() {
+            count_call();
+        }
+        result
+    }
+
+    /// The bytes `[start, start + count)` of `path` through a [`FileBody`]
+    /// reading with `nowait`, and how often `nowait` was called.
+    async fn stream(
+        path: &Path,
+        start: u64,
+        count: u64,
+        nowait: NowaitRead,
+    ) -> (io::Result<Vec<u8>>, usize) {
+        NOWAIT_CALLS.with(|calls| calls.set(0));
+        let (file, _) = open_regular(path).unwrap();
+        let mut body = FileBody::new(file, start, count, 10_000);
+        body.nowait = Some(nowait);
+        let mut received = Vec::new();
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(frame) => {
+                    let data = frame.into_data().unwrap();
+                    assert!(!data.is_empty() && data.len() <= 10_000);
+                    received.extend_from_slice(&data);
+                }
+                Err(e) => return (Err(e), NOWAIT_CALLS.with(|c| c.get())),
+            }
+        }
+        assert!(http_body::Body::is_end_stream(&body));
+        (Ok(received), NOWAIT_CALLS.with(|c| c.get()))
+    }
+
+    #[test]
+    fn chunks_that_would_wait_are_read_on_the_pool_at_the_same_offsets() {
+        let dir = TempDir::new();
+        let contents = noise(100_000);
+        let path = dir.write("big.bin", &contents);
+        run(async {
+            // 2 chunks ... 9 chunks, starting anywhere.
+            for (start, count) in [(0, 100_000), (1, 99_999), (12_345, 50_001), (99_000, 1000)] {
+                let expected = &contents[start..start + count];
+                let (start, count) = (start as u64, count as u64);
+                let chunks = count.div_ceil(10_000) as usize;
+                // One call per chunk, or per 1000 bytes for `short`.
+                for (nowait, calls) in [
+                    (would_block as NowaitRead, chunks),
+                    (every_other, chunks),
+                    (short, count.div_ceil(1000) as usize),
+                    // Refused once, then never tried again.
+                    (refused, 1),
+                ] {
+                    let (received, called) = stream(&path, start, count, nowait).await;
+                    let received = received.unwrap();
+                    assert_eq!(received.len(), expected.len());
+                    assert_eq!(digest(&received), digest(expected), "{start} {count}");
+                    assert_eq!(called, calls, "{start} {count}");
+                }
+            }
+
+            // A cached file (just written) needs no pool at all where the
+            // file system supports RWF_NOWAIT (then no call fails).
+            let (received, failed) = stream(&path, 0, 100_000, counted_real).await;
+            assert_eq!(received.unwrap(), contents);
+            let probe = read_nowait(&open_regular(&path).unwrap().0, &mut Vec::new(), 1, 0);
+            if probe.is_ok() {
+                assert_eq!(failed, 0);
+            }
+
+            // Truncated under the pool read: an error, not a short body.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(50_000)
+                .unwrap();
+            for nowait in [would_block as NowaitRead, short, counted_real] {
+                let (received, _) = stream(&path, 0, 100_000, nowait).await;
+                let e = received.unwrap_err();
+                assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+            }
+        });
+    }
+
+    #[test]
+    fn yields_between_chunks_read_on_the_worker() {
+        struct CountWakes(AtomicUsize);
+        impl std::task::Wake for CountWakes {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let dir = TempDir::new();
+        let contents = noise(35_000);
+        let path = dir.write("big.bin", &contents);
+        let wakes = Arc::new(CountWakes(AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut body = FileBody::new(open_regular(&path).unwrap().0, 0, 35_000, 10_000);
+        body.nowait = Some(read_at);
+        let mut received = Vec::new();
+        let mut yields = 0;
+        loop {
+            match http_body::Body::poll_frame(Pin::new(&mut body), &mut cx) {
+                Poll::Ready(Some(frame)) => {
+                    received.extend_from_slice(&frame.unwrap().into_data().unwrap());
+                }
+                Poll::Ready(None) => break,
+                Poll::Pending => {
+                    // Woken at once: the connection is polled again after
+                    // the worker's other tasks.
+                    yields += 1;
+                    assert_eq!(wakes.0.load(Ordering::Relaxed), yields);
+                }
+            }
+        }
+        assert_eq!(received, contents);
+        // Once between each two of the 4 chunks, not after the last.
+        assert_eq!(yields, 3);
     }
 
     #[test]
