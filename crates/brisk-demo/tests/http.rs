@@ -15,6 +15,11 @@ struct Demo {
 }
 
 fn demo() -> Demo {
+    demo_with(&[])
+}
+
+/// [`demo`] with more command-line arguments.
+fn demo_with(extra: &[&str]) -> Demo {
     let http = free_port();
     let h = format!("http://127.0.0.1:{http}");
     let t = format!("text://127.0.0.1:{}", free_port());
@@ -35,7 +40,11 @@ fn demo() -> Demo {
             &w,
             "--header-read-timeout-ms",
             "1000",
-        ],
+        ]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect::<Vec<_>>(),
         4,
     )
     .unwrap();
@@ -427,4 +436,46 @@ fn static_files_and_server_sent_events() {
         .collect();
     assert!(ids.len() >= 2 && ids[1] == ids[0] + 1, "{got}");
     assert!(got.contains(r#"data: {"tick":"#), "{got}");
+}
+
+#[test]
+fn large_static_files_are_byte_exact_with_and_without_range() {
+    let root = temp_dir("static-large");
+    // Over the 2 MiB cache limit (so streamed), not a multiple of the chunk
+    // size; every 4-byte word is its own offset, so a misplaced chunk shows.
+    let len = 9 * 1024 * 1024 + 4 * 1234;
+    let contents: Vec<u8> = (0..len as u32 / 4)
+        .flat_map(|word| (word * 4).to_be_bytes())
+        .collect();
+    std::fs::write(root.join("large.bin"), &contents).unwrap();
+    let d = demo_with(&["--static-root", root.to_str().unwrap()]);
+    let mut s = connect(d.http);
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    // One keep-alive connection: each response must end exactly where
+    // Content-Length says.
+    for (range, start, end) in [
+        (None, 0, len - 1),
+        (Some("bytes=1000001-5000000"), 1_000_001, 5_000_000),
+        (Some("bytes=131071-131073"), 131_071, 131_073),
+        (Some("bytes=-131073"), len - 131_073, len - 1),
+        (None, 0, len - 1),
+    ] {
+        let range_header = range.map(|r| format!("Range: {r}\r\n")).unwrap_or_default();
+        let req = format!("GET /static/large.bin HTTP/1.1\r\nHost: x\r\n{range_header}\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let (head, body) = read_http_response(&mut s);
+        if range.is_some() {
+            assert!(head.starts_with("HTTP/1.1 206"), "{head}");
+            let content_range = format!("content-range: bytes {start}-{end}/{len}");
+            assert!(head.contains(&content_range), "{head}");
+        } else {
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        }
+        let expected = &contents[start..=end];
+        assert_eq!(body.len(), expected.len(), "{range:?}");
+        let first_difference = body.iter().zip(expected).position(|(a, b)| a != b);
+        assert_eq!(first_difference, None, "{range:?}");
+    }
+    drop(d);
+    let _ = std::fs::remove_dir_all(&root);
 }
