@@ -51,6 +51,9 @@ struct SuiteArgs {
     /// Short runs: quick_duration, 3 repetitions, quick_points.
     #[arg(long)]
     quick: bool,
+    /// Length of one measured run, e.g. 5s (overrides settings.duration and --quick's).
+    #[arg(long, value_parser = duration_arg)]
+    duration: Option<Duration>,
     /// Do not show progress on stderr.
     #[arg(long)]
     no_progress: bool,
@@ -246,6 +249,7 @@ fn run(cli: Cli) -> Result<()> {
                 out: args.out,
                 reps: args.reps,
                 quick: args.quick,
+                duration: args.duration,
                 progress: !args.no_progress,
                 note: args.note,
                 command_line: std::env::args()

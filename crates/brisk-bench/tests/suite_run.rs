@@ -164,6 +164,7 @@ fn a_tiny_target_runs_end_to_end() {
         out: Some(out.clone()),
         reps: Some(3),
         quick: false,
+        duration: None,
         progress: false,
         note: None,
         command_line: "brisk-bench suite (test)".into(),

@@ -39,6 +39,8 @@ pub struct SuiteOptions {
     pub reps: Option<usize>,
     /// Short runs (`settings.quick_duration`, 3 reps unless `reps` is given, `quick_points`).
     pub quick: bool,
+    /// Length of one measured run (overrides the config and `quick`).
+    pub duration: Option<Duration>,
     /// Show progress on stderr.
     pub progress: bool,
     /// A sentence for the report header (overrides `settings.note`).
@@ -89,7 +91,10 @@ pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
         .reps
         .unwrap_or(if quick { 3 } else { config.settings.reps })
         .max(1);
-    let timing = config.settings.timing(quick);
+    let mut timing = config.settings.timing(quick);
+    if let Some(d) = opts.duration {
+        timing.duration = d;
+    }
     let mut lab = Lab {
         config: &config,
         targets,
