@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::stats::{ConnectionInfo, WorkerStatus};
+use crate::ws::BroadcastFrames;
 
 /// Largest message accepted on a control channel (a `connections` listing of 100,000 rows fits).
 const MAX_MESSAGE: usize = 256 << 20;
@@ -17,9 +18,12 @@ const MAX_MESSAGE: usize = 256 << 20;
 /// Master to worker.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum ToWorker {
-    /// A WebSocket frame for the members of a group (sent as a binary packet, not JSON).
+    /// WebSocket frames for the members of a group (sent as a binary packet, not JSON).
     #[serde(skip)]
-    Broadcast { group: String, frame: bytes::Bytes },
+    Broadcast {
+        group: String,
+        frames: BroadcastFrames,
+    },
     /// Reply with [`ToMaster::Status`].
     Status,
     /// Reply with [`ToMaster::Connections`].
@@ -90,29 +94,36 @@ where
     w.flush().await
 }
 
-/// What arrives on a master-worker channel: a JSON message, or a broadcast frame.
+/// What arrives on a master-worker channel: a JSON message, or a broadcast's frames.
 #[derive(Debug)]
 pub(crate) enum Packet<T> {
     Msg(T),
-    Broadcast { group: String, frame: bytes::Bytes },
+    Broadcast {
+        group: String,
+        frames: BroadcastFrames,
+    },
 }
 
 /// First byte of a broadcast packet (a JSON message never starts with it).
 const BROADCAST: u8 = 0;
 
-/// Writes a broadcast packet: the group name and the encoded frame, as bytes.
+/// Writes a broadcast packet, as bytes: the group name, the plain frame's length, the plain
+/// frame, then the compressed frame if there is one.
 pub(crate) async fn write_broadcast<W: AsyncWrite + Unpin>(
     w: &mut W,
     group: &str,
-    frame: &[u8],
+    frames: &BroadcastFrames,
 ) -> io::Result<()> {
-    let body_len = 1 + 2 + group.len() + frame.len();
+    let deflated = frames.deflated.as_deref().unwrap_or_default();
+    let body_len = 1 + 2 + group.len() + 4 + frames.plain.len() + deflated.len();
     let mut out = Vec::with_capacity(4 + body_len);
     out.extend_from_slice(&(body_len as u32).to_be_bytes());
     out.push(BROADCAST);
     out.extend_from_slice(&(group.len() as u16).to_be_bytes());
     out.extend_from_slice(group.as_bytes());
-    out.extend_from_slice(frame);
+    out.extend_from_slice(&(frames.plain.len() as u32).to_be_bytes());
+    out.extend_from_slice(&frames.plain);
+    out.extend_from_slice(deflated);
     w.write_all(&out).await?;
     w.flush().await
 }
@@ -138,17 +149,33 @@ where
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body).await?;
-    if body.first() == Some(&BROADCAST) && body.len() >= 3 {
-        let glen = u16::from_be_bytes([body[1], body[2]]) as usize;
-        let group = std::str::from_utf8(body.get(3..3 + glen).unwrap_or(&[]))
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
-            .to_string();
-        let frame = bytes::Bytes::from(body).slice(3 + glen..);
-        return Ok(Some(Packet::Broadcast { group, frame }));
+    if body.first() == Some(&BROADCAST) {
+        return read_broadcast(body).map(Some);
     }
     serde_json::from_slice(&body)
         .map(|m| Some(Packet::Msg(m)))
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// The group and frames of a broadcast packet's body (see [`write_broadcast`]).
+fn read_broadcast<T>(body: Vec<u8>) -> io::Result<Packet<T>> {
+    let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, format!("broadcast: {why}"));
+    let glen = u16::from_be_bytes([body[1], body[2]]) as usize;
+    let group = body.get(3..3 + glen).ok_or_else(|| bad("short group"))?;
+    let group = std::str::from_utf8(group).map_err(|_| bad("group is not UTF-8"))?;
+    let group = group.to_string();
+    let at = 3 + glen;
+    let plain_len = body.get(at..at + 4).ok_or_else(|| bad("short length"))?;
+    let plain_end = at + 4 + u32::from_be_bytes(plain_len.try_into().expect("4 bytes")) as usize;
+    if plain_end > body.len() {
+        return Err(bad("short frame"));
+    }
+    let body = bytes::Bytes::from(body);
+    let frames = BroadcastFrames {
+        plain: body.slice(at + 4..plain_end),
+        deflated: (plain_end < body.len()).then(|| body.slice(plain_end..)),
+    };
+    Ok(Packet::Broadcast { group, frames })
 }
 
 /// Reads one JSON message; `Ok(None)` when the other side closed the channel cleanly.
@@ -187,16 +214,26 @@ mod tests {
     #[tokio::test]
     async fn broadcast_packets_carry_group_and_frame_bytes() {
         let (mut a, mut b) = tokio::io::duplex(1024);
-        write_broadcast(&mut a, "lobby", &[0x81, 2, b'h', b'i'])
-            .await
-            .unwrap();
+        let plain_only = BroadcastFrames {
+            plain: bytes::Bytes::from_static(&[0x81, 2, b'h', b'i']),
+            deflated: None,
+        };
+        let both = BroadcastFrames {
+            deflated: Some(bytes::Bytes::from_static(&[0xc1, 1, 0])),
+            ..plain_only.clone()
+        };
+        for frames in [&plain_only, &both] {
+            write_broadcast(&mut a, "lobby", frames).await.unwrap();
+        }
         write_msg(&mut a, &ToWorker::Status).await.unwrap();
-        match read_packet::<_, ToWorker>(&mut b).await.unwrap() {
-            Some(Packet::Broadcast { group, frame }) => {
-                assert_eq!(group, "lobby");
-                assert_eq!(&frame[..], &[0x81, 2, b'h', b'i']);
+        for sent in [plain_only, both] {
+            match read_packet::<_, ToWorker>(&mut b).await.unwrap() {
+                Some(Packet::Broadcast { group, frames }) => {
+                    assert_eq!(group, "lobby");
+                    assert_eq!(frames, sent);
+                }
+                other => panic!("{other:?}"),
             }
-            other => panic!("{other:?}"),
         }
         assert!(matches!(
             read_packet::<_, ToWorker>(&mut b).await.unwrap(),

@@ -23,6 +23,7 @@ use crate::ipc::{
 };
 use crate::stats::{ConnectionInfo, WorkerStatus};
 use crate::worker::{ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
+use crate::ws::BroadcastFrames;
 
 /// How long a new worker may take to open its listener and run `on_worker_start`.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -311,8 +312,8 @@ impl Supervisor {
         tokio::task::spawn_local(async move {
             while let Some(msg) = rx.recv().await {
                 let written = match msg {
-                    ToWorker::Broadcast { group, frame } => {
-                        write_broadcast(&mut wr, &group, &frame).await
+                    ToWorker::Broadcast { group, frames } => {
+                        write_broadcast(&mut wr, &group, &frames).await
                     }
                     other => write_msg(&mut wr, &other).await,
                 };
@@ -325,8 +326,8 @@ impl Supervisor {
         tokio::task::spawn_local(async move {
             while let Ok(Some(packet)) = read_packet::<_, ToMaster>(&mut rd).await {
                 let msg = match packet {
-                    Packet::Broadcast { group, frame } => {
-                        sup.relay_broadcast(pid, &group, &frame);
+                    Packet::Broadcast { group, frames } => {
+                        sup.relay_broadcast(pid, &group, &frames);
                         continue;
                     }
                     Packet::Msg(m) => m,
@@ -489,13 +490,13 @@ impl Supervisor {
         ))
     }
 
-    /// Hands a broadcast frame from worker `from` to every other current worker.
-    fn relay_broadcast(&self, from: i32, group: &str, frame: &bytes::Bytes) {
+    /// Hands a broadcast's frames from worker `from` to every other current worker.
+    fn relay_broadcast(&self, from: i32, group: &str, frames: &BroadcastFrames) {
         for w in self.current_workers() {
             if w.pid != from {
                 w.tell(ToWorker::Broadcast {
                     group: group.to_string(),
-                    frame: frame.clone(),
+                    frames: frames.clone(),
                 });
             }
         }

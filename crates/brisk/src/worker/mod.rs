@@ -21,6 +21,7 @@ use crate::app::App;
 use crate::ipc::{read_packet, write_broadcast, write_msg, Packet, ToMaster, ToWorker};
 use crate::server::Limits;
 use crate::stats::{self, ConnectionInfo, Stats, WorkerStatus};
+use crate::ws::BroadcastFrames;
 
 /// Environment variable naming the worker to run: `SERVICE:INDEX`.
 pub(crate) const ENV_WORKER: &str = "BRISK_WORKER";
@@ -56,7 +57,7 @@ pub(crate) struct WorkerCtx {
     /// The app's default limits (for connections upgraded from HTTP).
     limits: Limits,
     /// Broadcast frames for other workers, sent to the master by the worker loop.
-    relay: mpsc::UnboundedSender<(String, bytes::Bytes)>,
+    relay: mpsc::UnboundedSender<(String, BroadcastFrames)>,
 }
 
 thread_local! {
@@ -75,7 +76,7 @@ impl WorkerCtx {
     fn new(
         info: WorkerInfo,
         limits: Limits,
-        relay: mpsc::UnboundedSender<(String, bytes::Bytes)>,
+        relay: mpsc::UnboundedSender<(String, BroadcastFrames)>,
     ) -> Self {
         WorkerCtx {
             limits,
@@ -103,9 +104,9 @@ impl WorkerCtx {
         conn.is_some_and(|c| c.send_raw(bytes))
     }
 
-    /// Hands a broadcast frame to the master for the other workers.
-    pub(crate) fn relay_broadcast(&self, group: &str, frame: bytes::Bytes) {
-        let _ = self.relay.send((group.to_string(), frame));
+    /// Hands a broadcast's frames to the master for the other workers.
+    pub(crate) fn relay_broadcast(&self, group: &str, frames: BroadcastFrames) {
+        let _ = self.relay.send((group.to_string(), frames));
     }
 
     pub(crate) fn next_connection_id(&self) -> u64 {
@@ -379,15 +380,15 @@ pub(crate) fn run(app: App, service: usize, index: usize) -> ExitCode {
         let graceful = loop {
             let msg = tokio::select! {
                 m = read_packet::<_, ToWorker>(&mut rx) => m,
-                Some((group, frame)) = relay_rx.recv() => {
-                    let _ = write_broadcast(&mut tx, &group, &frame).await;
+                Some((group, frames)) = relay_rx.recv() => {
+                    let _ = write_broadcast(&mut tx, &group, &frames).await;
                     continue;
                 }
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break false,
             };
             let msg = match msg {
-                Ok(Some(Packet::Broadcast { group, frame })) => {
-                    crate::ws::deliver_local(&group, &frame);
+                Ok(Some(Packet::Broadcast { group, frames })) => {
+                    crate::ws::deliver_local(&group, &frames);
                     continue;
                 }
                 Ok(Some(Packet::Msg(m))) => Ok(Some(m)),
@@ -395,8 +396,8 @@ pub(crate) fn run(app: App, service: usize, index: usize) -> ExitCode {
                 Err(e) => Err(e),
             };
             match msg {
-                Ok(Some(ToWorker::Broadcast { group, frame })) => {
-                    crate::ws::deliver_local(&group, &frame);
+                Ok(Some(ToWorker::Broadcast { group, frames })) => {
+                    crate::ws::deliver_local(&group, &frames);
                 }
                 Ok(Some(ToWorker::Status)) => {
                     let _ = write_msg(&mut tx, &ToMaster::Status(worker.snapshot())).await;

@@ -4,11 +4,16 @@
 //! reassembled, text validated as UTF-8 as it arrives, so invalid text fails fast), control
 //! frames, or `Fail` with the close code the connection must end with. The codec keeps bytes
 //! only while a frame or fragmented message is incomplete, so an idle connection holds none.
+//!
+//! With permessage-deflate negotiated, a message whose first frame has RSV1 set is gathered
+//! compressed and inflated (up to the size limit) once complete; outgoing messages are
+//! compressed when that pays (see [`super::deflate`]).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::Utf8Bytes;
 
+use super::deflate::{self, Agreement, ClientContext, InflateError};
 use crate::protocol::{Protocol, ProtocolError};
 
 /// Close codes Brisk sends.
@@ -17,6 +22,9 @@ pub(crate) mod close {
     pub const INVALID_DATA: u16 = 1007;
     pub const TOO_BIG: u16 = 1009;
 }
+
+/// RSV1: set on the first frame of a compressed message.
+pub(crate) const RSV1: u8 = 0x40;
 
 /// Largest request head accepted in the opening handshake.
 const MAX_HANDSHAKE: usize = 16 * 1024;
@@ -64,6 +72,9 @@ enum State {
 #[derive(Debug, Clone)]
 struct Fragments {
     text: bool,
+    /// RSV1 was set on the first frame: `data` is deflated (and its UTF-8 checked once
+    /// inflated).
+    compressed: bool,
     data: BytesMut,
     /// How many leading bytes of `data` are known to be valid UTF-8.
     valid: usize,
@@ -75,11 +86,16 @@ pub(crate) struct WsCodec {
     state: State,
     /// A close frame was sent: the next close from the peer is its answer.
     close_sent: bool,
+    /// permessage-deflate, if negotiated.
+    deflate: Option<Agreement>,
     /// Largest message; u32 keeps the codec, and so every connection, small.
     max_message: u32,
     /// A fragmented message in progress, or (after an HTTP upgrade) the handshake `on_open`
     /// has yet to see. Boxed: idle connections have neither.
     pending: Option<Box<Pending>>,
+    /// The inflater of a client that takes over context between compressed messages; empty
+    /// until its first one.
+    client_context: ClientContext,
 }
 
 #[derive(Debug, Clone)]
@@ -99,17 +115,30 @@ impl WsCodec {
                 State::Open
             },
             close_sent: false,
+            deflate: None,
             max_message: max_message.min(u32::MAX as usize) as u32,
             pending: None,
+            client_context: ClientContext::default(),
         }
     }
 
-    /// A codec for a connection upgraded from HTTP, whose handshake is done.
-    pub(crate) fn upgraded(max_message: usize, handshake: Handshake) -> Self {
+    /// A codec for a connection upgraded from HTTP, whose handshake (with permessage-deflate
+    /// if `deflate`) is done.
+    pub(crate) fn upgraded(
+        max_message: usize,
+        handshake: Handshake,
+        deflate: Option<Agreement>,
+    ) -> Self {
         WsCodec {
             pending: Some(Box::new(Pending::Open(handshake))),
+            deflate,
             ..Self::new(false, max_message)
         }
+    }
+
+    /// The permessage-deflate agreement, if any.
+    pub(crate) fn deflate(&self) -> Option<Agreement> {
+        self.deflate
     }
 
     /// The handshake of an upgraded connection, once.
@@ -138,10 +167,11 @@ impl WsCodec {
         matches!(self.pending.as_deref(), Some(Pending::Fragments(_)))
     }
 
-    fn fragments_len(&self) -> usize {
+    /// Bytes of the fragmented message in progress, and whether it is compressed.
+    fn fragments_len(&self) -> (usize, bool) {
         match self.pending.as_deref() {
-            Some(Pending::Fragments(f)) => f.data.len(),
-            _ => 0,
+            Some(Pending::Fragments(f)) => (f.data.len(), f.compressed),
+            _ => (0, false),
         }
     }
 
@@ -243,8 +273,15 @@ impl WsCodec {
         let (b0, b1) = (buf[0], buf[1]);
         let fin = b0 & 0x80 != 0;
         let opcode = b0 & 0x0f;
-        if b0 & 0x70 != 0 {
+        let rsv1 = b0 & RSV1 != 0;
+        if b0 & 0x30 != 0 || (rsv1 && self.deflate.is_none()) {
             return self.fail(close::PROTOCOL, "reserved bits set without an extension");
+        }
+        if rsv1 && !matches!(opcode, 0x1 | 0x2) {
+            return self.fail(
+                close::PROTOCOL,
+                "RSV1 is only for the first frame of a data message",
+            );
         }
         if b1 & 0x80 == 0 {
             return self.fail(close::PROTOCOL, "client frames must be masked");
@@ -266,8 +303,12 @@ impl WsCodec {
                 "control frames must be final and at most 125 bytes",
             );
         }
-        let so_far = self.fragments_len() as u64;
-        if !control && so_far + len > self.max_message as u64 {
+        let (so_far, compressed) = self.fragments_len();
+        let limit = match compressed || rsv1 {
+            true => deflate::compressed_limit(self.max_message as u64),
+            false => self.max_message as u64,
+        };
+        if !control && so_far as u64 + len > limit {
             return self.fail(close::TOO_BIG, "message over the size limit");
         }
         let total = header + 4 + len as usize;
@@ -292,14 +333,15 @@ impl WsCodec {
                 }
                 let text = opcode == 0x1;
                 if fin {
-                    return self.complete(text, payload, 0);
+                    return self.complete(text, rsv1, payload, 0);
                 }
                 let mut f = Fragments {
                     text,
+                    compressed: rsv1,
                     data: payload,
                     valid: 0,
                 };
-                if text && !advance_utf8(&mut f) {
+                if text && !rsv1 && !advance_utf8(&mut f) {
                     return self.fail(close::INVALID_DATA, "invalid UTF-8 in a text message");
                 }
                 self.pending = Some(Box::new(Pending::Fragments(f)));
@@ -310,12 +352,17 @@ impl WsCodec {
                     return self.fail(close::PROTOCOL, "continuation frame without a message");
                 };
                 f.data.unsplit(payload);
-                if f.text && !advance_utf8(&mut f) {
+                if f.text && !f.compressed && !advance_utf8(&mut f) {
                     return self.fail(close::INVALID_DATA, "invalid UTF-8 in a text message");
                 }
                 if fin {
-                    let Fragments { text, data, valid } = f;
-                    return self.complete(text, data, valid);
+                    let Fragments {
+                        text,
+                        compressed,
+                        data,
+                        valid,
+                    } = f;
+                    return self.complete(text, compressed, data, valid);
                 }
                 self.pending = Some(Box::new(Pending::Fragments(f)));
                 Ok(None)
@@ -324,22 +371,45 @@ impl WsCodec {
         }
     }
 
+    /// A whole message: inflated if `compressed`, text validated from byte `valid` on.
     fn complete(
         &mut self,
         text: bool,
-        data: BytesMut,
+        compressed: bool,
+        mut data: BytesMut,
         valid: usize,
     ) -> Result<Option<WsFrame>, ProtocolError> {
+        let data = if compressed {
+            match self.inflate(&mut data) {
+                Ok(inflated) => Bytes::from(inflated),
+                Err(InflateError::TooBig) => {
+                    return self.fail(close::TOO_BIG, "message over the size limit once inflated")
+                }
+                Err(InflateError::Corrupt) => {
+                    return self.fail(close::INVALID_DATA, "invalid compressed data")
+                }
+            }
+        } else {
+            data.freeze()
+        };
         if !text {
-            return Ok(Some(WsFrame::Binary(data.freeze())));
+            return Ok(Some(WsFrame::Binary(data)));
         }
         if std::str::from_utf8(&data[valid..]).is_err() {
             return self.fail(close::INVALID_DATA, "invalid UTF-8 in a text message");
         }
         // SAFETY: every byte was just validated as UTF-8.
         Ok(Some(WsFrame::Text(unsafe {
-            Utf8Bytes::from_bytes_unchecked(data.freeze())
+            Utf8Bytes::from_bytes_unchecked(data)
         })))
+    }
+
+    /// Inflates a compressed message with the connection's own window if the client takes
+    /// over context, else with the worker's shared inflater.
+    fn inflate(&mut self, data: &mut BytesMut) -> Result<Vec<u8>, InflateError> {
+        let takeover = !self.deflate.is_some_and(|a| a.client_no_context_takeover);
+        let context = takeover.then_some(&mut self.client_context);
+        deflate::inflate_message(data, context, self.max_message as usize)
     }
 
     fn decode_close(&mut self, payload: Bytes) -> Result<Option<WsFrame>, ProtocolError> {
@@ -391,7 +461,26 @@ fn unmask(data: &mut [u8], mask: [u8; 4]) {
     }
 }
 
-/// Appends a server frame (unmasked) with `opcode` and `payload` to `dst`.
+/// Appends a data message as a server frame to `dst`: compressed (RSV1 set) when
+/// `deflate_bits` is the server window of a negotiated permessage-deflate and compression
+/// pays, else as it is. Returns whether it was compressed.
+pub(crate) fn encode_message(
+    opcode: u8,
+    payload: &[u8],
+    deflate_bits: Option<u8>,
+    dst: &mut BytesMut,
+) -> bool {
+    let compressed = deflate_bits.and_then(|bits| {
+        deflate::deflate_message(payload, bits, |c| encode_frame(RSV1 | opcode, c, dst))
+    });
+    if compressed.is_none() {
+        encode_frame(opcode, payload, dst);
+    }
+    compressed.is_some()
+}
+
+/// Appends a server frame (unmasked, final) with `opcode` (which may carry [`RSV1`]) and
+/// `payload` to `dst`.
 pub(crate) fn encode_frame(opcode: u8, payload: &[u8], dst: &mut BytesMut) {
     let len = payload.len();
     dst.reserve(len + 10);
@@ -432,9 +521,14 @@ impl Protocol for WsCodec {
         if matches!(msg, WsFrame::Close(_) | WsFrame::Fail(..)) {
             self.close_sent = true;
         }
+        let bits = self.deflate.map(|a| a.server_window_bits());
         match msg {
-            WsFrame::Text(t) => encode_frame(0x1, t.as_bytes(), dst),
-            WsFrame::Binary(b) => encode_frame(0x2, &b, dst),
+            WsFrame::Text(t) => {
+                encode_message(0x1, t.as_bytes(), bits, dst);
+            }
+            WsFrame::Binary(b) => {
+                encode_message(0x2, &b, bits, dst);
+            }
             WsFrame::Ping(b) => encode_frame(0x9, &b, dst),
             WsFrame::Pong(b) => encode_frame(0xA, &b, dst),
             WsFrame::Close(None) => encode_frame(0x8, &[], dst),
@@ -468,9 +562,10 @@ impl Protocol for WsCodec {
 }
 
 impl WsCodec {
-    /// After the handshake reply is sent: frames from now on.
-    pub(crate) fn open(&mut self) {
+    /// After the handshake reply is sent: frames from now on, compressed as `deflate` agreed.
+    pub(crate) fn open(&mut self, deflate: Option<Agreement>) {
         self.state = State::Open;
+        self.deflate = deflate;
     }
 }
 
@@ -479,10 +574,14 @@ mod tests {
     use super::*;
 
     fn client_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
-        let mut f = vec![
-            (if fin { 0x80 } else { 0 }) | opcode,
-            0x80 | payload.len() as u8,
-        ];
+        let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode];
+        match payload.len() {
+            n @ 0..=125 => f.push(0x80 | n as u8),
+            n => {
+                f.push(0x80 | 126);
+                f.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+        }
         let mask = [1, 2, 3, 4];
         f.extend_from_slice(&mask);
         f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
@@ -530,10 +629,136 @@ mod tests {
             panic!()
         };
         assert_eq!(h.path, "/chat?room=1");
-        c.open();
+        c.open(None);
         buf.extend_from_slice(&client_frame(true, 0x2, b"\x00\x01"));
         assert!(
             matches!(c.decode(&mut buf, 0).unwrap(), Some(WsFrame::Binary(b)) if &b[..] == b"\x00\x01")
         );
+    }
+
+    /// `data` deflated as a client would send it (sync flush, tail stripped).
+    fn deflated(data: &[u8]) -> Vec<u8> {
+        let mut c = flate2::Compress::new(flate2::Compression::default(), false);
+        let mut out = Vec::with_capacity(data.len() + 64);
+        c.compress_vec(data, &mut out, flate2::FlushCompress::Sync)
+            .unwrap();
+        out.truncate(out.len() - 4);
+        out
+    }
+
+    fn negotiated(max: usize) -> WsCodec {
+        let mut c = WsCodec::new(false, max);
+        c.open(Some(Agreement::default()));
+        c
+    }
+
+    fn decode_one(c: &mut WsCodec, bytes: &[u8]) -> Option<WsFrame> {
+        let mut buf = BytesMut::from(bytes);
+        c.decode(&mut buf, 0).unwrap()
+    }
+
+    #[test]
+    fn compressed_messages_whole_and_fragmented() {
+        let text = "compress me, compress me, compress me, compress me";
+        let z = deflated(text.as_bytes());
+        let mut c = negotiated(1024);
+        let got = decode_one(&mut c, &client_frame(true, RSV1 | 0x1, &z));
+        assert!(matches!(got, Some(WsFrame::Text(t)) if t.as_str() == text));
+        // Fragmented: RSV1 on the first frame only, a ping in between.
+        let mut bytes = client_frame(false, RSV1 | 0x2, &z[..3]);
+        bytes.extend(client_frame(true, 0x9, b""));
+        bytes.extend(client_frame(true, 0x0, &z[3..]));
+        let mut buf = BytesMut::from(&bytes[..]);
+        assert!(matches!(
+            c.decode(&mut buf, 0).unwrap(),
+            Some(WsFrame::Ping(_))
+        ));
+        let got = c.decode(&mut buf, 0).unwrap();
+        assert!(matches!(got, Some(WsFrame::Binary(b)) if b == text.as_bytes()));
+        // An uncompressed message is still fine.
+        let got = decode_one(&mut c, &client_frame(true, 0x1, b"plain"));
+        assert!(matches!(got, Some(WsFrame::Text(t)) if t.as_str() == "plain"));
+    }
+
+    #[test]
+    fn rsv1_where_it_does_not_belong_is_a_protocol_error() {
+        let z = deflated(b"hello");
+        let cases = [
+            (
+                WsCodec::new(false, 1024),
+                client_frame(true, RSV1 | 0x1, &z),
+            ),
+            (negotiated(1024), client_frame(true, RSV1 | 0x9, b"")),
+            (negotiated(1024), {
+                let mut b = client_frame(false, 0x1, b"a");
+                b.extend(client_frame(true, RSV1, b"b"));
+                b
+            }),
+            (negotiated(1024), client_frame(true, 0x20 | 0x1, b"x")),
+        ];
+        for (i, (mut c, bytes)) in cases.into_iter().enumerate() {
+            let got = decode_one(&mut c, &bytes);
+            assert!(
+                matches!(got, Some(WsFrame::Fail(1002, _))),
+                "case {i}: {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn inflated_size_and_content_are_checked() {
+        let bomb = deflated(&vec![b'a'; 100_000]);
+        assert!(bomb.len() < 1024);
+        let got = decode_one(
+            &mut negotiated(1024),
+            &client_frame(true, RSV1 | 0x2, &bomb),
+        );
+        assert!(matches!(got, Some(WsFrame::Fail(1009, _))), "{got:?}");
+        let bad_utf8 = deflated(&[0xce, 0xba, 0xff, 0xfe]);
+        let got = decode_one(
+            &mut negotiated(1024),
+            &client_frame(true, RSV1 | 0x1, &bad_utf8),
+        );
+        assert!(matches!(got, Some(WsFrame::Fail(1007, _))), "{got:?}");
+        let got = decode_one(
+            &mut negotiated(1024),
+            &client_frame(true, RSV1 | 0x1, &[0xff; 8]),
+        );
+        assert!(matches!(got, Some(WsFrame::Fail(1007, _))), "{got:?}");
+    }
+
+    #[test]
+    fn outgoing_messages_are_compressed_when_it_pays() {
+        let long = "a message long enough to be worth compressing, compressing, compressing";
+        let mut dst = BytesMut::new();
+        negotiated(1024)
+            .encode(WsFrame::Text(long.into()), &mut dst)
+            .unwrap();
+        assert_eq!(dst[0], 0x80 | RSV1 | 0x1);
+        let mut d = flate2::Decompress::new(false);
+        let mut payload = dst[2..].to_vec();
+        payload.extend_from_slice(&[0, 0, 0xff, 0xff]);
+        let mut out = Vec::with_capacity(256);
+        d.decompress_vec(&payload, &mut out, flate2::FlushDecompress::Sync)
+            .unwrap();
+        assert_eq!(out, long.as_bytes());
+        // Short messages, and connections that did not negotiate, go as they are.
+        let mut dst = BytesMut::new();
+        negotiated(1024)
+            .encode(WsFrame::Text("short".into()), &mut dst)
+            .unwrap();
+        assert_eq!(&dst[..], b"\x81\x05short");
+        let mut dst = BytesMut::new();
+        WsCodec::new(false, 1024)
+            .encode(WsFrame::Text(long.into()), &mut dst)
+            .unwrap();
+        assert_eq!(dst[0], 0x81);
+    }
+
+    /// Connections of `websocket://` listeners keep their codec inline: it must stay small.
+    #[test]
+    fn the_codec_stays_small() {
+        let size = std::mem::size_of::<WsCodec>();
+        assert!(size <= 24, "{size} bytes");
     }
 }

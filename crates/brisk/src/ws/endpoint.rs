@@ -11,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 use http::{header, HeaderValue, Request, Response, StatusCode};
 
 use super::codec::{Handshake, WsCodec, WsFrame};
+use super::deflate::{self, Agreement};
 use super::{group, Message, Utf8Bytes};
 use crate::address::{Address, Scheme};
 use crate::error::{Error, Result};
@@ -37,6 +38,8 @@ struct EndpointInner {
     ping_interval: Duration,
     dead_peer_timeout: Duration,
     handshake_timeout: Duration,
+    /// Whether permessage-deflate is offered.
+    deflate: bool,
     /// Per worker, made on first use: what this endpoint's connections share.
     shared: RefCell<Option<Rc<ServerShared<WsCodec>>>>,
 }
@@ -56,7 +59,7 @@ impl Default for WsEndpoint {
 
 impl WsEndpoint {
     /// An endpoint with no callbacks, 16 MiB messages, a ping after 25 s of silence and a
-    /// close after 60 s, and 10 s to complete the opening handshake.
+    /// close after 60 s, 10 s to complete the opening handshake, and no compression.
     pub fn new() -> Self {
         WsEndpoint {
             inner: Rc::new(EndpointInner {
@@ -67,6 +70,7 @@ impl WsEndpoint {
                 ping_interval: Duration::from_secs(25),
                 dead_peer_timeout: Duration::from_secs(60),
                 handshake_timeout: Duration::from_secs(10),
+                deflate: false,
                 shared: RefCell::new(None),
             }),
         }
@@ -129,6 +133,37 @@ impl WsEndpoint {
         self.edit(|e| e.handshake_timeout = d)
     }
 
+    /// Offers permessage-deflate (RFC 7692) compression to clients that ask for it (off by
+    /// default). The first offer of the `Sec-WebSocket-Extensions` request header that can be
+    /// honoured is accepted; a client that offers none gets no compression.
+    ///
+    /// Compressed messages are inflated up to [`max_message_size`](Self::max_message_size)
+    /// (beyond it: close 1009). Outgoing messages of 32 bytes or more are compressed when that
+    /// makes them smaller; [`broadcast`](super::broadcast) compresses a message once for every
+    /// member that negotiated the extension.
+    ///
+    /// Memory: connections that did not negotiate hold no zlib state. The server always
+    /// answers `server_no_context_takeover`, so messages are compressed by one compressor per
+    /// worker. A client that offers `client_no_context_takeover` is held to it and its messages
+    /// are inflated by one inflater per worker as well; any other client's messages build on
+    /// the previous ones (better compression), which costs its connection an inflater of about
+    /// 40 KiB from its first compressed message on.
+    pub fn permessage_deflate(self, on: bool) -> Self {
+        if on {
+            deflate::enable();
+        }
+        self.edit(|e| e.deflate = on)
+    }
+
+    /// The permessage-deflate agreement for a handshake's `Sec-WebSocket-Extensions` values:
+    /// None when this endpoint does not offer it or no offer can be honoured.
+    fn negotiate<'a>(&self, offers: impl IntoIterator<Item = &'a str>) -> Option<Agreement> {
+        self.inner
+            .deflate
+            .then(|| deflate::negotiate(offers))
+            .flatten()
+    }
+
     /// The per-worker state of this endpoint, made on first use.
     fn shared(&self, worker: &Rc<WorkerCtx>, limits: Limits) -> Rc<ServerShared<WsCodec>> {
         if let Some(s) = self.inner.shared.borrow().as_ref() {
@@ -137,9 +172,13 @@ impl WsEndpoint {
         let shared = Rc::new(ServerShared {
             worker: worker.clone(),
             callbacks: self.callbacks(),
-            // Room for a frame header beyond the largest message.
+            // Room for a frame header beyond the largest message (compressed, it may be a
+            // little larger).
             limits: Limits {
-                max_package_size: self.inner.max_message + 64,
+                max_package_size: match self.inner.deflate {
+                    true => deflate::compressed_limit(self.inner.max_message as u64) as usize,
+                    false => self.inner.max_message,
+                } + 64,
                 ..limits
             },
             protocol: WsCodec::new(true, self.inner.max_message),
@@ -190,11 +229,20 @@ impl WsEndpoint {
     async fn dispatch(&self, conn: Connection<WsCodec>, frame: WsFrame) -> Result<(), BoxError> {
         match frame {
             WsFrame::Handshake(h) => {
-                let reply = format!(
-                    "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: {}\r\n\r\n",
+                let offers = h
+                    .headers
+                    .iter()
+                    .filter(|(n, _)| n == "sec-websocket-extensions");
+                let agreed = self.negotiate(offers.map(|(_, v)| v.as_str()));
+                let mut reply = format!(
+                    "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: {}\r\n",
                     tungstenite::handshake::derive_accept_key(h.key.as_bytes())
                 );
-                conn.protocol().open();
+                if let Some(a) = agreed {
+                    reply += &format!("sec-websocket-extensions: {}\r\n", a.response());
+                }
+                reply += "\r\n";
+                conn.protocol().open(agreed);
                 conn.send(WsFrame::Raw(Bytes::from(reply)))?;
                 if let Some(f) = &self.inner.on_open {
                     return f(WsConnection { conn }, h).await;
@@ -300,6 +348,8 @@ impl WsEndpoint {
             );
         };
         let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
+        let offers = h.get_all("sec-websocket-extensions").iter();
+        let agreed = self.negotiate(offers.filter_map(|v| v.to_str().ok()));
         let handshake = Handshake {
             path: req
                 .uri()
@@ -334,7 +384,7 @@ impl WsEndpoint {
             };
             let remote = stream.peer_addr();
             let shared = ep.shared(&worker, worker.default_limits());
-            let codec = WsCodec::upgraded(ep.inner.max_message, handshake);
+            let codec = WsCodec::upgraded(ep.inner.max_message, handshake, agreed);
             // A task of its own: this upgrade task's state is not kept for the connection's life.
             tokio::task::spawn_local(serve_with(shared, stream, remote, initial, Some(codec)));
         });
@@ -347,6 +397,12 @@ impl WsEndpoint {
             "sec-websocket-accept",
             HeaderValue::from_str(&accept).expect("base64 is a valid header"),
         );
+        if let Some(a) = agreed {
+            hm.insert(
+                "sec-websocket-extensions",
+                HeaderValue::from_str(&a.response()).expect("tokens are a valid header"),
+            );
+        }
         r
     }
 }
@@ -503,7 +559,8 @@ impl WsConnection {
 
     /// Joins a group (see [`broadcast`](super::broadcast)).
     pub fn join(&self, group: &str) {
-        group::join(self.id(), group);
+        let deflate = self.conn.protocol().deflate();
+        group::join(self.id(), group, deflate);
     }
 
     /// Leaves a group.

@@ -2,7 +2,9 @@
 //!
 //! A group lives in each worker: it holds the ids of that worker's members. A broadcast
 //! encodes the frame once, writes the same bytes to every local member, and sends them to the
-//! master, which hands them to every other worker for their members.
+//! master, which hands them to every other worker for their members. When permessage-deflate
+//! is on, the message is also compressed once (no context takeover, full window) for the
+//! members that negotiated it: at most two encodings, whatever the number of members.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -10,22 +12,45 @@ use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 
-use super::codec::encode_frame;
+use super::codec::encode_message;
+use super::deflate::{self, Agreement, MAX_WINDOW_BITS};
 use super::Message;
 use crate::worker;
 
 #[derive(Default)]
 struct Groups {
     members: HashMap<Rc<str>, HashSet<u64>>,
-    /// Groups of each connection that joined any, to leave them all on close.
-    joined: HashMap<u64, Vec<Rc<str>>>,
+    /// Each connection that joined any group.
+    joined: HashMap<u64, Joined>,
+}
+
+/// A connection that joined groups.
+struct Joined {
+    /// Its groups, to leave them all on close.
+    groups: Vec<Rc<str>>,
+    /// It takes the compressed frame of a broadcast.
+    deflate: bool,
+}
+
+/// A broadcast message encoded for every member: as it is, and compressed for the members
+/// that negotiated permessage-deflate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BroadcastFrames {
+    /// The frame as it is.
+    pub plain: Bytes,
+    /// The frame compressed with no context takeover and the full window; None when no
+    /// endpoint offers compression or it does not pay.
+    pub deflated: Option<Bytes>,
 }
 
 thread_local! {
     static GROUPS: RefCell<Groups> = RefCell::new(Groups::default());
 }
 
-pub(crate) fn join(conn: u64, group: &str) {
+/// Adds `conn` (which agreed to `deflate`, if any) to `group`.
+pub(crate) fn join(conn: u64, group: &str, deflate: Option<Agreement>) {
+    // The compressed frame suits members whose server window is the full one.
+    let takes_deflated = deflate.is_some_and(|a| a.server_window_bits() == MAX_WINDOW_BITS);
     GROUPS.with(|g| {
         let mut g = g.borrow_mut();
         let name: Rc<str> = match g.members.get_key_value(group) {
@@ -33,7 +58,11 @@ pub(crate) fn join(conn: u64, group: &str) {
             None => Rc::from(group),
         };
         if g.members.entry(name.clone()).or_default().insert(conn) {
-            g.joined.entry(conn).or_default().push(name);
+            let joined = g.joined.entry(conn).or_insert_with(|| Joined {
+                groups: Vec::new(),
+                deflate: takes_deflated,
+            });
+            joined.groups.push(name);
         }
     });
 }
@@ -47,9 +76,9 @@ pub(crate) fn leave(conn: u64, group: &str) {
                 g.members.remove(group);
             }
         }
-        if let Some(list) = g.joined.get_mut(&conn) {
-            list.retain(|n| &**n != group);
-            if list.is_empty() {
+        if let Some(joined) = g.joined.get_mut(&conn) {
+            joined.groups.retain(|n| &**n != group);
+            if joined.groups.is_empty() {
                 g.joined.remove(&conn);
             }
         }
@@ -59,7 +88,8 @@ pub(crate) fn leave(conn: u64, group: &str) {
 pub(crate) fn leave_all(conn: u64) {
     GROUPS.with(|g| {
         let mut g = g.borrow_mut();
-        for name in g.joined.remove(&conn).unwrap_or_default() {
+        let groups = g.joined.remove(&conn).map(|j| j.groups);
+        for name in groups.unwrap_or_default() {
             if let Some(set) = g.members.get_mut(&name) {
                 set.remove(&conn);
                 if set.is_empty() {
@@ -75,30 +105,47 @@ pub fn local_members(group: &str) -> usize {
     GROUPS.with(|g| g.borrow().members.get(group).map_or(0, HashSet::len))
 }
 
-/// Encodes `msg` once as a frame.
-fn frame_of(msg: &Message) -> Bytes {
+/// Encodes `msg` as a frame once, and once more compressed if any endpoint offers
+/// permessage-deflate.
+fn frames_of(msg: &Message) -> BroadcastFrames {
+    let opcode = match msg {
+        Message::Text(_) => 0x1,
+        Message::Binary(_) => 0x2,
+    };
     let mut buf = BytesMut::new();
-    match msg {
-        Message::Text(t) => encode_frame(0x1, t.as_bytes(), &mut buf),
-        Message::Binary(b) => encode_frame(0x2, b, &mut buf),
+    encode_message(opcode, msg.as_bytes(), None, &mut buf);
+    let plain = buf.split().freeze();
+    let deflated = deflate::enabled()
+        && encode_message(opcode, msg.as_bytes(), Some(MAX_WINDOW_BITS), &mut buf);
+    BroadcastFrames {
+        plain,
+        deflated: deflated.then(|| buf.freeze()),
     }
-    buf.freeze()
 }
 
-/// Writes an encoded frame to every local member of `group`; returns how many took it.
-pub(crate) fn deliver_local(group: &str, frame: &[u8]) -> usize {
-    let ids: Vec<u64> = GROUPS.with(|g| {
-        g.borrow()
-            .members
+/// Writes a broadcast's frames to every local member of `group` (the compressed one to those
+/// that take it); returns how many members took theirs.
+pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
+    let members: Vec<(u64, bool)> = GROUPS.with(|g| {
+        let g = g.borrow();
+        let takes_deflated = |id: &u64| g.joined.get(id).is_some_and(|j| j.deflate);
+        g.members
             .get(group)
-            .map(|s| s.iter().copied().collect())
+            .map(|s| s.iter().map(|id| (*id, takes_deflated(id))).collect())
             .unwrap_or_default()
     });
     let Some(w) = worker::current() else {
         return 0;
     };
-    ids.into_iter()
-        .filter(|id| w.send_raw_to(*id, frame))
+    members
+        .into_iter()
+        .filter(|&(id, deflate)| {
+            let frame = match &frames.deflated {
+                Some(deflated) if deflate => deflated,
+                _ => &frames.plain,
+            };
+            w.send_raw_to(id, frame)
+        })
         .count()
 }
 
@@ -112,10 +159,10 @@ pub(crate) fn deliver_local(group: &str, frame: &[u8]) -> usize {
 /// # }
 /// ```
 pub fn broadcast(group: &str, msg: Message) -> usize {
-    let frame = frame_of(&msg);
-    let delivered = deliver_local(group, &frame);
+    let frames = frames_of(&msg);
+    let delivered = deliver_local(group, &frames);
     if let Some(w) = worker::current() {
-        w.relay_broadcast(group, frame);
+        w.relay_broadcast(group, frames);
     }
     delivered
 }

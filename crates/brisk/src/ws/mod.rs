@@ -4,6 +4,8 @@
 //! The frame codec runs inside the same connection task as every Brisk protocol, so an idle
 //! WebSocket connection holds no buffers. Ping/pong, the closing handshake, fragmentation,
 //! UTF-8 validation and size limits are handled here; handlers see whole messages.
+//! permessage-deflate (RFC 7692) is optional, per endpoint
+//! ([`WsEndpoint::permessage_deflate`]).
 //!
 //! ```no_run
 //! use brisk::ws::{WsEndpoint, WsServer};
@@ -12,13 +14,14 @@
 //! ```
 
 pub(crate) mod codec;
+mod deflate;
 mod endpoint;
 mod group;
 
 pub use codec::Handshake;
 pub use endpoint::{WsConnection, WsEndpoint, WsServer};
-pub(crate) use group::deliver_local;
 pub use group::{broadcast, local_members};
+pub(crate) use group::{deliver_local, BroadcastFrames};
 pub use tungstenite::Utf8Bytes;
 
 use bytes::Bytes;

@@ -1,0 +1,45 @@
+//! permessage-deflate (RFC 7692): what a connection agreed to in its opening handshake
+//! ([`offer`]) and the compression of its messages ([`zlib`]).
+//!
+//! Memory is the design constraint: an idle WebSocket connection costs well under 1 KiB, and
+//! zlib state is tens (inflate) to hundreds (deflate) of KiB. So:
+//!
+//! - A connection that did not negotiate the extension holds no zlib state at all.
+//! - The server never takes over context: every response says `server_no_context_takeover`,
+//!   so each outgoing message is compressed on its own by one compressor per window size for
+//!   the whole worker, reset per message. This also lets a broadcast compress a message once
+//!   for every member that negotiated the extension.
+//! - For the client's direction, a client that offers `client_no_context_takeover` is held to
+//!   it and its messages are inflated by one inflater for the whole worker, reset per message.
+//!   A client that keeps its LZ77 window across messages (the default) needs its own inflater,
+//!   made on its first compressed message and kept for the connection's life (about 40 KiB:
+//!   the 32 KiB window and zlib's state). That is the price of the better compression context
+//!   takeover gives that client's messages.
+
+mod offer;
+mod zlib;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub(crate) use offer::{negotiate, Agreement, MAX_WINDOW_BITS};
+pub(crate) use zlib::{deflate_message, inflate_message, ClientContext, InflateError};
+
+/// Set once any endpoint of this process turns permessage-deflate on: broadcasts then also
+/// prepare a compressed frame.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Records that an endpoint of this process offers permessage-deflate.
+pub(crate) fn enable() {
+    ENABLED.store(true, Ordering::Relaxed);
+}
+
+/// Whether any endpoint of this process offers permessage-deflate.
+pub(crate) fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Largest compressed message accepted for messages of at most `max` bytes once inflated:
+/// incompressible data grows a little when deflated.
+pub(crate) fn compressed_limit(max: u64) -> u64 {
+    max + max / 1024 + 64
+}
