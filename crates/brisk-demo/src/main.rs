@@ -1,7 +1,8 @@
 //! brisk-demo: the showcase app. Text echo on `text://127.0.0.1:7000`, Frame echo on
 //! `frame://127.0.0.1:7001`, HTTP on `http://127.0.0.1:8080` (`/`, `/json`, `/static/*`,
 //! `/ws` echo, `/chat` broadcast room, `/echo`, `/stream`), WebSocket echo on
-//! `websocket://127.0.0.1:9001`, and every control command.
+//! `websocket://127.0.0.1:9001`, and every control command. The WebSocket endpoints offer
+//! permessage-deflate.
 //!
 //! ```text
 //! brisk-demo start              # foreground
@@ -228,10 +229,12 @@ fn build(args: &Args) -> anyhow::Result<App> {
     Ok(app)
 }
 
-/// The WebSocket echo: every message goes back as it came.
+/// The WebSocket echo: every message goes back as it came (compressed for clients that
+/// negotiate permessage-deflate).
 fn echo_endpoint(handshake_timeout: Duration) -> WsEndpoint {
     WsEndpoint::new()
         .max_message_size(64 << 20)
+        .permessage_deflate(true)
         .handshake_timeout(handshake_timeout)
         .on_message(|ws, msg| async move { ws.send(msg) })
 }

@@ -33,8 +33,11 @@ impl Routes {
                 static_root.display()
             )
         })?;
-        let echo = WsEndpoint::new().on_message(|ws, msg| async move { ws.send(msg) });
+        let echo = WsEndpoint::new()
+            .permessage_deflate(true)
+            .on_message(|ws, msg| async move { ws.send(msg) });
         let chat = WsEndpoint::new()
+            .permessage_deflate(true)
             .on_open(|ws, _| async move { ws.join(ROOM) })
             .on_message(|_ws, msg| async move {
                 ws::broadcast(ROOM, msg);

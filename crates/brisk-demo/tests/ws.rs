@@ -1,12 +1,14 @@
 //! WebSocket end to end: echo on `websocket://` and through HTTP upgrades, control frames,
-//! the closing handshake, every kind of protocol violation getting its close code, and
-//! broadcast across workers.
+//! the closing handshake, every kind of protocol violation getting its close code, broadcast
+//! across workers, and permessage-deflate (negotiation, compressed messages both ways, size
+//! limits on inflated messages, broadcast to a mix of compressing and plain members).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use brisk_testkit::*;
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress};
 use tungstenite::{Message, WebSocket};
 
 const DEMO: &str = env!("CARGO_BIN_EXE_brisk-demo");
@@ -54,21 +56,30 @@ fn client(port: u16, path: &str) -> WebSocket<TcpStream> {
 
 /// A raw, already-handshaken connection for sending hand-made frames.
 fn raw(port: u16) -> TcpStream {
+    raw_with(port, "/", None).0
+}
+
+/// A raw connection to `path`, handshaken offering `extensions` (a
+/// `Sec-WebSocket-Extensions` value), and the response head (names lower-case).
+fn raw_with(port: u16, path: &str, extensions: Option<&str>) -> (TcpStream, String) {
     let mut s = connect(port);
-    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
+    let offer = extensions.map_or(String::new(), |e| {
+        format!("Sec-WebSocket-Extensions: {e}\r\n")
+    });
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{offer}\r\n").as_bytes()).unwrap();
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         s.read_exact(&mut b).unwrap();
         head.push(b[0]);
     }
-    let head = String::from_utf8(head).unwrap();
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
     assert!(
-        head.contains("sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+        head.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
         "{head}"
     );
-    s
+    (s, head)
 }
 
 /// A client frame: FIN + opcode, masked unless `unmasked`.
@@ -98,6 +109,12 @@ fn frame(fin: bool, opcode: u8, payload: &[u8], unmasked: bool) -> Vec<u8> {
 
 /// Reads one server frame: (opcode, payload).
 fn read_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
+    let (b0, payload) = read_frame_head(s);
+    (b0 & 0x0f, payload)
+}
+
+/// Reads one server frame: (its first byte, with FIN, RSV1 and the opcode; payload).
+fn read_frame_head(s: &mut TcpStream) -> (u8, Vec<u8>) {
     let mut h = [0u8; 2];
     s.read_exact(&mut h).unwrap();
     let len = match h[1] & 0x7f {
@@ -115,7 +132,7 @@ fn read_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
     };
     let mut p = vec![0u8; len];
     s.read_exact(&mut p).unwrap();
-    (h[0] & 0x0f, p)
+    (h[0], p)
 }
 
 fn expect_close(s: &mut TcpStream, code: u16) {
@@ -215,7 +232,7 @@ fn protocol_violations_get_their_close_codes_and_are_counted() {
             1002,
         ),
         (
-            "reserved bits",
+            "RSV1 without permessage-deflate",
             {
                 let mut f = frame(true, 0x1, b"x", false);
                 f[0] |= 0x40;
@@ -250,14 +267,7 @@ fn protocol_violations_get_their_close_codes_and_are_counted() {
         );
     }
     // A message over the /ws endpoint's 16 MiB limit is refused from its header: 1009.
-    let mut s = connect(d.http);
-    s.write_all(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut b).unwrap();
-        head.push(b[0]);
-    }
+    let (mut s, _) = raw_with(d.http, "/ws", None);
     let mut hdr = vec![0x82u8, 0x80 | 127];
     hdr.extend_from_slice(&(17u64 << 20).to_be_bytes());
     hdr.extend_from_slice(&[1, 2, 3, 4]);
@@ -332,4 +342,239 @@ fn broadcast_reaches_every_member_in_every_worker_once() {
         .set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     assert!(members[0].read().is_err());
+}
+
+/// RSV1: the frame starts a compressed message.
+const RSV1: u8 = 0x40;
+
+/// What a permessage-deflate client sends: `data` deflated with a sync flush, without the
+/// trailing `00 00 ff ff`. `c` keeps its window across calls (context takeover).
+fn deflate(c: &mut Compress, data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + 1024);
+    let before = c.total_in();
+    c.compress_vec(data, &mut out, FlushCompress::Sync).unwrap();
+    assert_eq!(c.total_in() - before, data.len() as u64);
+    assert!(out.ends_with(&[0, 0, 0xff, 0xff]));
+    out.truncate(out.len() - 4);
+    out
+}
+
+/// Inflates a compressed server message of at most `max` bytes.
+fn inflate(payload: &[u8], max: usize) -> Vec<u8> {
+    let mut input = payload.to_vec();
+    input.extend_from_slice(&[0, 0, 0xff, 0xff]);
+    let mut out = Vec::with_capacity(max + 1);
+    Decompress::new(false)
+        .decompress_vec(&input, &mut out, FlushDecompress::Sync)
+        .unwrap();
+    out
+}
+
+/// The `sec-websocket-extensions` value of a response head, if any.
+fn extensions(head: &str) -> Option<&str> {
+    head.lines()
+        .find_map(|l| l.strip_prefix("sec-websocket-extensions:"))
+        .map(str::trim)
+}
+
+#[test]
+fn permessage_deflate_is_negotiated_on_both_listeners() {
+    let d = demo(1);
+    let base = "permessage-deflate; server_no_context_takeover";
+    let cases: [(Option<&str>, Option<String>); 6] = [
+        (None, None),
+        (Some("x-webkit-deflate-frame"), None),
+        (Some("permessage-deflate"), Some(base.into())),
+        (
+            Some("permessage-deflate; client_max_window_bits"),
+            Some(base.into()),
+        ),
+        // The 8-bit window is declined, the next offer taken with its parameters echoed.
+        (
+            Some(
+                "permessage-deflate; server_max_window_bits=8, permessage-deflate; \
+                 client_no_context_takeover; server_max_window_bits=10",
+            ),
+            Some(format!(
+                "{base}; client_no_context_takeover; server_max_window_bits=10"
+            )),
+        ),
+        (Some("permessage-deflate; bogus"), None),
+    ];
+    for (port, path) in [(d.ws, "/"), (d.http, "/ws")] {
+        for (offer, want) in &cases {
+            let (mut s, head) = raw_with(port, path, *offer);
+            assert_eq!(extensions(&head), want.as_deref(), "{path} {offer:?}");
+            // The connection works either way.
+            s.write_all(&frame(true, 0x1, b"ok", false)).unwrap();
+            assert_eq!(read_frame_head(&mut s), (0x81, b"ok".to_vec()));
+        }
+    }
+}
+
+#[test]
+fn compressed_messages_round_trip_with_and_without_client_context_takeover() {
+    let d = demo(1);
+    let long = |i: usize| format!("message {i}: {}", "compressible words ".repeat(50 + i));
+    for (port, path) in [(d.ws, "/"), (d.http, "/ws")] {
+        for offer in [
+            "permessage-deflate",
+            "permessage-deflate; client_no_context_takeover",
+        ] {
+            let (mut s, _) = raw_with(port, path, Some(offer));
+            let takeover = !offer.contains("client_no_context_takeover");
+            let mut client = Compress::new(Compression::default(), false);
+            for i in 0..3 {
+                if !takeover {
+                    client.reset();
+                }
+                let msg = long(i);
+                let z = deflate(&mut client, msg.as_bytes());
+                assert!(z.len() < msg.len() / 4);
+                s.write_all(&frame(true, RSV1 | 0x1, &z, false)).unwrap();
+                let (b0, payload) = read_frame_head(&mut s);
+                assert_eq!(b0, 0x80 | RSV1 | 0x1, "{path} {offer}: compressed text");
+                assert_eq!(inflate(&payload, msg.len()), msg.as_bytes());
+            }
+            // Fragmented, RSV1 on the first frame only, binary; then a plain message and a
+            // short one, which come back uncompressed.
+            client.reset();
+            let data: Vec<u8> = (0..5000u32).map(|i| (i % 7) as u8).collect();
+            let z = deflate(&mut client, &data);
+            s.write_all(&frame(false, RSV1 | 0x2, &z[..z.len() / 2], false))
+                .unwrap();
+            s.write_all(&frame(true, 0x0, &z[z.len() / 2..], false))
+                .unwrap();
+            let (b0, payload) = read_frame_head(&mut s);
+            assert_eq!(b0, 0x80 | RSV1 | 0x2);
+            assert_eq!(inflate(&payload, data.len()), data);
+            s.write_all(&frame(true, 0x1, b"tiny", false)).unwrap();
+            assert_eq!(read_frame_head(&mut s), (0x81, b"tiny".to_vec()));
+        }
+    }
+}
+
+#[test]
+fn deflate_violations_and_zip_bombs_are_closed_and_others_served() {
+    let d = demo(1);
+    let mut ok = client(d.http, "/ws");
+    let check_others = |ok: &mut WebSocket<TcpStream>, name: &str| {
+        ok.send(Message::text(name)).unwrap();
+        assert_eq!(ok.read().unwrap(), Message::text(name), "after {name}");
+    };
+    let z = deflate(&mut Compress::new(Compression::default(), false), b"hello");
+    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+        ("RSV1 on a ping", frame(true, RSV1 | 0x9, b"", false), 1002),
+        (
+            "RSV1 on a continuation",
+            {
+                let mut f = frame(false, 0x1, b"he", false);
+                f.extend(frame(true, RSV1, b"llo", false));
+                f
+            },
+            1002,
+        ),
+        ("RSV2", frame(true, 0x20 | 0x1, b"x", false), 1002),
+        (
+            "invalid deflate data",
+            frame(true, RSV1 | 0x2, &[0xff; 16], false),
+            1007,
+        ),
+        (
+            "invalid UTF-8 once inflated",
+            {
+                let bad = deflate(
+                    &mut Compress::new(Compression::default(), false),
+                    &[0xc3, 0x28],
+                );
+                frame(true, RSV1 | 0x1, &bad, false)
+            },
+            1007,
+        ),
+        (
+            "a valid one for contrast",
+            frame(true, RSV1 | 0x1, &z, false),
+            0,
+        ),
+    ];
+    for (name, bytes, code) in &cases {
+        let (mut s, _) = raw_with(d.http, "/ws", Some("permessage-deflate"));
+        s.write_all(bytes).unwrap();
+        if *code == 0 {
+            assert_eq!(read_frame(&mut s), (0x1, b"hello".to_vec()));
+        } else {
+            expect_close(&mut s, *code);
+        }
+        check_others(&mut ok, name);
+    }
+    // 17 MiB of zeros deflate to a few KiB: inflating stops at /ws's 16 MiB limit with 1009.
+    let bomb = deflate(
+        &mut Compress::new(Compression::best(), false),
+        &vec![0u8; 17 << 20],
+    );
+    assert!(bomb.len() < 64 << 10, "{} bytes", bomb.len());
+    let (mut s, _) = raw_with(d.http, "/ws", Some("permessage-deflate"));
+    s.write_all(&frame(true, RSV1 | 0x2, &bomb, false)).unwrap();
+    expect_close(&mut s, 1009);
+    check_others(&mut ok, "zip bomb");
+    // Under the limit, the same kind of message is fine.
+    let (mut s, _) = raw_with(d.http, "/ws", Some("permessage-deflate"));
+    let z = deflate(
+        &mut Compress::new(Compression::best(), false),
+        &vec![0u8; 1 << 20],
+    );
+    s.write_all(&frame(true, RSV1 | 0x2, &z, false)).unwrap();
+    let (b0, payload) = read_frame_head(&mut s);
+    assert_eq!(b0, 0x80 | RSV1 | 0x2);
+    assert_eq!(inflate(&payload, 1 << 20), vec![0u8; 1 << 20]);
+}
+
+#[test]
+fn broadcast_sends_compressed_and_plain_frames_to_the_right_members() {
+    let d = demo(2);
+    let offers = [
+        Some("permessage-deflate"),
+        None,
+        Some("permessage-deflate; client_no_context_takeover"),
+        // A smaller server window than the shared compressed frame's: plain frames.
+        Some("permessage-deflate; server_max_window_bits=10"),
+    ];
+    let mut members: Vec<(TcpStream, bool)> = (0..16)
+        .map(|i| {
+            let offer = offers[i % offers.len()];
+            let (s, head) = raw_with(d.http, "/chat", offer);
+            let compressed = extensions(&head).is_some_and(|e| !e.contains("window_bits"));
+            (s, compressed)
+        })
+        .collect();
+    let status = d.server.status().unwrap();
+    let on_http = |w: &&serde_json::Value| w["server"].as_str().unwrap().starts_with("http://");
+    let workers = status["workers"].as_array().unwrap();
+    let busy = workers
+        .iter()
+        .filter(on_http)
+        .filter(|w| w["connections"] != 0);
+    assert_eq!(busy.count(), 2, "members on both workers");
+    let long = "everyone gets this, everyone gets this, everyone gets this".repeat(10);
+    for msg in [long.as_str(), "short"] {
+        // A member that did not negotiate sends it, so the echo is the broadcast's doing.
+        members[1]
+            .0
+            .write_all(&frame(true, 0x1, msg.as_bytes(), false))
+            .unwrap();
+        let mut compressed_frames = Vec::new();
+        for (i, (s, deflate)) in members.iter_mut().enumerate() {
+            let (b0, payload) = read_frame_head(s);
+            if *deflate && msg.len() >= 32 {
+                assert_eq!(b0, 0x80 | RSV1 | 0x1, "member {i}");
+                assert_eq!(inflate(&payload, msg.len()), msg.as_bytes(), "member {i}");
+                compressed_frames.push(payload);
+            } else {
+                assert_eq!((b0, payload), (0x81, msg.as_bytes().to_vec()), "member {i}");
+            }
+        }
+        // Every compressing member, in either worker, got the same bytes.
+        compressed_frames.dedup();
+        assert!(compressed_frames.len() <= 1);
+    }
 }
