@@ -370,6 +370,18 @@ fn inflate(payload: &[u8], max: usize) -> Vec<u8> {
     out
 }
 
+/// Reads one final server frame, which must be compressed (RSV1) if `compressed`, else not:
+/// (opcode, payload inflated).
+fn read_message(s: &mut TcpStream, compressed: bool) -> (u8, Vec<u8>) {
+    let (b0, payload) = read_frame_head(s);
+    assert_eq!(b0 & 0x80, 0x80, "final");
+    assert_eq!(b0 & RSV1 != 0, compressed, "RSV1 in {b0:#x}");
+    match compressed {
+        true => (b0 & 0x0f, inflate(&payload, 4 << 20)),
+        false => (b0 & 0x0f, payload),
+    }
+}
+
 /// The `sec-websocket-extensions` value of a response head, if any.
 fn extensions(head: &str) -> Option<&str> {
     head.lines()
@@ -405,9 +417,9 @@ fn permessage_deflate_is_negotiated_on_both_listeners() {
         for (offer, want) in &cases {
             let (mut s, head) = raw_with(port, path, *offer);
             assert_eq!(extensions(&head), want.as_deref(), "{path} {offer:?}");
-            // The connection works either way.
+            // The connection works either way; even a short echo is compressed if agreed.
             s.write_all(&frame(true, 0x1, b"ok", false)).unwrap();
-            assert_eq!(read_frame_head(&mut s), (0x81, b"ok".to_vec()));
+            assert_eq!(read_message(&mut s, want.is_some()), (0x1, b"ok".to_vec()));
         }
     }
 }
@@ -432,12 +444,11 @@ fn compressed_messages_round_trip_with_and_without_client_context_takeover() {
                 let z = deflate(&mut client, msg.as_bytes());
                 assert!(z.len() < msg.len() / 4);
                 s.write_all(&frame(true, RSV1 | 0x1, &z, false)).unwrap();
-                let (b0, payload) = read_frame_head(&mut s);
-                assert_eq!(b0, 0x80 | RSV1 | 0x1, "{path} {offer}: compressed text");
-                assert_eq!(inflate(&payload, msg.len()), msg.as_bytes());
+                let echo = read_message(&mut s, true);
+                assert_eq!(echo, (0x1, msg.into_bytes()), "{path} {offer}");
             }
-            // Fragmented, RSV1 on the first frame only, binary; then a plain message and a
-            // short one, which come back uncompressed.
+            // Fragmented, RSV1 on the first frame only, binary; then an uncompressed short
+            // message, whose echo is compressed all the same.
             client.reset();
             let data: Vec<u8> = (0..5000u32).map(|i| (i % 7) as u8).collect();
             let z = deflate(&mut client, &data);
@@ -445,11 +456,9 @@ fn compressed_messages_round_trip_with_and_without_client_context_takeover() {
                 .unwrap();
             s.write_all(&frame(true, 0x0, &z[z.len() / 2..], false))
                 .unwrap();
-            let (b0, payload) = read_frame_head(&mut s);
-            assert_eq!(b0, 0x80 | RSV1 | 0x2);
-            assert_eq!(inflate(&payload, data.len()), data);
+            assert_eq!(read_message(&mut s, true), (0x2, data));
             s.write_all(&frame(true, 0x1, b"tiny", false)).unwrap();
-            assert_eq!(read_frame_head(&mut s), (0x81, b"tiny".to_vec()));
+            assert_eq!(read_message(&mut s, true), (0x1, b"tiny".to_vec()));
         }
     }
 }
@@ -501,7 +510,7 @@ fn deflate_violations_and_zip_bombs_are_closed_and_others_served() {
         let (mut s, _) = raw_with(d.http, "/ws", Some("permessage-deflate"));
         s.write_all(bytes).unwrap();
         if *code == 0 {
-            assert_eq!(read_frame(&mut s), (0x1, b"hello".to_vec()));
+            assert_eq!(read_message(&mut s, true), (0x1, b"hello".to_vec()));
         } else {
             expect_close(&mut s, *code);
         }
@@ -524,9 +533,7 @@ fn deflate_violations_and_zip_bombs_are_closed_and_others_served() {
         &vec![0u8; 1 << 20],
     );
     s.write_all(&frame(true, RSV1 | 0x2, &z, false)).unwrap();
-    let (b0, payload) = read_frame_head(&mut s);
-    assert_eq!(b0, 0x80 | RSV1 | 0x2);
-    assert_eq!(inflate(&payload, 1 << 20), vec![0u8; 1 << 20]);
+    assert_eq!(read_message(&mut s, true), (0x2, vec![0u8; 1 << 20]));
 }
 
 #[test]
@@ -565,7 +572,7 @@ fn broadcast_sends_compressed_and_plain_frames_to_the_right_members() {
         let mut compressed_frames = Vec::new();
         for (i, (s, deflate)) in members.iter_mut().enumerate() {
             let (b0, payload) = read_frame_head(s);
-            if *deflate && msg.len() >= 32 {
+            if *deflate {
                 assert_eq!(b0, 0x80 | RSV1 | 0x1, "member {i}");
                 assert_eq!(inflate(&payload, msg.len()), msg.as_bytes(), "member {i}");
                 compressed_frames.push(payload);

@@ -7,7 +7,7 @@
 //!
 //! With permessage-deflate negotiated, a message whose first frame has RSV1 set is gathered
 //! compressed and inflated (up to the size limit) once complete; outgoing messages are
-//! compressed when that pays (see [`super::deflate`]).
+//! compressed (see [`super::deflate`]).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tungstenite::protocol::frame::coding::CloseCode;
@@ -461,22 +461,20 @@ fn unmask(data: &mut [u8], mask: [u8; 4]) {
     }
 }
 
-/// Appends a data message as a server frame to `dst`: compressed (RSV1 set) when
-/// `deflate_bits` is the server window of a negotiated permessage-deflate and compression
-/// pays, else as it is. Returns whether it was compressed.
+/// Appends a data message as a server frame to `dst`: compressed (RSV1 set) with the
+/// server window `deflate_bits` of a negotiated permessage-deflate, else as it is.
 pub(crate) fn encode_message(
     opcode: u8,
     payload: &[u8],
     deflate_bits: Option<u8>,
     dst: &mut BytesMut,
-) -> bool {
-    let compressed = deflate_bits.and_then(|bits| {
-        deflate::deflate_message(payload, bits, |c| encode_frame(RSV1 | opcode, c, dst))
-    });
-    if compressed.is_none() {
-        encode_frame(opcode, payload, dst);
+) {
+    match deflate_bits {
+        Some(bits) => {
+            deflate::deflate_message(payload, bits, |c| encode_frame(RSV1 | opcode, c, dst))
+        }
+        None => encode_frame(opcode, payload, dst),
     }
-    compressed.is_some()
 }
 
 /// Appends a server frame (unmasked, final) with `opcode` (which may carry [`RSV1`]) and
@@ -523,12 +521,8 @@ impl Protocol for WsCodec {
         }
         let bits = self.deflate.map(|a| a.server_window_bits());
         match msg {
-            WsFrame::Text(t) => {
-                encode_message(0x1, t.as_bytes(), bits, dst);
-            }
-            WsFrame::Binary(b) => {
-                encode_message(0x2, &b, bits, dst);
-            }
+            WsFrame::Text(t) => encode_message(0x1, t.as_bytes(), bits, dst),
+            WsFrame::Binary(b) => encode_message(0x2, &b, bits, dst),
             WsFrame::Ping(b) => encode_frame(0x9, &b, dst),
             WsFrame::Pong(b) => encode_frame(0xA, &b, dst),
             WsFrame::Close(None) => encode_frame(0x8, &[], dst),
@@ -728,7 +722,7 @@ mod tests {
     }
 
     #[test]
-    fn outgoing_messages_are_compressed_when_it_pays() {
+    fn outgoing_messages_are_compressed_when_negotiated() {
         let long = "a message long enough to be worth compressing, compressing, compressing";
         let mut dst = BytesMut::new();
         negotiated(1024)
@@ -742,12 +736,7 @@ mod tests {
         d.decompress_vec(&payload, &mut out, flate2::FlushDecompress::Sync)
             .unwrap();
         assert_eq!(out, long.as_bytes());
-        // Short messages, and connections that did not negotiate, go as they are.
-        let mut dst = BytesMut::new();
-        negotiated(1024)
-            .encode(WsFrame::Text("short".into()), &mut dst)
-            .unwrap();
-        assert_eq!(&dst[..], b"\x81\x05short");
+        // Connections that did not negotiate get messages as they are.
         let mut dst = BytesMut::new();
         WsCodec::new(false, 1024)
             .encode(WsFrame::Text(long.into()), &mut dst)

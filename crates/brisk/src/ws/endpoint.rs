@@ -138,9 +138,10 @@ impl WsEndpoint {
     /// honoured is accepted; a client that offers none gets no compression.
     ///
     /// Compressed messages are inflated up to [`max_message_size`](Self::max_message_size)
-    /// (beyond it: close 1009). Outgoing messages of 32 bytes or more are compressed when that
-    /// makes them smaller; [`broadcast`](super::broadcast) compresses a message once for every
-    /// member that negotiated the extension.
+    /// (beyond it: close 1009). Every outgoing data message is compressed (short or
+    /// incompressible ones into stored blocks, 5 bytes more: some clients mishandle the
+    /// uncompressed messages RFC 7692 allows); [`broadcast`](super::broadcast) compresses a
+    /// message once for every member that negotiated the extension.
     ///
     /// Memory: connections that did not negotiate hold no zlib state. The server always
     /// answers `server_no_context_takeover`, so messages are compressed by one compressor per

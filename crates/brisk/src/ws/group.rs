@@ -38,8 +38,9 @@ struct Joined {
 pub(crate) struct BroadcastFrames {
     /// The frame as it is.
     pub plain: Bytes,
-    /// The frame compressed with no context takeover and the full window; None when no
-    /// endpoint offers compression or it does not pay.
+    /// The frame compressed with no context takeover and the full window, for members that
+    /// negotiated permessage-deflate with that window (those that asked for a smaller one get
+    /// `plain`); None when no endpoint of this process offers compression.
     pub deflated: Option<Bytes>,
 }
 
@@ -112,14 +113,14 @@ fn frames_of(msg: &Message) -> BroadcastFrames {
         Message::Text(_) => 0x1,
         Message::Binary(_) => 0x2,
     };
-    let mut buf = BytesMut::new();
-    encode_message(opcode, msg.as_bytes(), None, &mut buf);
-    let plain = buf.split().freeze();
-    let deflated = deflate::enabled()
-        && encode_message(opcode, msg.as_bytes(), Some(MAX_WINDOW_BITS), &mut buf);
+    let encode = |bits| {
+        let mut buf = BytesMut::new();
+        encode_message(opcode, msg.as_bytes(), bits, &mut buf);
+        buf.freeze()
+    };
     BroadcastFrames {
-        plain,
-        deflated: deflated.then(|| buf.freeze()),
+        plain: encode(None),
+        deflated: deflate::enabled().then(|| encode(Some(MAX_WINDOW_BITS))),
     }
 }
 
@@ -150,7 +151,8 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
 }
 
 /// Sends `msg` to every member of `group`, in this worker and in all others (through the
-/// master). Returns how many members of this worker took it.
+/// master). Returns how many members of this worker took it. The frame is encoded once, and
+/// once more compressed if permessage-deflate is on, whatever the number of members.
 ///
 /// ```no_run
 /// # async fn f(ws: brisk::ws::WsConnection) {
