@@ -147,8 +147,9 @@ impl WsEndpoint {
     /// answers `server_no_context_takeover`, so messages are compressed by one compressor per
     /// worker. A client that offers `client_no_context_takeover` is held to it and its messages
     /// are inflated by one inflater per worker as well; any other client's messages build on
-    /// the previous ones (better compression), which costs its connection an inflater of about
-    /// 40 KiB from its first compressed message on.
+    /// the previous ones (better compression), which costs its connection an inflater from its
+    /// first compressed message on: up to about 40 KiB (zlib's state and a 32 KiB window; about
+    /// 20 KiB of RSS was measured after one short message).
     pub fn permessage_deflate(self, on: bool) -> Self {
         if on {
             deflate::enable();
