@@ -230,10 +230,10 @@ fn parse_into<'b>(
                 return Parsed::Handover
             }
             header::CONNECTION => {
-                if has_token(&value, "upgrade") {
+                if has_token(h.value, "upgrade") {
                     return Parsed::Handover;
                 }
-                close |= has_token(&value, "close");
+                close |= has_token(h.value, "close");
             }
             _ => {}
         }

@@ -23,3 +23,4 @@ pub use server::{HttpLimits, HttpServer};
 
 pub(crate) use conn::{serve, HttpShared, TlsShared};
 pub(crate) use io::WorkerIo as WorkerIoCounters;
+pub(crate) use response_head::has_token;

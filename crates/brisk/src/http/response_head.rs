@@ -81,7 +81,7 @@ pub(crate) fn encode(
                     Framing::UntilClose
                 });
             }
-            header::CONNECTION if has_token(value, "close") => {
+            header::CONNECTION if has_token(value.as_bytes(), "close") => {
                 close = true;
                 connection_close_written = true;
             }
@@ -146,10 +146,10 @@ fn is_chunked(value: &HeaderValue) -> bool {
         .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"))
 }
 
-/// Whether a comma-separated header value holds `token` (case-insensitive).
-pub(crate) fn has_token(value: &HeaderValue, token: &str) -> bool {
+/// Whether a comma-separated header value (`Connection`, `Upgrade`, …) holds `token`
+/// (case-insensitive).
+pub(crate) fn has_token(value: &[u8], token: &str) -> bool {
     value
-        .as_bytes()
         .split(|&b| b == b',')
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }

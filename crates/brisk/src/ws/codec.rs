@@ -14,6 +14,7 @@ use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::Utf8Bytes;
 
 use super::deflate::{self, Agreement, ClientContext, InflateError};
+use crate::http::has_token;
 use crate::protocol::{Protocol, ProtocolError};
 
 /// Close codes Brisk sends.
@@ -224,10 +225,9 @@ impl WsCodec {
                 .find(|(n, _)| n == name)
                 .map(|(_, v)| v.as_str())
         };
-        let has_token = |name: &str, token: &str| {
-            get(name).is_some_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
-        };
-        if !has_token("upgrade", "websocket") || !has_token("connection", "upgrade") {
+        let header_has =
+            |name: &str, token: &str| get(name).is_some_and(|v| has_token(v.as_bytes(), token));
+        if !header_has("upgrade", "websocket") || !header_has("connection", "upgrade") {
             return Ok(Some(WsFrame::BadHandshake(
                 400,
                 "missing Upgrade: websocket or Connection: upgrade",

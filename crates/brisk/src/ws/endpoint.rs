@@ -15,7 +15,7 @@ use super::deflate::{self, Agreement};
 use super::{group, Message, Utf8Bytes};
 use crate::address::{Address, Scheme};
 use crate::error::{Error, Result};
-use crate::http::{Body, HttpIo};
+use crate::http::{has_token, Body, HttpIo};
 use crate::server::{
     boxed, BoxError, Callbacks, HandlerFuture, HandlerOutput, LimitOverrides, Limits, ListenConfig,
     WorkerCallbacks,
@@ -317,10 +317,7 @@ impl WsEndpoint {
     pub fn upgrade<B>(&self, mut req: Request<B>) -> Response<Body> {
         let h = req.headers();
         let token = |name: header::HeaderName, t: &str| {
-            h.get_all(name).iter().any(|v| {
-                v.to_str()
-                    .is_ok_and(|v| v.split(',').any(|x| x.trim().eq_ignore_ascii_case(t)))
-            })
+            h.get_all(name).iter().any(|v| has_token(v.as_bytes(), t))
         };
         let bad = |code: StatusCode, why: &'static str| {
             let mut r = Response::new(Body::from(why));
