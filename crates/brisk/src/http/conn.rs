@@ -8,7 +8,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -193,11 +193,11 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
     };
     let failed = match &shared.tls {
         // Plaintext: Brisk's own HTTP/1.1 path first, hyper for what it does not take.
-        None => match drive(&conn, h1::serve(&shared, &conn, io), |_| {}).await {
+        None => match drive(&conn, pin!(h1::serve(&shared, &conn, io)), |_| {}).await {
             // Boxed: a connection that never needs hyper does not carry its state.
             Some(h1::Exit::Handover(io)) => {
-                let http = shared.builder.serve_connection(io, svc).with_upgrades();
-                Box::pin(drive(&conn, http, |c| c.graceful_shutdown()))
+                let http = Box::pin(shared.builder.serve_connection(io, svc).with_upgrades());
+                drive(&conn, http, |c| c.graceful_shutdown())
                     .await
                     .and_then(Result::err)
             }
@@ -210,10 +210,10 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
                     let io = hyper_util::rt::TokioIo::new(stream);
                     if h2 {
                         conn.h2.set(true);
-                        let http = tls.h2.serve_connection(io, svc);
+                        let http = pin!(tls.h2.serve_connection(io, svc));
                         drive(&conn, http, |c| c.graceful_shutdown()).await
                     } else {
-                        let http = shared.builder.serve_connection(io, svc).with_upgrades();
+                        let http = pin!(shared.builder.serve_connection(io, svc).with_upgrades());
                         drive(&conn, http, |c| c.graceful_shutdown()).await
                     }
                     .and_then(Result::err)
@@ -239,13 +239,19 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
 }
 
 /// Runs a connection future until it ends, calling `graceful` once when the worker drains
-/// (Brisk's own path watches `draining` itself) and dropping it when the connection is
+/// (Brisk's own path watches `draining` itself) and stopping when the connection is
 /// destroyed (then: `None`).
-async fn drive<C>(conn: &HttpConn, http: C, graceful: impl Fn(Pin<&mut C>)) -> Option<C::Output>
+///
+/// The future comes pinned where the caller keeps it: taken by value, it would be stored
+/// twice in the task (once as the argument, once pinned), doubling every connection's size.
+async fn drive<P>(
+    conn: &HttpConn,
+    mut http: Pin<P>,
+    graceful: impl Fn(Pin<&mut P::Target>),
+) -> Option<<P::Target as Future>::Output>
 where
-    C: Future,
+    P: std::ops::DerefMut<Target: Future>,
 {
-    let mut http = std::pin::pin!(http);
     let mut shutting_down = false;
     std::future::poll_fn(|cx| {
         if conn.destroyed.get() {
@@ -396,4 +402,27 @@ pub(super) async fn respond(
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of the future an `async fn` of three owned arguments returns.
+    fn future_size<A, B, C, F: Future>(_: impl Fn(A, B, C) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// Every open HTTP connection is one task holding this future, idle or not. Its size
+    /// once tripled, unnoticed, when the connection future was stored twice (passed by
+    /// value, then pinned) and a request's state was kept inline across the idle wait.
+    #[test]
+    fn an_http_connection_task_stays_small() {
+        let size = future_size(serve);
+        println!("connection future: {size} bytes");
+        assert!(
+            size <= 1024,
+            "the HTTP connection future grew to {size} bytes: every open connection pays it"
+        );
+    }
 }

@@ -55,6 +55,7 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
     loop {
         // Answer every complete request received so far, in order.
         let mut data = input.split().freeze();
+        let mut handover = false;
         while !data.is_empty() {
             let (req, close) = match parse(&data, &shared.http, shared.limits.max_package_size) {
                 Parsed::Partial => break,
@@ -64,20 +65,17 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
                     break;
                 }
                 Parsed::Handover => {
-                    if out.flush(&io).await.is_err() {
-                        return Exit::Closed;
-                    }
-                    io.unread(data);
-                    return Exit::Handover(io);
+                    handover = true;
+                    break;
                 }
                 Parsed::Request { req, len, close } => {
                     data.advance(len);
                     (req, close)
                 }
             };
-            let method = req.method().clone();
-            let resp = until_sent(respond(shared, conn, req).await, &conn.activity);
-            let sent = write_response(&io, &mut out, resp, &method, close, shared).await;
+            // Boxed: the handler's and the writer's state exist only while a request is in
+            // flight, so an idle connection's task does not carry their space.
+            let sent = Box::pin(answer(shared, conn, &io, &mut out, req, close)).await;
             match sent {
                 Ok(Keep::Open) if out.staged() < FLUSH_AT || data.is_empty() => {}
                 Ok(Keep::Open) => {
@@ -96,6 +94,10 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
         }
         if out.flush(&io).await.is_err() {
             return Exit::Closed;
+        }
+        if handover {
+            io.unread(data);
+            return Exit::Handover(io);
         }
         out.release();
         // Keep what is left (part of a head) and read more; an idle connection keeps no
@@ -264,6 +266,20 @@ fn parse_length(value: &[u8]) -> Option<usize> {
 enum Keep {
     Open,
     Close,
+}
+
+/// Runs the handler for one request and stages (or sends) its response.
+async fn answer(
+    shared: &HttpShared,
+    conn: &HttpConn,
+    io: &HttpIo,
+    out: &mut Output,
+    req: Request<RequestBody>,
+    close: bool,
+) -> io::Result<Keep> {
+    let method = req.method().clone();
+    let resp = until_sent(respond(shared, conn, req).await, &conn.activity);
+    write_response(io, out, resp, &method, close, shared).await
 }
 
 /// Stages (and, for streamed bodies, sends) one response.
