@@ -307,6 +307,53 @@ fn a_stalled_handshake_is_closed() {
     assert_eq!(read_http_response(&mut s).1, b"Hello World");
 }
 
+/// Everything the server sends over TLS until it ends the connection; panics after `limit`.
+fn read_until_closed(s: &mut TlsStream, limit: Duration) -> Vec<u8> {
+    s.sock.set_read_timeout(Some(limit)).unwrap();
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let r = s.read(&mut buf);
+        assert!(
+            start.elapsed() < limit,
+            "connection still open after {limit:?}"
+        );
+        match r {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                panic!("connection still open after {limit:?}")
+            }
+            // Closed without close_notify, or reset.
+            Err(_) => return got,
+        }
+    }
+}
+
+#[test]
+fn a_request_head_that_stalls_over_tls_gets_408() {
+    let d = demo();
+    let rejected = d.server.total("rejected").unwrap();
+    // Part of a head, then nothing: 408 through the TLS session after the demo's 500 ms
+    // head timeout, then the connection ends.
+    let mut stalled = tls_connect(&d, d.https, &[]);
+    stalled.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+    stalled.flush().unwrap();
+    // A handshake and no request at all: closed without an answer.
+    let mut silent = tls_connect(&d, d.https, &[]);
+    let answer = read_until_closed(&mut stalled, Duration::from_secs(5));
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408 "), "{answer:?}");
+    assert!(answer.contains("connection: close"), "{answer:?}");
+    assert_eq!(read_until_closed(&mut silent, Duration::from_secs(5)), b"");
+    assert!(d.server.total("rejected").unwrap() >= rejected + 2);
+    // The worker serves the next client as before.
+    let mut s = tls_connect(&d, d.https, &[]);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(read_http_response(&mut s).1, b"Hello World");
+}
+
 #[test]
 fn text_over_tls_echoes_and_a_finished_handshake_outlives_the_timeout() {
     let d = demo();

@@ -18,8 +18,10 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::head_timeout::HeadTimeoutIo;
 use super::io::{Activity, HttpIo};
 use super::server::{DynHandler, HttpLimits};
 use super::{h1, Body, RequestBody};
@@ -93,6 +95,8 @@ pub(super) struct HttpConn {
     raw_fd: Option<RawFd>,
     /// HTTP/2: no request-head timeout (streams come and go on their own).
     h2: Cell<bool>,
+    /// HTTP/1.1 over TLS, past the handshake: reads go through [`HeadTimeoutIo`].
+    tls_h1: Cell<bool>,
     /// The connection task, woken by `drain` and `destroy`.
     waker: Cell<Option<Waker>>,
 }
@@ -131,9 +135,22 @@ impl ConnView for HttpConn {
         if self.destroyed.get() {
             return;
         }
+        if self.activity.answer_408.load(Relaxed) {
+            // The 408 had one sweep period to go out through TLS: enough.
+            self.destroy();
+            return;
+        }
         // A client that stalled in the middle of a request head gets an answer; one that
         // sent nothing (or is mid-TLS-handshake) is just closed.
-        if let Some(fd) = self.raw_fd.filter(|_| self.activity.partial.load(Relaxed)) {
+        let partial = self.activity.partial.load(Relaxed);
+        if partial && self.raw_fd.is_none() && self.tls_h1.get() {
+            tracing::debug!(conn = self.id, remote = %self.remote, "request head timed out: 408");
+            Stats::add(&self.worker.stats.rejected, 1);
+            self.activity.answer_408.store(true, Relaxed);
+            self.wake();
+            return;
+        }
+        if let Some(fd) = self.raw_fd.filter(|_| partial) {
             // SAFETY: `fd` belongs to this connection, which is open until `destroy` below
             // lets its task end; hyper has no response in progress while it reads a head.
             unsafe {
@@ -153,7 +170,8 @@ impl ConnView for HttpConn {
     }
 }
 
-const TIMEOUT_408: &[u8] =
+/// The answer to a request head that took too long.
+pub(super) const TIMEOUT_408: &[u8] =
     b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
 
 /// Serves one HTTP connection until it closes.
@@ -173,6 +191,7 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
         destroyed: Cell::new(false),
         raw_fd: shared.tls.is_none().then(|| stream.as_raw_fd()),
         h2: Cell::new(false),
+        tls_h1: Cell::new(false),
         waker: Cell::new(None),
     });
     // A new connection has the head timeout to send its first request.
@@ -206,13 +225,16 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
         Some(tls) => Box::pin(async {
             match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(io)).await {
                 Ok(Ok(stream)) => {
-                    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-                    let io = hyper_util::rt::TokioIo::new(stream);
-                    if h2 {
+                    // The handshake's bytes were not part of a request head.
+                    conn.activity.partial.store(false, Relaxed);
+                    if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
                         conn.h2.set(true);
+                        let io = TokioIo::new(stream);
                         let http = pin!(tls.h2.serve_connection(io, svc));
                         drive(&conn, http, |c| c.graceful_shutdown()).await
                     } else {
+                        conn.tls_h1.set(true);
+                        let io = TokioIo::new(HeadTimeoutIo::new(stream, conn.activity.clone()));
                         let http = pin!(shared.builder.serve_connection(io, svc).with_upgrades());
                         drive(&conn, http, |c| c.graceful_shutdown()).await
                     }

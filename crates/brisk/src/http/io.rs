@@ -65,6 +65,9 @@ pub(crate) struct Activity {
     /// A request is being handled (its body may still be arriving): bytes now are not a
     /// new head.
     pub busy: AtomicBool,
+    /// Under TLS: the head timed out; the connection's reader answers 408 through the TLS
+    /// session, then ends the connection (`HeadTimeoutIo`).
+    pub answer_408: AtomicBool,
 }
 
 impl Activity {

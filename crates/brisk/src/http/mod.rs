@@ -9,6 +9,7 @@
 pub mod body;
 mod conn;
 mod h1;
+mod head_timeout;
 mod io;
 mod request_body;
 mod response_head;
@@ -22,5 +23,6 @@ pub use request_body::RequestBody;
 pub use server::{HttpLimits, HttpServer};
 
 pub(crate) use conn::{serve, HttpShared, TlsShared};
+pub(crate) use head_timeout::HeadTimeoutIo;
 pub(crate) use io::WorkerIo as WorkerIoCounters;
 pub(crate) use response_head::has_token;

@@ -15,7 +15,7 @@ use super::deflate::{self, Agreement};
 use super::{group, Message, Utf8Bytes};
 use crate::address::{Address, Scheme};
 use crate::error::{Error, Result};
-use crate::http::{has_token, Body, HttpIo};
+use crate::http::{has_token, Body, HeadTimeoutIo, HttpIo};
 use crate::server::{
     boxed, BoxError, Callbacks, HandlerFuture, HandlerOutput, LimitOverrides, Limits, ListenConfig,
     WorkerCallbacks,
@@ -431,7 +431,7 @@ async fn heartbeat(worker: Rc<WorkerCtx>, ping: Duration, dead: Duration, handsh
 /// The socket under an upgraded HTTP connection (plain or TLS), and the bytes hyper read
 /// past the handshake, copied so that hyper's buffer goes.
 fn take_upgraded(upgraded: hyper::upgrade::Upgraded) -> Option<(Stream, BytesMut)> {
-    type Tls = hyper_util::rt::TokioIo<tokio_rustls::server::TlsStream<HttpIo>>;
+    type Tls = hyper_util::rt::TokioIo<HeadTimeoutIo<tokio_rustls::server::TlsStream<HttpIo>>>;
     match upgraded.downcast::<HttpIo>() {
         Ok(parts) => {
             // Bytes hyper read come first, then any it had not read yet.
@@ -442,7 +442,7 @@ fn take_upgraded(upgraded: hyper::upgrade::Upgraded) -> Option<(Stream, BytesMut
         }
         Err(upgraded) => {
             let parts = upgraded.downcast::<Tls>().ok()?;
-            let (io, session) = parts.io.into_inner().into_inner();
+            let (io, session) = parts.io.into_inner().into_inner().into_inner();
             // TLS connections never take Brisk's own HTTP/1.1 path, so nothing was unread.
             let (stream, _) = io.into_parts();
             let tls = TlsSocket::from_parts(stream, session);
