@@ -182,3 +182,36 @@ fn max_requests_per_connection_closes_after_the_last() {
     assert_eq!(second.header("connection"), Some("close"));
     assert!(read_to_close(&mut s).is_empty());
 }
+
+#[test]
+fn http_1_0_keeps_the_connection_only_when_asked_and_never_chunks() {
+    let (server, port) = http_server(&[]);
+    // `ab -k`: HTTP/1.0 asking for keep-alive, two requests in one write.
+    let mut s = connect(port);
+    s.write_all(
+        b"GET /a HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\nGET /b HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    )
+    .unwrap();
+    for want in ["ok /a", "ok /b"] {
+        let r = read_response(&mut s);
+        assert!(r.head.starts_with("HTTP/1.0 200 OK\r\n"), "{}", r.head);
+        assert_eq!(r.header("connection"), Some("keep-alive"), "{}", r.head);
+        assert_eq!(r.text(), want);
+    }
+    // Plain `ab`: the answer, then the server closes.
+    s.write_all(b"GET /c HTTP/1.0\r\n\r\n").unwrap();
+    let r = read_response(&mut s);
+    assert!(r.head.starts_with("HTTP/1.0 200 OK\r\n"), "{}", r.head);
+    assert_eq!(r.text(), "ok /c");
+    assert_eq!(read_to_close(&mut s), b"");
+    // A streamed body of unknown size is not chunked (HTTP/1.0 has no chunks): it runs until
+    // the close, even though the client asked to keep the connection.
+    let mut s = connect(port);
+    s.write_all(b"GET /chunks?n=3 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
+    let r = read_response_head(&mut s);
+    assert!(r.head.starts_with("HTTP/1.0 200 OK\r\n"), "{}", r.head);
+    assert!(r.header("transfer-encoding").is_none(), "{}", r.head);
+    assert_eq!(read_to_close(&mut s), b"chunk 1\nchunk 2\nchunk 3\n");
+    assert_eq!(server.total("total_request").unwrap(), 4);
+}

@@ -1,10 +1,10 @@
 //! Brisk's own HTTP/1.1 path for plaintext connections: the requests servers see most
-//! (HTTP/1.1, no body or a small one with a `Content-Length`) are parsed with `httparse` and
+//! (HTTP/1.1 or 1.0, no body or a small one with a `Content-Length`) are parsed with `httparse` and
 //! answered here, with buffers taken from a per-worker pool only while a request is in
 //! flight, so an idle keep-alive connection holds no buffer at all.
 //!
 //! The first request this path does not take — a chunked or large body, `Expect`, an upgrade,
-//! HTTP/1.0, `CONNECT`, or anything `httparse` or the `http` types reject, or a head over
+//! `CONNECT`, or anything `httparse` or the `http` types reject, or a head over
 //! the size or count limits — hands the connection, with every byte not yet answered, to
 //! hyper, which serves it from then on as it serves every HTTPS connection. Every error
 //! answer (400, 413, 431) and every request-smuggling defence is therefore hyper's.
@@ -18,7 +18,7 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Uri};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body::Body as _;
 
 use super::conn::{respond, until_sent, HttpConn, HttpShared};
@@ -197,9 +197,11 @@ fn parse_into<'b>(
         // Too long, too many headers, or malformed: hyper answers 431 or 400.
         _ => return Parsed::Handover,
     };
-    if head.version != Some(1) {
-        return Parsed::Handover;
-    }
+    let http10 = match head.version {
+        Some(1) => false,
+        Some(0) => true,
+        _ => return Parsed::Handover,
+    };
     let (Some(method), Some(path)) = (head.method, head.path) else {
         return Parsed::Handover;
     };
@@ -214,6 +216,7 @@ fn parse_into<'b>(
     };
     let mut headers = HeaderMap::with_capacity(head.headers.len());
     let mut close = false;
+    let mut keep_alive = false;
     let mut body_len: Option<usize> = None;
     for h in head.headers.iter() {
         let Ok(name) = HeaderName::from_bytes(h.name.as_bytes()) else {
@@ -236,6 +239,7 @@ fn parse_into<'b>(
                     return Parsed::Handover;
                 }
                 close |= has_token(h.value, "close");
+                keep_alive |= has_token(h.value, "keep-alive");
             }
             _ => {}
         }
@@ -247,6 +251,11 @@ fn parse_into<'b>(
         Some(n) => RequestBody::full(data.slice(len..len + n)),
     };
     let mut req = Request::new(body);
+    if http10 {
+        // HTTP/1.0 keeps the connection only when asked to.
+        close |= !keep_alive;
+        *req.version_mut() = Version::HTTP_10;
+    }
     *req.method_mut() = method;
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
@@ -278,8 +287,15 @@ async fn answer(
     close: bool,
 ) -> io::Result<Keep> {
     let method = req.method().clone();
+    let http10 = req.version() == Version::HTTP_10;
     let resp = until_sent(respond(shared, conn, req).await, &conn.activity);
-    write_response(io, out, resp, &method, close, shared).await
+    let cx = HeadContext {
+        method: &method,
+        close_requested: close,
+        http10,
+        body_len: None,
+    };
+    write_response(io, out, resp, cx, shared).await
 }
 
 /// Stages (and, for streamed bodies, sends) one response.
@@ -287,8 +303,7 @@ async fn write_response(
     io: &HttpIo,
     out: &mut Output,
     resp: Response<Body>,
-    method: &Method,
-    close_requested: bool,
+    mut cx: HeadContext<'_>,
     shared: &HttpShared,
 ) -> io::Result<Keep> {
     let stats = &shared.worker.stats;
@@ -302,11 +317,7 @@ async fn write_response(
     } else {
         (parts.status, parts.headers)
     };
-    let cx = HeadContext {
-        method,
-        close_requested,
-        body_len: body.size_hint().exact(),
-    };
+    cx.body_len = body.size_hint().exact();
     out.make_room(io).await?;
     let head = response_head::encode(out.stage(), status, &headers, &cx);
     let streaming = body.is_streaming();
@@ -618,6 +629,25 @@ mod tests {
     }
 
     #[test]
+    fn http_1_0_is_taken_and_keeps_the_connection_only_when_asked() {
+        let Parsed::Request { req, close, .. } = parsed("GET / HTTP/1.0\r\n\r\n") else {
+            panic!("not taken")
+        };
+        assert_eq!(req.version(), Version::HTTP_10);
+        assert!(close, "HTTP/1.0 closes by default");
+        let raw = "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n";
+        let Parsed::Request { req, close, .. } = parsed(raw) else {
+            panic!("not taken")
+        };
+        assert_eq!(req.version(), Version::HTTP_10);
+        assert!(!close);
+        let Parsed::Request { req, .. } = parsed("GET / HTTP/1.1\r\n\r\n") else {
+            panic!("not taken")
+        };
+        assert_eq!(req.version(), Version::HTTP_11);
+    }
+
+    #[test]
     fn small_bodies_with_a_length_are_taken_whole() {
         let raw = "POST /e HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET";
         let Parsed::Request { req, len, .. } = parsed(raw) else {
@@ -643,7 +673,7 @@ mod tests {
             "POST / HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nabcd",
             "PUT / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
             "GET /ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
-            "GET / HTTP/1.0\r\n\r\n",
+            "GET / HTTP/2.0\r\n\r\n",
             "CONNECT example.com:443 HTTP/1.1\r\n\r\n",
             "GARBAGE\r\n\r\n",
             "GET / HTTP/1.1\r\nBad Header: v\r\n\r\n",

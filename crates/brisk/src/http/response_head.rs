@@ -1,7 +1,9 @@
 //! Encoding an HTTP/1.1 response head for Brisk's own HTTP/1.1 path, with the same choices
 //! hyper makes: a `date` header, `content-length` when the body's size is known, chunked
 //! transfer coding when it is not, no body for HEAD, 204 and 304, and `connection: close`
-//! when the connection ends after this response.
+//! when the connection ends after this response. An HTTP/1.0 request gets an HTTP/1.0 answer:
+//! no chunked coding (a body of unknown size runs until the close), and
+//! `connection: keep-alive` when the connection stays open.
 
 use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -34,8 +36,12 @@ pub(crate) struct HeadOutcome {
 /// What the head needs to know besides the response itself.
 pub(crate) struct HeadContext<'a> {
     pub method: &'a Method,
-    /// The request asked for `Connection: close`.
+    /// The connection closes after this response: the request asked for `Connection: close`,
+    /// or is HTTP/1.0 without `Connection: keep-alive`.
     pub close_requested: bool,
+    /// The request is HTTP/1.0: the answer is too, with no chunked coding (a body of unknown
+    /// size runs until the connection closes) and `connection: keep-alive` when it stays.
+    pub http10: bool,
     /// The body's exact size, if known.
     pub body_len: Option<u64>,
 }
@@ -49,10 +55,14 @@ pub(crate) fn encode(
     headers: &http::HeaderMap,
     cx: &HeadContext<'_>,
 ) -> HeadOutcome {
-    if status == StatusCode::OK {
+    if status == StatusCode::OK && !cx.http10 {
         dst.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
     } else {
-        dst.extend_from_slice(b"HTTP/1.1 ");
+        dst.extend_from_slice(if cx.http10 {
+            b"HTTP/1.0 "
+        } else {
+            b"HTTP/1.1 "
+        });
         dst.extend_from_slice(status.as_str().as_bytes());
         dst.push(b' ');
         let reason = status.canonical_reason().unwrap_or("<none>");
@@ -65,10 +75,13 @@ pub(crate) fn encode(
     let mut declared: Option<Framing> = None;
     let mut close = cx.close_requested;
     let mut connection_close_written = false;
+    let mut keep_alive_written = false;
     let mut date_written = false;
     for (name, value) in headers {
         match *name {
             header::CONTENT_LENGTH | header::TRANSFER_ENCODING if bodyless_status => continue,
+            // As hyper: no transfer codings for HTTP/1.0.
+            header::TRANSFER_ENCODING if cx.http10 => continue,
             header::CONTENT_LENGTH => {
                 if let Some(n) = parse_length(value) {
                     declared.get_or_insert(Framing::Length(n));
@@ -84,6 +97,9 @@ pub(crate) fn encode(
             header::CONNECTION if has_token(value.as_bytes(), "close") => {
                 close = true;
                 connection_close_written = true;
+            }
+            header::CONNECTION if has_token(value.as_bytes(), "keep-alive") => {
+                keep_alive_written = true;
             }
             header::DATE => date_written = true,
             _ => {}
@@ -111,6 +127,7 @@ pub(crate) fn encode(
                 Framing::Length(n)
             }
             None if head => Framing::NoBody,
+            None if cx.http10 => Framing::UntilClose,
             None => {
                 dst.extend_from_slice(b"transfer-encoding: chunked\r\n");
                 Framing::Chunked
@@ -122,6 +139,8 @@ pub(crate) fn encode(
     }
     if close && !connection_close_written {
         dst.extend_from_slice(b"connection: close\r\n");
+    } else if !close && cx.http10 && !keep_alive_written {
+        dst.extend_from_slice(b"connection: keep-alive\r\n");
     }
     dst.extend_from_slice(b"\r\n");
     let framing = if head { Framing::NoBody } else { framing };
@@ -196,6 +215,7 @@ mod tests {
         let cx = HeadContext {
             method: &method,
             close_requested: false,
+            http10: false,
             body_len: len,
         };
         let out = encode(&mut dst, status, &map, &cx);
@@ -283,12 +303,70 @@ mod tests {
         assert!(h.starts_with("HTTP/1.1 599 <none>\r\n"), "{h}");
     }
 
+    fn head_1_0(headers: &[(&str, &str)], len: Option<u64>, close: bool) -> (String, HeadOutcome) {
+        let mut map = http::HeaderMap::new();
+        for (k, v) in headers {
+            map.append(
+                header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        let mut dst = Vec::new();
+        let cx = HeadContext {
+            method: &Method::GET,
+            close_requested: close,
+            http10: true,
+            body_len: len,
+        };
+        let out = encode(&mut dst, StatusCode::OK, &map, &cx);
+        (String::from_utf8(dst).unwrap(), out)
+    }
+
+    #[test]
+    fn http_1_0_answers_in_1_0_without_chunks() {
+        let (h, o) = head_1_0(&[], Some(5), false);
+        assert!(h.starts_with("HTTP/1.0 200 OK\r\n"), "{h}");
+        assert!(
+            h.ends_with("content-length: 5\r\nconnection: keep-alive\r\n\r\n"),
+            "{h}"
+        );
+        assert_eq!(
+            o,
+            HeadOutcome {
+                framing: Framing::Length(5),
+                close: false
+            }
+        );
+
+        let (h, o) = head_1_0(&[], Some(5), true);
+        assert!(!h.contains("keep-alive"), "{h}");
+        assert!(o.close);
+
+        // A body of unknown size, even one the handler calls chunked, runs until the close.
+        for headers in [&[][..], &[("transfer-encoding", "chunked")][..]] {
+            let (h, o) = head_1_0(headers, None, false);
+            assert!(!h.contains("chunked") && !h.contains("keep-alive"), "{h}");
+            assert!(h.ends_with("connection: close\r\n\r\n"), "{h}");
+            assert_eq!(
+                o,
+                HeadOutcome {
+                    framing: Framing::UntilClose,
+                    close: true
+                }
+            );
+        }
+
+        let (h, _) = head_1_0(&[("connection", "keep-alive")], Some(0), false);
+        assert_eq!(h.matches("keep-alive").count(), 1, "{h}");
+    }
+
     #[test]
     fn a_requested_close_is_announced() {
         let mut dst = Vec::new();
         let cx = HeadContext {
             method: &Method::GET,
             close_requested: true,
+            http10: false,
             body_len: Some(0),
         };
         let o = encode(&mut dst, StatusCode::OK, &http::HeaderMap::new(), &cx);
