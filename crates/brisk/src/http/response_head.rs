@@ -198,11 +198,10 @@ fn with_http_date<R>(f: impl FnOnce(&[u8]) -> R) -> R {
 mod tests {
     use super::*;
 
-    fn head(
+    fn encoded(
         status: StatusCode,
         headers: &[(&str, &str)],
-        method: Method,
-        len: Option<u64>,
+        cx: HeadContext,
     ) -> (String, HeadOutcome) {
         let mut map = http::HeaderMap::new();
         for (k, v) in headers {
@@ -212,14 +211,23 @@ mod tests {
             );
         }
         let mut dst = Vec::new();
+        let out = encode(&mut dst, status, &map, &cx);
+        (String::from_utf8(dst).unwrap(), out)
+    }
+
+    fn head(
+        status: StatusCode,
+        headers: &[(&str, &str)],
+        method: Method,
+        len: Option<u64>,
+    ) -> (String, HeadOutcome) {
         let cx = HeadContext {
             method: &method,
             close_requested: false,
             http10: false,
             body_len: len,
         };
-        let out = encode(&mut dst, status, &map, &cx);
-        (String::from_utf8(dst).unwrap(), out)
+        encoded(status, headers, cx)
     }
 
     #[test]
@@ -304,22 +312,13 @@ mod tests {
     }
 
     fn head_1_0(headers: &[(&str, &str)], len: Option<u64>, close: bool) -> (String, HeadOutcome) {
-        let mut map = http::HeaderMap::new();
-        for (k, v) in headers {
-            map.append(
-                header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(v).unwrap(),
-            );
-        }
-        let mut dst = Vec::new();
         let cx = HeadContext {
             method: &Method::GET,
             close_requested: close,
             http10: true,
             body_len: len,
         };
-        let out = encode(&mut dst, StatusCode::OK, &map, &cx);
-        (String::from_utf8(dst).unwrap(), out)
+        encoded(StatusCode::OK, headers, cx)
     }
 
     #[test]
