@@ -64,4 +64,8 @@ fn bad_values_are_named() {
     assert_eq!(parse_size("100KB").unwrap(), 102_400);
     assert_eq!(parse_size("10MB").unwrap(), 10 << 20);
     assert!(parse_size("1 parsec").is_err());
+    let msg = err(&format!(
+        "{TARGET}\n[scenarios.ws_broadcast]\npoints = [10]\nrate = 50.0\nmax_deliveries = 0.0\n"
+    ));
+    assert!(msg.contains("max_deliveries"), "{msg}");
 }

@@ -276,6 +276,10 @@ pub struct WsBroadcastScenario {
     pub quick_points: Option<Vec<usize>>,
     /// Messages per second published by the sender.
     pub rate: f64,
+    /// At most this many deliveries per second over all receivers: with N receivers the
+    /// sender publishes `min(rate, max_deliveries / N)` messages per second, so that a point
+    /// measures the target rather than the one-core load generator (unset: no cap).
+    pub max_deliveries: Option<f64>,
     /// Message size in bytes (>= 16).
     #[serde(default = "default_size")]
     pub size: usize,
@@ -289,6 +293,25 @@ pub struct WsBroadcastScenario {
 
 fn default_size() -> usize {
     64
+}
+
+impl WsBroadcastScenario {
+    /// Messages per second the sender publishes to `receivers` receivers.
+    ///
+    /// ```
+    /// # use brisk_bench::suite::config::SuiteConfig;
+    /// let text = "[targets.t]\ndescription = \"d\"\ncommand = [\"true\"]\nport = 1\n\
+    ///             [scenarios.ws_broadcast]\npoints = [1000]\nrate = 50.0\nmax_deliveries = 50000.0\n";
+    /// let s = SuiteConfig::parse(text, "suite.toml").unwrap().scenarios.ws_broadcast.unwrap();
+    /// assert_eq!(s.sender_rate(1_000), 50.0);
+    /// assert_eq!(s.sender_rate(10_000), 5.0);
+    /// ```
+    pub fn sender_rate(&self, receivers: usize) -> f64 {
+        match self.max_deliveries {
+            Some(cap) if receivers > 0 => self.rate.min(cap / receivers as f64),
+            _ => self.rate,
+        }
+    }
 }
 
 /// The generator check.
@@ -368,6 +391,11 @@ impl SuiteConfig {
         }
         for cpus in [&self.settings.target_cpus, &self.settings.load_cpus] {
             parse_cpu_list(cpus).map_err(|e| BenchError::Config(format!("{origin}: {e}")))?;
+        }
+        if let Some(b) = &self.scenarios.ws_broadcast {
+            if !(b.rate > 0.0 && b.max_deliveries.is_none_or(|cap| cap > 0.0)) {
+                return bad("ws_broadcast: rate and max_deliveries must be above 0".into());
+            }
         }
         if let Some(s) = &self.scenarios.static_files {
             for size in s.sizes.iter().chain(s.quick_sizes.iter().flatten()) {

@@ -801,8 +801,18 @@ impl Lab<'_> {
             mirrors: "R1.5".into(),
             x_label: "connections".into(),
             method: format!(
-                "N receivers on /chat, one sender publishing {} msgs/s of {} bytes for {:.0?}; rate = deliveries/s; latency = publish to delivery; {reps} runs",
-                s.rate, s.size, self.timing.duration
+                "N receivers on /chat, one sender publishing {} msgs/s{} of {} bytes for {:.0?}; rate = deliveries/s; latency = publish to delivery; {reps} runs",
+                s.rate,
+                s.max_deliveries.map_or(String::new(), |cap| format!(
+                    " (fewer where N × rate would pass {cap} deliveries/s: {})",
+                    points
+                        .iter()
+                        .map(|&n| format!("{} msgs/s to {n}", s.sender_rate(n)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                s.size,
+                self.timing.duration
             ),
             rows,
         })
@@ -821,7 +831,7 @@ impl Lab<'_> {
             .ws_config(target, &path, n, s.ramp, &s.source_ips)
             .and_then(|mut config| {
                 config.mode = WsMode::Broadcast;
-                config.rate = s.rate;
+                config.rate = s.sender_rate(n);
                 config.size = s.size;
                 config.hold = self.timing.duration;
                 let mut running = self.start_default(target)?;
