@@ -142,7 +142,13 @@ async fn read_more(
             *input = pool::take_read();
         }
         input.reserve(READ_CHUNK);
-        let n = ready!(io.poll_recv(cx, input.spare_capacity_mut()))?;
+        let received = io.poll_recv(cx, input.spare_capacity_mut());
+        if received.is_pending() && input.is_empty() {
+            // Readable, yet nothing came (a new connection's first wake-up often is): wait
+            // without the buffer, or every connection in a burst would hold one.
+            pool::put_read(std::mem::take(input));
+        }
+        let n = ready!(received)?;
         // SAFETY: recv initialized the first `n` bytes of the spare capacity.
         unsafe { input.set_len(input.len() + n) };
         Poll::Ready(Ok(Some(n)))
