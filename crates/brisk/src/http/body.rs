@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 
+use super::static_files::FileBody;
 use crate::server::BoxError;
 
 /// A response body: empty, one buffer (no allocation beyond the bytes), or any
@@ -26,6 +27,9 @@ enum Kind {
     Full(Option<Bytes>),
     /// Not `Send`: worker bodies may hold `Rc` state.
     Boxed(Pin<Box<dyn http_body::Body<Data = Bytes, Error = BoxError>>>),
+    /// A range of an open file: read in chunks as a body, or sent with
+    /// `sendfile(2)` by Brisk's own HTTP/1.1 path.
+    File(Box<FileBody>),
 }
 
 impl Body {
@@ -54,9 +58,29 @@ impl Body {
 }
 
 impl Body {
+    /// A range of an open file.
+    pub(crate) fn file(body: FileBody) -> Self {
+        Body {
+            kind: Kind::File(Box::new(body)),
+        }
+    }
+
     /// Whether the body is produced as it is sent (not held in memory).
     pub(crate) fn is_streaming(&self) -> bool {
-        matches!(self.kind, Kind::Boxed(_))
+        matches!(self.kind, Kind::Boxed(_) | Kind::File(_))
+    }
+
+    /// Whether the body is a file range.
+    pub(crate) fn is_file(&self) -> bool {
+        matches!(self.kind, Kind::File(_))
+    }
+
+    /// The file range, when the body is one.
+    pub(crate) fn as_file_mut(&mut self) -> Option<&mut FileBody> {
+        match &mut self.kind {
+            Kind::File(file) => Some(file),
+            _ => None,
+        }
     }
 }
 
@@ -93,6 +117,7 @@ impl http_body::Body for Body {
                     .map(|b| Ok(Frame::data(b))),
             ),
             Kind::Boxed(b) => b.as_mut().poll_frame(cx),
+            Kind::File(f) => Pin::new(&mut **f).poll_frame(cx).map_err(Into::into),
         }
     }
 
@@ -101,6 +126,7 @@ impl http_body::Body for Body {
             Kind::Empty => true,
             Kind::Full(b) => b.as_ref().is_none_or(|b| b.is_empty()),
             Kind::Boxed(b) => b.is_end_stream(),
+            Kind::File(f) => f.is_end_stream(),
         }
     }
 
@@ -109,6 +135,7 @@ impl http_body::Body for Body {
             Kind::Empty => SizeHint::with_exact(0),
             Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Kind::Boxed(b) => b.size_hint(),
+            Kind::File(f) => f.size_hint(),
         }
     }
 }

@@ -14,6 +14,7 @@ use std::future::poll_fn;
 use std::io;
 use std::mem::MaybeUninit;
 use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
 use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -24,6 +25,7 @@ use http_body::Body as _;
 use super::conn::{respond, until_sent, HttpConn, HttpShared};
 use super::io::HttpIo;
 use super::response_head::{self, has_token, Framing, HeadContext};
+use super::static_files::FileBody;
 use super::{Body, HttpLimits, RequestBody};
 use crate::stats::Stats;
 
@@ -294,14 +296,22 @@ async fn answer(
 ) -> io::Result<Keep> {
     let method = req.method().clone();
     let http10 = req.version() == Version::HTTP_10;
-    let resp = until_sent(respond(shared, conn, req).await, &conn.activity);
+    let resp = respond(shared, conn, req).await;
     let cx = HeadContext {
         method: &method,
         close_requested: close,
         http10,
         body_len: None,
     };
-    write_response(io, out, resp, cx, shared).await
+    // A file range stays one (for `sendfile`): it reads no request body, so the connection is
+    // simply idle again once it is sent.
+    if !resp.body().is_file() {
+        let resp = until_sent(resp, &conn.activity);
+        return write_response(io, out, resp, cx, shared).await;
+    }
+    let sent = write_response(io, out, resp, cx, shared).await;
+    conn.activity.busy.store(false, Relaxed);
+    sent
 }
 
 /// Stages (and, for streamed bodies, sends) one response.
@@ -328,6 +338,16 @@ async fn write_response(
     let head = response_head::encode(out.stage(), status, &headers, &cx);
     let streaming = body.is_streaming();
     let mut writer = BodyWriter::new(head.framing);
+    if let (Framing::Length(len), Some(file)) = (head.framing, body.as_file_mut()) {
+        if file.remaining() == len {
+            let complete = send_file(io, out, file).await?;
+            return Ok(if head.close || !complete {
+                Keep::Close
+            } else {
+                Keep::Open
+            });
+        }
+    }
     if head.framing != Framing::NoBody {
         loop {
             let frame = poll_fn(|cx| match Pin::new(&mut body).poll_frame(cx) {
@@ -367,6 +387,60 @@ async fn write_response(
     } else {
         Keep::Open
     })
+}
+
+/// Sends what is staged (a response head, at least), then the file range: each chunk whose
+/// pages are in the page cache with `sendfile(2)`, from the file to the socket; any other
+/// chunk read through the body (on the blocking pool when it would wait for the disk) and
+/// written. Yields between chunks, as the body does when read. Returns whether the whole
+/// range went: a file that ends early (truncated since its length was taken) leaves the
+/// response short, and the connection must close.
+async fn send_file(io: &HttpIo, out: &mut Output, file: &mut FileBody) -> io::Result<bool> {
+    let mut first = true;
+    while file.remaining() > 0 {
+        poll_fn(|cx| file.poll_yield(cx)).await;
+        let Some((mut pos, len)) = file.resident_chunk() else {
+            // Not (known to be) in memory: read it as the body would be read.
+            out.flush(io).await?;
+            first = false;
+            match poll_fn(|cx| Pin::new(&mut *file).poll_frame(cx)).await {
+                Some(Ok(frame)) => {
+                    let data = frame.into_data().unwrap_or_default();
+                    if data.is_empty() {
+                        continue;
+                    }
+                    out.push(data);
+                    out.flush(io).await?;
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "static file failed while sent; closing the connection");
+                    return Ok(false);
+                }
+                None => return Ok(false),
+            }
+            continue;
+        };
+        if std::mem::take(&mut first) {
+            // The head goes with the start of the file.
+            out.flush_more(io).await?;
+        }
+        let end = pos + len as u64;
+        while pos < end {
+            let want = (end - pos) as usize;
+            let n = poll_fn(|cx| io.poll_sendfile(cx, file.file(), &mut pos, want)).await?;
+            if n == 0 {
+                tracing::warn!(
+                    missing = file.remaining(),
+                    "static file ended before its content-length; closing the connection"
+                );
+                return Ok(false);
+            }
+            file.sent(n as u64, pos == end);
+        }
+    }
+    // Whatever is still staged (nothing, unless the range was empty).
+    out.flush(io).await?;
+    Ok(true)
 }
 
 /// Frames body data as the head promised.
@@ -496,7 +570,21 @@ impl Output {
         poll_fn(|cx| self.poll_flush(io, cx)).await
     }
 
+    /// [`flush`](Self::flush), telling the kernel that more follows at once (`MSG_MORE`).
+    async fn flush_more(&mut self, io: &HttpIo) -> io::Result<()> {
+        poll_fn(|cx| self.poll_send_all(io, cx, true)).await
+    }
+
     fn poll_flush(&mut self, io: &HttpIo, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_send_all(io, cx, false)
+    }
+
+    fn poll_send_all(
+        &mut self,
+        io: &HttpIo,
+        cx: &mut Context<'_>,
+        more: bool,
+    ) -> Poll<io::Result<()>> {
         loop {
             let head = &self.buf[self.sent..];
             let slices = [io::IoSlice::new(head), io::IoSlice::new(&self.tail)];
@@ -510,7 +598,11 @@ impl Output {
                 (true, false) => &slices[1..],
                 (false, false) => &slices[..],
             };
-            let n = ready!(io.poll_send(cx, bufs))?;
+            let n = if more {
+                ready!(io.poll_send_more(cx, bufs))?
+            } else {
+                ready!(io.poll_send(cx, bufs))?
+            };
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -697,6 +789,160 @@ mod tests {
             matches!(parsed(&many), Parsed::Handover),
             "over the header count"
         );
+    }
+
+    mod sendfile {
+        use std::cell::Cell;
+        use std::io::Read;
+        use std::os::unix::fs::FileExt;
+        use std::sync::Arc;
+
+        use super::super::super::io::{Activity, WorkerIo};
+        use super::super::super::static_files::{in_page_cache, NowaitRead, Resident};
+        use super::*;
+
+        thread_local! {
+            /// Chunks the fakes below were asked about / read.
+            static ASKED: Cell<usize> = const { Cell::new(0) };
+            static READ: Cell<usize> = const { Cell::new(0) };
+        }
+
+        fn always(_: &std::fs::File, _: u64, _: u64) -> bool {
+            ASKED.with(|c| c.set(c.get() + 1));
+            true
+        }
+
+        fn never(_: &std::fs::File, _: u64, _: u64) -> bool {
+            ASKED.with(|c| c.set(c.get() + 1));
+            false
+        }
+
+        fn every_other(_: &std::fs::File, _: u64, _: u64) -> bool {
+            ASKED.with(|c| {
+                c.set(c.get() + 1);
+                c.get() % 2 == 0
+            })
+        }
+
+        /// A read as from the page cache, counted.
+        fn read_at(
+            file: &std::fs::File,
+            buf: &mut Vec<u8>,
+            len: usize,
+            pos: u64,
+        ) -> io::Result<usize> {
+            READ.with(|c| c.set(c.get() + 1));
+            let mut read = vec![0; len];
+            let n = file.read_at(&mut read, pos)?;
+            buf.extend_from_slice(&read[..n]);
+            Ok(n)
+        }
+
+        /// Pseudo-random bytes: a chunk at the wrong offset shows.
+        fn noise(len: usize) -> Vec<u8> {
+            let mut x = 0x2545_f491_4f6c_dd1d_u64;
+            (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect()
+        }
+
+        /// Sends "HEAD" then `count` bytes of `path` from `start` through [`send_file`] to a
+        /// loopback client; returns what the client received, whether `send_file` reported
+        /// the range complete, the bytes counted out, and the chunks read through the body.
+        fn send(
+            path: &std::path::Path,
+            start: u64,
+            count: u64,
+            resident: Resident,
+        ) -> (Vec<u8>, bool, u64, usize) {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (server, _) = listener.accept().unwrap();
+            server.set_nonblocking(true).unwrap();
+            let reader = std::thread::spawn(move || {
+                let mut got = Vec::new();
+                client.read_to_end(&mut got).unwrap();
+                got
+            });
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            READ.with(|c| c.set(0));
+            let (complete, out_bytes) = rt.block_on(async {
+                let activity = Arc::new(Activity::default());
+                let stream = tokio::net::TcpStream::from_std(server).unwrap();
+                let io = HttpIo::new(stream, activity.clone(), Arc::new(WorkerIo::new()));
+                let file = std::fs::File::open(path).unwrap();
+                let mut body = FileBody::new(Arc::new(file), start, count, 10_000)
+                    .with_seams(resident, Some(read_at as NowaitRead));
+                let mut out = Output::default();
+                out.stage().extend_from_slice(b"HEAD");
+                let complete = send_file(&io, &mut out, &mut body).await.unwrap();
+                (complete, activity.bytes_out.load(Relaxed))
+            });
+            (
+                reader.join().unwrap(),
+                complete,
+                out_bytes,
+                READ.with(Cell::get),
+            )
+        }
+
+        #[test]
+        fn file_ranges_are_byte_exact_with_sendfile_or_read_when_not_in_memory() {
+            let dir =
+                std::env::temp_dir().join(format!("brisk-h1-sendfile-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("f.bin");
+            let contents = noise(123_457);
+            std::fs::write(&path, &contents).unwrap();
+            for (start, count) in [
+                (0u64, 123_457u64),
+                (1, 99_999),
+                (12_345, 10_001),
+                (123_000, 457),
+            ] {
+                let chunks = count.div_ceil(10_000) as usize;
+                for (resident, reads) in [
+                    (always as Resident, 0),
+                    (never, chunks),
+                    (every_other, chunks.div_ceil(2)),
+                ] {
+                    ASKED.with(|c| c.set(0));
+                    let (got, complete, out, read) = send(&path, start, count, resident);
+                    let range = &contents[start as usize..(start + count) as usize];
+                    assert!(complete);
+                    assert_eq!(&got[..4], b"HEAD");
+                    assert!(got[4..] == *range, "{start} {count}: {} bytes", got.len());
+                    assert_eq!(out, count + 4);
+                    assert_eq!(read, reads, "{start} {count}");
+                    assert_eq!(ASKED.with(Cell::get), chunks);
+                }
+            }
+            // The real check: the file was just written, so it is in the page cache (where
+            // cachestat is available) and nothing is read.
+            let file = std::fs::File::open(&path).unwrap();
+            if in_page_cache(&file, 0, contents.len() as u64) {
+                let (got, complete, _, read) = send(&path, 0, 123_457, in_page_cache);
+                assert!(complete && got[4..] == contents[..]);
+                assert_eq!(read, 0);
+            }
+            // A file shorter than promised: what it has, then "incomplete" (the caller
+            // closes the connection), whichever way its chunks go.
+            for resident in [always as Resident, never, in_page_cache] {
+                let (got, complete, _, _) = send(&path, 100_000, 30_000, resident);
+                assert!(!complete);
+                assert!(got.len() <= 4 + 23_457);
+                assert!(got[4..] == contents[100_000..100_000 + got.len() - 4]);
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 
     #[test]

@@ -217,6 +217,80 @@ impl HttpIo {
         }
     }
 
+    /// Sends from `bufs` like [`poll_send`](Self::poll_send), telling the kernel
+    /// that more follows at once (`MSG_MORE`): a response head sent this way
+    /// leaves in the same packet as the start of the body sent after it.
+    pub(crate) fn poll_send_more(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let fd = self.stream.as_raw_fd();
+        loop {
+            ready!(self.stream.poll_write_ready(cx))?;
+            let r = self.stream.try_io(Interest::WRITABLE, || {
+                // SAFETY: an all-zero msghdr is valid; it then points at `bufs`
+                // (IoSlice has iovec's layout), which outlive the call.
+                let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+                msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+                msg.msg_iovlen = bufs.len() as _;
+                let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_MORE | libc::MSG_NOSIGNAL) };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            });
+            match r {
+                Ok(n) => {
+                    self.count_out(n);
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    /// Sends up to `len` bytes of `file` from `*offset` with `sendfile(2)`,
+    /// advancing `*offset`; returns how many bytes went (0: the file ends
+    /// before `*offset + len`). Waits for the socket to be writable; the
+    /// caller makes sure reading the file cannot wait for the disk.
+    pub(crate) fn poll_sendfile(
+        &self,
+        cx: &mut Context<'_>,
+        file: &std::fs::File,
+        offset: &mut u64,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        let fd = self.stream.as_raw_fd();
+        let Ok(mut off) = libc::off_t::try_from(*offset) else {
+            return Poll::Ready(Err(io::ErrorKind::InvalidInput.into()));
+        };
+        loop {
+            ready!(self.stream.poll_write_ready(cx))?;
+            let r = self.stream.try_io(Interest::WRITABLE, || {
+                // SAFETY: both descriptors are open; `off` is a valid offset
+                // the kernel reads and advances.
+                let n = unsafe { libc::sendfile(fd, file.as_raw_fd(), &mut off, len) };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            });
+            match r {
+                Ok(n) => {
+                    self.count_out(n);
+                    *offset += n as u64;
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
     /// Sends FIN: nothing more will be written.
     pub(crate) fn shutdown(&self) {
         let _ = socket2::SockRef::from(&self.stream).shutdown(std::net::Shutdown::Write);

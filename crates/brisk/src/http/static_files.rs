@@ -114,6 +114,10 @@ pub const DEFAULT_CACHE_MAX_TOTAL_SIZE: u64 = 64 * 1024 * 1024;
 pub const DEFAULT_CHUNK_SIZE: usize = 128 * 1024;
 /// Default for [`StaticFiles::revalidate_after`]: 1 second.
 pub const DEFAULT_REVALIDATE_AFTER: Duration = Duration::from_secs(1);
+/// Default for [`StaticFiles::sendfile_min_size`]: 32 KiB.
+pub const DEFAULT_SENDFILE_MIN_SIZE: u64 = 32 * 1024;
+/// Default for [`StaticFiles::cache_max_open_files`]: 128.
+pub const DEFAULT_CACHE_MAX_OPEN_FILES: usize = 128;
 
 /// Bytes charged to the cache budget per entry on top of the file's size and
 /// the lengths of its two paths: roughly the entry's own bookkeeping (its
@@ -143,6 +147,7 @@ const ENTRY_OVERHEAD: u64 = 512;
 pub struct StaticFiles {
     root: Rc<Path>,
     cache_max_file_size: u64,
+    sendfile_min_size: u64,
     chunk_size: usize,
     allow_symlinks_outside_root: bool,
     revalidate_after: Duration,
@@ -154,6 +159,7 @@ impl std::fmt::Debug for StaticFiles {
         f.debug_struct("StaticFiles")
             .field("root", &self.root)
             .field("cache_max_file_size", &self.cache_max_file_size)
+            .field("sendfile_min_size", &self.sendfile_min_size)
             .field("chunk_size", &self.chunk_size)
             .field(
                 "allow_symlinks_outside_root",
@@ -187,6 +193,7 @@ impl StaticFiles {
         Ok(StaticFiles {
             root: root.into(),
             cache_max_file_size: DEFAULT_CACHE_MAX_FILE_SIZE,
+            sendfile_min_size: DEFAULT_SENDFILE_MIN_SIZE,
             chunk_size: DEFAULT_CHUNK_SIZE,
             allow_symlinks_outside_root: false,
             revalidate_after: DEFAULT_REVALIDATE_AFTER,
@@ -215,6 +222,34 @@ impl StaticFiles {
     /// The cache is shared by clones, so this affects them too.
     pub fn cache_max_total_size(self, bytes: u64) -> Self {
         self.cache.borrow_mut().set_capacity(bytes);
+        self
+    }
+
+    /// Cached files of at least this size (default 32 KiB) are kept as an
+    /// open file rather than as their bytes, and sent from the page cache:
+    /// with `sendfile(2)` on Brisk's own HTTP/1.1 path (plaintext), read in
+    /// chunks elsewhere (HTTPS, HTTP/2, connections handed to hyper). Smaller
+    /// files are kept in memory, where one `writev` sends them with their
+    /// head. `u64::MAX` keeps every cached file in memory.
+    ///
+    /// Such an entry costs the cache's memory budget only its bookkeeping,
+    /// and counts against [`cache_max_open_files`](Self::cache_max_open_files).
+    pub fn sendfile_min_size(mut self, bytes: u64) -> Self {
+        self.sendfile_min_size = bytes;
+        self
+    }
+
+    /// Bound on the open files the cache holds (default 128; see
+    /// [`sendfile_min_size`](Self::sendfile_min_size)): when another would
+    /// exceed it, the oldest entry holding an open file is evicted. `0`
+    /// keeps no file open (such files are then opened per request, as files
+    /// over [`cache_max_file_size`](Self::cache_max_file_size) are).
+    ///
+    /// The cache is per worker (and shared by clones, so this affects them
+    /// too): a server holds up to this many open files per worker, on top of
+    /// the downloads in progress.
+    pub fn cache_max_open_files(self, files: usize) -> Self {
+        self.cache.borrow_mut().set_max_open_files(files);
         self
     }
 
@@ -350,7 +385,7 @@ impl StaticFiles {
             let mut cache = self.cache.borrow_mut();
             if let Some(entry) = cache.revalidated(&key, &canonical, &info, &content_type, checked)
             {
-                return respond_from(entry, req, head);
+                return respond_from(entry, req, head, self.chunk_size);
             }
         } else {
             self.cache.borrow_mut().remove(&key);
@@ -365,12 +400,20 @@ impl StaticFiles {
 
         let (validators, body) = if head {
             (validators, Body::empty())
-        } else if info.len <= self.cache_max_file_size {
-            match self
-                .load_small(&key, canonical, &content_type, checked)
-                .await
-            {
-                Ok((now, bytes)) => {
+        } else {
+            let loaded = if info.len <= self.cache_max_file_size {
+                self.load(&key, canonical, &content_type, checked, info.len)
+                    .await
+            } else {
+                blocking(move || open_regular(&canonical))
+                    .await
+                    .map(|(file, meta)| {
+                        let file = Content::File(Arc::new(file));
+                        (FileInfo::from_metadata(&meta), file)
+                    })
+            };
+            match loaded {
+                Ok((now, content)) => {
                     let validators = if now != info {
                         // Changed since the stat: the range and validators
                         // were for the old version, so send the new one whole.
@@ -379,36 +422,8 @@ impl StaticFiles {
                     } else {
                         validators
                     };
-                    let body = match range {
-                        Some((start, end)) => bytes.slice(start as usize..=end as usize),
-                        None => bytes,
-                    };
-                    (validators, Body::full(body))
-                }
-                Err(e) => return io_error(&e, path),
-            }
-        } else {
-            let (start, count) = match range {
-                Some((start, end)) => (start, end - start + 1),
-                None => (0, info.len),
-            };
-            match blocking(move || open_regular(&canonical)).await {
-                Ok((file, meta)) => {
-                    let now = FileInfo::from_metadata(&meta);
-                    if now != info {
-                        // Changed between the stat and the open: answer for the
-                        // new version, in full.
-                        let body = FileBody::new(file, 0, now.len, self.chunk_size);
-                        let length = HeaderValue::from(now.len);
-                        return full_response(
-                            &Validators::new(now),
-                            content_type,
-                            Body::new(body),
-                            length,
-                        );
-                    }
-                    let body = FileBody::new(file, start, count, self.chunk_size);
-                    (validators, Body::new(body))
+                    let body = content.body(range, now.len, self.chunk_size);
+                    (validators, body)
                 }
                 Err(e) => return io_error(&e, path),
             }
@@ -430,52 +445,110 @@ impl StaticFiles {
         let fresh = entry.checked.elapsed() < self.revalidate_after;
         let allowed = entry.inside_root || self.allow_symlinks_outside_root;
         let small = entry.validators.info.len <= self.cache_max_file_size;
-        (fresh && allowed && small).then(|| respond_from(entry, req, head))
+        (fresh && allowed && small).then(|| respond_from(entry, req, head, self.chunk_size))
     }
 
-    /// Reads a small file and caches it under `key` when it fits.
-    async fn load_small(
+    /// Loads a file of (about) `len` bytes, at most `cache_max_file_size`:
+    /// its bytes, or the open file from [`sendfile_min_size`](Self::sendfile_min_size)
+    /// on; and caches it under `key`.
+    async fn load(
         &self,
         key: &[u8],
         canonical: PathBuf,
         content_type: &HeaderValue,
         checked: Instant,
-    ) -> io::Result<(FileInfo, Bytes)> {
+        len: u64,
+    ) -> io::Result<(FileInfo, Content)> {
         let path = canonical.clone();
         let limit = self.cache_max_file_size;
-        let (meta, bytes) = blocking(move || read_small(&path, limit)).await?;
-        let mut now = FileInfo::from_metadata(&meta);
-        if now.len == bytes.len() as u64 {
+        let (mut now, content) = if len >= self.sendfile_min_size {
+            let (file, meta) = blocking(move || open_regular(&path)).await?;
+            let now = FileInfo::from_metadata(&meta);
+            (now, Content::File(Arc::new(file)))
+        } else {
+            let (meta, bytes) = blocking(move || read_small(&path, limit)).await?;
+            (FileInfo::from_metadata(&meta), Content::Bytes(bytes))
+        };
+        let consistent = match &content {
+            Content::Bytes(bytes) => now.len == bytes.len() as u64,
+            Content::File(_) => now.len <= limit,
+        };
+        if consistent {
             let inside_root = canonical.starts_with(&self.root);
             let entry = Entry::new(
                 canonical,
                 inside_root,
                 now,
                 content_type.clone(),
-                bytes.clone(),
+                content.clone(),
                 checked,
             );
             self.cache.borrow_mut().insert(key, entry);
         } else {
-            // Written to while we read it: serve what we read, keep nothing.
-            now.len = bytes.len() as u64;
+            // Written to while we read it (or grown past the limit): serve
+            // what we have, keep nothing.
+            if let Content::Bytes(bytes) = &content {
+                now.len = bytes.len() as u64;
+            }
             self.cache.borrow_mut().remove(key);
         }
-        Ok((now, bytes))
+        Ok((now, content))
+    }
+}
+
+/// What a cache entry (or a response being prepared) holds of a file.
+#[derive(Clone)]
+enum Content {
+    /// Its bytes.
+    Bytes(Bytes),
+    /// The open file, sent from the page cache.
+    File(Arc<std::fs::File>),
+}
+
+impl Content {
+    /// The body for `range` (`None`: all `len` bytes).
+    fn body(&self, range: Option<(u64, u64)>, len: u64, chunk_size: usize) -> Body {
+        let (start, count) = match range {
+            Some((start, end)) => (start, end - start + 1),
+            None => (0, len),
+        };
+        match self {
+            Content::Bytes(bytes) => {
+                Body::full(bytes.slice(start as usize..(start + count) as usize))
+            }
+            Content::File(file) => {
+                Body::file(FileBody::new(file.clone(), start, count, chunk_size))
+            }
+        }
+    }
+
+    /// Bytes of memory it holds.
+    fn memory(&self) -> usize {
+        match self {
+            Content::Bytes(bytes) => bytes.len(),
+            Content::File(_) => 0,
+        }
     }
 }
 
 /// The response for a cached entry: the same status and headers as for the
-/// file on disk, with the body sliced from the cached bytes.
-fn respond_from<B>(entry: &Entry, req: &Request<B>, head: bool) -> Response<Body> {
+/// file on disk, with the body sliced from the cached bytes or sent from the
+/// cached open file.
+fn respond_from<B>(
+    entry: &Entry,
+    req: &Request<B>,
+    head: bool,
+    chunk_size: usize,
+) -> Response<Body> {
     let range = match decide(req.headers(), &entry.validators) {
         ControlFlow::Continue(range) => range,
         ControlFlow::Break(resp) => return resp,
     };
-    let body = match (head, range) {
-        (true, _) => Body::empty(),
-        (false, Some((start, end))) => Body::full(entry.bytes.slice(start as usize..=end as usize)),
-        (false, None) => Body::full(entry.bytes.clone()),
+    let body = if head {
+        Body::empty()
+    } else {
+        let len = entry.validators.info.len;
+        entry.content.body(range, len, chunk_size)
     };
     finish(
         &entry.validators,
@@ -704,6 +777,15 @@ fn open_regular(path: &Path) -> io::Result<(std::fs::File, Metadata)> {
     if !meta.is_file() {
         return Err(io::Error::from(io::ErrorKind::NotFound));
     }
+    // A regular file after all: blocking mode again, so that `sendfile`
+    // cannot mistake it for the socket being full.
+    // SAFETY: fcntl on an open descriptor with valid flags.
+    unsafe {
+        let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+        if flags >= 0 && flags & libc::O_NONBLOCK != 0 {
+            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
     Ok((file, meta))
 }
 
@@ -759,7 +841,7 @@ fn normal_key(path: &str) -> Option<&str> {
 
 /// Small files by request path ([`cache_key`]). Two paths naming the same
 /// file (a symlink, `dir/` and `dir/index.html`) are two entries, each
-/// charged to the budget in full.
+/// charged to the budget in full (and each holding its own open file).
 struct Cache {
     entries: HashMap<Rc<[u8]>, Entry>,
     /// Insertion order for eviction: (key, generation). Stale pairs (the
@@ -767,6 +849,9 @@ struct Cache {
     order: VecDeque<(Rc<[u8]>, u64)>,
     total: u64,
     capacity: u64,
+    /// Entries holding an open file, and their bound.
+    open_files: usize,
+    max_open_files: usize,
     generation: u64,
 }
 
@@ -782,7 +867,7 @@ struct Entry {
     content_type: HeaderValue,
     /// `Content-Length` of the whole file.
     content_length: HeaderValue,
-    bytes: Bytes,
+    content: Content,
     /// When the disk was last looked at for this path (taken before the
     /// look).
     checked: Instant,
@@ -795,7 +880,7 @@ impl Entry {
         inside_root: bool,
         info: FileInfo,
         content_type: HeaderValue,
-        bytes: Bytes,
+        content: Content,
         checked: Instant,
     ) -> Self {
         Entry {
@@ -804,7 +889,7 @@ impl Entry {
             content_length: HeaderValue::from(info.len),
             validators: Validators::new(info),
             content_type,
-            bytes,
+            content,
             checked,
             generation: 0,
         }
@@ -818,8 +903,15 @@ impl Cache {
             order: VecDeque::new(),
             total: 0,
             capacity,
+            open_files: 0,
+            max_open_files: DEFAULT_CACHE_MAX_OPEN_FILES,
             generation: 0,
         }
+    }
+
+    fn set_max_open_files(&mut self, max: usize) {
+        self.max_open_files = max;
+        self.evict_files_until(0);
     }
 
     fn set_capacity(&mut self, capacity: u64) {
@@ -853,16 +945,22 @@ impl Cache {
     }
 
     fn cost(key: &[u8], entry: &Entry) -> u64 {
-        (key.len() + entry.canonical.as_os_str().len() + entry.bytes.len()) as u64 + ENTRY_OVERHEAD
+        (key.len() + entry.canonical.as_os_str().len() + entry.content.memory()) as u64
+            + ENTRY_OVERHEAD
     }
 
     fn insert(&mut self, key: &[u8], mut entry: Entry) {
         self.remove(key);
         let cost = Self::cost(key, &entry);
-        if cost > self.capacity {
+        let file = matches!(entry.content, Content::File(_));
+        if cost > self.capacity || (file && self.max_open_files == 0) {
             return;
         }
         self.evict_until(cost);
+        if file {
+            self.evict_files_until(1);
+            self.open_files += 1;
+        }
         self.generation += 1;
         entry.generation = self.generation;
         self.total += cost;
@@ -880,6 +978,28 @@ impl Cache {
     fn remove(&mut self, key: &[u8]) {
         if let Some(old) = self.entries.remove(key) {
             self.total -= Self::cost(key, &old);
+            if matches!(old.content, Content::File(_)) {
+                self.open_files -= 1;
+            }
+        }
+    }
+
+    /// Evicts the oldest entries holding an open file until `extra` more fit
+    /// under the bound (entries holding bytes stay).
+    fn evict_files_until(&mut self, extra: usize) {
+        while self.open_files + extra > self.max_open_files {
+            let entries = &self.entries;
+            let oldest = self.order.iter().position(|(key, generation)| {
+                entries.get(key).is_some_and(|e| {
+                    e.generation == *generation && matches!(e.content, Content::File(_))
+                })
+            });
+            let Some(i) = oldest else {
+                break;
+            };
+            if let Some((key, _)) = self.order.remove(i) {
+                self.remove(&key);
+            }
         }
     }
 
@@ -914,8 +1034,14 @@ impl Cache {
 /// download whose client keeps up would keep the worker to itself (the
 /// connection writes until the socket is full) and starve the other
 /// connections. Dropping the body stops reading; the file closes once the read
-/// in flight (if any) finishes.
-struct FileBody {
+/// in flight (if any) finishes (and once no cache entry holds it).
+///
+/// Brisk's own HTTP/1.1 path does not read it through `poll_frame` when it
+/// can help it: it sends each chunk whose pages are all in the page cache
+/// ([`resident_chunk`](Self::resident_chunk)) straight from the file to the
+/// socket with `sendfile(2)`, and reads through `poll_frame` only the chunks
+/// that are not (see `h1::send_file`).
+pub(crate) struct FileBody {
     file: Arc<std::fs::File>,
     /// File offset of the next byte to read.
     pos: u64,
@@ -924,7 +1050,9 @@ struct FileBody {
     chunk_size: usize,
     /// The read that does not wait for the disk; `None` once it was refused.
     nowait: Option<NowaitRead>,
-    /// A chunk was read on this thread since the body last returned
+    /// Whether a range of the file is all in the page cache.
+    resident: Resident,
+    /// A chunk was read (or sent) on this thread since the body last returned
     /// `Pending`: yield before reading another.
     read_now: bool,
     pending: Option<JoinHandle<io::Result<Bytes>>>,
@@ -932,24 +1060,80 @@ struct FileBody {
 
 /// Reads at most `len` bytes at an offset, appending them to the buffer,
 /// without waiting for the disk: `WouldBlock` when it would have to.
-type NowaitRead = fn(&std::fs::File, &mut Vec<u8>, usize, u64) -> io::Result<usize>;
+pub(crate) type NowaitRead = fn(&std::fs::File, &mut Vec<u8>, usize, u64) -> io::Result<usize>;
+
+/// Whether the `len` bytes at an offset of a file are all in the page cache:
+/// `false` when they are not, or when that cannot be known.
+pub(crate) type Resident = fn(&std::fs::File, u64, u64) -> bool;
 
 /// Cleared for good when the kernel has no `preadv2` (`ENOSYS`).
 static PREADV2_EXISTS: AtomicBool = AtomicBool::new(true);
 
 impl FileBody {
-    fn new(file: std::fs::File, start: u64, count: u64, chunk_size: usize) -> Self {
+    /// The `count` bytes of `file` from `start`, in chunks of `chunk_size`.
+    pub(crate) fn new(file: Arc<std::fs::File>, start: u64, count: u64, chunk_size: usize) -> Self {
         FileBody {
-            file: Arc::new(file),
+            file,
             pos: start,
             remaining: count,
             chunk_size,
             nowait: PREADV2_EXISTS
                 .load(Relaxed)
                 .then_some(read_nowait as NowaitRead),
+            resident: in_page_cache,
             read_now: false,
             pending: None,
         }
+    }
+
+    /// The same body with other page-cache checks and reads (tests).
+    #[cfg(test)]
+    pub(crate) fn with_seams(mut self, resident: Resident, nowait: Option<NowaitRead>) -> Self {
+        self.resident = resident;
+        self.nowait = nowait;
+        self
+    }
+
+    /// The open file.
+    pub(crate) fn file(&self) -> &std::fs::File {
+        &self.file
+    }
+
+    /// Bytes of the range not sent yet.
+    pub(crate) fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// The next chunk as (offset, length) when its pages are all in the page
+    /// cache, so that sending it from the file cannot wait for the disk;
+    /// `None` when it is not (or this cannot be known, or a read is in
+    /// flight): [`poll_frame`](http_body::Body::poll_frame) then reads it.
+    pub(crate) fn resident_chunk(&self) -> Option<(u64, usize)> {
+        if self.remaining == 0 || self.pending.is_some() {
+            return None;
+        }
+        let len = self.remaining.min(self.chunk_size as u64);
+        (self.resident)(&self.file, self.pos, len).then_some((self.pos, len as usize))
+    }
+
+    /// `n` bytes at the current offset were sent by the caller (`sendfile`);
+    /// `chunk_done` when that finished a chunk (the body yields before the
+    /// next one).
+    pub(crate) fn sent(&mut self, n: u64, chunk_done: bool) {
+        debug_assert!(n <= self.remaining && self.pending.is_none());
+        self.pos += n;
+        self.remaining -= n;
+        self.read_now |= chunk_done;
+    }
+
+    /// Yields once (wakes itself, `Pending`) if a chunk was produced on this
+    /// thread since the last yield: the fairness step between two chunks.
+    pub(crate) fn poll_yield(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if std::mem::take(&mut self.read_now) {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        Poll::Ready(())
     }
 
     /// The next chunk if it can be read without waiting for the disk:
@@ -986,10 +1170,7 @@ impl FileBody {
                 if self.remaining == 0 {
                     return Poll::Ready(None);
                 }
-                if std::mem::take(&mut self.read_now) {
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
+                ready!(self.poll_yield(cx));
                 let len = self.remaining.min(self.chunk_size as u64) as usize;
                 if let Some(chunk) = self.try_read_now(len).transpose() {
                     self.read_now = true;
@@ -1068,6 +1249,78 @@ fn read_nowait(file: &std::fs::File, buf: &mut Vec<u8>, len: usize, pos: u64) ->
     // spare capacity.
     unsafe { buf.set_len(buf.len() + read) };
     Ok(read)
+}
+
+/// `cachestat(2)` (Linux 6.5): the same number on every architecture, and
+/// not in every `libc` release yet.
+const SYS_CACHESTAT: libc::c_long = 451;
+
+/// Cleared for good when `cachestat` is missing (`ENOSYS`) or forbidden
+/// (`EPERM`, a seccomp filter).
+static CACHESTAT_WORKS: AtomicBool = AtomicBool::new(true);
+
+/// `struct cachestat_range` of `cachestat(2)`.
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+/// `struct cachestat` of `cachestat(2)`: page counts over the range.
+#[repr(C)]
+#[derive(Default)]
+struct Cachestat {
+    nr_cache: u64,
+    nr_dirty: u64,
+    nr_writeback: u64,
+    nr_evicted: u64,
+    nr_recently_evicted: u64,
+}
+
+/// The page size, read once.
+fn page_size() -> u64 {
+    static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    // SAFETY: sysconf has no preconditions.
+    *PAGE.get_or_init(|| match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as u64,
+        _ => 4096,
+    })
+}
+
+/// [`Resident`] for real: `cachestat(2)` counts the range's pages that are in
+/// the page cache; all of them must be. Anything unexpected is "not known".
+pub(crate) fn in_page_cache(file: &std::fs::File, pos: u64, len: u64) -> bool {
+    // A zero length would ask about the whole file.
+    if len == 0 || !CACHESTAT_WORKS.load(Relaxed) {
+        return false;
+    }
+    let range = CachestatRange { off: pos, len };
+    let mut stat = Cachestat::default();
+    // SAFETY: both structs have the kernel's layout and outlive the call,
+    // which only reads `range` and writes `stat`.
+    let r = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            file.as_raw_fd() as libc::c_uint,
+            &range as *const CachestatRange,
+            &mut stat as *mut Cachestat,
+            0 as libc::c_uint,
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) {
+            tracing::debug!(error = %e, "static file: cachestat refused, not using sendfile");
+            CACHESTAT_WORKS.store(false, Relaxed);
+        }
+        return false;
+    }
+    let page = page_size();
+    let Some(last) = pos.checked_add(len - 1) else {
+        return false;
+    };
+    let pages = last / page - pos / page + 1;
+    stat.nr_cache >= pages
 }
 
 /// Exactly `len` bytes at `pos`, waiting for the disk (on the blocking pool).
@@ -2115,7 +2368,7 @@ mod tests {
     ) -> (io::Result<Vec<u8>>, usize) {
         NOWAIT_CALLS.with(|calls| calls.set(0));
         let (file, _) = open_regular(path).unwrap();
-        let mut body = FileBody::new(file, start, count, 10_000);
+        let mut body = FileBody::new(Arc::new(file), start, count, 10_000);
         body.nowait = Some(nowait);
         let mut received = Vec::new();
         while let Some(frame) = body.frame().await {
@@ -2197,7 +2450,7 @@ mod tests {
         let wakes = Arc::new(CountWakes(AtomicUsize::new(0)));
         let waker = std::task::Waker::from(wakes.clone());
         let mut cx = Context::from_waker(&waker);
-        let mut body = FileBody::new(open_regular(&path).unwrap().0, 0, 35_000, 10_000);
+        let mut body = FileBody::new(Arc::new(open_regular(&path).unwrap().0), 0, 35_000, 10_000);
         body.nowait = Some(read_at);
         let mut received = Vec::new();
         let mut yields = 0;
