@@ -49,24 +49,52 @@
 //!   honours the range only when it names the current strong `ETag` or exactly
 //!   the current `Last-Modified` date; otherwise the full file is sent.
 //! * **Memory**: files up to [`StaticFiles::cache_max_file_size`] are kept in
-//!   an in-memory cache (bounded in total by
-//!   [`StaticFiles::cache_max_total_size`], oldest entries evicted first).
-//!   Ranges of cached files are slices of the cached buffer (no copy). Larger
-//!   files are streamed in chunks of [`StaticFiles::chunk_size`], one chunk at
-//!   a time, so a download holds about one chunk whatever the file's size;
-//!   dropping the response body (the client went away) stops the reads and
-//!   closes the file. A chunk whose pages are in the page cache is read on
-//!   the worker thread itself (`preadv2` with `RWF_NOWAIT`: a memory copy, no
-//!   thread hop); only a chunk that would wait for the disk is read on the
-//!   blocking pool. Where `RWF_NOWAIT` is refused (an old kernel, a file
-//!   system without it), every chunk is read on the blocking pool.
+//!   a cache (bounded in total by [`StaticFiles::cache_max_total_size`],
+//!   oldest entries evicted first). Files under
+//!   [`StaticFiles::sendfile_min_size`] (default 32 KiB) are kept as their
+//!   bytes, and ranges of them are slices of the cached buffer (no copy).
+//!   Files from that size on are kept as the **open file** (with their
+//!   validators and headers), costing the budget only their bookkeeping; at
+//!   most [`StaticFiles::cache_max_open_files`] (default 128) entries per
+//!   cache hold one, oldest evicted first. Larger files are opened per
+//!   request. Either way the body of such a file (whole or a range) is a
+//!   *file range*, sent from the page cache:
+//!   * On Brisk's own HTTP/1.1 path (plaintext `http://`), the head is sent
+//!     and then the range, in chunks of [`StaticFiles::chunk_size`], with
+//!     `sendfile(2)` straight from the file to the socket (no copy through
+//!     user space). Before each chunk, `cachestat(2)` (Linux 6.5) checks
+//!     that all its pages are in the page cache, so the send cannot wait for
+//!     the disk; a chunk that is not (or where `cachestat` is missing or
+//!     forbidden) is read as below and written. The connection yields to the
+//!     worker's other connections between chunks. A file that turns out
+//!     shorter than its `Content-Length` (truncated since it was looked at)
+//!     closes the connection after what it had, so the client sees a short
+//!     response rather than the start of another one.
+//!   * Everywhere else (HTTPS, HTTP/2, a connection handed to hyper), the
+//!     range is read and sent in chunks of [`StaticFiles::chunk_size`], one
+//!     chunk at a time, so a download holds about one chunk whatever the
+//!     file's size; dropping the response body (the client went away) stops
+//!     the reads. A chunk whose pages are in the page cache is read on the
+//!     worker thread itself (`preadv2` with `RWF_NOWAIT`: a memory copy, no
+//!     thread hop); only a chunk that would wait for the disk is read on the
+//!     blocking pool. Where `RWF_NOWAIT` is refused (an old kernel, a file
+//!     system without it), every chunk is read on the blocking pool.
+//!
+//!   A cached open file is the inode that was opened: a file **replaced**
+//!   (written elsewhere and renamed over it, as deployments do) keeps being
+//!   served whole and consistent, old bytes with old validators, until the
+//!   next check (see *Freshness*). A file **rewritten in place** is read as
+//!   it is when sent: shrunk, the connection closes as above; rewritten with
+//!   the same length within the interval, the new bytes may go out under the
+//!   old validators (as with any server that streams from an open file).
 //! * **Freshness**: the cache is keyed by the request's (decoded, normalized)
 //!   path and remembers when that path was last checked against the disk.
 //!   For [`StaticFiles::revalidate_after`] (default 1 s) after a check,
-//!   requests for it are answered from memory without any system call; the
+//!   requests for it are answered from the cache (its bytes, or its open
+//!   file) without any system call but those that send the body; the
 //!   first request after that resolves the path again (symlinks, the
-//!   root check) and `stat`s the file, and reloads it when its size,
-//!   modification time or inode changed. So a file that is edited, deleted,
+//!   root check) and `stat`s the file, and reloads (or reopens) it when its
+//!   size, modification time or inode changed. So a file that is edited, deleted,
 //!   or replaced by a symlink pointing outside the root is noticed at most
 //!   that long after the change; until then the previous version is served.
 //!   `Duration::ZERO` checks on every request.
@@ -75,8 +103,10 @@
 //! files, `404`s and redirects) resolves the path and `stat`s the file on
 //! every request. File system calls run on tokio's blocking thread pool
 //! (`spawn_blocking`), so a slow disk never stalls the worker's event loop;
-//! the one exception is the `RWF_NOWAIT` read above, which returns at once
-//! instead of waiting for the disk.
+//! the exceptions are the `RWF_NOWAIT` read, which returns at once instead
+//! of waiting for the disk, and `sendfile`, sent only for pages `cachestat`
+//! just found in memory (pages evicted between the two would be read from
+//! the disk by the worker: a narrow window, not a wait per request).
 //!
 //! This module is Unix-only, like the rest of Brisk.
 
@@ -206,10 +236,11 @@ impl StaticFiles {
         &self.root
     }
 
-    /// Files up to this size are served from an in-memory cache that notices
-    /// changes (default 2 MiB; see
-    /// [`revalidate_after`](Self::revalidate_after) for how soon). `0` caches
-    /// only empty files.
+    /// Files up to this size are served from a cache that notices changes
+    /// (default 2 MiB; see [`revalidate_after`](Self::revalidate_after) for
+    /// how soon): in memory, or as an open file from
+    /// [`sendfile_min_size`](Self::sendfile_min_size) on. `0` caches only
+    /// empty files.
     pub fn cache_max_file_size(mut self, bytes: u64) -> Self {
         self.cache_max_file_size = bytes;
         self
@@ -217,7 +248,9 @@ impl StaticFiles {
 
     /// Bound on the cache's total size (default 64 MiB); when a new file would
     /// exceed it, the oldest entries are evicted. A small file that does not
-    /// fit at all is still served from memory, just not kept.
+    /// fit at all is still served from memory, just not kept. An entry
+    /// holding an open file is charged its bookkeeping only (see
+    /// [`cache_max_open_files`](Self::cache_max_open_files) for its bound).
     ///
     /// The cache is shared by clones, so this affects them too.
     pub fn cache_max_total_size(self, bytes: u64) -> Self {
@@ -253,12 +286,13 @@ impl StaticFiles {
         self
     }
 
-    /// Files larger than [`cache_max_file_size`](Self::cache_max_file_size) are
-    /// read and sent in chunks of this size (default 128 KiB), so memory stays
-    /// flat: each download holds about one chunk at a time. `0` is treated as
-    /// `1`.
+    /// Files sent from an open file (over
+    /// [`sendfile_min_size`](Self::sendfile_min_size)) are sent in chunks of
+    /// this size (default 128 KiB): with `sendfile`, one chunk between two
+    /// turns of the worker's other connections; read, one chunk held in
+    /// memory at a time, so memory stays flat. `0` is treated as `1`.
     ///
-    /// Measured on 2 cores (one worker), chunks from 32 KiB to 256 KiB cost
+    /// Measured (for reads, before `sendfile`) on 2 cores (one worker), chunks from 32 KiB to 256 KiB cost
     /// the same CPU per byte when the file is in the page cache (the copies
     /// dominate), while memory grows with the chunk: 50 concurrent downloads
     /// raised the worker's RSS by about 5, 8 and 14 MiB with 64, 128 and
@@ -2160,6 +2194,116 @@ mod tests {
             let files = dir.files().cache_max_total_size(10);
             assert_eq!(fetch(&files, "/1.bin").await.1, vec![1; 1000]);
             assert!(files.cache.borrow().entries.is_empty());
+        });
+    }
+
+    /// Whether the cache holds `key` as an open file (`Some(true)`) or as
+    /// bytes (`Some(false)`).
+    fn cached_as_file(files: &StaticFiles, key: &str) -> Option<bool> {
+        let cache = files.cache.borrow();
+        let entry = cache.entries.get(key.as_bytes())?;
+        Some(matches!(entry.content, Content::File(_)))
+    }
+
+    #[test]
+    fn files_from_sendfile_min_size_are_cached_open_and_byte_exact() {
+        let dir = TempDir::new();
+        let big = noise(40_000);
+        dir.write("big.bin", &big);
+        dir.write("small.bin", &big[..1000]);
+        run(async {
+            let files = dir.files().revalidate_after(Duration::from_secs(3600));
+            for _ in 0..2 {
+                assert_eq!(
+                    fetch(&files, "/big.bin").await,
+                    (StatusCode::OK, big.clone())
+                );
+                assert_eq!(fetch(&files, "/small.bin").await.1, &big[..1000]);
+            }
+            assert_eq!(cached_as_file(&files, "/big.bin"), Some(true));
+            assert_eq!(cached_as_file(&files, "/small.bin"), Some(false));
+            assert_eq!(files.cache.borrow().open_files, 1);
+            // The entry costs the budget its bookkeeping, not the file.
+            assert!(files.cache.borrow().total < 2 * 1000 + 4 * ENTRY_OVERHEAD);
+
+            // Ranges and HEAD from the open file.
+            let resp = files
+                .serve(&get(&[("range", "bytes=1000-29999")]), "/big.bin")
+                .await;
+            assert_eq!(resp.status(), StatusCode::PARTIAL_CONTENT);
+            assert_eq!(header(&resp, "content-range"), "bytes 1000-29999/40000");
+            assert!(resp.body().is_file());
+            assert_eq!(body(resp).await, &big[1000..30_000]);
+            let resp = files.serve(&request(Method::HEAD, &[]), "/big.bin").await;
+            assert_eq!(header(&resp, "content-length"), "40000");
+            assert_eq!(body(resp).await, b"");
+
+            // Over the threshold: bytes in memory again.
+            let files = dir.files().sendfile_min_size(u64::MAX);
+            assert_eq!(fetch(&files, "/big.bin").await.1, big);
+            assert_eq!(cached_as_file(&files, "/big.bin"), Some(false));
+        });
+    }
+
+    #[test]
+    fn open_files_in_the_cache_are_bounded() {
+        let dir = TempDir::new();
+        for name in ["1", "2", "3", "4"] {
+            dir.write(&format!("{name}.bin"), &noise(40_000));
+        }
+        dir.write("small.bin", b"small");
+        run(async {
+            let files = dir.files().cache_max_open_files(2);
+            assert_eq!(fetch(&files, "/small.bin").await.1, b"small");
+            for name in ["1", "2", "3", "4"] {
+                assert_eq!(
+                    fetch(&files, &format!("/{name}.bin")).await.1,
+                    noise(40_000)
+                );
+                assert!(files.cache.borrow().open_files <= 2);
+            }
+            // The oldest open files went; the entry with bytes stayed.
+            assert_eq!(cached_as_file(&files, "/1.bin"), None);
+            assert_eq!(cached_as_file(&files, "/2.bin"), None);
+            assert_eq!(cached_as_file(&files, "/3.bin"), Some(true));
+            assert_eq!(cached_as_file(&files, "/4.bin"), Some(true));
+            assert_eq!(cached_as_file(&files, "/small.bin"), Some(false));
+            // Lowering the bound evicts; 0 keeps none, and still serves.
+            let files = files.cache_max_open_files(0);
+            assert_eq!(files.cache.borrow().open_files, 0);
+            assert_eq!(fetch(&files, "/4.bin").await.1, noise(40_000));
+            assert_eq!(cached_as_file(&files, "/4.bin"), None);
+            assert_eq!(cached_as_file(&files, "/small.bin"), Some(false));
+        });
+    }
+
+    #[test]
+    fn a_cached_open_file_replaced_on_disk_is_served_consistently() {
+        let dir = TempDir::new();
+        let old = noise(50_000);
+        let path = dir.write("f.bin", &old);
+        run(async {
+            let files = dir.files().revalidate_after(Duration::from_millis(300));
+            let resp = files.serve(&get(&[]), "/f.bin").await;
+            let old_etag = header(&resp, "etag").to_owned();
+            assert_eq!(body(resp).await, old);
+            // Replaced the way deployments do it: written aside, renamed over.
+            let new: Vec<u8> = noise(70_000).iter().map(|b| b ^ 0x5a).collect();
+            let aside = dir.root().join("f.bin.new");
+            std::fs::write(&aside, &new).unwrap();
+            std::fs::rename(&aside, &path).unwrap();
+            // Within the interval: the old file, whole, with its validators.
+            let resp = files.serve(&get(&[]), "/f.bin").await;
+            assert_eq!(header(&resp, "etag"), old_etag);
+            assert_eq!(header(&resp, "content-length"), "50000");
+            assert_eq!(body(resp).await, old);
+            // After it: the new one, with new validators.
+            std::thread::sleep(Duration::from_millis(350));
+            let resp = files.serve(&get(&[]), "/f.bin").await;
+            assert_ne!(header(&resp, "etag"), old_etag);
+            assert_eq!(header(&resp, "content-length"), "70000");
+            assert_eq!(body(resp).await, new);
+            assert_eq!(files.cache.borrow().open_files, 1);
         });
     }
 
