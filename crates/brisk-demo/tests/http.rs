@@ -479,3 +479,118 @@ fn large_static_files_are_byte_exact_with_and_without_range() {
     drop(d);
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `len` bytes in which every 4-byte word is its own offset (xor `salt`), so a misplaced
+/// chunk, or another version of the file, shows.
+fn words(len: usize, salt: u32) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..len.div_ceil(4) as u32)
+        .flat_map(|word| ((word * 4) ^ salt).to_be_bytes())
+        .collect();
+    v.truncate(len);
+    v
+}
+
+#[test]
+fn cached_static_files_over_the_sendfile_threshold_pipelined_ranged_and_head() {
+    let root = temp_dir("static-sendfile");
+    // Over the sendfile threshold (32 KiB), under the cache limit, several 128 KiB chunks.
+    let len = 300_017;
+    let contents = words(len, 0);
+    std::fs::write(root.join("big.bin"), &contents).unwrap();
+    std::fs::write(root.join("small.txt"), b"small").unwrap();
+    let d = demo_with(&["--static-root", root.to_str().unwrap()]);
+    let s = connect(d.http);
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut r = std::io::BufReader::new(s);
+    // Twice: the first round loads the cache, the second is served from the open file.
+    for _ in 0..2 {
+        // All in one write: a sendfile response between small ones, a range, a HEAD.
+        let requests = [
+            "GET /static/big.bin HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET /static/big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=131071-262145\r\n\r\n",
+            "HEAD /static/big.bin HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET /static/small.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET /static/big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=-5\r\n\r\n",
+            "GET /static/big.bin HTTP/1.1\r\nHost: x\r\n\r\n",
+        ];
+        w.write_all(requests.concat().as_bytes()).unwrap();
+        let full = read_response(&mut r);
+        assert_eq!(full.status, 200, "{}", full.head);
+        assert_eq!(full.header("content-length"), Some("300017"));
+        assert!(
+            full.body == contents,
+            "{} bytes, not the file",
+            full.body.len()
+        );
+        assert_eq!(read_response(&mut r).body, b"Hello World");
+        let range = read_response(&mut r);
+        assert_eq!(range.status, 206, "{}", range.head);
+        let content_range = format!("bytes 131071-262145/{len}");
+        assert_eq!(range.header("content-range"), Some(content_range.as_str()));
+        assert!(range.body[..] == contents[131_071..=262_145]);
+        let head = read_response_head(&mut r);
+        assert_eq!(head.status, 200);
+        assert_eq!(head.header("content-length"), Some("300017"));
+        assert_eq!(head.header("etag"), full.header("etag"));
+        assert_eq!(read_response(&mut r).body, b"small");
+        assert_eq!(read_response(&mut r).body, contents[len - 5..]);
+        assert!(read_response(&mut r).body == contents);
+    }
+    drop(d);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_cached_open_file_shrunk_in_place_closes_the_connection_or_is_served_new() {
+    let root = temp_dir("static-shrunk");
+    let path = root.join("big.bin");
+    let len = 300_017;
+    std::fs::write(&path, words(len, 0)).unwrap();
+    let d = demo_with(&["--static-root", root.to_str().unwrap()]);
+    let get = b"GET /static/big.bin HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut s = connect(d.http);
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(get).unwrap();
+    let old = read_response(&mut s);
+    assert_eq!(old.body.len(), len);
+    // Rewritten in place, shorter, while the open file is cached (revalidated after 1 s).
+    let new = words(100_000, 0xdead_beef);
+    std::fs::write(&path, &new).unwrap();
+    s.write_all(get).unwrap();
+    let resp = read_response_head(&mut s);
+    let mut body = Vec::new();
+    let declared: usize = resp.header("content-length").unwrap().parse().unwrap();
+    if declared == new.len() {
+        // Noticed already: the new file, with its own validators.
+        body.resize(declared, 0);
+        s.read_exact(&mut body).unwrap();
+        assert_ne!(resp.header("etag"), old.header("etag"));
+        assert!(body == new);
+    } else {
+        // The old length was promised: what the file has, then the connection closes.
+        assert_eq!(declared, len);
+        match s.read_to_end(&mut body) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("the connection stays open: {e}"),
+        }
+        assert!(body.len() < len);
+        assert!(
+            body[..] == new[..body.len()],
+            "bytes that are not the file's"
+        );
+    }
+    // After the interval, a new connection gets the new file whole.
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut s = connect(d.http);
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(get).unwrap();
+    let resp = read_response(&mut s);
+    assert_eq!(resp.header("content-length"), Some("100000"));
+    assert_ne!(resp.header("etag"), old.header("etag"));
+    assert!(resp.body == new);
+    drop(d);
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -39,6 +39,11 @@ fn self_signed(dir: &Path) -> (CertificateDer<'static>, String, String) {
 }
 
 fn demo() -> Demo {
+    demo_with(&[])
+}
+
+/// [`demo`] with more command-line arguments.
+fn demo_with(extra: &[String]) -> Demo {
     let dir = temp_dir("tls");
     let (cert, cert_path, key_path) = self_signed(&dir);
     let (https, wss, websocket, tls_text) = (free_port(), free_port(), free_port(), free_port());
@@ -55,7 +60,7 @@ fn demo() -> Demo {
         "--header-read-timeout-ms=500".to_string(),
         "--workers=1".to_string(),
     ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let args: Vec<&str> = args.iter().chain(extra).map(String::as_str).collect();
     let server = ServerProcess::start(DEMO, &args, 7).unwrap();
     Demo {
         server,
@@ -353,4 +358,46 @@ fn text_over_tls_echoes_and_a_finished_handshake_outlives_the_timeout() {
     s.write_all(b"again\n").unwrap();
     s.read_exact(&mut line).unwrap();
     assert_eq!(&line, b"again\n");
+}
+
+#[test]
+fn static_files_sent_with_sendfile_in_plaintext_are_byte_exact_over_tls() {
+    let root = temp_dir("tls-static");
+    // A cached open file (over 32 KiB) and a file over the 2 MiB cache limit: file ranges,
+    // read in chunks for TLS.
+    let word = |salt: u32, len: usize| -> Vec<u8> {
+        let mut v: Vec<u8> = (0..len.div_ceil(4) as u32)
+            .flat_map(|w| ((w * 4) ^ salt).to_be_bytes())
+            .collect();
+        v.truncate(len);
+        v
+    };
+    let cached = word(1, 300_017);
+    let large = word(2, 3 * 1024 * 1024 + 5);
+    std::fs::write(root.join("cached.bin"), &cached).unwrap();
+    std::fs::write(root.join("large.bin"), &large).unwrap();
+    let d = demo_with(&[format!("--static-root={}", root.display())]);
+    let mut s = tls_connect(&d, d.https, &[]);
+    for _ in 0..2 {
+        for (path, contents) in [("cached.bin", &cached), ("large.bin", &large)] {
+            let req = format!("GET /static/{path} HTTP/1.1\r\nHost: x\r\n\r\n");
+            s.write_all(req.as_bytes()).unwrap();
+            let (head, body) = read_http_response(&mut s);
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            assert!(
+                body == *contents,
+                "{path}: {} bytes, not the file",
+                body.len()
+            );
+            let req = format!(
+                "GET /static/{path} HTTP/1.1\r\nHost: x\r\nRange: bytes=131000-200000\r\n\r\n"
+            );
+            s.write_all(req.as_bytes()).unwrap();
+            let (head, body) = read_http_response(&mut s);
+            assert!(head.starts_with("HTTP/1.1 206"), "{head}");
+            assert!(body[..] == contents[131_000..=200_000], "{path}");
+        }
+    }
+    drop(d);
+    let _ = std::fs::remove_dir_all(&root);
 }
