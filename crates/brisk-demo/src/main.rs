@@ -62,6 +62,10 @@ struct Args {
     /// Directory served under /static/ (default: the demo's own static folder).
     #[arg(long, global = true)]
     static_root: Option<PathBuf>,
+    /// Cached static files from this size on are sent with sendfile (default: the library's,
+    /// 32 KiB); for measuring the threshold.
+    #[arg(long, global = true)]
+    static_sendfile_min_size: Option<u64>,
     /// PEM certificate chain: with --tls-key, also serve --https, --wss and --tls-text.
     #[arg(long, global = true)]
     tls_cert: Option<PathBuf>,
@@ -165,7 +169,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .clone()
         .or(file.static_root)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("static"));
-    let routes = routes::Routes::new(&static_root)?;
+    let routes = routes::Routes::new(&static_root, args.static_sendfile_min_size)?;
     let ticker = routes.clone();
     let site = move |server: HttpServer| {
         let routes = routes.clone();

@@ -25,14 +25,18 @@ pub struct Routes {
 }
 
 impl Routes {
-    /// Routes serving `/static/` from `static_root`.
-    pub fn new(static_root: &Path) -> anyhow::Result<Self> {
-        let files = StaticFiles::new(static_root).map_err(|e| {
+    /// Routes serving `/static/` from `static_root`, sending cached files from
+    /// `sendfile_min_size` on with sendfile (`None`: the library's default).
+    pub fn new(static_root: &Path, sendfile_min_size: Option<u64>) -> anyhow::Result<Self> {
+        let mut files = StaticFiles::new(static_root).map_err(|e| {
             anyhow::anyhow!(
                 "cannot serve static files from {}: {e}",
                 static_root.display()
             )
         })?;
+        if let Some(bytes) = sendfile_min_size {
+            files = files.sendfile_min_size(bytes);
+        }
         let echo = WsEndpoint::new()
             .permessage_deflate(true)
             .on_message(|ws, msg| async move { ws.send(msg) });
