@@ -9,7 +9,7 @@
 //! hyper, which serves it from then on as it serves every HTTPS connection. Every error
 //! answer (400, 413, 431) and every request-smuggling defence is therefore hyper's.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::io;
 use std::mem::MaybeUninit;
@@ -116,7 +116,7 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
                 .try_into_mut()
                 .unwrap_or_else(|data| BytesMut::from(&data[..]));
         }
-        match read_more(&mut io, conn, &mut input).await {
+        match read_more(&mut io, &conn.draining, &mut input).await {
             Ok(Some(n)) if n > 0 => {}
             // End of stream, drained, or failed: hyper would close too (a partial head at
             // the end is an incomplete message, with nobody to answer).
@@ -132,11 +132,11 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
 /// socket is readable). `None` when the worker drains a connection between requests.
 async fn read_more(
     io: &mut HttpIo,
-    conn: &HttpConn,
+    draining: &Cell<bool>,
     input: &mut BytesMut,
 ) -> io::Result<Option<usize>> {
     poll_fn(|cx| {
-        if conn.draining.get() && input.is_empty() {
+        if draining.get() && input.is_empty() {
             return Poll::Ready(Ok(None));
         }
         ready!(io.poll_read_ready(cx))?;
@@ -789,6 +789,47 @@ mod tests {
             matches!(parsed(&many), Parsed::Handover),
             "over the header count"
         );
+    }
+
+    #[test]
+    fn a_reader_woken_with_nothing_to_read_waits_without_a_buffer() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        use std::sync::Arc;
+
+        use crate::http::io::{Activity, WorkerIo};
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let raw = server.as_raw_fd();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let stream = tokio::net::TcpStream::from_std(server).unwrap();
+            let activity = Arc::new(Activity::default());
+            let mut io = HttpIo::new(stream, activity, Arc::new(WorkerIo::new()));
+            // A byte makes the socket readable; taking it behind tokio's back leaves it
+            // marked readable with nothing to read.
+            client.write_all(b"x").unwrap();
+            poll_fn(|cx| io.poll_read_ready(cx)).await.unwrap();
+            let mut byte = 0u8;
+            // SAFETY: one byte into `byte`, on the test's own socket.
+            let n = unsafe { libc::recv(raw, (&raw mut byte).cast(), 1, 0) };
+            assert_eq!(n, 1);
+            let draining = Cell::new(false);
+            let mut input = BytesMut::new();
+            let waited =
+                futures_util::FutureExt::now_or_never(read_more(&mut io, &draining, &mut input));
+            assert!(waited.is_none(), "nothing to read yet");
+            assert_eq!(input.capacity(), 0, "waits holding a buffer");
+            client.write_all(b"GET").unwrap();
+            let n = read_more(&mut io, &draining, &mut input).await.unwrap();
+            assert_eq!((n, &input[..]), (Some(3), &b"GET"[..]));
+        });
     }
 
     mod sendfile {
