@@ -835,12 +835,12 @@ mod tests {
     mod sendfile {
         use std::cell::Cell;
         use std::io::Read;
-        use std::os::unix::fs::FileExt;
         use std::sync::Arc;
 
-        use super::super::super::io::{Activity, WorkerIo};
-        use super::super::super::static_files::{in_page_cache, NowaitRead, Resident};
         use super::*;
+        use crate::http::io::{Activity, WorkerIo};
+        use crate::http::static_files::tests::noise;
+        use crate::http::static_files::{self, in_page_cache, NowaitRead, Resident};
 
         thread_local! {
             /// Chunks the fakes below were asked about / read.
@@ -873,23 +873,7 @@ mod tests {
             pos: u64,
         ) -> io::Result<usize> {
             READ.with(|c| c.set(c.get() + 1));
-            let mut read = vec![0; len];
-            let n = file.read_at(&mut read, pos)?;
-            buf.extend_from_slice(&read[..n]);
-            Ok(n)
-        }
-
-        /// Pseudo-random bytes: a chunk at the wrong offset shows.
-        fn noise(len: usize) -> Vec<u8> {
-            let mut x = 0x2545_f491_4f6c_dd1d_u64;
-            (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect()
+            static_files::tests::read_at(file, buf, len, pos)
         }
 
         /// Sends "HEAD" then `count` bytes of `path` from `start` through [`send_file`] to a

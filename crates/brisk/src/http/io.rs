@@ -200,21 +200,7 @@ impl HttpIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        loop {
-            ready!(self.stream.poll_write_ready(cx))?;
-            let r = match bufs {
-                [one] => self.stream.try_write(one),
-                _ => self.stream.try_write_vectored(bufs),
-            };
-            match r {
-                Ok(n) => {
-                    self.count_out(n);
-                    return Poll::Ready(Ok(n));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
+        self.poll_sendmsg(cx, bufs, 0)
     }
 
     /// Sends from `bufs` like [`poll_send`](Self::poll_send), telling the kernel
@@ -225,31 +211,33 @@ impl HttpIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        self.poll_sendmsg(cx, bufs, libc::MSG_MORE)
+    }
+
+    /// One `send` (or `sendmsg` for several buffers) with `flags`, once writable.
+    fn poll_sendmsg(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+        flags: libc::c_int,
+    ) -> Poll<io::Result<usize>> {
         let fd = self.stream.as_raw_fd();
-        loop {
-            ready!(self.stream.poll_write_ready(cx))?;
-            let r = self.stream.try_io(Interest::WRITABLE, || {
-                // SAFETY: an all-zero msghdr is valid; it then points at `bufs`
-                // (IoSlice has iovec's layout), which outlive the call.
-                let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-                msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
-                msg.msg_iovlen = bufs.len() as _;
-                let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_MORE | libc::MSG_NOSIGNAL) };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(n as usize)
+        let flags = flags | libc::MSG_NOSIGNAL;
+        self.poll_write_with(cx, || {
+            let n = match bufs {
+                // SAFETY: `one` is valid for reads of its length during the call.
+                [one] => unsafe { libc::send(fd, one.as_ptr().cast(), one.len(), flags) },
+                _ => {
+                    // SAFETY: an all-zero msghdr is valid; it then points at `bufs`
+                    // (IoSlice has iovec's layout), which outlive the call.
+                    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+                    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+                    msg.msg_iovlen = bufs.len() as _;
+                    unsafe { libc::sendmsg(fd, &msg, flags) }
                 }
-            });
-            match r {
-                Ok(n) => {
-                    self.count_out(n);
-                    return Poll::Ready(Ok(n));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-        }
+            };
+            usize::try_from(n).map_err(|_| io::Error::last_os_error())
+        })
     }
 
     /// Sends up to `len` bytes of `file` from `*offset` with `sendfile(2)`,
@@ -267,22 +255,28 @@ impl HttpIo {
         let Ok(mut off) = libc::off_t::try_from(*offset) else {
             return Poll::Ready(Err(io::ErrorKind::InvalidInput.into()));
         };
+        let sent = ready!(self.poll_write_with(cx, || {
+            // SAFETY: both descriptors are open; `off` is a valid offset
+            // the kernel reads and advances.
+            let n = unsafe { libc::sendfile(fd, file.as_raw_fd(), &mut off, len) };
+            usize::try_from(n).map_err(|_| io::Error::last_os_error())
+        }))?;
+        *offset += sent as u64;
+        Poll::Ready(Ok(sent))
+    }
+
+    /// Runs `send` (one non-blocking send of some kind) once the socket is writable, again
+    /// after each would-block; counts what went.
+    fn poll_write_with(
+        &self,
+        cx: &mut Context<'_>,
+        mut send: impl FnMut() -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
         loop {
             ready!(self.stream.poll_write_ready(cx))?;
-            let r = self.stream.try_io(Interest::WRITABLE, || {
-                // SAFETY: both descriptors are open; `off` is a valid offset
-                // the kernel reads and advances.
-                let n = unsafe { libc::sendfile(fd, file.as_raw_fd(), &mut off, len) };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(n as usize)
-                }
-            });
-            match r {
+            match self.stream.try_io(Interest::WRITABLE, &mut send) {
                 Ok(n) => {
                     self.count_out(n);
-                    *offset += n as u64;
                     return Poll::Ready(Ok(n));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,

@@ -1611,7 +1611,7 @@ fn header_value(value: String) -> HeaderValue {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use http_body_util::BodyExt;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -2371,7 +2371,7 @@ mod tests {
 
     /// `len` pseudo-random bytes (xorshift): no period for a chunk read at
     /// the wrong offset to hide in.
-    fn noise(len: usize) -> Vec<u8> {
+    pub(in crate::http) fn noise(len: usize) -> Vec<u8> {
         let mut x = 0x9e37_79b9_7f4a_7c15_u64;
         (0..len)
             .map(|_| {
@@ -2456,7 +2456,12 @@ mod tests {
     }
 
     /// A read that succeeds as a cached one would, whatever the file system.
-    fn read_at(file: &std::fs::File, buf: &mut Vec<u8>, len: usize, pos: u64) -> io::Result<usize> {
+    pub(in crate::http) fn read_at(
+        file: &std::fs::File,
+        buf: &mut Vec<u8>,
+        len: usize,
+        pos: u64,
+    ) -> io::Result<usize> {
         let mut read = vec![0; len];
         let n = file.read_at(&mut read, pos)?;
         buf.extend_from_slice(&read[..n]);
