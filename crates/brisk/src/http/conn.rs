@@ -143,7 +143,7 @@ impl ConnView for HttpConn {
         // A client that stalled in the middle of a request head gets an answer; one that
         // sent nothing (or is mid-TLS-handshake) is just closed.
         let partial = self.activity.partial.load(Relaxed);
-        if partial && self.raw_fd.is_none() && self.tls_h1.get() {
+        if partial && self.tls_h1.get() {
             tracing::debug!(conn = self.id, remote = %self.remote, "request head timed out: 408");
             Stats::add(&self.worker.stats.rejected, 1);
             self.activity.answer_408.store(true, Relaxed);
