@@ -42,6 +42,10 @@ struct SuiteArgs {
     /// Targets to run, comma-separated (default: all configured).
     #[arg(long, value_delimiter = ',')]
     targets: Option<Vec<String>>,
+    /// Scenarios to run, comma-separated, e.g. hello_keepalive,connections
+    /// (default: every configured one).
+    #[arg(long, value_delimiter = ',')]
+    scenarios: Option<Vec<String>>,
     /// Output directory (default: bench/results/run-TIMESTAMP).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -246,6 +250,7 @@ fn run(cli: Cli) -> Result<()> {
             let options = SuiteOptions {
                 config: args.config,
                 targets: args.targets,
+                scenarios: args.scenarios,
                 out: args.out,
                 reps: args.reps,
                 quick: args.quick,

@@ -161,6 +161,7 @@ fn a_tiny_target_runs_end_to_end() {
     let outcome = run_suite(&SuiteOptions {
         config,
         targets: None,
+        scenarios: None,
         out: Some(out.clone()),
         reps: Some(3),
         quick: false,
@@ -185,5 +186,122 @@ fn a_tiny_target_runs_end_to_end() {
     assert!(md.contains("| tiny | 4 connections |"), "{md}");
     // Stopped: nothing answers on the port any more.
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn two_targets_take_turns_at_each_point_of_the_chosen_scenario() {
+    let dir = temp_dir("turns");
+    let (port_a, port_b) = (free_port(), free_port());
+    let server = hello_server().display().to_string();
+    let config = dir.join("suite.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[settings]
+duration = "200ms"
+warmup = "100ms"
+start_timeout = "1500ms"
+stop_timeout = "1s"
+target_cpus = "0"
+load_cpus = "0"
+
+[targets.a]
+description = "first"
+command = ["{server}", "127.0.0.1:{{port}}", "1"]
+port = {port_a}
+
+[targets.b]
+description = "second"
+command = ["{server}", "127.0.0.1:{{port}}", "1"]
+port = {port_b}
+
+[scenarios.hello_keepalive]
+
+[scenarios.connections]
+points = [2, 4]
+"#
+        ),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let outcome = run_suite(&SuiteOptions {
+        config,
+        targets: None,
+        scenarios: Some(vec!["connections".into()]),
+        out: Some(out.clone()),
+        reps: Some(2),
+        quick: false,
+        duration: None,
+        progress: false,
+        note: None,
+        command_line: "brisk-bench suite (test)".into(),
+    })
+    .unwrap();
+    assert!(outcome.failures.is_empty(), "{:?}", outcome.failures);
+    // Only the chosen scenario ran; its rows are grouped by target, in point order.
+    let names: Vec<_> = outcome
+        .report
+        .scenarios
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(names, ["connections"]);
+    let rows: Vec<_> = outcome.report.scenarios[0]
+        .rows
+        .iter()
+        .map(|r| (r.target.as_str(), r.point.as_str(), r.rate.map(|r| r.kept)))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("a", "2", Some(2)),
+            ("a", "4", Some(2)),
+            ("b", "2", Some(2)),
+            ("b", "4", Some(2))
+        ]
+    );
+    // Both targets were started for each point before the next point:
+    // launches 1 and 2 are the first point's, 3 and 4 the second's.
+    let mut logs: Vec<_> = std::fs::read_dir(out.join("work/logs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    logs.sort_by_key(|name| {
+        name.trim_end_matches(".log")
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .parse::<u32>()
+            .unwrap()
+    });
+    assert_eq!(logs, ["a-1.log", "b-2.log", "a-3.log", "b-4.log"]);
+    for port in [port_a, port_b] {
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_unknown_scenario_name_is_an_error_that_lists_the_known_ones() {
+    let dir = temp_dir("unknown-scenario");
+    let config = write_config(&dir, r#"["true"]"#, free_port(), "");
+    let out = Command::new(env!("CARGO_BIN_EXE_brisk-bench"))
+        .args([
+            "suite",
+            "--no-progress",
+            "--scenarios",
+            "hello,connections",
+            "--config",
+        ])
+        .arg(&config)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown scenario \"hello\""), "{stderr}");
+    assert!(stderr.contains("hello_keepalive"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod environment;
+mod http_turns;
 pub mod measure;
 pub mod model;
 pub mod process;

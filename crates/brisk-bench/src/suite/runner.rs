@@ -1,7 +1,8 @@
-//! Running the suite: for each scenario, target and point, start the
-//! target, wait until it answers, warm up, run K repetitions with the
-//! in-process generators while sampling the target's CPU and RSS, stop it,
-//! and turn the runs into report rows.
+//! Running the suite: for each scenario and point, start the targets, wait
+//! until they answer, warm up, run K repetitions with the in-process
+//! generators while sampling each target's CPU and RSS, stop them, and
+//! turn the runs into report rows. HTTP points take the targets in turn
+//! (see `http_turns`); WebSocket points run one target after another.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,8 @@ pub struct SuiteOptions {
     pub config: PathBuf,
     /// Targets to run (default: all configured).
     pub targets: Option<Vec<String>>,
+    /// Scenarios to run (default: every configured one).
+    pub scenarios: Option<Vec<String>>,
     /// Output directory (default: `bench/results/run-TIMESTAMP` next to the config).
     pub out: Option<PathBuf>,
     /// Repetitions per point (overrides the config).
@@ -64,6 +67,7 @@ pub struct SuiteOutcome {
 pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
     let config = SuiteConfig::load(&opts.config)?;
     let targets = config.select_targets(opts.targets.as_deref())?;
+    let scenarios = select_scenarios(opts.scenarios.as_deref())?;
     let (bench_dir, repo) = config_dirs(&opts.config);
     let (started, stamp) = environment::timestamps();
     let out_dir = opts
@@ -98,6 +102,7 @@ pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
     let mut lab = Lab {
         config: &config,
         targets,
+        scenarios,
         timing,
         reps_override: opts.reps,
         default_reps: reps,
@@ -142,10 +147,11 @@ fn usable_cpus(cpus: Vec<usize>) -> Vec<usize> {
 }
 
 /// The state of one suite run.
-struct Lab<'a> {
+pub(super) struct Lab<'a> {
     config: &'a SuiteConfig,
-    targets: Vec<String>,
-    timing: Timing,
+    pub(super) targets: Vec<String>,
+    scenarios: Vec<&'static str>,
+    pub(super) timing: Timing,
     reps_override: Option<usize>,
     default_reps: usize,
     quick: bool,
@@ -153,7 +159,7 @@ struct Lab<'a> {
     repo: PathBuf,
     work: PathBuf,
     static_dir: PathBuf,
-    progress: Progress,
+    pub(super) progress: Progress,
     failures: Vec<String>,
     failed_targets: BTreeSet<String>,
     load_cpus: Vec<usize>,
@@ -162,21 +168,21 @@ struct Lab<'a> {
 }
 
 /// The HTTP load of one point and how the target runs for it.
-struct HttpLoad {
+pub(super) struct HttpLoad {
     /// Path (and query) requested.
-    path: String,
+    pub(super) path: String,
     /// Concurrent connections.
-    connections: usize,
+    pub(super) connections: usize,
     /// Keep-alive on; off opens a new connection per request.
-    keep_alive: bool,
+    pub(super) keep_alive: bool,
     /// Target worker processes.
-    workers: usize,
+    pub(super) workers: usize,
     /// CPUs the target runs on.
-    cpus: Vec<usize>,
+    pub(super) cpus: Vec<usize>,
 }
 
 /// `config` for a run of `duration`.
-fn for_duration(config: &HttpConfig, duration: Duration) -> HttpConfig {
+pub(super) fn for_duration(config: &HttpConfig, duration: Duration) -> HttpConfig {
     let mut config = config.clone();
     config.duration = Some(duration);
     config
@@ -197,6 +203,30 @@ fn beyond_fd_limit(target: &str, point: &str, n: usize, hard: u64, limit: &str) 
         )
     })
 }
+
+/// The scenarios named in `wanted` (all of them when `None`), in the
+/// suite's order; an unknown name is an error that lists the known ones.
+fn select_scenarios(wanted: Option<&[String]>) -> Result<Vec<&'static str>, BenchError> {
+    let Some(wanted) = wanted else {
+        return Ok(SCENARIO_NAMES.to_vec());
+    };
+    if let Some(unknown) = wanted
+        .iter()
+        .find(|w| !SCENARIO_NAMES.contains(&w.as_str()))
+    {
+        return Err(BenchError::Config(format!(
+            "unknown scenario \"{unknown}\" (known: {})",
+            SCENARIO_NAMES.join(", ")
+        )));
+    }
+    Ok(SCENARIO_NAMES
+        .into_iter()
+        .filter(|n| wanted.iter().any(|w| w == n))
+        .collect())
+}
+
+/// How the HTTP scenarios order their runs, for their method lines.
+const TURNS: &str = "targets in turn at each point (order reversed every run)";
 
 fn pick<T: Clone>(points: &[T], quick_points: &Option<Vec<T>>, quick: bool) -> Vec<T> {
     match (quick, quick_points) {
@@ -242,7 +272,7 @@ impl Lab<'_> {
     }
 
     fn count_steps(&self) -> usize {
-        SCENARIO_NAMES
+        self.scenarios
             .iter()
             .map(|n| {
                 let per_target = self.points_of(n);
@@ -293,7 +323,7 @@ impl Lab<'_> {
 
     fn run_all(&mut self) -> Vec<ScenarioResult> {
         let mut out = Vec::new();
-        for name in SCENARIO_NAMES {
+        for name in self.scenarios.clone() {
             let result = match name {
                 "generator_check" => self.generator_check(),
                 "hello_keepalive" | "hello_close" => self.hello(name),
@@ -312,7 +342,7 @@ impl Lab<'_> {
     }
 
     /// The row for a target that cannot run this scenario, if any.
-    fn skip_row(&self, scenario: &str, target: &str) -> Option<Row> {
+    pub(super) fn skip_row(&self, scenario: &str, target: &str) -> Option<Row> {
         let t = &self.config.targets[target];
         if t.unsupported.iter().any(|s| s == scenario) {
             return Some(Row::empty(target, "all points", 0.0, Outcome::NotSupported));
@@ -320,7 +350,12 @@ impl Lab<'_> {
         None
     }
 
-    fn start(&mut self, target: &str, workers: usize, cpus: &[usize]) -> Result<Running, String> {
+    pub(super) fn start(
+        &mut self,
+        target: &str,
+        workers: usize,
+        cpus: &[usize],
+    ) -> Result<Running, String> {
         if self.failed_targets.contains(target) {
             return Err("the target did not start earlier in this run".into());
         }
@@ -390,7 +425,7 @@ impl Lab<'_> {
     }
 
     /// HTTP load on `path` of `target` with `connections` connections.
-    fn http_config(
+    pub(super) fn http_config(
         &self,
         target: &str,
         path: &str,
@@ -461,32 +496,13 @@ impl Lab<'_> {
         rows
     }
 
-    /// Starts `target`, warms up and runs `reps` HTTP runs of `config`.
-    fn http_runs(
-        &mut self,
+    pub(super) fn http_row(
+        &self,
         target: &str,
-        workers: usize,
-        cpus: &[usize],
-        config: &HttpConfig,
-        reps: usize,
-    ) -> Result<Runs<HttpReport>, String> {
-        let mut running = self.start(target, workers, cpus)?;
-        if !self.timing.warmup.is_zero() {
-            run_http(&for_duration(config, self.timing.warmup)).map_err(|e| e.to_string())?;
-        }
-        let mut runs = Runs::new(running.pid(), self.timing.sample_interval);
-        let measured = for_duration(config, self.timing.duration);
-        for _ in 0..reps {
-            runs.measure(
-                || run_http(&measured).map_err(|e| e.to_string()),
-                |r| r.requests,
-            )?;
-        }
-        running.stop();
-        Ok(runs)
-    }
-
-    fn http_row(&self, target: &str, point: &str, x: f64, runs: &Runs<HttpReport>) -> Row {
+        point: &str,
+        x: f64,
+        runs: &Runs<HttpReport>,
+    ) -> Row {
         let (mut row, median) = runs.row(target, point, x, |r| r.rps);
         if let Some(i) = median {
             if runs.reports[i].latency_us.count > 0 {
@@ -509,24 +525,6 @@ impl Lab<'_> {
         }
     }
 
-    /// One HTTP point: start, measure, row (or a failed row).
-    fn http_point(
-        &mut self,
-        target: &str,
-        point: &str,
-        x: f64,
-        load: &HttpLoad,
-        reps: usize,
-    ) -> Row {
-        let result = self
-            .http_config(target, &load.path, load.connections, load.keep_alive)
-            .and_then(|config| self.http_runs(target, load.workers, &load.cpus, &config, reps));
-        match result {
-            Ok(runs) => self.http_row(target, point, x, &runs),
-            Err(e) => Row::empty(target, point, x, Outcome::Failed(e)),
-        }
-    }
-
     fn hello(&mut self, name: &str) -> Option<ScenarioResult> {
         let keep_alive = name == "hello_keepalive";
         let s = if keep_alive {
@@ -537,16 +535,15 @@ impl Lab<'_> {
         let conns = s.connections.unwrap_or(self.config.settings.connections);
         let reps = self.reps(s.reps);
         let workers = self.config.settings.workers;
-        let point = format!("{conns} connections");
-        let rows = self.sweep(
+        let rows = self.http_sweep(
             name,
             &[conns],
-            |_| point.clone(),
-            |lab, target, &conns| {
+            |&c| (format!("{c} connections"), c as f64),
+            |lab, target, &c| {
                 let path = lab.config.targets[target].paths.hello.clone();
-                let load = lab.http_load(path, conns, keep_alive);
-                lab.http_point(target, &point, conns as f64, &load, reps)
+                Ok(lab.http_load(path, c, keep_alive))
             },
+            reps,
         );
         Some(ScenarioResult {
             name: name.into(),
@@ -558,7 +555,7 @@ impl Lab<'_> {
             mirrors: if keep_alive { "R1.1, R3" } else { "R3" }.into(),
             x_label: "connections".into(),
             method: format!(
-                "GET / with {conns} connections, {} worker(s), {reps} runs of {:.0?} after a {:.0?} warm-up",
+                "GET / with {conns} connections, {} worker(s), {reps} runs of {:.0?} after a {:.0?} warm-up, {TURNS}",
                 workers, self.timing.duration, self.timing.warmup
             ),
             rows,
@@ -570,15 +567,15 @@ impl Lab<'_> {
         let points = pick(&s.points, &s.quick_points, self.quick);
         let reps = self.reps(s.reps);
         let workers = self.config.settings.workers;
-        let rows = self.sweep(
+        let rows = self.http_sweep(
             "connections",
             &points,
-            |c| format!("{c} connections"),
+            |&c| (format!("{c}"), c as f64),
             |lab, target, &c| {
                 let path = lab.config.targets[target].paths.hello.clone();
-                let load = lab.http_load(path, c, true);
-                lab.http_point(target, &format!("{c}"), c as f64, &load, reps)
+                Ok(lab.http_load(path, c, true))
             },
+            reps,
         );
         Some(ScenarioResult {
             name: "connections".into(),
@@ -586,7 +583,7 @@ impl Lab<'_> {
             mirrors: "R4".into(),
             x_label: "connections".into(),
             method: format!(
-                "GET / at each connection count, {workers} worker(s), {reps} runs of {:.0?}",
+                "GET / at each connection count, {workers} worker(s), {reps} runs of {:.0?}, {TURNS}",
                 self.timing.duration
             ),
             rows,
@@ -612,20 +609,20 @@ impl Lab<'_> {
             .map(usable_cpus)
             .unwrap_or_else(|_| self.load_cpus.clone());
         let _ = pin_current_thread(&lcpus);
-        let mut rows = self.sweep(
+        let mut rows = self.http_sweep(
             "workers",
             &s.points,
-            |n| format!("{n} worker(s)"),
+            |&n| (format!("{n} worker(s)"), n as f64),
             |lab, target, &n| {
-                let load = HttpLoad {
+                Ok(HttpLoad {
                     path: lab.config.targets[target].paths.hello.clone(),
                     connections: conns,
                     keep_alive: true,
                     workers: n,
                     cpus: tcpus.clone(),
-                };
-                lab.http_point(target, &format!("{n} worker(s)"), n as f64, &load, reps)
+                })
             },
+            reps,
         );
         // The rows of each target, in point order: the first is the single worker.
         for target_rows in rows.chunks_mut(s.points.len().max(1)) {
@@ -643,7 +640,7 @@ impl Lab<'_> {
             mirrors: "R1.7".into(),
             x_label: "workers".into(),
             method: format!(
-                "GET / with {conns} connections; target on CPUs {tcpus_text}, load on CPUs {lcpus_text}; efficiency = rate / (N × single-worker rate); {reps} runs of {:.0?}",
+                "GET / with {conns} connections; target on CPUs {tcpus_text}, load on CPUs {lcpus_text}; efficiency = rate / (N × single-worker rate); {reps} runs of {:.0?}, {TURNS}",
                 self.timing.duration
             ),
             rows,
@@ -662,23 +659,18 @@ impl Lab<'_> {
             let made = write_file(&self.static_dir.join(&name), bytes);
             files.push((size.clone(), bytes, name, made));
         }
-        let rows = self.sweep(
+        let rows = self.http_sweep(
             "static_files",
             &files,
-            |(size, ..)| size.clone(),
-            |lab, target, (size, bytes, name, made)| match made {
-                Err(e) => Row::empty(
-                    target,
-                    size,
-                    *bytes as f64,
-                    Outcome::Failed(format!("could not create the file: {e}")),
-                ),
+            |(size, bytes, ..)| (size.clone(), *bytes as f64),
+            |lab, target, (_, _, name, made)| match made {
+                Err(e) => Err(format!("could not create the file: {e}")),
                 Ok(()) => {
                     let path = format!("{}{name}", lab.config.targets[target].paths.static_prefix);
-                    let load = lab.http_load(path, conns, true);
-                    lab.http_point(target, size, *bytes as f64, &load, reps)
+                    Ok(lab.http_load(path, conns, true))
                 }
             },
+            reps,
         );
         Some(ScenarioResult {
             name: "static_files".into(),
@@ -686,7 +678,7 @@ impl Lab<'_> {
             mirrors: "R1.3".into(),
             x_label: "bytes".into(),
             method: format!(
-                "GET /static/FILE with {conns} connections, files created by the suite; peak RSS of all target processes; {reps} runs of {:.0?}",
+                "GET /static/FILE with {conns} connections, files created by the suite; peak RSS of all target processes; {reps} runs of {:.0?}, {TURNS}",
                 self.timing.duration
             ),
             rows,
