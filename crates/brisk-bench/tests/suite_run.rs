@@ -135,6 +135,23 @@ fn an_unknown_target_name_is_a_usage_error() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Options for an in-process suite run of every target with `reps`
+/// repetitions, of one scenario or all of them.
+fn options(config: PathBuf, out: &Path, reps: usize, scenario: Option<&str>) -> SuiteOptions {
+    SuiteOptions {
+        config,
+        targets: None,
+        scenarios: scenario.map(|s| vec![s.to_string()]),
+        out: Some(out.to_path_buf()),
+        reps: Some(reps),
+        quick: false,
+        duration: None,
+        progress: false,
+        note: None,
+        command_line: "brisk-bench suite (test)".into(),
+    }
+}
+
 /// The `hello_server` example, built by `cargo test` next to the test binaries.
 fn hello_server() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -158,19 +175,7 @@ fn a_tiny_target_runs_end_to_end() {
     );
     let config = write_config(&dir, &command, port, "");
     let out = dir.join("out");
-    let outcome = run_suite(&SuiteOptions {
-        config,
-        targets: None,
-        scenarios: None,
-        out: Some(out.clone()),
-        reps: Some(3),
-        quick: false,
-        duration: None,
-        progress: false,
-        note: None,
-        command_line: "brisk-bench suite (test)".into(),
-    })
-    .unwrap();
+    let outcome = run_suite(&options(config, &out, 3, None)).unwrap();
     assert!(outcome.failures.is_empty(), "{:?}", outcome.failures);
     let row = &outcome.report.scenarios[0].rows[0];
     let rate = row.rate.expect("a measured rate");
@@ -225,19 +230,7 @@ points = [2, 4]
     )
     .unwrap();
     let out = dir.join("out");
-    let outcome = run_suite(&SuiteOptions {
-        config,
-        targets: None,
-        scenarios: Some(vec!["connections".into()]),
-        out: Some(out.clone()),
-        reps: Some(2),
-        quick: false,
-        duration: None,
-        progress: false,
-        note: None,
-        command_line: "brisk-bench suite (test)".into(),
-    })
-    .unwrap();
+    let outcome = run_suite(&options(config, &out, 2, Some("connections"))).unwrap();
     assert!(outcome.failures.is_empty(), "{:?}", outcome.failures);
     // Only the chosen scenario ran; its rows are grouped by target, in point order.
     let names: Vec<_> = outcome
