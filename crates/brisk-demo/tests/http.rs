@@ -493,7 +493,8 @@ fn words(len: usize, salt: u32) -> Vec<u8> {
 #[test]
 fn cached_static_files_over_the_sendfile_threshold_pipelined_ranged_and_head() {
     let root = temp_dir("static-sendfile");
-    // Over the sendfile threshold (32 KiB), under the cache limit, several 128 KiB chunks.
+    // Over the sendfile threshold (32 KiB), under the cache limit: several read chunks
+    // (128 KiB) when read, one sendfile chunk (2 MiB) when sent.
     let len = 300_017;
     let contents = words(len, 0);
     std::fs::write(root.join("big.bin"), &contents).unwrap();

@@ -839,7 +839,7 @@ mod tests {
 
         use super::*;
         use crate::http::io::{Activity, WorkerIo};
-        use crate::http::static_files::tests::noise;
+        use crate::http::static_files::tests::{noise, SMALL_CHUNKS};
         use crate::http::static_files::{self, in_page_cache, NowaitRead, Resident};
 
         thread_local! {
@@ -904,7 +904,7 @@ mod tests {
                 let stream = tokio::net::TcpStream::from_std(server).unwrap();
                 let io = HttpIo::new(stream, activity.clone(), Arc::new(WorkerIo::new()));
                 let file = std::fs::File::open(path).unwrap();
-                let mut body = FileBody::new(Arc::new(file), start, count, 10_000)
+                let mut body = FileBody::new(Arc::new(file), start, count, SMALL_CHUNKS)
                     .with_seams(resident, Some(read_at as NowaitRead));
                 let mut out = Output::default();
                 out.stage().extend_from_slice(b"HEAD");
