@@ -87,6 +87,9 @@ struct Args {
     /// Milliseconds an HTTP client has to send a request head before a 408 (default 10000).
     #[arg(long, global = true)]
     header_read_timeout_ms: Option<u64>,
+    /// Milliseconds a TLS client has to finish its handshake (default: the header read timeout).
+    #[arg(long, global = true)]
+    tls_handshake_timeout_ms: Option<u64>,
     /// Seconds a graceful stop or reload waits for in-flight work (default 30).
     #[arg(long, global = true)]
     graceful_timeout: Option<u64>,
@@ -188,10 +191,13 @@ fn build(args: &Args) -> anyhow::Result<App> {
         args.tls_cert.clone().or(file.tls_cert),
         args.tls_key.clone().or(file.tls_key),
     ) {
-        // A TLS handshake gets as long as a request head.
-        (Some(cert), Some(key)) => Some(
-            TlsConfig::from_pem_files(cert, key)?.handshake_timeout(limits.header_read_timeout),
-        ),
+        // A TLS handshake gets as long as a request head unless told otherwise.
+        (Some(cert), Some(key)) => {
+            let handshake = args
+                .tls_handshake_timeout_ms
+                .map_or(limits.header_read_timeout, Duration::from_millis);
+            Some(TlsConfig::from_pem_files(cert, key)?.handshake_timeout(handshake))
+        }
         (None, None) => None,
         _ => anyhow::bail!("--tls-cert and --tls-key go together"),
     };

@@ -334,6 +334,30 @@ fn a_stalled_handshake_is_closed() {
 }
 
 #[test]
+fn a_handshake_closed_by_the_head_sweep_is_counted_once() {
+    // The head timeout (500 ms) runs out long before the handshake timeout (3 s): the sweep
+    // closes the stalled handshake and counts it; the handshake must not time out later
+    // and count it again.
+    let d = demo_with(&["--tls-handshake-timeout-ms=3000".to_string()]);
+    let rejected = d.server.total("rejected").unwrap();
+    let started = Instant::now();
+    let mut s = connect(d.https);
+    s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01]).unwrap();
+    assert_closed(&mut s, Duration::from_secs(5));
+    let closed_after = started.elapsed();
+    assert!(
+        closed_after < Duration::from_millis(2500),
+        "closed after {closed_after:?}: by the handshake timeout, not the head sweep"
+    );
+    // Past the handshake timeout, with room for a late second count to show.
+    std::thread::sleep(Duration::from_millis(3500).saturating_sub(started.elapsed()));
+    assert_eq!(
+        rejected_reaching(&d, rejected + 2, Duration::from_millis(500)),
+        rejected + 1
+    );
+}
+
+#[test]
 fn a_request_head_that_stalls_over_tls_gets_408() {
     let d = demo();
     let rejected = d.server.total("rejected").unwrap();

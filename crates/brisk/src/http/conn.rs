@@ -223,7 +223,13 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
             Some(h1::Exit::Closed) | None => None,
         },
         Some(tls) => Box::pin(async {
-            match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(io)).await {
+            // Driven like the connection: a handshake that the head sweep closes first
+            // (counted there) ends here, instead of timing out and being counted again.
+            let handshake = pin!(tokio::time::timeout(
+                tls.handshake_timeout,
+                tls.acceptor.accept(io)
+            ));
+            match drive(&conn, handshake, |_| {}).await? {
                 Ok(Ok(stream)) => {
                     // The handshake's bytes were not part of a request head.
                     conn.activity.partial.store(false, Relaxed);
