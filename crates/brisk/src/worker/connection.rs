@@ -734,9 +734,7 @@ impl<P: Protocol> Connection<P> {
                 Err(e) => return Some(self.reject(e)),
             }
         }
-        if rbuf.is_empty() && rbuf.capacity() > 0 {
-            *rbuf = BytesMut::new();
-        }
+        let_go_if_empty(rbuf);
         None
     }
 
@@ -795,6 +793,16 @@ impl<P: Protocol> Connection<P> {
     }
 }
 
+/// Replaces an empty read buffer with one that holds no allocation, so that a connection
+/// waiting for its next message keeps no buffer. Capacity alone does not tell: a buffer whose
+/// bytes were all split off into a message (a WebSocket handshake, a Text line) has no spare
+/// capacity but still shares, and so keeps alive, the storage of what it last read.
+fn let_go_if_empty(rbuf: &mut BytesMut) {
+    if rbuf.is_empty() {
+        *rbuf = BytesMut::new();
+    }
+}
+
 /// The text of a panic payload.
 pub(crate) fn panic_message(panic: &Box<dyn Any + Send>) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
@@ -820,5 +828,24 @@ mod tests {
         eprintln!("Inner<Builtin> + Rc header = {builtin} bytes, Inner<WsCodec>: {ws}");
         assert!(builtin <= 256, "{builtin} bytes");
         assert!(ws <= 256, "{ws} bytes");
+    }
+
+    #[test]
+    fn an_emptied_read_buffer_lets_go_of_what_was_split_off() {
+        let mut rbuf = BytesMut::new();
+        rbuf.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        let message = rbuf.split_to(rbuf.len()).freeze();
+        assert_eq!(rbuf.capacity(), 0);
+        let_go_if_empty(&mut rbuf);
+        // Unique again: the idle connection's buffer no longer shares the message's storage.
+        assert!(message.try_into_mut().is_ok());
+    }
+
+    #[test]
+    fn a_read_buffer_with_bytes_left_is_kept() {
+        let mut rbuf = BytesMut::from(&b"one\ntw"[..]);
+        let _line = rbuf.split_to(4);
+        let_go_if_empty(&mut rbuf);
+        assert_eq!(&rbuf[..], b"tw");
     }
 }
