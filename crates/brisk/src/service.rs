@@ -142,7 +142,7 @@ async fn accept_http(shared: Rc<crate::http::HttpShared>, listener: tokio::net::
         &worker,
         || listener.accept(),
         |stream, addr| {
-            let _ = stream.set_nodelay(true);
+            // TCP_NODELAY comes with the second send (`HttpIo`).
             tokio::task::spawn_local(crate::http::serve(shared.clone(), stream, addr));
         },
     )

@@ -86,9 +86,8 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
                     }
                 }
                 Ok(Keep::Close) => {
-                    if out.flush(&io).await.is_ok() {
-                        io.shutdown();
-                    }
+                    // Closing the socket sends FIN after the response: no shutdown call.
+                    let _ = out.flush(&io).await;
                     return Exit::Closed;
                 }
                 Err(_) => return Exit::Closed,

@@ -1,6 +1,7 @@
 //! The socket of an HTTP connection as hyper sees it, counting bytes and activity for the
 //! worker's stats, `connections` and idle timeout.
 
+use std::cell::Cell;
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
@@ -89,6 +90,20 @@ impl Activity {
     }
 }
 
+/// Where a connection stands with Nagle's algorithm: `TCP_NODELAY` is set before the second
+/// send, as nginx does on keep-alive, so that a connection that answers once and closes (no
+/// keep-alive) makes one system call fewer. A first send never waits for Nagle: nothing is in
+/// flight before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nagle {
+    /// Nothing sent yet (or only bytes sent with `MSG_MORE`, which the next send pushes).
+    Unsent,
+    /// One send went out with Nagle on.
+    SentOnce,
+    /// `TCP_NODELAY` is set.
+    NoDelay,
+}
+
 /// A TCP stream implementing hyper's I/O traits through readiness and non-blocking calls.
 pub struct HttpIo {
     stream: TcpStream,
@@ -97,6 +112,7 @@ pub struct HttpIo {
     /// Bytes already received (and counted) that are read again before the socket: what
     /// Brisk's own HTTP/1.1 path hands over to hyper.
     prefix: Bytes,
+    nagle: Cell<Nagle>,
 }
 
 impl HttpIo {
@@ -106,15 +122,40 @@ impl HttpIo {
             activity,
             worker,
             prefix: Bytes::new(),
+            nagle: Cell::new(Nagle::Unsent),
         }
     }
 }
 
 impl HttpIo {
-    /// The socket and any bytes received but not read yet, for an upgrade to another
-    /// protocol.
+    /// The socket (with `TCP_NODELAY` set) and any bytes received but not read yet, for an
+    /// upgrade to another protocol.
     pub(crate) fn into_parts(self) -> (TcpStream, Bytes) {
+        if self.nagle.get() != Nagle::NoDelay {
+            let _ = self.stream.set_nodelay(true);
+        }
         (self.stream, self.prefix)
+    }
+
+    /// Whether `TCP_NODELAY` is set on the socket (for tests).
+    #[cfg(test)]
+    pub(crate) fn nodelay(&self) -> bool {
+        self.stream.nodelay().unwrap_or(false)
+    }
+
+    /// Before a send: from the second one on, sends go out without waiting for Nagle.
+    fn before_send(&self) {
+        if self.nagle.get() == Nagle::SentOnce {
+            let _ = self.stream.set_nodelay(true);
+            self.nagle.set(Nagle::NoDelay);
+        }
+    }
+
+    /// After a send of `n` bytes; `more` when it was sent with `MSG_MORE`.
+    fn after_send(&self, n: usize, more: bool) {
+        if n > 0 && !more && self.nagle.get() == Nagle::Unsent {
+            self.nagle.set(Nagle::SentOnce);
+        }
     }
 
     /// Makes `bytes` the next bytes read, before anything from the socket.
@@ -222,8 +263,9 @@ impl HttpIo {
         flags: libc::c_int,
     ) -> Poll<io::Result<usize>> {
         let fd = self.stream.as_raw_fd();
+        let more = flags & libc::MSG_MORE != 0;
         let flags = flags | libc::MSG_NOSIGNAL;
-        self.poll_write_with(cx, || {
+        self.poll_write_with(cx, more, || {
             let n = match bufs {
                 // SAFETY: `one` is valid for reads of its length during the call.
                 [one] => unsafe { libc::send(fd, one.as_ptr().cast(), one.len(), flags) },
@@ -255,7 +297,7 @@ impl HttpIo {
         let Ok(mut off) = libc::off_t::try_from(*offset) else {
             return Poll::Ready(Err(io::ErrorKind::InvalidInput.into()));
         };
-        let sent = ready!(self.poll_write_with(cx, || {
+        let sent = ready!(self.poll_write_with(cx, false, || {
             // SAFETY: both descriptors are open; `off` is a valid offset
             // the kernel reads and advances.
             let n = unsafe { libc::sendfile(fd, file.as_raw_fd(), &mut off, len) };
@@ -265,17 +307,20 @@ impl HttpIo {
         Poll::Ready(Ok(sent))
     }
 
-    /// Runs `send` (one non-blocking send of some kind) once the socket is writable, again
-    /// after each would-block; counts what went.
+    /// Runs `send` (one non-blocking send of some kind; `more`: with `MSG_MORE`) once the
+    /// socket is writable, again after each would-block; counts what went.
     fn poll_write_with(
         &self,
         cx: &mut Context<'_>,
+        more: bool,
         mut send: impl FnMut() -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
         loop {
             ready!(self.stream.poll_write_ready(cx))?;
+            self.before_send();
             match self.stream.try_io(Interest::WRITABLE, &mut send) {
                 Ok(n) => {
+                    self.after_send(n, more);
                     self.count_out(n);
                     return Poll::Ready(Ok(n));
                 }
@@ -378,5 +423,74 @@ impl tokio::io::AsyncWrite for HttpIo {
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.shutdown();
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::poll_fn;
+    use std::io::Read;
+
+    /// Runs `f` with the server side of a loopback connection as an `HttpIo`, and the
+    /// client side.
+    fn with_io(f: impl AsyncFnOnce(HttpIo, &mut std::net::TcpStream)) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let stream = TcpStream::from_std(server).unwrap();
+            let io = HttpIo::new(
+                stream,
+                Arc::new(Activity::default()),
+                Arc::new(WorkerIo::new()),
+            );
+            f(io, &mut client).await;
+        });
+    }
+
+    async fn send(io: &HttpIo, bytes: &[u8], more: bool) {
+        let bufs = [io::IoSlice::new(bytes)];
+        let n = match more {
+            true => poll_fn(|cx| io.poll_send_more(cx, &bufs)).await,
+            false => poll_fn(|cx| io.poll_send(cx, &bufs)).await,
+        };
+        assert_eq!(n.unwrap(), bytes.len());
+    }
+
+    #[test]
+    fn nodelay_is_set_before_the_second_send_and_not_for_one() {
+        with_io(async |io, client| {
+            assert!(!io.nodelay());
+            send(&io, b"HTTP/1.1 200 OK\r\n", true).await;
+            assert!(
+                !io.nodelay(),
+                "a send with MSG_MORE is not a send of its own"
+            );
+            send(&io, b"content-length: 0\r\n\r\n", false).await;
+            assert!(!io.nodelay(), "one response, one send: no setsockopt");
+            send(&io, b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", false).await;
+            assert!(io.nodelay(), "the second send goes out without Nagle");
+            let mut got = vec![0; 96];
+            let mut n = 0;
+            while n < 76 {
+                n += client.read(&mut got[n..]).unwrap();
+            }
+            assert!(got[..n].ends_with(b"content-length: 0\r\n\r\n"));
+        });
+    }
+
+    #[test]
+    fn an_upgraded_socket_has_nodelay() {
+        with_io(async |io, _client| {
+            send(&io, b"HTTP/1.1 101 Switching Protocols\r\n\r\n", false).await;
+            let (stream, _) = io.into_parts();
+            assert!(stream.nodelay().unwrap());
+        });
     }
 }
