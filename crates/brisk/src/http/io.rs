@@ -476,7 +476,7 @@ mod tests {
             assert!(!io.nodelay(), "one response, one send: no setsockopt");
             send(&io, b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", false).await;
             assert!(io.nodelay(), "the second send goes out without Nagle");
-            let mut got = vec![0; 96];
+            let mut got = [0; 96];
             let mut n = 0;
             while n < 76 {
                 n += client.read(&mut got[n..]).unwrap();
