@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Worker RSS while CLIENTS clients download one SIZE_MIB file at once from /static/ (streamed
-# in 128 KiB chunks by default). Usage: bench/static_rss.sh [CLIENTS] [SIZE_MIB]
+# Worker RSS while CLIENTS clients download one SIZE_MIB file at once from /static/ (sent with
+# sendfile in chunks of up to 2 MiB; under TLS read in 128 KiB chunks).
+# Usage: bench/static_rss.sh [CLIENTS] [SIZE_MIB]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS=${1:-50}
