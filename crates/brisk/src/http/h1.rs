@@ -793,24 +793,11 @@ mod tests {
     #[test]
     fn a_reader_woken_with_nothing_to_read_waits_without_a_buffer() {
         use std::io::Write;
-        use std::os::fd::AsRawFd;
-        use std::sync::Arc;
 
-        use crate::http::io::{Activity, WorkerIo};
+        use crate::http::io::tests::with_io;
 
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (server, _) = listener.accept().unwrap();
-        server.set_nonblocking(true).unwrap();
-        let raw = server.as_raw_fd();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let stream = tokio::net::TcpStream::from_std(server).unwrap();
-            let activity = Arc::new(Activity::default());
-            let mut io = HttpIo::new(stream, activity, Arc::new(WorkerIo::new()));
+        with_io(async |mut io, _, mut client| {
+            let raw = io.raw_fd();
             // A byte makes the socket readable; taking it behind tokio's back leaves it
             // marked readable with nothing to read.
             client.write_all(b"x").unwrap();
@@ -837,7 +824,7 @@ mod tests {
         use std::sync::Arc;
 
         use super::*;
-        use crate::http::io::{Activity, WorkerIo};
+        use crate::http::io::tests::with_io;
         use crate::http::static_files::tests::{noise, SMALL_CHUNKS};
         use crate::http::static_files::{self, in_page_cache, NowaitRead, Resident};
 
@@ -884,31 +871,21 @@ mod tests {
             count: u64,
             resident: Resident,
         ) -> (Vec<u8>, bool, u64, usize) {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-            let (server, _) = listener.accept().unwrap();
-            server.set_nonblocking(true).unwrap();
-            let reader = std::thread::spawn(move || {
-                let mut got = Vec::new();
-                client.read_to_end(&mut got).unwrap();
-                got
-            });
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            READ.with(|c| c.set(0));
-            let (complete, out_bytes) = rt.block_on(async {
-                let activity = Arc::new(Activity::default());
-                let stream = tokio::net::TcpStream::from_std(server).unwrap();
-                let io = HttpIo::new(stream, activity.clone(), Arc::new(WorkerIo::new()));
+            let (reader, complete, out_bytes) = with_io(async |io, activity, mut client| {
+                let reader = std::thread::spawn(move || {
+                    let mut got = Vec::new();
+                    client.read_to_end(&mut got).unwrap();
+                    got
+                });
+                READ.with(|c| c.set(0));
                 let file = std::fs::File::open(path).unwrap();
                 let mut body = FileBody::new(Arc::new(file), start, count, SMALL_CHUNKS)
                     .with_seams(resident, Some(read_at as NowaitRead));
                 let mut out = Output::default();
                 out.stage().extend_from_slice(b"HEAD");
                 let complete = send_file(&io, &mut out, &mut body).await.unwrap();
-                (complete, activity.bytes_out.load(Relaxed))
+                // Dropping `io` closes the socket, which ends the reader.
+                (reader, complete, activity.bytes_out.load(Relaxed))
             });
             (
                 reader.join().unwrap(),

@@ -427,16 +427,18 @@ impl tokio::io::AsyncWrite for HttpIo {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::future::poll_fn;
     use std::io::Read;
 
-    /// Runs `f` with the server side of a loopback connection as an `HttpIo`, and the
-    /// client side.
-    fn with_io(f: impl AsyncFnOnce(HttpIo, &mut std::net::TcpStream)) {
+    /// Runs `f` on a current-thread runtime with the server side of a loopback connection as
+    /// an `HttpIo`, its activity counters, and the client side; returns what `f` returns.
+    pub(crate) fn with_io<R>(
+        f: impl AsyncFnOnce(HttpIo, Arc<Activity>, std::net::TcpStream) -> R,
+    ) -> R {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
         server.set_nonblocking(true).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -445,13 +447,17 @@ mod tests {
             .unwrap();
         rt.block_on(async {
             let stream = TcpStream::from_std(server).unwrap();
-            let io = HttpIo::new(
-                stream,
-                Arc::new(Activity::default()),
-                Arc::new(WorkerIo::new()),
-            );
-            f(io, &mut client).await;
-        });
+            let activity = Arc::new(Activity::default());
+            let io = HttpIo::new(stream, activity.clone(), Arc::new(WorkerIo::new()));
+            f(io, activity, client).await
+        })
+    }
+
+    impl HttpIo {
+        /// The socket's descriptor, to act on it behind tokio's back.
+        pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+            self.stream.as_raw_fd()
+        }
     }
 
     async fn send(io: &HttpIo, bytes: &[u8], more: bool) {
@@ -465,7 +471,7 @@ mod tests {
 
     #[test]
     fn nodelay_is_set_before_the_second_send_and_not_for_one() {
-        with_io(async |io, client| {
+        with_io(async |io, _, mut client| {
             assert!(!io.nodelay());
             send(&io, b"HTTP/1.1 200 OK\r\n", true).await;
             assert!(
@@ -487,7 +493,7 @@ mod tests {
 
     #[test]
     fn an_upgraded_socket_has_nodelay() {
-        with_io(async |io, _client| {
+        with_io(async |io, _, _client| {
             send(&io, b"HTTP/1.1 101 Switching Protocols\r\n\r\n", false).await;
             let (stream, _) = io.into_parts();
             assert!(stream.nodelay().unwrap());
