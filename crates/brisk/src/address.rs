@@ -14,7 +14,7 @@
 //! | `websocket` (or `ws`) | TCP | WebSocket (RFC 6455) |
 //! | `wss`   | TLS over TCP | WebSocket |
 //!
-//! `https` and `wss` listeners need a certificate ([`TlsConfig`](crate::tls::TlsConfig)).
+//! `https` and `wss` listeners need a certificate (`tls::TlsConfig`).
 //!
 //! ```
 //! use brisk::{Address, Scheme};
@@ -39,17 +39,17 @@ pub enum Scheme {
     Udp,
     /// A Unix stream socket, raw bytes.
     Unix,
-    /// TCP with the newline-delimited [`Text`](crate::protocol::Text) protocol.
+    /// TCP with the newline-delimited `protocol::Text` protocol.
     Text,
-    /// TCP with the length-prefixed [`Frame`](crate::protocol::Frame) protocol.
+    /// TCP with the length-prefixed `protocol::Frame` protocol.
     Frame,
-    /// HTTP/1.1 ([`HttpServer`](crate::http::HttpServer)).
+    /// HTTP/1.1 (`http::HttpServer`).
     Http,
-    /// HTTP over TLS ([`HttpServer`](crate::http::HttpServer) with a certificate).
+    /// HTTP over TLS (`http::HttpServer` with a certificate).
     Https,
-    /// WebSocket ([`WsServer`](crate::ws::WsServer)).
+    /// WebSocket (`ws::WsServer`).
     Websocket,
-    /// WebSocket over TLS ([`WsServer`](crate::ws::WsServer) with a certificate).
+    /// WebSocket over TLS (`ws::WsServer` with a certificate).
     Wss,
 }
 

@@ -2,17 +2,20 @@
 //! directory, default limits, graceful-stop timeout, worker user, and the control CLI.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
 
 use crate::cli::{self, Cli, Command};
+use crate::env;
 use crate::error::{Error, Result};
-use crate::server::Limits;
-use crate::service::Service;
-use crate::{master, worker};
+use crate::limits::Limits;
+use crate::master::{self, daemon, MasterConfig};
+use crate::run_paths::RunPaths;
+use crate::runtime::Service;
+use crate::worker::{self, WorkerSpec};
 
 /// A Brisk program: servers, shared settings, and the `start | stop | restart | reload |
 /// status | connections` CLI.
@@ -37,6 +40,15 @@ pub struct App {
     pub(crate) graceful_timeout: Duration,
     pub(crate) user: Option<String>,
     pub(crate) group: Option<String>,
+    pub(crate) logging: Logging,
+}
+
+/// Who sets up logging: see [`App::logging`].
+pub(crate) enum Logging {
+    /// Brisk's subscriber, unless the program installed one already.
+    Default,
+    /// The program's own (or none).
+    Off,
 }
 
 impl App {
@@ -50,6 +62,7 @@ impl App {
             graceful_timeout: Duration::from_secs(30),
             user: None,
             group: None,
+            logging: Logging::Default,
         }
     }
 
@@ -91,19 +104,42 @@ impl App {
         self
     }
 
+    /// Whether Brisk sets up logging (default `true`): a `tracing` subscriber writing to
+    /// standard output at the level in `BRISK_LOG` (default `info`), with records of the `log`
+    /// crate (rustls uses it) passed to it. It does so only if the program has not installed a
+    /// global subscriber of its own before [`run`](Self::run); `false` leaves logging alone.
+    ///
+    /// ```no_run
+    /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
+    /// // The program's own subscriber wins: Brisk sees it and installs none.
+    /// tracing_subscriber::fmt().with_target(true).init();
+    /// brisk::App::new("app").server(server).run();
+    /// ```
+    pub fn logging(mut self, on: bool) -> Self {
+        self.logging = if on { Logging::Default } else { Logging::Off };
+        self
+    }
+
+    fn paths(&self) -> RunPaths {
+        RunPaths {
+            name: self.name.clone(),
+            run_dir: self.run_dir.clone(),
+        }
+    }
+
     /// The pid file: `RUN_DIR/NAME.pid`.
     pub fn pid_file(&self) -> PathBuf {
-        self.run_dir.join(format!("{}.pid", self.name))
+        self.paths().pid_file()
     }
 
     /// The control socket the CLI talks to: `RUN_DIR/NAME.sock`.
     pub fn control_socket(&self) -> PathBuf {
-        self.run_dir.join(format!("{}.sock", self.name))
+        self.paths().control_socket()
     }
 
     /// The daemon's log file: `RUN_DIR/NAME.log`.
     pub fn log_file(&self) -> PathBuf {
-        self.run_dir.join(format!("{}.log", self.name))
+        self.paths().log_file()
     }
 
     /// Parses the command line (`start [-d]`, `stop [-g]`, …) and runs the command.
@@ -118,10 +154,12 @@ impl App {
 
     /// Runs a command parsed by the program's own argument parser (see [`Command`]).
     pub fn run_command(self, command: Command) -> ExitCode {
+        if matches!(self.logging, Logging::Default) {
+            crate::log::init();
+        }
         if is_worker() {
             return self.run_as_worker();
         }
-        crate::log::init();
         let name = self.name.clone();
         match self.dispatch(command) {
             Ok(()) => ExitCode::SUCCESS,
@@ -133,79 +171,61 @@ impl App {
     }
 
     fn dispatch(self, command: Command) -> Result<()> {
+        let paths = self.paths();
+        let graceful_timeout = self.graceful_timeout;
         match command {
             Command::Start { daemon } => self.start(daemon),
             Command::Restart { daemon } => {
-                match cli::stop(&self, false) {
+                match cli::stop(&paths, graceful_timeout, false) {
                     Ok(()) | Err(Error::NotRunning { .. }) => {}
                     Err(e) => return Err(e),
                 }
                 self.start(daemon)
             }
-            Command::Stop { graceful } => cli::stop(&self, graceful),
-            Command::Reload { graceful } => cli::reload(&self, graceful),
-            Command::Status { json } => cli::status(&self, json),
-            Command::Connections { json } => cli::connections(&self, json),
+            Command::Stop { graceful } => cli::stop(&paths, graceful_timeout, graceful),
+            Command::Reload { graceful } => cli::reload(&paths, graceful_timeout, graceful),
+            Command::Status { json } => cli::status(&paths, json),
+            Command::Connections { json } => cli::connections(&paths, json),
         }
     }
 
     fn start(self, daemon: bool) -> Result<()> {
-        if daemon && !master::daemon::is_daemon_child() {
-            master::daemon::start(&self)
-        } else {
-            master::run(self)
+        if daemon && !daemon::is_daemon_child() {
+            return daemon::start(&self.paths());
         }
+        master::run(MasterConfig {
+            paths: self.paths(),
+            listeners: self.services.iter().map(|s| s.listen.clone()).collect(),
+            user: self.user,
+            group: self.group,
+            graceful_timeout: self.graceful_timeout,
+        })
     }
 
-    pub(crate) fn check_run_dir(&self) -> Result<()> {
-        prepare_run_dir(&self.run_dir)
-    }
-}
-
-fn is_worker() -> bool {
-    std::env::var_os(worker::ENV_WORKER).is_some()
-}
-
-impl App {
     fn run_as_worker(self) -> ExitCode {
-        let spec = std::env::var(worker::ENV_WORKER).unwrap_or_default();
-        let parsed = spec
-            .split_once(':')
-            .and_then(|(s, i)| Some((s.parse().ok()?, i.parse().ok()?)));
-        crate::log::init();
-        match parsed {
-            Some((service, index)) => worker::run(self, service, index),
-            None => {
-                eprintln!("{}: bad {} value {spec:?}", self.name, worker::ENV_WORKER);
-                ExitCode::FAILURE
+        let (service, index) = match worker::spec_from_env() {
+            Ok(spec) => spec,
+            Err(e) => {
+                eprintln!("{}: {e}", self.name);
+                return ExitCode::FAILURE;
             }
-        }
+        };
+        let Some(service) = self.services.into_iter().nth(service) else {
+            eprintln!("worker for server {service}, but the app defines fewer servers");
+            return ExitCode::FAILURE;
+        };
+        worker::run(WorkerSpec {
+            service,
+            index,
+            defaults: self.limits,
+            graceful_timeout: self.graceful_timeout,
+        })
     }
 }
 
-/// Creates the run directory if needed; its parent must exist.
-fn prepare_run_dir(dir: &Path) -> Result<()> {
-    let fail = |reason: String| Error::RunDir {
-        path: dir.display().to_string(),
-        reason,
-    };
-    if dir.is_dir() {
-        return Ok(());
-    }
-    if dir.exists() {
-        return Err(fail("it exists and is not a directory".into()));
-    }
-    let parent = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(fail(format!(
-            "its parent directory {} does not exist",
-            parent.display()
-        )));
-    }
-    std::fs::create_dir(dir).map_err(|e| fail(e.to_string()))
+/// Whether the master started this process as a worker.
+fn is_worker() -> bool {
+    env::worker_spec().is_some()
 }
 
 /// Runs a program made only of `servers`, named after the executable, with the default CLI.

@@ -1,15 +1,17 @@
 //! The control CLI every app gets, and its client side: commands that talk to a running master
-//! over its control socket.
+//! over its control socket. It knows the app only by its run paths (where the pid file and
+//! control socket are) and its graceful timeout.
 
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 
-use crate::app::App;
 use crate::error::{Error, Result};
-use crate::ipc::{read_msg, write_msg, ControlReply, ControlRequest, MasterStatus};
+use crate::ipc::codec::{read_msg, write_msg};
+use crate::ipc::{self, ControlReply, ControlRequest, MasterStatus};
 use crate::master::pidfile;
-use crate::stats::ConnectionInfo;
+use crate::run_paths::RunPaths;
+use crate::stats::{ConnectionInfo, WorkerStatus};
 
 /// The default command line: just the control commands.
 #[derive(Debug, Parser)]
@@ -63,7 +65,7 @@ pub enum Command {
 }
 
 /// Sends one request to the running master and returns its reply.
-fn request(app: &App, req: ControlRequest, timeout: Duration) -> Result<ControlReply> {
+fn request(app: &RunPaths, req: ControlRequest, timeout: Duration) -> Result<ControlReply> {
     let pid_file = app.pid_file();
     if pidfile::running_pid(&pid_file).is_none() {
         return Err(not_running(app));
@@ -75,9 +77,10 @@ fn request(app: &App, req: ControlRequest, timeout: Duration) -> Result<ControlR
         .map_err(|e| Error::io("cannot start the CLI runtime", e))?;
     rt.block_on(async {
         let exchange = async {
-            let mut s = tokio::net::UnixStream::connect(&socket).await?;
-            write_msg(&mut s, &req).await?;
-            read_msg::<_, ControlReply>(&mut s).await
+            let (rd, wr) = tokio::net::UnixStream::connect(&socket).await?.into_split();
+            let (mut rd, mut wr) = (ipc::reader(rd), ipc::writer(wr));
+            write_msg(&mut wr, &req).await?;
+            read_msg::<_, ControlReply>(&mut rd).await
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(Ok(Some(reply))) => Ok(reply),
@@ -94,7 +97,7 @@ fn request(app: &App, req: ControlRequest, timeout: Duration) -> Result<ControlR
     })
 }
 
-fn not_running(app: &App) -> Error {
+fn not_running(app: &RunPaths) -> Error {
     Error::NotRunning {
         name: app.name.clone(),
         pid_file: app.pid_file().display().to_string(),
@@ -109,7 +112,7 @@ fn unexpected(reply: ControlReply) -> Error {
 }
 
 /// `stop [-g]`: asks the master to stop and waits until it has exited.
-pub(crate) fn stop(app: &App, graceful: bool) -> Result<()> {
+pub(crate) fn stop(app: &RunPaths, graceful_timeout: Duration, graceful: bool) -> Result<()> {
     let pid = pidfile::running_pid(&app.pid_file()).ok_or_else(|| not_running(app))?;
     if let Err(e) = request(
         app,
@@ -127,7 +130,7 @@ pub(crate) fn stop(app: &App, graceful: bool) -> Result<()> {
         unsafe { libc::kill(pid, sig) };
     }
     let limit = if graceful {
-        app.graceful_timeout + Duration::from_secs(10)
+        graceful_timeout + Duration::from_secs(10)
     } else {
         Duration::from_secs(15)
     };
@@ -147,8 +150,8 @@ pub(crate) fn stop(app: &App, graceful: bool) -> Result<()> {
 }
 
 /// `reload [-g]`: replaces every worker and waits until done.
-pub(crate) fn reload(app: &App, graceful: bool) -> Result<()> {
-    let timeout = app.graceful_timeout * 2 + Duration::from_secs(60);
+pub(crate) fn reload(app: &RunPaths, graceful_timeout: Duration, graceful: bool) -> Result<()> {
+    let timeout = graceful_timeout * 2 + Duration::from_secs(60);
     match request(app, ControlRequest::Reload { graceful }, timeout)? {
         ControlReply::Done(msg) => {
             println!("{msg}");
@@ -159,7 +162,7 @@ pub(crate) fn reload(app: &App, graceful: bool) -> Result<()> {
 }
 
 /// `status [--json]`.
-pub(crate) fn status(app: &App, json: bool) -> Result<()> {
+pub(crate) fn status(app: &RunPaths, json: bool) -> Result<()> {
     match request(app, ControlRequest::Status, Duration::from_secs(10))? {
         ControlReply::Status(s) => {
             if json {
@@ -174,7 +177,7 @@ pub(crate) fn status(app: &App, json: bool) -> Result<()> {
 }
 
 /// `connections [--json]`.
-pub(crate) fn connections(app: &App, json: bool) -> Result<()> {
+pub(crate) fn connections(app: &RunPaths, json: bool) -> Result<()> {
     match request(app, ControlRequest::Connections, Duration::from_secs(30))? {
         ControlReply::Connections(list) => {
             if json {
@@ -247,7 +250,7 @@ pub fn format_status(s: &MasterStatus) -> String {
             duration_short(w.uptime_s)
         );
     }
-    let sum = |f: fn(&crate::stats::WorkerStatus) -> u64| s.workers.iter().map(f).sum::<u64>();
+    let sum = |f: fn(&WorkerStatus) -> u64| s.workers.iter().map(f).sum::<u64>();
     out += &format!(
         "{:<width$}  {:>6}  {:>8}  {:>10}  {:>11}  {:>11}  {:>6}  {:>8}  {:>7}  {:>8}\n",
         "total",

@@ -21,18 +21,47 @@
 //! Listeners are written `scheme://host:port` ([`Address`]); protocols turn bytes into
 //! messages ([`protocol`]); [`timer`] runs callbacks on the worker loop; [`Limits`] keep
 //! slow or hostile peers from growing a worker's memory.
+//!
+//! ## Layers
+//!
+//! Each layer imports only from the layers below it; no two files import each other, directly
+//! or around a circle.
+//!
+//! ```text
+//!  app + cli        app.rs (what to run), cli.rs (talks to the master through the run paths)
+//!  process roles    master/ (plan, supervisor, control socket, daemon, pid file),
+//!                   worker.rs (the worker entry: takes its spec, answers the master)
+//!  builders         server.rs (Server, UdpServer), http/server.rs (HttpServer),
+//!                   ws/server.rs (WsServer): each turns into a runtime Service
+//!  protocols        protocol/ (the Protocol trait; text, frame, raw), http/ (own HTTP/1.1
+//!                   path, hyper glue, static files, SSE), ws/ (codec, deflate, endpoint,
+//!                   groups): each owns its set-up and its sweeps
+//!  worker runtime   runtime/ (worker context and registry, streams and TLS sessions,
+//!                   connections, accept loops, sweeps, UDP, Service), timer.rs
+//!  core types       address, error, limits, listen, stats, env, run_paths, tls (config),
+//!                   ipc/ (wire types and codec), log
+//! ```
+//!
+//! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
+//! [`protocol::Protocol`] (decode, encode, heartbeat, handshake state) for connections the
+//! runtime drives, and the registry's connection view (downcast by the protocol's own sweep)
+//! for HTTP, which drives its connections itself. The runtime never names HTTP or WebSocket.
 
 mod address;
 mod app;
 pub mod cli;
+mod env;
 mod error;
 pub mod http;
 mod ipc;
+mod limits;
+mod listen;
 mod log;
 mod master;
 pub mod protocol;
+mod run_paths;
+mod runtime;
 mod server;
-mod service;
 pub mod stats;
 pub mod timer;
 pub mod tls;
@@ -44,12 +73,14 @@ pub use app::{run_all, App};
 pub use cli::Command;
 pub use error::{Error, Result};
 pub use ipc::MasterStatus;
-pub use server::{BoxError, HandlerOutput, Limits, Server, UdpServer};
-pub use service::Service;
-pub use worker::connection::{Connection, SendError};
-pub use worker::stream::PeerAddr;
-pub use worker::udp::UdpPeer;
-pub use worker::WorkerInfo;
+pub use limits::Limits;
+pub use runtime::connection::{Connection, SendError};
+pub use runtime::context::WorkerInfo;
+pub use runtime::handler::{BoxError, HandlerOutput};
+pub use runtime::service::Service;
+pub use runtime::stream::PeerAddr;
+pub use runtime::udp::UdpPeer;
+pub use server::{Server, UdpServer};
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

@@ -20,52 +20,19 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::future::LocalBoxFuture;
 
 use crate::address::{Address, Scheme};
 use crate::error::{Error, Result};
+use crate::limits::LimitOverrides;
+use crate::listen::ListenConfig;
 use crate::protocol::{Builtin, Protocol};
-use crate::worker::connection::Connection;
-use crate::worker::udp::UdpPeer;
-use crate::worker::WorkerInfo;
-
-/// What a handler's error turns into: logged and counted as `throw_exception`.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-/// What a callback may return: `()` or `Result<(), E>`.
-pub trait HandlerOutput {
-    /// The error, if any.
-    fn into_result(self) -> Result<(), BoxError>;
-}
-
-impl HandlerOutput for () {
-    fn into_result(self) -> Result<(), BoxError> {
-        Ok(())
-    }
-}
-
-impl<E: Into<BoxError>> HandlerOutput for std::result::Result<(), E> {
-    fn into_result(self) -> Result<(), BoxError> {
-        self.map_err(Into::into)
-    }
-}
-
-pub(crate) type HandlerFuture = LocalBoxFuture<'static, Result<(), BoxError>>;
-pub(crate) type ConnCallback<P> = Rc<dyn Fn(Connection<P>) -> HandlerFuture>;
-pub(crate) type MessageCallback<P> =
-    Rc<dyn Fn(Connection<P>, <P as Protocol>::Message) -> HandlerFuture>;
-pub(crate) type ErrorCallback<P> = Rc<dyn Fn(Connection<P>, std::io::Error) -> HandlerFuture>;
-pub(crate) type WorkerCallback = Rc<dyn Fn(WorkerInfo) -> HandlerFuture>;
-pub(crate) type DatagramCallback = Rc<dyn Fn(UdpPeer, Bytes) -> HandlerFuture>;
-
-/// Boxes a callback's future, turning its output into a `Result`.
-pub(crate) fn boxed<Fut>(fut: Fut) -> HandlerFuture
-where
-    Fut: Future + 'static,
-    Fut::Output: HandlerOutput,
-{
-    Box::pin(async move { fut.await.into_result() })
-}
+use crate::runtime::accept::{accept_tcp, accept_unix};
+use crate::runtime::connection::{Callbacks, Connection, ServerShared};
+use crate::runtime::handler::{boxed, HandlerOutput};
+use crate::runtime::listener::Listener;
+use crate::runtime::sweep::{sweep_handshakes, sweep_idle};
+use crate::runtime::udp::{self, DatagramCallback, UdpPeer};
+use crate::runtime::{Service, WorkerCallbacks};
 
 /// The setters every server builder shares: process count, SO_REUSEPORT, backlog, and the
 /// worker callbacks. For builders with `listen: ListenConfig` and `worker_callbacks` fields.
@@ -99,8 +66,9 @@ macro_rules! builder_setters {
             Fut: std::future::Future + 'static,
             Fut::Output: $crate::HandlerOutput,
         {
-            self.worker_callbacks.on_worker_start =
-                Some(std::rc::Rc::new(move |w| $crate::server::boxed(f(w))));
+            self.worker_callbacks.on_worker_start = Some(std::rc::Rc::new(move |w| {
+                $crate::runtime::handler::boxed(f(w))
+            }));
             self
         }
 
@@ -111,8 +79,9 @@ macro_rules! builder_setters {
             Fut: std::future::Future + 'static,
             Fut::Output: $crate::HandlerOutput,
         {
-            self.worker_callbacks.on_worker_stop =
-                Some(std::rc::Rc::new(move |w| $crate::server::boxed(f(w))));
+            self.worker_callbacks.on_worker_stop = Some(std::rc::Rc::new(move |w| {
+                $crate::runtime::handler::boxed(f(w))
+            }));
             self
         }
     };
@@ -147,128 +116,6 @@ macro_rules! connection_callback_setter {
             self
         }
     };
-}
-
-/// Limits that protect a worker from slow or hostile peers. Set defaults on the
-/// [`App`](crate::App) and override them per server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Bytes queued for one connection before `send` fails and `on_buffer_full` fires.
-    /// Default 2 MiB.
-    pub max_send_buffer: usize,
-    /// Largest message a peer may send; a larger one closes the connection. Default 10 MiB.
-    pub max_package_size: usize,
-    /// Close a connection after this long without receiving anything. Default: off.
-    pub idle_timeout: Option<Duration>,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_send_buffer: 2 << 20,
-            max_package_size: 10 << 20,
-            idle_timeout: None,
-        }
-    }
-}
-
-/// Per-server overrides of the app's [`Limits`].
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct LimitOverrides {
-    pub(crate) max_send_buffer: Option<usize>,
-    pub(crate) max_package_size: Option<usize>,
-    pub(crate) idle_timeout: Option<Option<Duration>>,
-}
-
-impl LimitOverrides {
-    pub(crate) fn apply(&self, defaults: Limits) -> Limits {
-        Limits {
-            max_send_buffer: self.max_send_buffer.unwrap_or(defaults.max_send_buffer),
-            max_package_size: self.max_package_size.unwrap_or(defaults.max_package_size),
-            idle_timeout: self.idle_timeout.unwrap_or(defaults.idle_timeout),
-        }
-    }
-}
-
-/// How a server's listeners are set up; shared by every kind of server.
-#[derive(Debug, Clone)]
-pub(crate) struct ListenConfig {
-    pub address: Address,
-    pub workers: Option<usize>,
-    pub reuse_port: bool,
-    pub backlog: u32,
-    pub tls: Option<crate::tls::TlsConfig>,
-}
-
-impl ListenConfig {
-    pub(crate) fn new(address: Address) -> Self {
-        ListenConfig {
-            address,
-            workers: None,
-            reuse_port: true,
-            backlog: 1024,
-            tls: None,
-        }
-    }
-
-    /// TLS is configured exactly where the scheme needs it (or allows it: `tcp`, `text`,
-    /// `frame`).
-    pub(crate) fn check_tls(&self) -> Result<()> {
-        let scheme = self.address.scheme();
-        let problem: &str = match (scheme, self.tls.is_some()) {
-            (Scheme::Https | Scheme::Wss, false) => {
-                "needs a certificate: add .tls(brisk::tls::TlsConfig::from_pem_files(cert, key)?)"
-            }
-            (Scheme::Http, true) => "has a certificate: write https:// to serve TLS",
-            (Scheme::Websocket, true) => "has a certificate: write wss:// to serve TLS",
-            (Scheme::Udp | Scheme::Unix, true) => "cannot serve TLS (TCP listeners only)",
-            _ => return Ok(()),
-        };
-        Err(Error::Config(format!("{}: {problem}", self.address)))
-    }
-
-    /// The rustls configuration for this listener, offering `alpn`.
-    pub(crate) fn tls_config(
-        &self,
-        alpn: &[&[u8]],
-    ) -> Option<std::sync::Arc<rustls::ServerConfig>> {
-        self.tls.as_ref().map(|t| t.server_config(alpn))
-    }
-
-    /// Unix sockets cannot be shared with SO_REUSEPORT: the master always binds them.
-    pub(crate) fn shared_by_master(&self) -> bool {
-        !self.reuse_port || self.address.scheme() == Scheme::Unix
-    }
-}
-
-/// The callbacks every worker-level service has.
-#[derive(Clone, Default)]
-pub(crate) struct WorkerCallbacks {
-    pub on_worker_start: Option<WorkerCallback>,
-    pub on_worker_stop: Option<WorkerCallback>,
-}
-
-/// The callbacks of a stream server.
-pub(crate) struct Callbacks<P: Protocol> {
-    pub on_connect: Option<ConnCallback<P>>,
-    pub on_message: Option<MessageCallback<P>>,
-    pub on_close: Option<ConnCallback<P>>,
-    pub on_error: Option<ErrorCallback<P>>,
-    pub on_buffer_full: Option<ConnCallback<P>>,
-    pub on_buffer_drain: Option<ConnCallback<P>>,
-}
-
-impl<P: Protocol> Default for Callbacks<P> {
-    fn default() -> Self {
-        Callbacks {
-            on_connect: None,
-            on_message: None,
-            on_close: None,
-            on_error: None,
-            on_buffer_full: None,
-            on_buffer_drain: None,
-        }
-    }
 }
 
 /// A stream listener with a protocol and Workerman-style callbacks.
@@ -437,5 +284,73 @@ impl UdpServer {
     {
         self.on_message = Some(Rc::new(move |p, d| boxed(f(p, d))));
         self
+    }
+}
+
+impl<P: Protocol> From<Server<P>> for Service {
+    fn from(server: Server<P>) -> Self {
+        let Server {
+            listen,
+            protocol,
+            limits,
+            worker_callbacks,
+            callbacks,
+        } = server;
+        let tls = listen.tls_config(&[]);
+        let tls_handshake = listen.tls.as_ref().map(|t| t.handshake_deadline());
+        Service {
+            listen,
+            worker_callbacks,
+            limits,
+            start: Box::new(move |worker, listener, limits| {
+                let shared = Rc::new(ServerShared {
+                    worker: worker.clone(),
+                    callbacks,
+                    limits,
+                    protocol,
+                });
+                if let Some(timeout) = tls_handshake {
+                    tokio::task::spawn_local(sweep_handshakes(worker.clone(), timeout));
+                }
+                if let Some(timeout) = limits.idle_timeout {
+                    tokio::task::spawn_local(sweep_idle(worker, timeout));
+                }
+                match listener {
+                    Listener::Tcp(l) => {
+                        let l = tokio::net::TcpListener::from_std(l)?;
+                        tokio::task::spawn_local(accept_tcp(shared, l, tls));
+                    }
+                    Listener::Unix(l) => {
+                        let l = tokio::net::UnixListener::from_std(l)?;
+                        tokio::task::spawn_local(accept_unix(shared, l));
+                    }
+                    Listener::Udp(_) => unreachable!("Server never takes a udp:// address"),
+                }
+                Ok(())
+            }),
+        }
+    }
+}
+
+impl From<UdpServer> for Service {
+    fn from(server: UdpServer) -> Self {
+        let UdpServer {
+            listen,
+            worker_callbacks,
+            on_message,
+        } = server;
+        Service {
+            listen,
+            worker_callbacks,
+            limits: LimitOverrides::default(),
+            start: Box::new(move |worker, listener, _limits| {
+                let Listener::Udp(s) = listener else {
+                    unreachable!("UdpServer only takes udp:// addresses")
+                };
+                let s = tokio::net::UdpSocket::from_std(s)?;
+                tokio::task::spawn_local(udp::serve(worker, s, on_message));
+                Ok(())
+            }),
+        }
     }
 }

@@ -8,7 +8,7 @@ use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 
 use super::static_files::FileBody;
-use crate::server::BoxError;
+use crate::runtime::handler::BoxError;
 
 /// A response body: empty, one buffer (no allocation beyond the bytes), or any
 /// [`http_body::Body`] boxed (streams, files, SSE).

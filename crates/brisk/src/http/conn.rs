@@ -21,14 +21,15 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::handler::DynHandler;
 use super::head_timeout::HeadTimeoutIo;
 use super::io::{Activity, HttpIo};
-use super::server::{DynHandler, HttpLimits};
+use super::limits::HttpLimits;
 use super::{h1, Body, RequestBody};
-use crate::server::Limits;
+use crate::limits::Limits;
+use crate::runtime::handler::panic_message;
+use crate::runtime::{ConnView, WorkerCtx};
 use crate::stats::{ConnectionInfo, Stats};
-use crate::worker::connection::{panic_message, ConnView};
-use crate::worker::WorkerCtx;
 
 /// What every connection of one HTTP server in one worker shares.
 pub(crate) struct HttpShared {
@@ -107,31 +108,14 @@ impl HttpConn {
             w.wake();
         }
     }
-}
 
-impl ConnView for HttpConn {
-    fn info(&self) -> ConnectionInfo {
-        let a = &self.activity;
-        let bytes = (a.bytes_in.load(Relaxed), a.bytes_out.load(Relaxed));
-        self.worker
-            .connection_info(self.id, &self.remote, bytes, self.opened)
-    }
-    fn drain(&self) {
-        self.draining.set(true);
-        self.wake();
-    }
-    fn idle_secs(&self, now: u32) -> u32 {
-        now.saturating_sub(self.activity.last_active.load(Relaxed))
-    }
-    fn destroy(&self) {
-        self.destroyed.set(true);
-        self.wake();
-    }
-    fn head_overdue(&self, now_ms: u64, limit_ms: u64) -> bool {
+    /// Whether a request head has been pending for `limit_ms` or more.
+    pub(super) fn head_overdue(&self, now_ms: u64, limit_ms: u64) -> bool {
         let since = self.activity.head_pending_since();
         !self.h2.get() && since.is_some_and(|t| now_ms.saturating_sub(t) >= limit_ms)
     }
-    fn reject_slow_head(&self) {
+    /// Answers (408) and closes a connection whose request head is overdue.
+    pub(super) fn reject_slow_head(&self) {
         if self.destroyed.get() {
             return;
         }
@@ -167,6 +151,29 @@ impl ConnView for HttpConn {
         }
         Stats::add(&self.worker.stats.rejected, 1);
         self.destroy();
+    }
+}
+
+impl ConnView for HttpConn {
+    fn info(&self) -> ConnectionInfo {
+        let a = &self.activity;
+        let bytes = (a.bytes_in.load(Relaxed), a.bytes_out.load(Relaxed));
+        self.worker
+            .connection_info(self.id, &self.remote, bytes, self.opened)
+    }
+    fn drain(&self) {
+        self.draining.set(true);
+        self.wake();
+    }
+    fn idle_secs(&self, now: u32) -> u32 {
+        now.saturating_sub(self.activity.last_active.load(Relaxed))
+    }
+    fn destroy(&self) {
+        self.destroyed.set(true);
+        self.wake();
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
@@ -342,7 +349,7 @@ impl Drop for ClearBusyOnDrop {
 
 impl http_body::Body for ClearBusyOnDrop {
     type Data = bytes::Bytes;
-    type Error = crate::server::BoxError;
+    type Error = crate::runtime::handler::BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,

@@ -9,47 +9,12 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-/// Byte counters and a coarse clock for all HTTP connections of one worker. Atomic because
-/// hyper requires its I/O to be `Send` (for upgrades), although a worker never leaves its
-/// thread.
-#[derive(Debug)]
-pub(crate) struct WorkerIo {
-    pub bytes_in: AtomicU64,
-    pub bytes_out: AtomicU64,
-    pub started: Instant,
-    /// Milliseconds since `started`, as of the last [`tick`](Self::tick): reads and writes
-    /// stamp activity with it instead of reading the clock every time.
-    now_ms: AtomicU64,
-}
-
-impl WorkerIo {
-    pub(crate) fn new() -> Self {
-        WorkerIo {
-            bytes_in: AtomicU64::new(0),
-            bytes_out: AtomicU64::new(0),
-            started: Instant::now(),
-            now_ms: AtomicU64::new(0),
-        }
-    }
-
-    /// Advances the coarse clock; returns the time in milliseconds since the worker started.
-    pub(crate) fn tick(&self) -> u64 {
-        let now = self.started.elapsed().as_millis() as u64;
-        self.now_ms.store(now, Relaxed);
-        now
-    }
-
-    /// The coarse clock: milliseconds since the worker started, as of the last tick.
-    pub(crate) fn now_ms(&self) -> u64 {
-        self.now_ms.load(Relaxed)
-    }
-}
+pub(crate) use crate::runtime::io_counters::WorkerIo;
 
 /// Per-connection counters and state shared between the socket adapter and the registry.
 #[derive(Debug, Default)]
@@ -203,7 +168,7 @@ impl HttpIo {
             match r {
                 Ok(n) => {
                     if n < dst.len() {
-                        crate::worker::stream::drained(&self.stream);
+                        crate::runtime::tcp_read::drained(&self.stream);
                     }
                     if n > 0 {
                         let a = &self.activity;

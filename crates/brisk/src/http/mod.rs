@@ -9,20 +9,22 @@
 pub mod body;
 mod conn;
 mod h1;
+mod handler;
 mod head_timeout;
 mod io;
+mod limits;
 mod request_body;
 mod response_head;
 mod server;
 pub mod sse;
+mod start;
 pub mod static_files;
 
 pub use body::Body;
 pub use io::HttpIo;
+pub use limits::HttpLimits;
 pub use request_body::RequestBody;
-pub use server::{HttpLimits, HttpServer};
+pub use server::HttpServer;
 
-pub(crate) use conn::{serve, HttpShared, TlsShared};
 pub(crate) use head_timeout::HeadTimeoutIo;
-pub(crate) use io::WorkerIo as WorkerIoCounters;
 pub(crate) use response_head::has_token;

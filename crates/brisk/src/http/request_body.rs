@@ -8,7 +8,7 @@ use http_body::{Frame, SizeHint};
 use http_body_util::Limited;
 use hyper::body::Incoming;
 
-use crate::server::BoxError;
+use crate::runtime::handler::BoxError;
 
 /// A request body, limited to the server's max package size: reading past it fails with
 /// [`http_body_util::LengthLimitError`] (axum turns that into 413).

@@ -3,48 +3,20 @@
 
 use std::future::Future;
 use std::rc::Rc;
-use std::time::Duration;
 
-use super::{Body, RequestBody};
-use crate::address::{Address, Scheme};
-use crate::error::{Error, Result};
-use crate::server::{BoxError, LimitOverrides, ListenConfig, WorkerCallbacks};
-use futures_util::future::LocalBoxFuture;
 use futures_util::FutureExt;
 use http::{Request, Response};
 
-pub(crate) type DynHandler =
-    Rc<dyn Fn(Request<RequestBody>) -> LocalBoxFuture<'static, Result<Response<Body>, BoxError>>>;
-
-/// HTTP limits. The body limit is the server's max package size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HttpLimits {
-    /// Largest request head (request line and headers) in bytes; over it: 431. Default 16 KiB
-    /// (hyper's minimum is 8 KiB).
-    pub max_header_bytes: usize,
-    /// Most header lines in a request; over it: 431. Default 100.
-    pub max_headers: usize,
-    /// Time a client has to send a complete request head; then 408 and close (slowloris).
-    /// Default 10 s.
-    pub header_read_timeout: Duration,
-    /// A keep-alive connection idle this long is closed. Default 75 s.
-    pub keep_alive_timeout: Duration,
-    /// Close a connection after this many requests (`Connection: close` on the last).
-    /// Default: no limit.
-    pub max_requests_per_connection: Option<u64>,
-}
-
-impl Default for HttpLimits {
-    fn default() -> Self {
-        HttpLimits {
-            max_header_bytes: 16 * 1024,
-            max_headers: 100,
-            header_read_timeout: Duration::from_secs(10),
-            keep_alive_timeout: Duration::from_secs(75),
-            max_requests_per_connection: None,
-        }
-    }
-}
+use super::handler::DynHandler;
+use super::limits::HttpLimits;
+use super::{Body, RequestBody};
+use crate::address::{Address, Scheme};
+use crate::error::{Error, Result};
+use crate::limits::LimitOverrides;
+use crate::listen::ListenConfig;
+use crate::runtime::handler::BoxError;
+use crate::runtime::listener::Listener;
+use crate::runtime::{Service, WorkerCallbacks};
 
 /// An HTTP/1.1 server: keep-alive, pipelining, chunked bodies both ways, `Expect:
 /// 100-continue`, HEAD, upgrades (WebSocket).
@@ -137,5 +109,39 @@ impl HttpServer {
     pub fn http_limits(mut self, limits: HttpLimits) -> Self {
         self.http = limits;
         self
+    }
+}
+
+impl From<HttpServer> for Service {
+    fn from(server: HttpServer) -> Self {
+        let HttpServer {
+            listen,
+            limits: overrides,
+            http,
+            worker_callbacks,
+            handler,
+            http2,
+        } = server;
+        let alpn: &[&[u8]] = if http2 {
+            &[b"h2", b"http/1.1"]
+        } else {
+            &[b"http/1.1"]
+        };
+        let tls = listen.tls_config(alpn);
+        let tls_handshake = listen.tls.as_ref().map(|t| t.handshake_deadline());
+        let handler = handler.unwrap_or_else(super::start::not_found_handler);
+        Service {
+            listen,
+            worker_callbacks,
+            limits: overrides,
+            start: Box::new(move |worker, listener, limits| {
+                let Listener::Tcp(l) = listener else {
+                    unreachable!("HttpServer only takes http:// and https:// addresses")
+                };
+                let l = tokio::net::TcpListener::from_std(l)?;
+                super::start::start(worker, l, limits, http, handler, tls.zip(tls_handshake));
+                Ok(())
+            }),
+        }
     }
 }

@@ -22,7 +22,7 @@ use http_body::Frame;
 use tokio::sync::mpsc;
 
 use super::Body;
-use crate::server::BoxError;
+use crate::runtime::handler::BoxError;
 
 /// Events a subscriber may lag behind before it is dropped.
 const QUEUE: usize = 256;

@@ -1,58 +1,69 @@
-//! The control socket: the CLI's way into a running master.
+//! The control socket: the CLI's way into a running master. It knows the master only through
+//! [`Controlled`], so the supervisor can be read (and changed) without it.
 
+use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::rc::Rc;
 
 use tokio::net::UnixListener;
-use tokio::sync::oneshot;
 
-use super::supervisor::{Event, Supervisor};
 use crate::error::{Error, Result};
-use crate::ipc::{read_msg, write_msg, ControlReply, ControlRequest};
+use crate::ipc::codec::{read_msg, write_msg};
+use crate::ipc::{self, ControlReply, ControlRequest, MasterStatus};
+use crate::stats::ConnectionInfo;
 
-/// Listens on the plan's control socket until the returned handle is dropped.
-pub(crate) fn serve(sup: Rc<Supervisor>) -> Result<tokio::task::JoinHandle<()>> {
-    let path = sup.plan.control_socket.clone();
-    let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path)
+/// What the control socket asks of the master.
+pub(crate) trait Controlled: 'static {
+    /// The whole app's status.
+    fn status(&self) -> impl Future<Output = MasterStatus>;
+    /// Every open connection of every worker.
+    fn connections(&self) -> impl Future<Output = Vec<ConnectionInfo>>;
+    /// Begins to stop (the master exits once its workers have).
+    fn stop(&self, graceful: bool);
+    /// Replaces every worker; resolves to what happened, or why it stopped.
+    fn reload(&self, graceful: bool) -> impl Future<Output = Result<String, String>>;
+}
+
+/// Listens on `path` until the returned handle is aborted or dropped with the runtime.
+pub(crate) fn serve<C: Controlled>(
+    master: Rc<C>,
+    path: &Path,
+) -> Result<tokio::task::JoinHandle<()>> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)
         .map_err(|e| Error::io(format!("cannot open control socket {}", path.display()), e))?;
-    let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
     Ok(tokio::task::spawn_local(async move {
         loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
+            let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            let sup = sup.clone();
+            let master = master.clone();
             tokio::task::spawn_local(async move {
-                let Ok(Some(req)) = read_msg::<_, ControlRequest>(&mut stream).await else {
+                let (rd, wr) = stream.into_split();
+                let (mut rd, mut wr) = (ipc::reader(rd), ipc::writer(wr));
+                let Ok(Some(req)) = read_msg::<_, ControlRequest>(&mut rd).await else {
                     return;
                 };
-                let reply = handle(&sup, req).await;
-                let _ = write_msg(&mut stream, &reply).await;
+                let reply = handle(&*master, req).await;
+                let _ = write_msg(&mut wr, &reply).await;
             });
         }
     }))
 }
 
-async fn handle(sup: &Rc<Supervisor>, req: ControlRequest) -> ControlReply {
+async fn handle<C: Controlled>(master: &C, req: ControlRequest) -> ControlReply {
     match req {
-        ControlRequest::Status => ControlReply::Status(sup.status().await),
-        ControlRequest::Connections => ControlReply::Connections(sup.connections().await),
+        ControlRequest::Status => ControlReply::Status(master.status().await),
+        ControlRequest::Connections => ControlReply::Connections(master.connections().await),
         ControlRequest::Stop { graceful } => {
-            let _ = sup.events.send(Event::Stop { graceful });
+            master.stop(graceful);
             ControlReply::Done("stopping".into())
         }
-        ControlRequest::Reload { graceful } => {
-            let (tx, rx) = oneshot::channel();
-            let _ = sup.events.send(Event::Reload {
-                graceful,
-                done: Some(tx),
-            });
-            match rx.await {
-                Ok(Ok(msg)) => ControlReply::Done(msg),
-                Ok(Err(msg)) => ControlReply::Error(msg),
-                Err(_) => ControlReply::Error("the master stopped during the reload".into()),
-            }
-        }
+        ControlRequest::Reload { graceful } => match master.reload(graceful).await {
+            Ok(msg) => ControlReply::Done(msg),
+            Err(msg) => ControlReply::Error(msg),
+        },
     }
 }

@@ -10,32 +10,25 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::pidfile;
-use crate::app::App;
+use crate::env::ENV_DAEMON;
 use crate::error::{Error, Result};
-
-/// Set in the environment of the background master.
-const ENV_DAEMON: &str = "BRISK_DAEMON";
+use crate::run_paths::RunPaths;
 
 /// Whether this process is the background master started by [`start`].
 pub(crate) fn is_daemon_child() -> bool {
     std::env::var_os(ENV_DAEMON).is_some()
 }
 
-/// Removes the daemon marker so workers do not inherit it.
-pub(crate) fn clear_marker(cmd: &mut tokio::process::Command) {
-    cmd.env_remove(ENV_DAEMON);
-}
-
 /// Starts the master in the background and waits until it is serving.
-pub(crate) fn start(app: &App) -> Result<()> {
-    app.check_run_dir()?;
-    if let Some(pid) = pidfile::running_pid(&app.pid_file()) {
+pub(crate) fn start(paths: &RunPaths) -> Result<()> {
+    paths.prepare()?;
+    if let Some(pid) = pidfile::running_pid(&paths.pid_file()) {
         return Err(Error::AlreadyRunning {
-            name: app.name.clone(),
+            name: paths.name.clone(),
             pid,
         });
     }
-    let log_path = app.log_file();
+    let log_path = paths.log_file();
     let log = OpenOptions::new()
         .create(true)
         .append(true)
@@ -70,12 +63,12 @@ pub(crate) fn start(app: &App) -> Result<()> {
                 tail.trim_end()
             )));
         }
-        let ready = pidfile::running_pid(&app.pid_file()) == Some(child.id() as i32)
-            && std::os::unix::net::UnixStream::connect(app.control_socket()).is_ok();
+        let ready = pidfile::running_pid(&paths.pid_file()) == Some(child.id() as i32)
+            && std::os::unix::net::UnixStream::connect(paths.control_socket()).is_ok();
         if ready {
             println!(
                 "{} started in the background: master pid {}, log {}",
-                app.name,
+                paths.name,
                 child.id(),
                 log_path.display()
             );

@@ -7,15 +7,30 @@ pub(crate) mod daemon;
 pub(crate) mod pidfile;
 mod supervisor;
 
-use std::ffi::CString;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::address::{Endpoint, Scheme};
-use crate::app::App;
 use crate::error::{Error, Result};
-use crate::worker::listener::Listener;
+use crate::listen::ListenConfig;
+use crate::run_paths::RunPaths;
+use crate::runtime::listener::Listener;
+
+/// What the app asks the master to run: the listeners of its servers, in order, and how to
+/// run their workers.
+pub(crate) struct MasterConfig {
+    /// Where the pid file and control socket go.
+    pub paths: RunPaths,
+    /// One per server, in the order the app added them (a worker's spec names the index).
+    pub listeners: Vec<ListenConfig>,
+    /// Run workers as this user (when the master runs as root).
+    pub user: Option<String>,
+    /// Run workers with this group (when the master runs as root).
+    pub group: Option<String>,
+    /// How long a graceful stop or reload lets in-flight work run.
+    pub graceful_timeout: Duration,
+}
 
 /// What the supervisor needs to start one server's workers.
 pub(crate) struct ServicePlan {
@@ -49,17 +64,18 @@ impl Plan {
 }
 
 /// Runs the master in this process until it is told to stop.
-pub(crate) fn run(app: App) -> Result<()> {
-    app.check_run_dir()?;
-    let pid_file = app.pid_file();
+pub(crate) fn run(config: MasterConfig) -> Result<()> {
+    let paths = &config.paths;
+    paths.prepare()?;
+    let pid_file = paths.pid_file();
     if let Some(pid) = pidfile::running_pid(&pid_file) {
         return Err(Error::AlreadyRunning {
-            name: app.name.clone(),
+            name: paths.name.clone(),
             pid,
         });
     }
-    if app.services.is_empty() {
-        return Err(Error::Config(format!("{} defines no servers", app.name)));
+    if config.listeners.is_empty() {
+        return Err(Error::Config(format!("{} defines no servers", paths.name)));
     }
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -67,8 +83,7 @@ pub(crate) fn run(app: App) -> Result<()> {
     let mut services = Vec::new();
     let mut keep_open = Vec::new();
     let mut unix_paths = Vec::new();
-    for svc in &app.services {
-        let l = &svc.listen;
+    for l in &config.listeners {
         l.check_tls()?;
         let workers = l.workers.unwrap_or(cpus);
         if workers == 0 {
@@ -107,17 +122,17 @@ pub(crate) fn run(app: App) -> Result<()> {
             listen_fd,
         });
     }
-    warn_about_reuse_port_reloads(&app);
-    let (uid, gid) = resolve_identity(&app)?;
+    warn_about_reuse_port_reloads(&config.listeners);
+    let (uid, gid) = resolve_identity(config.user.as_deref(), config.group.as_deref())?;
     let plan = Plan {
-        name: app.name.clone(),
+        name: paths.name.clone(),
         exe: std::env::current_exe().map_err(|e| Error::io("cannot find this program", e))?,
         args: std::env::args_os().skip(1).collect(),
         services,
         uid,
         gid,
-        graceful_timeout: app.graceful_timeout,
-        control_socket: app.control_socket(),
+        graceful_timeout: config.graceful_timeout,
+        control_socket: paths.control_socket(),
     };
     pidfile::write(&pid_file)
         .map_err(|e| Error::io(format!("cannot write pid file {}", pid_file.display()), e))?;
@@ -132,11 +147,10 @@ pub(crate) fn run(app: App) -> Result<()> {
 
 /// With SO_REUSEPORT each worker has its own accept queue; unless the kernel migrates a closing
 /// socket's queue (net.ipv4.tcp_migrate_req = 1), a reload resets connections queued there.
-fn warn_about_reuse_port_reloads(app: &App) {
-    let reuse = app
-        .services
+fn warn_about_reuse_port_reloads(listeners: &[ListenConfig]) {
+    let reuse = listeners
         .iter()
-        .any(|s| !s.listen.shared_by_master() && s.listen.address.scheme() != Scheme::Udp);
+        .any(|l| !l.shared_by_master() && l.address.scheme() != Scheme::Udp);
     if !reuse {
         return;
     }
@@ -152,41 +166,32 @@ fn warn_about_reuse_port_reloads(app: &App) {
 }
 
 /// Looks up the configured worker user and group; only root can switch.
-fn resolve_identity(app: &App) -> Result<(Option<u32>, Option<u32>)> {
-    if app.user.is_none() && app.group.is_none() {
+fn resolve_identity(user: Option<&str>, group: Option<&str>) -> Result<(Option<u32>, Option<u32>)> {
+    use nix::unistd::{geteuid, Group, User};
+    if user.is_none() && group.is_none() {
         return Ok((None, None));
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !geteuid().is_root() {
         tracing::warn!("not running as root: workers keep the current user and group");
         return Ok((None, None));
     }
+    let lookup_failed = |what: &str, name: &str, e: nix::Error| {
+        Error::Config(format!("cannot look up {what} {name:?}: {e}"))
+    };
     let mut uid = None;
     let mut gid = None;
-    if let Some(user) = &app.user {
-        let c = CString::new(user.as_str())
-            .map_err(|_| Error::Config(format!("bad user name {user:?}")))?;
-        // SAFETY: getpwnam returns a pointer into static storage or null; we copy out at once.
-        let pw = unsafe { libc::getpwnam(c.as_ptr()) };
-        if pw.is_null() {
-            return Err(Error::Config(format!("no such user {user:?}")));
-        }
-        // SAFETY: non-null result of getpwnam.
-        unsafe {
-            uid = Some((*pw).pw_uid);
-            gid = Some((*pw).pw_gid);
-        }
+    if let Some(name) = user {
+        let u = User::from_name(name)
+            .map_err(|e| lookup_failed("user", name, e))?
+            .ok_or_else(|| Error::Config(format!("no such user {name:?}")))?;
+        uid = Some(u.uid.as_raw());
+        gid = Some(u.gid.as_raw());
     }
-    if let Some(group) = &app.group {
-        let c = CString::new(group.as_str())
-            .map_err(|_| Error::Config(format!("bad group name {group:?}")))?;
-        // SAFETY: as above, for getgrnam.
-        let gr = unsafe { libc::getgrnam(c.as_ptr()) };
-        if gr.is_null() {
-            return Err(Error::Config(format!("no such group {group:?}")));
-        }
-        // SAFETY: non-null result of getgrnam.
-        gid = Some(unsafe { (*gr).gr_gid });
+    if let Some(name) = group {
+        let g = Group::from_name(name)
+            .map_err(|e| lookup_failed("group", name, e))?
+            .ok_or_else(|| Error::Config(format!("no such group {name:?}")))?;
+        gid = Some(g.gid.as_raw());
     }
     Ok((uid, gid))
 }

@@ -16,14 +16,13 @@ use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use super::{control, daemon, Plan};
+use super::control::{self, Controlled};
+use super::Plan;
+use crate::env::{ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
 use crate::error::{Error, Result};
-use crate::ipc::{
-    read_packet, write_broadcast, write_msg, MasterStatus, Packet, ToMaster, ToWorker,
-};
+use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
+use crate::ipc::{self, BroadcastFrames, MasterStatus, Packet, ToMaster, ToWorker};
 use crate::stats::{ConnectionInfo, WorkerStatus};
-use crate::worker::{ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
-use crate::ws::BroadcastFrames;
 
 /// How long a new worker may take to open its listener and run `on_worker_start`.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -33,7 +32,7 @@ const YOUNG: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// What the master loop acts on.
-pub(crate) enum Event {
+enum Event {
     Stop {
         graceful: bool,
     },
@@ -51,7 +50,7 @@ struct Channel {
 }
 
 /// One worker process.
-pub(crate) struct Worker {
+struct Worker {
     pub pid: i32,
     slot: usize,
     started: Instant,
@@ -99,8 +98,8 @@ impl Worker {
     }
 }
 
-pub(crate) struct Supervisor {
-    pub plan: Plan,
+struct Supervisor {
+    plan: Plan,
     slots: Vec<(usize, usize)>,
     current: RefCell<Vec<Option<Rc<Worker>>>>,
     live: RefCell<HashMap<i32, Rc<Worker>>>,
@@ -110,7 +109,7 @@ pub(crate) struct Supervisor {
     restarts: Cell<u64>,
     started: Instant,
     exited: Notify,
-    pub events: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<Event>,
 }
 
 /// Starts the workers and supervises them until a stop; the master's whole life.
@@ -144,7 +143,7 @@ pub(crate) fn run(plan: Plan) -> Result<()> {
             sup.stop_all(false).await;
             return Err(Error::Config(msg));
         }
-        let control = control::serve(sup.clone())?;
+        let control = control::serve(sup.clone(), &sup.plan.control_socket)?;
         tracing::info!(
             "{} started: master pid {}, {}",
             sup.plan.name,
@@ -259,7 +258,8 @@ impl Supervisor {
             .env(ENV_IPC_FD, "3")
             .env_remove(ENV_LISTEN_FD)
             .stdin(Stdio::null());
-        daemon::clear_marker(&mut cmd);
+        // Workers are not background masters, whatever the master is.
+        cmd.env_remove(ENV_DAEMON);
         if listen_hi.is_some() {
             cmd.env(ENV_LISTEN_FD, "4");
         }
@@ -292,7 +292,8 @@ impl Supervisor {
         let pid = child.id().unwrap_or(0) as i32;
         ours.set_nonblocking(true)?;
         let stream = tokio::net::UnixStream::from_std(ours)?;
-        let (mut rd, mut wr) = stream.into_split();
+        let (rd, wr) = stream.into_split();
+        let (mut rd, mut wr) = (ipc::reader(rd), ipc::writer(wr));
         let (tx, mut rx) = mpsc::unbounded_channel::<ToWorker>();
         let (ready_tx, ready_rx) = oneshot::channel();
         let channel = Rc::new(Channel {
@@ -507,7 +508,7 @@ impl Supervisor {
     }
 
     /// Asks every worker for its status.
-    pub(crate) async fn status(&self) -> MasterStatus {
+    async fn status(&self) -> MasterStatus {
         let workers = self.current_workers();
         let answers = futures_util::future::join_all(
             workers
@@ -534,7 +535,7 @@ impl Supervisor {
     }
 
     /// Asks every worker for its connections.
-    pub(crate) async fn connections(&self) -> Vec<ConnectionInfo> {
+    async fn connections(&self) -> Vec<ConnectionInfo> {
         let workers = self.current_workers();
         let answers = futures_util::future::join_all(
             workers
@@ -549,6 +550,32 @@ impl Supervisor {
                 _ => Vec::new(),
             })
             .collect()
+    }
+}
+
+impl Controlled for Supervisor {
+    async fn status(&self) -> MasterStatus {
+        Supervisor::status(self).await
+    }
+
+    async fn connections(&self) -> Vec<ConnectionInfo> {
+        Supervisor::connections(self).await
+    }
+
+    fn stop(&self, graceful: bool) {
+        let _ = self.events.send(Event::Stop { graceful });
+    }
+
+    async fn reload(&self, graceful: bool) -> std::result::Result<String, String> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.events.send(Event::Reload {
+            graceful,
+            done: Some(tx),
+        });
+        match rx.await {
+            Ok(result) => result,
+            Err(_) => Err("the master stopped during the reload".into()),
+        }
     }
 }
 

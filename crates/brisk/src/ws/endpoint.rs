@@ -4,7 +4,6 @@
 use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -13,18 +12,15 @@ use http::{header, HeaderValue, Request, Response, StatusCode};
 use super::codec::{Handshake, WsCodec, WsFrame};
 use super::deflate::{self, Agreement};
 use super::{group, Message, Utf8Bytes};
-use crate::address::{Address, Scheme};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::http::{has_token, Body, HeadTimeoutIo, HttpIo};
-use crate::server::{
-    boxed, BoxError, Callbacks, HandlerFuture, HandlerOutput, LimitOverrides, Limits, ListenConfig,
-    WorkerCallbacks,
-};
-use crate::tls::TlsSocket;
-use crate::worker::connection::{serve_with, Connection, ServerShared};
-use crate::worker::stream::{PeerAddr, Stream};
-use crate::worker::{self, WorkerCtx};
-use crate::SendError;
+use crate::limits::Limits;
+use crate::runtime::connection::{serve_with, Callbacks, Connection, SendError, ServerShared};
+use crate::runtime::context::{self as worker, WorkerCtx};
+use crate::runtime::handler::{boxed, BoxError, HandlerFuture, HandlerOutput};
+use crate::runtime::stream::{PeerAddr, Stream};
+use crate::runtime::sweep::close_stalled_handshakes;
+use crate::runtime::tls_stream::TlsSocket;
 
 type OpenFn = Rc<dyn Fn(WsConnection, Handshake) -> HandlerFuture>;
 type MessageFn = Rc<dyn Fn(WsConnection, Message) -> HandlerFuture>;
@@ -167,7 +163,11 @@ impl WsEndpoint {
     }
 
     /// The per-worker state of this endpoint, made on first use.
-    fn shared(&self, worker: &Rc<WorkerCtx>, limits: Limits) -> Rc<ServerShared<WsCodec>> {
+    pub(super) fn shared(
+        &self,
+        worker: &Rc<WorkerCtx>,
+        limits: Limits,
+    ) -> Rc<ServerShared<WsCodec>> {
         if let Some(s) = self.inner.shared.borrow().as_ref() {
             return s.clone();
         }
@@ -416,7 +416,7 @@ async fn heartbeat(worker: Rc<WorkerCtx>, ping: Duration, dead: Duration, handsh
     loop {
         tick.tick().await;
         let now = worker.uptime_secs();
-        crate::service::close_stalled_handshakes(&worker, handshake_s);
+        close_stalled_handshakes(&worker, handshake_s);
         for c in worker.connections_where(|c| c.idle_secs(now) >= ping_s && c.has_heartbeat()) {
             if c.idle_secs(now) >= dead_s {
                 tracing::debug!("closing a WebSocket connection that stopped answering pings");
@@ -451,59 +451,6 @@ fn take_upgraded(upgraded: hyper::upgrade::Upgraded) -> Option<(Stream, BytesMut
                 BytesMut::from(&parts.read_buf[..]),
             ))
         }
-    }
-}
-
-/// A `websocket://` or `wss://` listener serving a [`WsEndpoint`].
-pub struct WsServer {
-    pub(crate) listen: ListenConfig,
-    pub(crate) limits: LimitOverrides,
-    pub(crate) worker_callbacks: WorkerCallbacks,
-    pub(crate) endpoint: WsEndpoint,
-}
-
-impl WsServer {
-    /// A server for a `websocket://host:port` or `wss://host:port` address (`wss` needs
-    /// [`tls`](Self::tls)).
-    pub fn new(address: &str) -> Result<Self> {
-        let address: Address = address.parse()?;
-        if !matches!(address.scheme(), Scheme::Websocket | Scheme::Wss) {
-            return Err(Error::Config(format!(
-                "{address}: WsServer needs a websocket:// or wss:// address"
-            )));
-        }
-        Ok(WsServer {
-            listen: ListenConfig::new(address),
-            limits: LimitOverrides::default(),
-            worker_callbacks: WorkerCallbacks::default(),
-            endpoint: WsEndpoint::new(),
-        })
-    }
-
-    /// What to do with the connections.
-    pub fn endpoint(mut self, endpoint: WsEndpoint) -> Self {
-        self.endpoint = endpoint;
-        self
-    }
-
-    crate::server::builder_setters!();
-    crate::server::tls_setter!("required by `wss://`");
-
-    /// Overrides [`Limits::max_send_buffer`] for this server.
-    pub fn max_send_buffer(mut self, bytes: usize) -> Self {
-        self.limits.max_send_buffer = Some(bytes);
-        self
-    }
-
-    pub(crate) fn start(
-        endpoint: WsEndpoint,
-        worker: Rc<WorkerCtx>,
-        listener: tokio::net::TcpListener,
-        limits: Limits,
-        tls: Option<Arc<rustls::ServerConfig>>,
-    ) {
-        let shared = endpoint.shared(&worker, limits);
-        tokio::task::spawn_local(crate::service::accept_tcp(shared, listener, tls));
     }
 }
 

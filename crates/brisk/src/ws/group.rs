@@ -10,12 +10,13 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use super::codec::encode_message;
 use super::deflate::{self, Agreement, MAX_WINDOW_BITS};
 use super::Message;
-use crate::worker;
+use crate::ipc::BroadcastFrames;
+use crate::runtime::context as worker;
 
 #[derive(Default)]
 struct Groups {
@@ -30,18 +31,6 @@ struct Joined {
     groups: Vec<Rc<str>>,
     /// It takes the compressed frame of a broadcast.
     deflate: bool,
-}
-
-/// A broadcast message encoded for every member: as it is, and compressed for the members
-/// that negotiated permessage-deflate.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BroadcastFrames {
-    /// The frame as it is.
-    pub plain: Bytes,
-    /// The frame compressed with no context takeover and the full window, for members that
-    /// negotiated permessage-deflate with that window (those that asked for a smaller one get
-    /// `plain`); None when no endpoint of this process offers compression.
-    pub deflated: Option<Bytes>,
 }
 
 thread_local! {

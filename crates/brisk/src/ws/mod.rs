@@ -17,11 +17,13 @@ pub(crate) mod codec;
 mod deflate;
 mod endpoint;
 mod group;
+mod server;
 
 pub use codec::Handshake;
-pub use endpoint::{WsConnection, WsEndpoint, WsServer};
+pub use endpoint::{WsConnection, WsEndpoint};
+pub(crate) use group::deliver_local;
 pub use group::{broadcast, local_members};
-pub(crate) use group::{deliver_local, BroadcastFrames};
+pub use server::WsServer;
 pub use tungstenite::Utf8Bytes;
 
 use bytes::Bytes;

@@ -10,7 +10,7 @@ use std::path::Path;
 use socket2::{Domain, SockAddr, Socket, Type};
 
 use crate::address::{Endpoint, Scheme};
-use crate::server::ListenConfig;
+use crate::listen::ListenConfig;
 
 /// An open listening socket (or bound UDP socket), not yet registered with a runtime.
 #[derive(Debug)]

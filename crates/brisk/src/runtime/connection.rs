@@ -21,10 +21,12 @@ use futures_util::future::CatchUnwind;
 use futures_util::FutureExt;
 use tokio::time::Sleep;
 
+use super::conn_view::ConnView;
+use super::context::WorkerCtx;
+use super::handler::{panic_message, BoxError, HandlerFuture};
 use super::stream::{PeerAddr, Stream};
-use super::WorkerCtx;
+use crate::limits::Limits;
 use crate::protocol::{Builtin, Protocol, ProtocolError};
-use crate::server::{Callbacks, HandlerFuture, Limits};
 use crate::stats::{ConnectionInfo, Stats};
 
 /// Size of the worker-wide read scratch buffer: the most one read takes.
@@ -70,7 +72,7 @@ mod flag {
 type Handler = CatchUnwind<AssertUnwindSafe<HandlerFuture>>;
 
 /// What a finished `on_message` future left: its result, or its panic.
-type HandlerOutcome = Result<Result<(), crate::server::BoxError>, Box<dyn Any + Send>>;
+type HandlerOutcome = Result<Result<(), BoxError>, Box<dyn Any + Send>>;
 
 /// The message loop's own state, kept in one place so the wait captures one pointer.
 struct LoopState {
@@ -88,6 +90,37 @@ enum Event {
     Readable,
     Writable,
     Timer,
+}
+
+/// A callback that takes the connection only.
+pub(crate) type ConnCallback<P> = Rc<dyn Fn(Connection<P>) -> HandlerFuture>;
+/// `on_message`: the connection and one decoded message.
+pub(crate) type MessageCallback<P> =
+    Rc<dyn Fn(Connection<P>, <P as Protocol>::Message) -> HandlerFuture>;
+/// `on_error`: the connection and the I/O error that ended it.
+pub(crate) type ErrorCallback<P> = Rc<dyn Fn(Connection<P>, io::Error) -> HandlerFuture>;
+
+/// The callbacks of a stream server.
+pub(crate) struct Callbacks<P: Protocol> {
+    pub on_connect: Option<ConnCallback<P>>,
+    pub on_message: Option<MessageCallback<P>>,
+    pub on_close: Option<ConnCallback<P>>,
+    pub on_error: Option<ErrorCallback<P>>,
+    pub on_buffer_full: Option<ConnCallback<P>>,
+    pub on_buffer_drain: Option<ConnCallback<P>>,
+}
+
+impl<P: Protocol> Default for Callbacks<P> {
+    fn default() -> Self {
+        Callbacks {
+            on_connect: None,
+            on_message: None,
+            on_close: None,
+            on_error: None,
+            on_buffer_full: None,
+            on_buffer_drain: None,
+        }
+    }
 }
 
 /// What a server shares with all its connections in one worker.
@@ -397,41 +430,6 @@ impl<P: Protocol> Inner<P> {
     }
 }
 
-/// What the registry needs from a connection, whatever its protocol.
-pub(crate) trait ConnView {
-    fn info(&self) -> ConnectionInfo;
-    /// Graceful stop: finish the handler in progress, flush, close.
-    fn drain(&self);
-    /// Seconds since bytes last arrived.
-    fn idle_secs(&self, now: u32) -> u32;
-    fn destroy(&self);
-    /// Writes bytes already in wire form; false if the connection cannot take them.
-    fn send_raw(&self, _bytes: &[u8]) -> bool {
-        false
-    }
-    /// Sends the protocol's heartbeat, if it has one.
-    fn keepalive(&self) {}
-    /// Whether the protocol has a heartbeat (the heartbeat sweep only looks at those).
-    fn has_heartbeat(&self) -> bool {
-        false
-    }
-    /// Seconds since the connection opened, while its TLS session or its protocol is still
-    /// in its opening handshake.
-    fn handshake_age(&self, _now: u32) -> Option<u32> {
-        None
-    }
-    /// Counts a connection closed for bad or missing input.
-    fn count_rejected(&self) {}
-    /// Whether a request head has been pending for `limit_ms` or more (HTTP).
-    fn head_overdue(&self, _now_ms: u64, _limit_ms: u64) -> bool {
-        false
-    }
-    /// Answers and closes a connection whose request head is overdue.
-    fn reject_slow_head(&self) {
-        self.destroy();
-    }
-}
-
 impl<P: Protocol> ConnView for Inner<P> {
     fn info(&self) -> ConnectionInfo {
         let bytes = (self.bytes_in.get(), self.bytes_out.get());
@@ -448,6 +446,9 @@ impl<P: Protocol> ConnView for Inner<P> {
     fn destroy(&self) {
         self.set(flag::DESTROYED);
         self.notify();
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
     }
     fn send_raw(&self, bytes: &[u8]) -> bool {
         self.send_bytes(bytes)
@@ -800,17 +801,6 @@ impl<P: Protocol> Connection<P> {
 fn let_go_if_empty(rbuf: &mut BytesMut) {
     if rbuf.is_empty() {
         *rbuf = BytesMut::new();
-    }
-}
-
-/// The text of a panic payload.
-pub(crate) fn panic_message(panic: &Box<dyn Any + Send>) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_string()
     }
 }
 

@@ -8,9 +8,12 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use tokio::net::UdpSocket;
 
-use super::WorkerCtx;
-use crate::server::DatagramCallback;
+use super::context::WorkerCtx;
+use super::handler::{panic_message, HandlerFuture};
 use crate::stats::Stats;
+
+/// `on_message` of a UDP server: the sender and the datagram.
+pub(crate) type DatagramCallback = Rc<dyn Fn(UdpPeer, Bytes) -> HandlerFuture>;
 
 /// The sender of a datagram, with the socket to answer on.
 #[derive(Clone)]
@@ -72,7 +75,7 @@ pub(crate) async fn serve(
                 }
                 Err(p) => {
                     Stats::add(&w.stats.throw_exception, 1);
-                    tracing::error!(%peer, panic = super::connection::panic_message(&p), "datagram handler panicked");
+                    tracing::error!(%peer, panic = panic_message(&p), "datagram handler panicked");
                 }
             }
         });

@@ -1,0 +1,21 @@
+//! The environment variables through which a master tells the processes it starts who they
+//! are: the same binary runs as CLI, master, background master and worker.
+
+/// Names the worker to run: `SERVICE:INDEX`.
+pub(crate) const ENV_WORKER: &str = "BRISK_WORKER";
+/// The descriptor of the worker's end of the control socketpair.
+pub(crate) const ENV_IPC_FD: &str = "BRISK_IPC_FD";
+/// The descriptor of the listener the master bound, if it did.
+pub(crate) const ENV_LISTEN_FD: &str = "BRISK_LISTEN_FD";
+/// Set in the environment of a background master started by `start -d`.
+pub(crate) const ENV_DAEMON: &str = "BRISK_DAEMON";
+
+/// This process's worker spec (`SERVICE:INDEX`), if the master started it as a worker.
+pub(crate) fn worker_spec() -> Option<String> {
+    std::env::var_os(ENV_WORKER).map(|v| v.to_string_lossy().into_owned())
+}
+
+/// The descriptor number in variable `name`, if set.
+pub(crate) fn fd(name: &str) -> Option<i32> {
+    std::env::var(name).ok()?.parse().ok()
+}

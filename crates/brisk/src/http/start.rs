@@ -1,0 +1,101 @@
+//! Starting an HTTP server in a worker: hyper's settings, the accept loop, and HTTP's own
+//! sweep (request heads that arrive too slowly, keep-alive connections idle too long).
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::conn::{serve, HttpConn, HttpShared, TlsShared};
+use super::handler::DynHandler;
+use super::limits::HttpLimits;
+use super::Body;
+use crate::limits::Limits;
+use crate::runtime::accept::accept_loop;
+use crate::runtime::sweep::close_idle;
+use crate::runtime::WorkerCtx;
+
+/// The handler of a server given none: 404 for everything.
+pub(super) fn not_found_handler() -> DynHandler {
+    Rc::new(|_req| {
+        Box::pin(async {
+            let mut r = http::Response::new(Body::from("no handler\n"));
+            *r.status_mut() = http::StatusCode::NOT_FOUND;
+            Ok(r)
+        })
+    })
+}
+
+/// Serves `listener` in `worker` until the worker stops; `tls` is the rustls configuration
+/// and handshake timeout of an `https://` listener.
+pub(super) fn start(
+    worker: Rc<WorkerCtx>,
+    listener: tokio::net::TcpListener,
+    limits: Limits,
+    http: HttpLimits,
+    handler: DynHandler,
+    tls: Option<(Arc<rustls::ServerConfig>, Duration)>,
+) {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // Brisk times request heads itself (`sweep_http`): hyper's timer would arm and disarm a
+    // timer for every request.
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(None)
+        .max_buf_size(http.max_header_bytes.max(8192))
+        .max_headers(http.max_headers)
+        .keep_alive(true)
+        .pipeline_flush(false);
+    let shared = Rc::new(HttpShared {
+        worker: worker.clone(),
+        handler,
+        limits,
+        http,
+        builder,
+        tls: tls.map(|(c, handshake)| TlsShared::new(c, &http, handshake)),
+    });
+    tokio::task::spawn_local(sweep_http(
+        worker,
+        http.keep_alive_timeout,
+        http.header_read_timeout,
+    ));
+    tokio::task::spawn_local(accept_http(shared, listener));
+}
+
+async fn accept_http(shared: Rc<HttpShared>, listener: tokio::net::TcpListener) {
+    let worker = shared.worker.clone();
+    accept_loop(
+        &worker,
+        || listener.accept(),
+        |stream, addr| {
+            // TCP_NODELAY comes with the second send (`HttpIo`).
+            tokio::task::spawn_local(serve(shared.clone(), stream, addr));
+        },
+    )
+    .await;
+}
+
+/// HTTP's clock: advances the worker's coarse clock, answers request heads that take longer
+/// than `header_timeout` with 408, and closes keep-alive connections idle for `keep_alive`.
+async fn sweep_http(worker: Rc<WorkerCtx>, keep_alive: Duration, header_timeout: Duration) {
+    let idle_limit = keep_alive.as_secs().max(1) as u32;
+    let period = (keep_alive.min(header_timeout) / 4)
+        .clamp(Duration::from_millis(50), Duration::from_secs(1));
+    // Heads are stamped with a clock up to one period old: allow for it.
+    let head_limit = (header_timeout + period).as_millis() as u64;
+    let mut tick = tokio::time::interval(period);
+    loop {
+        tick.tick().await;
+        let now_ms = worker.io.tick();
+        let overdue = |c: &dyn crate::runtime::ConnView| {
+            c.as_any()
+                .downcast_ref::<HttpConn>()
+                .is_some_and(|h| h.head_overdue(now_ms, head_limit))
+        };
+        for conn in worker.connections_where(overdue) {
+            if let Some(h) = conn.as_any().downcast_ref::<HttpConn>() {
+                h.reject_slow_head();
+            }
+        }
+        close_idle(&worker, idle_limit);
+    }
+}

@@ -1,0 +1,94 @@
+//! The messages of the two control channels: master ↔ worker (a socketpair per worker) and
+//! CLI → master (the control socket).
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{ConnectionInfo, WorkerStatus};
+
+/// Master to worker.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum ToWorker {
+    /// Frames for the members of a group (sent as a binary packet, not JSON).
+    #[serde(skip)]
+    Broadcast {
+        group: String,
+        frames: BroadcastFrames,
+    },
+    /// Reply with [`ToMaster::Status`].
+    Status,
+    /// Reply with [`ToMaster::Connections`].
+    Connections,
+    /// Stop: stop accepting; if graceful, let in-flight work finish first.
+    Stop { graceful: bool },
+}
+
+/// Worker to master.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum ToMaster {
+    /// Listeners are open and `on_worker_start` has run.
+    Ready,
+    /// The worker cannot start; the message says why.
+    Failed(String),
+    /// Answer to [`ToWorker::Status`].
+    Status(WorkerStatus),
+    /// Answer to [`ToWorker::Connections`].
+    Connections(Vec<ConnectionInfo>),
+}
+
+/// CLI to master.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum ControlRequest {
+    Status,
+    Connections,
+    Stop { graceful: bool },
+    Reload { graceful: bool },
+}
+
+/// Master to CLI.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum ControlReply {
+    Status(MasterStatus),
+    Connections(Vec<ConnectionInfo>),
+    Done(String),
+    Error(String),
+}
+
+/// The whole app's status as the master sees it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MasterStatus {
+    /// The app's name.
+    pub name: String,
+    /// The master's pid.
+    pub master_pid: i32,
+    /// Seconds since the master started.
+    pub uptime_s: u64,
+    /// Worker restarts after unexpected exits.
+    pub restarts: u64,
+    /// One row per worker; workers that did not answer in time are missing and counted here.
+    pub workers: Vec<WorkerStatus>,
+    /// Workers that did not answer the status request in time.
+    pub unresponsive: Vec<i32>,
+}
+
+/// A broadcast message already encoded for every member of a group: as it is, and compressed
+/// for the members that negotiated compression (WebSocket permessage-deflate).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BroadcastFrames {
+    /// The frame as it is.
+    pub plain: Bytes,
+    /// The frame compressed with no context takeover and the full window, for members that
+    /// negotiated permessage-deflate with that window (those that asked for a smaller one get
+    /// `plain`); None when no endpoint of this process offers compression.
+    pub deflated: Option<Bytes>,
+}
+
+/// What arrives on a master-worker channel: a JSON message, or a broadcast's frames.
+#[derive(Debug)]
+pub(crate) enum Packet<T> {
+    Msg(T),
+    Broadcast {
+        group: String,
+        frames: BroadcastFrames,
+    },
+}

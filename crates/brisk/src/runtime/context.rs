@@ -1,0 +1,254 @@
+//! [`WorkerCtx`]: what every part of one worker shares — who it is, its counters, the registry
+//! of its open connections, its stop signal — and [`WorkerInfo`], what callbacks are told.
+//!
+//! The registry holds each connection as a [`ConnView`], the runtime's protocol-neutral view:
+//! `status`, `connections`, sweeps and graceful stops go through it. A protocol that needs
+//! more from its own connections (HTTP's request-head deadline) downcasts the view with
+//! [`ConnView::as_any`] in its own sweep; nothing here names a protocol.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch, Notify};
+
+use super::conn_view::ConnView;
+use super::handler::HandlerFuture;
+use super::io_counters::WorkerIo;
+use crate::ipc::BroadcastFrames;
+use crate::limits::Limits;
+use crate::stats::{self, ConnectionInfo, Stats, WorkerStatus};
+
+/// Who a worker is: passed to `on_worker_start` and `on_worker_stop`.
+#[derive(Debug, Clone)]
+pub struct WorkerInfo {
+    /// The address of the server it serves.
+    pub server: String,
+    /// Its index among that server's workers, from 0.
+    pub id: usize,
+    /// Its process id.
+    pub pid: i32,
+}
+
+/// A callback run with the worker's [`WorkerInfo`].
+pub(crate) type WorkerCallback = Rc<dyn Fn(WorkerInfo) -> HandlerFuture>;
+
+/// The callbacks every kind of server has: when each worker starts and stops.
+#[derive(Clone, Default)]
+pub(crate) struct WorkerCallbacks {
+    pub on_worker_start: Option<WorkerCallback>,
+    pub on_worker_stop: Option<WorkerCallback>,
+}
+
+/// State every part of a worker shares.
+pub(crate) struct WorkerCtx {
+    pub info: WorkerInfo,
+    pub stats: Stats,
+    registry: RefCell<HashMap<u64, Rc<dyn ConnView>>>,
+    next_id: Cell<u64>,
+    started: Instant,
+    stop_tx: watch::Sender<bool>,
+    emptied: Notify,
+    /// When a graceful stop began.
+    drain_started: Cell<Option<tokio::time::Instant>>,
+    /// Byte counters and coarse clock of connections whose I/O must be `Send` (hyper's).
+    pub io: Arc<WorkerIo>,
+    /// The app's default limits (for connections upgraded from HTTP).
+    limits: Limits,
+    /// Broadcast frames for other workers, sent to the master by the worker loop.
+    relay: mpsc::UnboundedSender<(String, BroadcastFrames)>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<WorkerCtx>>> = const { RefCell::new(None) };
+}
+
+/// The worker running on this thread, if any.
+pub(crate) fn current() -> Option<Rc<WorkerCtx>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// Makes `worker` the one [`current`] returns on this thread (None when it stops).
+pub(crate) fn set_current(worker: Option<Rc<WorkerCtx>>) {
+    CURRENT.with(|c| *c.borrow_mut() = worker);
+}
+
+/// How long a graceful stop waits for a connection's first (or unfinished) message.
+const DRAIN_GRACE: Duration = Duration::from_secs(1);
+
+impl WorkerCtx {
+    pub(crate) fn new(
+        info: WorkerInfo,
+        limits: Limits,
+        relay: mpsc::UnboundedSender<(String, BroadcastFrames)>,
+    ) -> Self {
+        WorkerCtx {
+            limits,
+            relay,
+            info,
+            stats: Stats::default(),
+            registry: RefCell::new(HashMap::new()),
+            next_id: Cell::new(0),
+            started: Instant::now(),
+            stop_tx: watch::channel(false).0,
+            emptied: Notify::new(),
+            drain_started: Cell::new(None),
+            io: Arc::new(WorkerIo::new()),
+        }
+    }
+
+    /// The app's default limits.
+    pub(crate) fn default_limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Writes bytes in wire form to connection `id`; false if it is gone or cannot take them.
+    pub(crate) fn send_raw_to(&self, id: u64, bytes: &[u8]) -> bool {
+        let conn = self.registry.borrow().get(&id).cloned();
+        conn.is_some_and(|c| c.send_raw(bytes))
+    }
+
+    /// Hands a broadcast's frames to the master for the other workers.
+    pub(crate) fn relay_broadcast(&self, group: &str, frames: BroadcastFrames) {
+        let _ = self.relay.send((group.to_string(), frames));
+    }
+
+    pub(crate) fn next_connection_id(&self) -> u64 {
+        let id = self.next_id.get() + 1;
+        self.next_id.set(id);
+        id
+    }
+
+    /// The `connections` row of one connection of this worker.
+    pub(crate) fn connection_info(
+        &self,
+        id: u64,
+        remote: &dyn std::fmt::Display,
+        (bytes_in, bytes_out): (u64, u64),
+        opened: u32,
+    ) -> ConnectionInfo {
+        ConnectionInfo {
+            server: self.info.server.clone(),
+            worker: self.info.id,
+            pid: self.info.pid,
+            id,
+            remote: remote.to_string(),
+            bytes_in,
+            bytes_out,
+            age_s: self.uptime_secs().saturating_sub(opened) as u64,
+        }
+    }
+
+    pub(crate) fn uptime_secs(&self) -> u32 {
+        self.started.elapsed().as_secs() as u32
+    }
+
+    /// Changes to `true` when the worker begins to stop.
+    pub(crate) fn stop_signal(&self) -> watch::Receiver<bool> {
+        self.stop_tx.subscribe()
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        *self.stop_tx.borrow()
+    }
+
+    /// Until when a draining connection may wait for its first or unfinished message.
+    pub(crate) fn drain_grace_deadline(&self) -> tokio::time::Instant {
+        let started = self
+            .drain_started
+            .get()
+            .unwrap_or_else(tokio::time::Instant::now);
+        started + DRAIN_GRACE
+    }
+
+    pub(crate) fn register(&self, id: u64, conn: Rc<dyn ConnView>) {
+        self.registry.borrow_mut().insert(id, conn);
+        Stats::add(&self.stats.connections, 1);
+        Stats::add(&self.stats.accepted, 1);
+    }
+
+    pub(crate) fn unregister(&self, id: u64) {
+        let mut reg = self.registry.borrow_mut();
+        if reg.remove(&id).is_some() {
+            Stats::dec(&self.stats.connections);
+        }
+        if reg.is_empty() {
+            self.emptied.notify_waiters();
+        }
+    }
+
+    /// Connections matching `pred` (collected, so callers may close them while iterating).
+    pub(crate) fn connections_where(
+        &self,
+        pred: impl Fn(&dyn ConnView) -> bool,
+    ) -> Vec<Rc<dyn ConnView>> {
+        self.registry
+            .borrow()
+            .values()
+            .filter(|c| pred(&***c))
+            .cloned()
+            .collect()
+    }
+
+    /// This worker's row of `status`.
+    pub(crate) fn snapshot(&self) -> WorkerStatus {
+        let s = &self.stats;
+        WorkerStatus {
+            server: self.info.server.clone(),
+            worker: self.info.id,
+            pid: self.info.pid,
+            rss_kib: stats::self_rss_kib(),
+            connections: s.connections.get(),
+            accepted: s.accepted.get(),
+            total_request: s.total_request.get(),
+            throw_exception: s.throw_exception.get() + crate::timer::panics(),
+            rejected: s.rejected.get(),
+            buffer_full: s.buffer_full.get(),
+            timers: crate::timer::count() as u64,
+            bytes_in: s.bytes_in.get()
+                + self.io.bytes_in.load(std::sync::atomic::Ordering::Relaxed),
+            bytes_out: s.bytes_out.get()
+                + self.io.bytes_out.load(std::sync::atomic::Ordering::Relaxed),
+            uptime_s: self.started.elapsed().as_secs(),
+        }
+    }
+
+    /// This worker's rows of `connections`.
+    pub(crate) fn connection_list(&self) -> Vec<ConnectionInfo> {
+        let mut list: Vec<_> = self.registry.borrow().values().map(|c| c.info()).collect();
+        list.sort_by_key(|c| c.id);
+        list
+    }
+
+    /// Stops accepting; if `graceful`, lets each connection finish its handler and flush,
+    /// waiting up to `timeout`; then destroys whatever is left.
+    pub(crate) async fn shut_down(&self, graceful: bool, timeout: Duration) {
+        let _ = self.stop_tx.send(true);
+        self.drain_started.set(Some(tokio::time::Instant::now()));
+        if graceful {
+            for c in self.connections_where(|_| true) {
+                c.drain();
+            }
+            let deadline = tokio::time::Instant::now() + timeout;
+            while !self.registry.borrow().is_empty() {
+                let waiting = self.emptied.notified();
+                if self.registry.borrow().is_empty() {
+                    break;
+                }
+                if tokio::time::timeout_at(deadline, waiting).await.is_err() {
+                    tracing::warn!(
+                        open = self.registry.borrow().len(),
+                        "graceful stop timed out; closing the rest"
+                    );
+                    break;
+                }
+            }
+        }
+        for c in self.connections_where(|_| true) {
+            c.destroy();
+        }
+        tokio::task::yield_now().await;
+    }
+}

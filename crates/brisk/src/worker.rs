@@ -1,0 +1,208 @@
+//! The worker entry: what a process started by the master as a worker does. It takes its spec
+//! (which service, which index, the app's defaults), opens or inherits the listener, starts
+//! the service on a single-threaded tokio runtime with a `LocalSet`, and answers the master
+//! over its socketpair until it is told to stop (or the master is gone).
+
+use std::os::fd::FromRawFd;
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::env::{self, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
+use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
+use crate::ipc::{self, Packet, ToMaster, ToWorker};
+use crate::limits::Limits;
+use crate::runtime::context::{self, WorkerInfo};
+use crate::runtime::listener::Listener;
+use crate::runtime::{Service, WorkerCtx};
+use crate::stats::Stats;
+
+/// What one worker process runs, as the app describes it.
+pub(crate) struct WorkerSpec {
+    /// The service this worker serves.
+    pub service: Service,
+    /// Its index among that service's workers.
+    pub index: usize,
+    /// The app's default limits (the service's overrides apply on top).
+    pub defaults: Limits,
+    /// How long a graceful stop lets in-flight work run.
+    pub graceful_timeout: Duration,
+}
+
+/// Parses this process's `SERVICE:INDEX` worker spec from the environment.
+pub(crate) fn spec_from_env() -> Result<(usize, usize), String> {
+    let spec = env::worker_spec().unwrap_or_default();
+    spec.split_once(':')
+        .and_then(|(s, i)| Some((s.parse().ok()?, i.parse().ok()?)))
+        .ok_or_else(|| format!("bad {ENV_WORKER} value {spec:?}"))
+}
+
+/// Ignores the signals the master handles: a terminal sends them to the whole process group,
+/// and the master tells each worker what to do over the control channel.
+fn ignore_master_signals() {
+    for sig in [
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGHUP,
+    ] {
+        // SAFETY: setting a signal to SIG_IGN is always sound.
+        unsafe {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+    }
+}
+
+/// Raises the open-files limit as far as allowed (to the kernel's `fs.nr_open` when running
+/// as root, else to the hard limit), so a worker can hold many connections; logs the limit
+/// when it stays low.
+fn raise_nofile_limit() {
+    use rlimit::Resource;
+    let wanted: u64 = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1 << 20);
+    let Ok((_, hard)) = Resource::NOFILE.get() else {
+        return;
+    };
+    let mut why = None;
+    if hard < wanted {
+        match Resource::NOFILE.set(wanted, wanted) {
+            Ok(()) => return,
+            Err(e) => why = Some(e),
+        }
+    }
+    let _ = Resource::NOFILE.set(hard, hard);
+    if hard < wanted.min(100_000) {
+        tracing::warn!(
+            "open-files limit is {hard}: this worker can hold at most about that many \
+             connections (raising it failed: {})",
+            why.map(|e| e.to_string()).unwrap_or_default()
+        );
+    }
+}
+
+/// Runs the worker `spec` describes; the master started this process.
+pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
+    ignore_master_signals();
+    let Some(ipc_fd) = env::fd(ENV_IPC_FD) else {
+        eprintln!("{ENV_WORKER} is set but {ENV_IPC_FD} is not: workers are started by the master");
+        return ExitCode::FAILURE;
+    };
+    let WorkerSpec {
+        service: svc,
+        index,
+        defaults,
+        graceful_timeout,
+    } = spec;
+    let info = WorkerInfo {
+        server: svc.listen.address.to_string(),
+        id: index,
+        pid: std::process::id() as i32,
+    };
+    let span = tracing::info_span!("worker", id = index, server = %info.server);
+    let _entered = span.enter();
+    raise_nofile_limit();
+    // A few threads for blocking work (file reads): each thread costs a stack and allocator
+    // caches, and many concurrent downloads should queue rather than spawn a thread each.
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(4)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("cannot build the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        // SAFETY: the master passed this descriptor to us and nothing else owns it.
+        let std_ipc = unsafe { std::os::unix::net::UnixStream::from_raw_fd(ipc_fd) };
+        let _ = std_ipc.set_nonblocking(true);
+        let ipc = match tokio::net::UnixStream::from_std(std_ipc) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("cannot use the control channel: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let (rx, tx) = ipc.into_split();
+        let (mut rx, mut tx) = (ipc::reader(rx), ipc::writer(tx));
+        let listener = match env::fd(ENV_LISTEN_FD) {
+            // SAFETY: the master bound this socket for us and passed it down.
+            Some(fd) => Ok(unsafe { Listener::from_fd(svc.listen.address.scheme(), fd) }),
+            None => Listener::bind(&svc.listen, true),
+        };
+        let (relay_tx, mut relay_rx) = mpsc::unbounded_channel();
+        let worker = Rc::new(WorkerCtx::new(info.clone(), defaults, relay_tx));
+        context::set_current(Some(worker.clone()));
+        let limits = svc.limits.apply(defaults);
+        let started = listener.and_then(|l| (svc.start)(worker.clone(), l, limits));
+        if let Err(e) = started {
+            let msg = format!("cannot listen on {}: {e}", info.server);
+            let _ = write_msg(&mut tx, &ToMaster::Failed(msg)).await;
+            return ExitCode::FAILURE;
+        }
+        if let Some(cb) = &svc.worker_callbacks.on_worker_start {
+            if let Err(e) = cb(info.clone()).await {
+                Stats::add(&worker.stats.throw_exception, 1);
+                tracing::error!(error = %e, "on_worker_start failed");
+            }
+        }
+        if write_msg(&mut tx, &ToMaster::Ready).await.is_err() {
+            return ExitCode::FAILURE;
+        }
+        tracing::debug!(pid = info.pid, "worker ready");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let graceful = loop {
+            let msg = tokio::select! {
+                m = read_packet::<_, ToWorker>(&mut rx) => m,
+                Some((group, frames)) = relay_rx.recv() => {
+                    let _ = write_broadcast(&mut tx, &group, &frames).await;
+                    continue;
+                }
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break false,
+            };
+            let msg = match msg {
+                Ok(Some(Packet::Broadcast { group, frames })) => {
+                    crate::ws::deliver_local(&group, &frames);
+                    continue;
+                }
+                Ok(Some(Packet::Msg(m))) => Ok(Some(m)),
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            };
+            match msg {
+                Ok(Some(ToWorker::Broadcast { group, frames })) => {
+                    crate::ws::deliver_local(&group, &frames);
+                }
+                Ok(Some(ToWorker::Status)) => {
+                    let _ = write_msg(&mut tx, &ToMaster::Status(worker.snapshot())).await;
+                }
+                Ok(Some(ToWorker::Connections)) => {
+                    let _ = write_msg(&mut tx, &ToMaster::Connections(worker.connection_list())).await;
+                }
+                Ok(Some(ToWorker::Stop { graceful })) => break graceful,
+                Ok(None) | Err(_) => {
+                    tracing::warn!("lost the master; stopping");
+                    break false;
+                }
+            }
+        };
+        tracing::debug!(graceful, "worker stopping");
+        worker.shut_down(graceful, graceful_timeout).await;
+        context::set_current(None);
+        crate::timer::del_all();
+        if let Some(cb) = &svc.worker_callbacks.on_worker_stop {
+            if let Err(e) = cb(info.clone()).await {
+                tracing::error!(error = %e, "on_worker_stop failed");
+            }
+        }
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,79 @@
+//! [`WsServer`]: a `websocket://` or `wss://` listener for a [`WsEndpoint`].
+
+use super::endpoint::WsEndpoint;
+use crate::address::{Address, Scheme};
+use crate::error::{Error, Result};
+use crate::limits::LimitOverrides;
+use crate::listen::ListenConfig;
+use crate::runtime::accept::accept_tcp;
+use crate::runtime::listener::Listener;
+use crate::runtime::{Service, WorkerCallbacks};
+use crate::server::{builder_setters, tls_setter};
+
+/// A `websocket://` or `wss://` listener serving a [`WsEndpoint`].
+pub struct WsServer {
+    pub(crate) listen: ListenConfig,
+    pub(crate) limits: LimitOverrides,
+    pub(crate) worker_callbacks: WorkerCallbacks,
+    pub(crate) endpoint: WsEndpoint,
+}
+
+impl WsServer {
+    /// A server for a `websocket://host:port` or `wss://host:port` address (`wss` needs
+    /// [`tls`](Self::tls)).
+    pub fn new(address: &str) -> Result<Self> {
+        let address: Address = address.parse()?;
+        if !matches!(address.scheme(), Scheme::Websocket | Scheme::Wss) {
+            return Err(Error::Config(format!(
+                "{address}: WsServer needs a websocket:// or wss:// address"
+            )));
+        }
+        Ok(WsServer {
+            listen: ListenConfig::new(address),
+            limits: LimitOverrides::default(),
+            worker_callbacks: WorkerCallbacks::default(),
+            endpoint: WsEndpoint::new(),
+        })
+    }
+
+    /// What to do with the connections.
+    pub fn endpoint(mut self, endpoint: WsEndpoint) -> Self {
+        self.endpoint = endpoint;
+        self
+    }
+
+    builder_setters!();
+    tls_setter!("required by `wss://`");
+
+    /// Overrides [`Limits::max_send_buffer`] for this server.
+    pub fn max_send_buffer(mut self, bytes: usize) -> Self {
+        self.limits.max_send_buffer = Some(bytes);
+        self
+    }
+}
+
+impl From<WsServer> for Service {
+    fn from(server: WsServer) -> Self {
+        let WsServer {
+            listen,
+            limits,
+            worker_callbacks,
+            endpoint,
+        } = server;
+        let tls = listen.tls_config(&[b"http/1.1"]);
+        Service {
+            listen,
+            worker_callbacks,
+            limits,
+            start: Box::new(move |worker, listener, limits| {
+                let Listener::Tcp(l) = listener else {
+                    unreachable!("WsServer only takes websocket:// and wss:// addresses")
+                };
+                let l = tokio::net::TcpListener::from_std(l)?;
+                let shared = endpoint.shared(&worker, limits);
+                tokio::task::spawn_local(accept_tcp(shared, l, tls));
+                Ok(())
+            }),
+        }
+    }
+}
