@@ -347,7 +347,7 @@ fn one_sentence(out: &std::process::Output) -> String {
 #[test]
 fn bad_input_gets_one_plain_sentence_and_a_non_zero_exit() {
     let dir = temp_dir("cli");
-    let rd = dir.join("run").display().to_string();
+    let rd = dir.path().join("run").display().to_string();
     let err = one_sentence(&run(&[
         "--run-dir",
         &rd,
@@ -393,7 +393,7 @@ fn bad_input_gets_one_plain_sentence_and_a_non_zero_exit() {
         "{err}"
     );
 
-    let cfg = dir.join("bad.toml");
+    let cfg = dir.path().join("bad.toml");
     std::fs::write(&cfg, "wokers = 3\n").unwrap();
     let out = run(&["--run-dir", &rd, "--config", cfg.to_str().unwrap(), "start"]);
     assert!(!out.status.success());
@@ -417,7 +417,7 @@ fn start_while_running_is_refused() {
 #[test]
 fn daemon_start_writes_pid_file_and_log_and_stop_removes_them() {
     let dir = temp_dir("daemon");
-    let rd = dir.join("run");
+    let rd = dir.path().join("run");
     let rds = rd.display().to_string();
     let (text, frame) = (free_port(), free_port());
     let t = format!("text://127.0.0.1:{text}");

@@ -447,8 +447,8 @@ fn large_static_files_are_byte_exact_with_and_without_range() {
     let contents: Vec<u8> = (0..len as u32 / 4)
         .flat_map(|word| (word * 4).to_be_bytes())
         .collect();
-    std::fs::write(root.join("large.bin"), &contents).unwrap();
-    let d = demo_with(&["--static-root", root.to_str().unwrap()]);
+    std::fs::write(root.path().join("large.bin"), &contents).unwrap();
+    let d = demo_with(&["--static-root", root.path().to_str().unwrap()]);
     let mut s = connect(d.http);
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     // One keep-alive connection: each response must end exactly where
@@ -477,7 +477,6 @@ fn large_static_files_are_byte_exact_with_and_without_range() {
         assert_eq!(first_difference, None, "{range:?}");
     }
     drop(d);
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// `len` bytes in which every 4-byte word is its own offset (xor `salt`), so a misplaced
@@ -497,9 +496,9 @@ fn cached_static_files_over_the_sendfile_threshold_pipelined_ranged_and_head() {
     // (128 KiB) when read, one sendfile chunk (2 MiB) when sent.
     let len = 300_017;
     let contents = words(len, 0);
-    std::fs::write(root.join("big.bin"), &contents).unwrap();
-    std::fs::write(root.join("small.txt"), b"small").unwrap();
-    let d = demo_with(&["--static-root", root.to_str().unwrap()]);
+    std::fs::write(root.path().join("big.bin"), &contents).unwrap();
+    std::fs::write(root.path().join("small.txt"), b"small").unwrap();
+    let d = demo_with(&["--static-root", root.path().to_str().unwrap()]);
     let s = connect(d.http);
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut w = s.try_clone().unwrap();
@@ -540,16 +539,15 @@ fn cached_static_files_over_the_sendfile_threshold_pipelined_ranged_and_head() {
         assert!(read_response(&mut r).body == contents);
     }
     drop(d);
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
 fn a_cached_open_file_shrunk_in_place_closes_the_connection_or_is_served_new() {
     let root = temp_dir("static-shrunk");
-    let path = root.join("big.bin");
+    let path = root.path().join("big.bin");
     let len = 300_017;
     std::fs::write(&path, words(len, 0)).unwrap();
-    let d = demo_with(&["--static-root", root.to_str().unwrap()]);
+    let d = demo_with(&["--static-root", root.path().to_str().unwrap()]);
     let get = b"GET /static/big.bin HTTP/1.1\r\nHost: x\r\n\r\n";
     let mut s = connect(d.http);
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -593,5 +591,4 @@ fn a_cached_open_file_shrunk_in_place_closes_the_connection_or_is_served_new() {
     assert_ne!(resp.header("etag"), old.header("etag"));
     assert!(resp.body == new);
     drop(d);
-    let _ = std::fs::remove_dir_all(&root);
 }

@@ -24,6 +24,9 @@ struct Demo {
     websocket: u16,
     tls_text: u16,
     cert: CertificateDer<'static>,
+    /// Holds the certificate and key (workers load them again on reload); removed on drop,
+    /// after the server.
+    _dir: TempDir,
 }
 
 /// Writes a fresh self-signed certificate for `localhost` and 127.0.0.1 into `dir`.
@@ -45,7 +48,7 @@ fn demo() -> Demo {
 /// [`demo`] with more command-line arguments.
 fn demo_with(extra: &[String]) -> Demo {
     let dir = temp_dir("tls");
-    let (cert, cert_path, key_path) = self_signed(&dir);
+    let (cert, cert_path, key_path) = self_signed(dir.path());
     let (https, wss, websocket, tls_text) = (free_port(), free_port(), free_port(), free_port());
     let args = [
         format!("--https=https://127.0.0.1:{https}"),
@@ -69,6 +72,7 @@ fn demo_with(extra: &[String]) -> Demo {
         websocket,
         tls_text,
         cert,
+        _dir: dir,
     }
 }
 
@@ -413,9 +417,9 @@ fn static_files_sent_with_sendfile_in_plaintext_are_byte_exact_over_tls() {
     };
     let cached = word(1, 300_017);
     let large = word(2, 3 * 1024 * 1024 + 5);
-    std::fs::write(root.join("cached.bin"), &cached).unwrap();
-    std::fs::write(root.join("large.bin"), &large).unwrap();
-    let d = demo_with(&[format!("--static-root={}", root.display())]);
+    std::fs::write(root.path().join("cached.bin"), &cached).unwrap();
+    std::fs::write(root.path().join("large.bin"), &large).unwrap();
+    let d = demo_with(&[format!("--static-root={}", root.path().display())]);
     let mut s = tls_connect(&d, d.https, &[]);
     for _ in 0..2 {
         for (path, contents) in [("cached.bin", &cached), ("large.bin", &large)] {
@@ -438,5 +442,4 @@ fn static_files_sent_with_sendfile_in_plaintext_are_byte_exact_over_tls() {
         }
     }
     drop(d);
-    let _ = std::fs::remove_dir_all(&root);
 }

@@ -263,7 +263,7 @@ fn udp_echo() {
 #[test]
 fn unix_socket_listener() {
     let dir = temp_dir("unix");
-    let path = dir.join("echo.sock");
+    let path = dir.path().join("echo.sock");
     let path_s = path.display().to_string();
     let server = ServerProcess::start(FIXTURE, &["--unix", &path_s, "--workers", "2"], 2).unwrap();
     for i in 0..10 {
