@@ -5,7 +5,9 @@
 //! `slow MS` (reply `slow done` after MS ms), `panic`, `error`, `flood` (send 64 KiB chunks every
 //! millisecond until the connection closes), `timer MS` (reply `fired ELAPSED_MS`), `repeat MS N`
 //! (reply `tick K ELAPSED_MS` N times), `timers N` (add N idle one-minute timers), `deltimers`,
-//! `close` (reply `bye` and close), `pause MS` (stop reading for MS ms).
+//! `close` (reply `bye` and close), `pause MS` (stop reading for MS ms). The Text server logs
+//! `buffer full`, `buffer drained`, `on_error ran`, `on_worker_start ran` and `on_worker_stop ran`
+//! from its callbacks.
 //!
 //! `--http ADDR` adds an HTTP server whose routes exercise response framing; see
 //! [`http_route`].
@@ -230,7 +232,14 @@ fn main() -> ExitCode {
             .expect("text address")
             .on_message(text_command)
             .on_buffer_full(|c| async move { tracing::info!(conn = c.id(), "buffer full") })
-            .on_buffer_drain(|c| async move { tracing::info!(conn = c.id(), "buffer drained") });
+            .on_buffer_drain(|c| async move { tracing::info!(conn = c.id(), "buffer drained") })
+            .on_error(|c, e| async move { tracing::info!(conn = c.id(), error = %e, "on_error ran") })
+            .on_worker_start(|w| async move {
+                tracing::info!(worker = w.id, pid = w.pid, "on_worker_start ran")
+            })
+            .on_worker_stop(|w| async move {
+                tracing::info!(worker = w.id, pid = w.pid, "on_worker_stop ran")
+            });
         app = app.server(limits(s));
     }
     if let Some(addr) = flag(&args, "--frame") {
