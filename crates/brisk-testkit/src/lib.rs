@@ -194,7 +194,9 @@ impl ServerProcess {
                 return Some(Ok(()));
             }
             match self.child.as_mut().map(Child::try_wait) {
-                Some(Ok(Some(status))) => Some(Err(format!("the server exited ({status}) during start"))),
+                Some(Ok(Some(status))) => {
+                    Some(Err(format!("the server exited ({status}) during start")))
+                }
                 Some(Err(e)) => Some(Err(format!("cannot wait for the server: {e}"))),
                 _ => None,
             }

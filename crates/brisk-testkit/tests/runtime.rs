@@ -49,13 +49,17 @@ fn a_panicking_handler_closes_only_its_connection_and_is_counted() {
 /// already filled may still be arriving).
 fn settled_rss_kib(pid: i32) -> u64 {
     let mut last = rss_kib(pid);
-    wait_for(Duration::from_secs(10), "the worker's RSS to settle", || {
-        std::thread::sleep(Duration::from_millis(100));
-        let now = rss_kib(pid);
-        let settled = now.abs_diff(last) <= 64;
-        last = now;
-        settled.then_some(now)
-    })
+    wait_for(
+        Duration::from_secs(10),
+        "the worker's RSS to settle",
+        || {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = rss_kib(pid);
+            let settled = now.abs_diff(last) <= 64;
+            last = now;
+            settled.then_some(now)
+        },
+    )
 }
 
 #[test]
@@ -217,15 +221,19 @@ fn graceful_stop_lets_a_slow_response_finish() {
     let (mut server, port) = text_server(&[]);
     let mut s = connect(port);
     s.write_all(b"slow 1500\n").unwrap();
-    wait_until(Duration::from_secs(5), "the slow request reached its handler", || {
-        server.total("total_request").unwrap() == 1
-    });
+    wait_until(
+        Duration::from_secs(5),
+        "the slow request reached its handler",
+        || server.total("total_request").unwrap() == 1,
+    );
     let out = std::thread::scope(|scope| {
         let stopper = scope.spawn(|| server.cli(&["stop", "-g"]));
         // The stop is under way (the listener closes) while the reply is still pending.
-        wait_until(Duration::from_secs(5), "the listener closed for a graceful stop", || {
-            TcpStream::connect(("127.0.0.1", port)).is_err()
-        });
+        wait_until(
+            Duration::from_secs(5),
+            "the listener closed for a graceful stop",
+            || TcpStream::connect(("127.0.0.1", port)).is_err(),
+        );
         assert!(
             !stopper.is_finished(),
             "stop returned before the slow response finished"
@@ -320,9 +328,11 @@ fn graceful_reload_with_a_shared_listener_loses_nothing() {
         move || hammer(port, stop, served)
     });
     let served_now = || served.load(Ordering::Relaxed);
-    wait_until(Duration::from_secs(10), "the client served 20 requests", || {
-        served_now() >= 20
-    });
+    wait_until(
+        Duration::from_secs(10),
+        "the client served 20 requests",
+        || served_now() >= 20,
+    );
     let out = server.cli(&["reload", "-g"]);
     assert!(
         out.status.success(),
@@ -410,9 +420,11 @@ fn on_error_and_worker_callbacks_run() {
         "on_error got the I/O error:\n{}",
         server.log()
     );
-    wait_until(Duration::from_secs(5), "the reset connections were closed", || {
-        server.total("connections").unwrap() == 0
-    });
+    wait_until(
+        Duration::from_secs(5),
+        "the reset connections were closed",
+        || server.total("connections").unwrap() == 0,
+    );
     assert_eq!(
         server.worker_pids().unwrap(),
         vec![pid],
@@ -424,10 +436,24 @@ fn on_error_and_worker_callbacks_run() {
     drop(ok);
     // Stopping runs on_worker_stop in the worker.
     let out = server.cli(&["stop", "-g"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(server.wait_exit(Duration::from_secs(10)).unwrap());
-    assert_eq!(count(&server.log(), "on_worker_stop ran"), 1, "{}", server.log());
-    assert_eq!(count(&server.log(), "on_worker_start ran"), 1, "{}", server.log());
+    assert_eq!(
+        count(&server.log(), "on_worker_stop ran"),
+        1,
+        "{}",
+        server.log()
+    );
+    assert_eq!(
+        count(&server.log(), "on_worker_start ran"),
+        1,
+        "{}",
+        server.log()
+    );
 }
 
 /// How many lines of `log` contain `what`.

@@ -253,7 +253,11 @@ mod tests {
             id.set(Some(me));
             add(Duration::from_millis(1), false, || panic!("boom"));
             at(start, 5).await;
-            assert_eq!((n.get(), panics()), (2, 1), "ticks at 2 and 4; the panic at 1");
+            assert_eq!(
+                (n.get(), panics()),
+                (2, 1),
+                "ticks at 2 and 4; the panic at 1"
+            );
             at(start, 7).await;
             assert_eq!(n.get(), 3, "the third tick at 6");
             at(start, 100).await;
@@ -276,7 +280,11 @@ mod tests {
             at(start, 10).await;
             assert_eq!(soon.get(), 0);
             at(start, 12).await;
-            assert_eq!((soon.get(), late.get()), (1, 0), "fired at 11 ms, not after 60 s");
+            assert_eq!(
+                (soon.get(), late.get()),
+                (1, 0),
+                "fired at 11 ms, not after 60 s"
+            );
             at(start, 60_002).await;
             assert_eq!(late.get(), 1);
         });
