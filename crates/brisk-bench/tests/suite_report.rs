@@ -53,11 +53,11 @@ fn html_is_self_contained_with_charts() {
 
 #[test]
 fn write_reports_round_trips() {
-    let dir = std::env::temp_dir().join(format!("brisk-bench-report-{}", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("report");
     let report = fixture();
     write_reports(&report, &dir).unwrap();
     let again = read_report(&dir.join("report.json")).unwrap();
     assert_eq!(again.scenarios.len(), report.scenarios.len());
     assert!(dir.join("report.md").exists() && dir.join("report.html").exists());
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 
 use brisk_bench::suite::{run_suite, SuiteOptions};
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("brisk-bench-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory, removed when dropped.
+fn temp_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("brisk-bench-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn free_port() -> u16 {
@@ -70,8 +71,9 @@ fn running(marker: &str) -> bool {
 
 #[test]
 fn a_target_that_exits_is_one_sentence_and_a_failure() {
-    let dir = temp_dir("exits");
-    let config = write_config(&dir, r#"["false"]"#, free_port(), "");
+    let tmp = temp_dir("exits");
+    let dir = tmp.path();
+    let config = write_config(dir, r#"["false"]"#, free_port(), "");
     let out = suite(&config, &dir.join("out"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
@@ -84,13 +86,13 @@ fn a_target_that_exits_is_one_sentence_and_a_failure() {
     // The report still records why.
     let md = std::fs::read_to_string(dir.join("out/report.md")).unwrap();
     assert!(md.contains("failed: The target \"tiny\" exited"), "{md}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_missing_binary_is_one_sentence_and_a_failure() {
-    let dir = temp_dir("missing");
-    let config = write_config(&dir, r#"["/nonexistent/brisk-target"]"#, free_port(), "");
+    let tmp = temp_dir("missing");
+    let dir = tmp.path();
+    let config = write_config(dir, r#"["/nonexistent/brisk-target"]"#, free_port(), "");
     let out = suite(&config, &dir.join("out"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
@@ -98,15 +100,15 @@ fn a_missing_binary_is_one_sentence_and_a_failure() {
         stderr.contains("The target \"tiny\" could not be started"),
         "{stderr}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_target_that_never_answers_is_stopped_with_its_children() {
-    let dir = temp_dir("silent");
+    let tmp = temp_dir("silent");
+    let dir = tmp.path();
     let marker = format!("41.{}", std::process::id());
     let command = format!(r#"["sh", "-c", "sleep {marker} & sleep {marker}; wait"]"#);
-    let config = write_config(&dir, &command, free_port(), "");
+    let config = write_config(dir, &command, free_port(), "");
     let started = Instant::now();
     let out = suite(&config, &dir.join("out"));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -117,13 +119,13 @@ fn a_target_that_never_answers_is_stopped_with_its_children() {
         !running(&marker),
         "a process of the target is still running"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn an_unknown_target_name_is_a_usage_error() {
-    let dir = temp_dir("unknown");
-    let config = write_config(&dir, r#"["true"]"#, free_port(), "");
+    let tmp = temp_dir("unknown");
+    let dir = tmp.path();
+    let config = write_config(dir, r#"["true"]"#, free_port(), "");
     let out = Command::new(env!("CARGO_BIN_EXE_brisk-bench"))
         .args(["suite", "--no-progress", "--targets", "nope", "--config"])
         .arg(&config)
@@ -132,7 +134,6 @@ fn an_unknown_target_name_is_a_usage_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("unknown target \"nope\""), "{stderr}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Options for an in-process suite run of every target with `reps`
@@ -167,13 +168,14 @@ fn hello_server() -> PathBuf {
 
 #[test]
 fn a_tiny_target_runs_end_to_end() {
-    let dir = temp_dir("tiny");
+    let tmp = temp_dir("tiny");
+    let dir = tmp.path();
     let port = free_port();
     let command = format!(
         r#"["{}", "127.0.0.1:{{port}}", "1"]"#,
         hello_server().display()
     );
-    let config = write_config(&dir, &command, port, "");
+    let config = write_config(dir, &command, port, "");
     let out = dir.join("out");
     let outcome = run_suite(&options(config, &out, 3, None)).unwrap();
     assert!(outcome.failures.is_empty(), "{:?}", outcome.failures);
@@ -191,12 +193,12 @@ fn a_tiny_target_runs_end_to_end() {
     assert!(md.contains("| tiny | 4 connections |"), "{md}");
     // Stopped: nothing answers on the port any more.
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn two_targets_take_turns_at_each_point_of_the_chosen_scenario() {
-    let dir = temp_dir("turns");
+    let tmp = temp_dir("turns");
+    let dir = tmp.path();
     let (port_a, port_b) = (free_port(), free_port());
     let server = hello_server().display().to_string();
     let config = dir.join("suite.toml");
@@ -272,13 +274,13 @@ points = [2, 4]
     for port in [port_a, port_b] {
         assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn an_unknown_scenario_name_is_an_error_that_lists_the_known_ones() {
-    let dir = temp_dir("unknown-scenario");
-    let config = write_config(&dir, r#"["true"]"#, free_port(), "");
+    let tmp = temp_dir("unknown-scenario");
+    let dir = tmp.path();
+    let config = write_config(dir, r#"["true"]"#, free_port(), "");
     let out = Command::new(env!("CARGO_BIN_EXE_brisk-bench"))
         .args([
             "suite",
@@ -296,5 +298,4 @@ fn an_unknown_scenario_name_is_an_error_that_lists_the_known_ones() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("unknown scenario \"hello\""), "{stderr}");
     assert!(stderr.contains("hello_keepalive"), "{stderr}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -4,25 +4,76 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+pub use tempfile::TempDir;
 
-/// A fresh, empty directory under the system temp dir, unique to this test process and call.
-pub fn temp_dir(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "brisk-test-{}-{}-{tag}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create temp dir");
+/// A fresh, empty directory under the system temp dir (`brisk-test-TAG-…`), removed when the
+/// returned guard is dropped.
+pub fn temp_dir(tag: &str) -> TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("brisk-test-{tag}-"))
+        .tempdir()
+        .expect("create temp dir");
+    // Readable by all, as a directory made with the usual umask: workers that drop to
+    // another user (`App::user`) still reach a run directory made by root.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod temp dir");
     dir
+}
+
+/// Calls `probe` until it returns `Some`, pausing a little longer each time (up to 50 ms);
+/// `None` once `deadline` has passed without a `Some`. The one polling loop of the tests:
+/// see [`wait_until`] and [`wait_for`].
+pub fn poll<T>(deadline: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if let Some(v) = probe() {
+            return Some(v);
+        }
+        if start.elapsed() > deadline {
+            return None;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// Waits until `cond` holds; panics naming `what` was awaited if it still does not after
+/// `deadline`. For "wait until X" in place of a fixed sleep.
+pub fn wait_until(deadline: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    if poll(deadline, || cond().then_some(())).is_none() {
+        panic!("timed out after {deadline:?} waiting until {what}");
+    }
+}
+
+/// Waits until `probe` returns `Some` and returns its value; panics naming `what` was awaited
+/// if it does not within `deadline`.
+pub fn wait_for<T>(deadline: Duration, what: &str, probe: impl FnMut() -> Option<T>) -> T {
+    poll(deadline, probe)
+        .unwrap_or_else(|| panic!("timed out after {deadline:?} waiting for {what}"))
+}
+
+/// Reports a test (or part of one) that cannot run here. Written straight to the process's
+/// stderr, which the test harness does not capture, so the skip shows even when the test
+/// passes.
+pub fn skipped(test: &str, reason: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {test}: {reason}");
+}
+
+/// Makes sure the kernel migrates a closing SO_REUSEPORT socket's accept queue to the other
+/// sockets of its group (`net.ipv4.tcp_migrate_req`, Linux >= 5.14), turning it on if this
+/// process may (as `scripts/test` does as root). False if it is off and stays off.
+pub fn tcp_migrate_req() -> bool {
+    const PATH: &str = "/proc/sys/net/ipv4/tcp_migrate_req";
+    let on = || std::fs::read_to_string(PATH).is_ok_and(|v| v.trim() == "1");
+    on() || (std::fs::write(PATH, "1").is_ok() && on())
 }
 
 /// A TCP port that was free a moment ago (and, being ephemeral, will rarely be taken soon).
@@ -42,6 +93,9 @@ pub struct ServerProcess {
     /// The run directory (pid file, control socket, log).
     pub run_dir: PathBuf,
     log: PathBuf,
+    /// Removes the run directory after the processes are killed, when [`start`](Self::start)
+    /// made it.
+    _run_dir_guard: Option<TempDir>,
 }
 
 impl ServerProcess {
@@ -49,7 +103,8 @@ impl ServerProcess {
     /// until `status` lists `workers` workers.
     pub fn start(bin: impl AsRef<Path>, args: &[&str], workers: usize) -> Result<Self> {
         let run_dir = temp_dir("run");
-        let mut p = Self::spawn(bin, args, run_dir)?;
+        let mut p = Self::spawn(bin, args, run_dir.path().to_path_buf())?;
+        p._run_dir_guard = Some(run_dir);
         p.wait_workers(workers, Duration::from_secs(30))?;
         Ok(p)
     }
@@ -80,6 +135,7 @@ impl ServerProcess {
             child: Some(child),
             run_dir,
             log,
+            _run_dir_guard: None,
         })
     }
 
@@ -133,37 +189,31 @@ impl ServerProcess {
 
     /// Waits until `status` lists `n` workers.
     pub fn wait_workers(&mut self, n: usize, timeout: Duration) -> Result<()> {
-        let start = Instant::now();
-        loop {
-            if let Ok(pids) = self.worker_pids() {
-                if pids.len() == n {
-                    return Ok(());
+        let outcome = poll(timeout, || {
+            if self.worker_pids().is_ok_and(|pids| pids.len() == n) {
+                return Some(Ok(()));
+            }
+            match self.child.as_mut().map(Child::try_wait) {
+                Some(Ok(Some(status))) => {
+                    Some(Err(format!("the server exited ({status}) during start")))
                 }
+                Some(Err(e)) => Some(Err(format!("cannot wait for the server: {e}"))),
+                _ => None,
             }
-            if let Some(c) = self.child.as_mut() {
-                if let Some(status) = c.try_wait()? {
-                    bail!("the server exited ({status}) during start:\n{}", self.log());
-                }
-            }
-            if start.elapsed() > timeout {
-                bail!("{n} workers not up after {timeout:?}:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        });
+        match outcome {
+            Some(Ok(())) => Ok(()),
+            Some(Err(why)) => bail!("{why}:\n{}", self.log()),
+            None => bail!("{n} workers not up after {timeout:?}:\n{}", self.log()),
         }
     }
 
     /// Waits for the master to exit and returns whether it exited with success.
     pub fn wait_exit(&mut self, timeout: Duration) -> Result<bool> {
-        let start = Instant::now();
         let child = self.child.as_mut().context("no child")?;
-        loop {
-            if let Some(status) = child.try_wait()? {
-                return Ok(status.success());
-            }
-            if start.elapsed() > timeout {
-                bail!("the master did not exit within {timeout:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        match poll(timeout, || child.try_wait().transpose()) {
+            Some(status) => Ok(status?.success()),
+            None => bail!("the master did not exit within {timeout:?}"),
         }
     }
 
@@ -228,18 +278,16 @@ pub fn rss_kib(pid: i32) -> u64 {
 
 /// Connects to `127.0.0.1:port`, retrying for up to 5 s while the server comes up.
 pub fn connect(port: u16) -> TcpStream {
-    let start = Instant::now();
-    loop {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Ok(s) => {
-                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                s.set_nodelay(true).unwrap();
-                return s;
-            }
-            Err(e) if start.elapsed() > Duration::from_secs(5) => panic!("connect {port}: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+    let mut last = None;
+    let s = poll(Duration::from_secs(5), || {
+        TcpStream::connect(("127.0.0.1", port))
+            .map_err(|e| last = Some(e))
+            .ok()
+    })
+    .unwrap_or_else(|| panic!("connect {port}: {}", last.unwrap()));
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_nodelay(true).unwrap();
+    s
 }
 
 /// Sends `line` plus a newline and reads one line back (without the newline).

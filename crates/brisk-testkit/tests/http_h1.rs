@@ -78,6 +78,7 @@ fn a_small_body_sent_in_pieces_arrives_whole() {
         .unwrap();
     let body: Vec<u8> = (0..2000).map(|i| b'a' + (i % 26) as u8).collect();
     for piece in body.chunks(300) {
+        // Pacing, not a wait: each piece arrives in a read of its own.
         std::thread::sleep(Duration::from_millis(20));
         s.write_all(piece).unwrap();
     }

@@ -180,40 +180,67 @@ fn fire_due(t: &Timers) {
 mod tests {
     use super::*;
 
-    fn local<F: std::future::Future>(f: F) -> F::Output {
+    /// Runs `f` on a current-thread runtime (a worker's) whose clock is paused: time moves only
+    /// when every task waits, straight to the next deadline, so what fires when is exact and
+    /// does not depend on how busy the machine is.
+    fn paused<F: std::future::Future>(f: F) -> F::Output {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            .start_paused(true)
             .build()
             .unwrap();
         tokio::task::LocalSet::new().block_on(&rt, f)
     }
 
+    /// Sleeps until `ms` milliseconds after `start` (on the paused clock).
+    async fn at(start: Instant, ms: u64) {
+        tokio::time::sleep_until(start + Duration::from_millis(ms)).await;
+    }
+
+    fn counter() -> (Rc<Cell<u32>>, impl FnMut() + 'static) {
+        let n = Rc::new(Cell::new(0));
+        let m = n.clone();
+        (n, move || m.set(m.get() + 1))
+    }
+
     #[test]
     fn one_shot_repeat_and_delete() {
-        local(async {
-            let fired = Rc::new(Cell::new(0));
-            let ticks = Rc::new(Cell::new(0));
-            let f = fired.clone();
-            add(Duration::from_millis(20), false, move || f.set(f.get() + 1));
-            let k = ticks.clone();
-            let rep = add(Duration::from_millis(10), true, move || k.set(k.get() + 1));
+        paused(async {
+            let start = Instant::now();
+            let (fired, one_shot) = counter();
+            let (ticks, tick) = counter();
+            add(Duration::from_millis(20), false, one_shot);
+            let rep = add(Duration::from_millis(10), true, tick);
             let gone = add(Duration::from_millis(5), false, || {
                 panic!("deleted timer fired")
             });
             assert!(del(gone));
             assert!(!del(gone));
-            tokio::time::sleep(Duration::from_millis(105)).await;
-            assert_eq!(fired.get(), 1);
-            assert!((3..=11).contains(&ticks.get()), "ticks {}", ticks.get());
+            // Checked a millisecond before and after each deadline.
+            at(start, 9).await;
+            assert_eq!((fired.get(), ticks.get()), (0, 0));
+            at(start, 11).await;
+            assert_eq!((fired.get(), ticks.get()), (0, 1));
+            at(start, 19).await;
+            assert_eq!((fired.get(), ticks.get()), (0, 1));
+            at(start, 21).await;
+            assert_eq!((fired.get(), ticks.get()), (1, 2));
+            at(start, 105).await;
+            assert_eq!(fired.get(), 1, "a one-shot fires once");
+            assert_eq!(ticks.get(), 10, "every 10 ms: at 10, 20, ..., 100");
             assert_eq!(count(), 1);
             assert!(del(rep));
             assert_eq!(count(), 0);
+            at(start, 500).await;
+            assert_eq!(ticks.get(), 10, "a deleted timer does not fire");
+            assert_eq!(panics(), 0);
         });
     }
 
     #[test]
     fn a_repeating_timer_can_delete_itself_and_panics_are_caught() {
-        local(async {
+        paused(async {
+            let start = Instant::now();
             let n = Rc::new(Cell::new(0));
             let id = Rc::new(Cell::new(None));
             let (n2, id2) = (n.clone(), id.clone());
@@ -225,14 +252,77 @@ mod tests {
             });
             id.set(Some(me));
             add(Duration::from_millis(1), false, || panic!("boom"));
-            // Wait for the third tick (a panic's backtrace can take a while to print).
-            let start = Instant::now();
-            while n.get() < 3 && start.elapsed() < Duration::from_secs(5) {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            at(start, 5).await;
+            assert_eq!(
+                (n.get(), panics()),
+                (2, 1),
+                "ticks at 2 and 4; the panic at 1"
+            );
+            at(start, 7).await;
+            assert_eq!(n.get(), 3, "the third tick at 6");
+            at(start, 100).await;
             assert_eq!(n.get(), 3, "deleted itself after the third tick");
             assert_eq!(panics(), 1);
+            assert_eq!(count(), 0);
+        });
+    }
+
+    #[test]
+    fn a_sooner_timer_added_later_wakes_the_driver_earlier() {
+        paused(async {
+            let start = Instant::now();
+            let (late, late_cb) = counter();
+            let (soon, soon_cb) = counter();
+            add(Duration::from_secs(60), false, late_cb);
+            // Let the driver go to sleep until the 60 s deadline.
+            at(start, 1).await;
+            add(Duration::from_millis(10), false, soon_cb);
+            at(start, 10).await;
+            assert_eq!(soon.get(), 0);
+            at(start, 12).await;
+            assert_eq!(
+                (soon.get(), late.get()),
+                (1, 0),
+                "fired at 11 ms, not after 60 s"
+            );
+            at(start, 60_002).await;
+            assert_eq!(late.get(), 1);
+        });
+    }
+
+    #[test]
+    fn a_repeating_timer_that_falls_behind_restarts_from_now() {
+        paused(async {
+            let start = Instant::now();
+            let ticks = Rc::new(RefCell::new(Vec::new()));
+            let t = ticks.clone();
+            add(Duration::from_millis(10), true, move || {
+                t.borrow_mut().push(start.elapsed().as_millis());
+            });
+            at(start, 25).await;
+            // The clock jumps 47 ms at once, as when the worker is busy elsewhere: the tick due
+            // at 30 runs late, at 72, and the next is 10 ms after it, not a burst to catch up.
+            tokio::time::advance(Duration::from_millis(47)).await;
+            at(start, 95).await;
+            assert_eq!(*ticks.borrow(), [10, 20, 72, 82, 92]);
+        });
+    }
+
+    #[test]
+    fn intervals_under_a_millisecond_are_raised_to_one_and_del_all_clears() {
+        paused(async {
+            let start = Instant::now();
+            let (fired, cb) = counter();
+            add(Duration::ZERO, false, cb);
+            add(Duration::from_millis(5), true, || {});
+            assert_eq!(count(), 2);
+            tokio::task::yield_now().await;
+            assert_eq!(fired.get(), 0, "not at once");
+            at(start, 2).await;
+            assert_eq!(fired.get(), 1);
+            del_all();
+            assert_eq!(count(), 0);
+            at(start, 50).await;
             assert_eq!(count(), 0);
         });
     }

@@ -5,7 +5,9 @@
 //! `slow MS` (reply `slow done` after MS ms), `panic`, `error`, `flood` (send 64 KiB chunks every
 //! millisecond until the connection closes), `timer MS` (reply `fired ELAPSED_MS`), `repeat MS N`
 //! (reply `tick K ELAPSED_MS` N times), `timers N` (add N idle one-minute timers), `deltimers`,
-//! `close` (reply `bye` and close), `pause MS` (stop reading for MS ms).
+//! `close` (reply `bye` and close), `pause MS` (stop reading for MS ms). The Text server logs
+//! `buffer full`, `buffer drained`, `on_error ran`, `on_worker_start ran` and `on_worker_stop ran`
+//! from its callbacks.
 //!
 //! `--http ADDR` adds an HTTP server whose routes exercise response framing; see
 //! [`http_route`].
@@ -126,6 +128,10 @@ async fn text_command(conn: Connection, line: Bytes) -> Result<(), brisk::BoxErr
 /// - `/early-hints`: 103 (a handler cannot answer with 1xx);
 /// - `/panic`: the handler panics;
 /// - `POST /echo`: the request body;
+/// - `/status?code=N`: status N with an `etag` and the body `status N` (which must not be sent
+///   for 204 and 304);
+/// - `/empty`: 200 with an empty body;
+/// - `/headers`: several response headers, one of them twice;
 /// - anything else: `ok PATH` with the number of request headers in `x-headers`.
 async fn http_route(req: http::Request<RequestBody>) -> http::Response<Body> {
     let query = req.uri().query().unwrap_or("");
@@ -164,6 +170,23 @@ async fn http_route(req: http::Request<RequestBody>) -> http::Response<Body> {
             .body(Body::empty())
             .unwrap(),
         "/panic" => panic!("requested panic"),
+        "/status" => {
+            let code = param("code");
+            http::Response::builder()
+                .status(code as u16)
+                .header("etag", "\"v1\"")
+                .body(Body::from(format!("status {code}")))
+                .unwrap()
+        }
+        "/empty" => http::Response::new(Body::empty()),
+        "/headers" => http::Response::builder()
+            .header("content-type", "text/plain; charset=utf-8")
+            .header("set-cookie", "a=1")
+            .header("set-cookie", "b=2")
+            .header("cache-control", "no-cache")
+            .header("x-empty", "")
+            .body(Body::from("headers"))
+            .unwrap(),
         "/echo" => match http_body_util::BodyExt::collect(req.into_body()).await {
             Ok(body) => http::Response::new(Body::from(body.to_bytes())),
             Err(e) => http::Response::builder()
@@ -230,7 +253,16 @@ fn main() -> ExitCode {
             .expect("text address")
             .on_message(text_command)
             .on_buffer_full(|c| async move { tracing::info!(conn = c.id(), "buffer full") })
-            .on_buffer_drain(|c| async move { tracing::info!(conn = c.id(), "buffer drained") });
+            .on_buffer_drain(|c| async move { tracing::info!(conn = c.id(), "buffer drained") })
+            .on_error(
+                |c, e| async move { tracing::info!(conn = c.id(), error = %e, "on_error ran") },
+            )
+            .on_worker_start(|w| async move {
+                tracing::info!(worker = w.id, pid = w.pid, "on_worker_start ran")
+            })
+            .on_worker_stop(|w| async move {
+                tracing::info!(worker = w.id, pid = w.pid, "on_worker_stop ran")
+            });
         app = app.server(limits(s));
     }
     if let Some(addr) = flag(&args, "--frame") {
