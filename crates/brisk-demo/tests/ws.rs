@@ -585,3 +585,80 @@ fn broadcast_sends_compressed_and_plain_frames_to_the_right_members() {
         assert!(compressed_frames.len() <= 1);
     }
 }
+
+/// A 1 MiB broadcast relayed through the master while members in other workers publish small
+/// ones, three times over: the control channel's framing survives a relay that lands while a
+/// large packet is half read, every worker stays up, and every member gets every message once
+/// and intact.
+#[test]
+fn a_large_broadcast_relayed_among_small_ones_reaches_every_member_intact() {
+    let d = demo(3);
+    let mut members: Vec<_> = Vec::new();
+    let per_worker = |d: &Demo| -> Vec<u64> {
+        let status = d.server.status().unwrap();
+        status["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["server"].as_str().unwrap().starts_with("http://"))
+            .map(|w| w["connections"].as_u64().unwrap())
+            .collect()
+    };
+    // Enough members that each of the three HTTP workers holds at least two.
+    while members.len() < 60 && (members.len() < 12 || per_worker(&d).iter().any(|&n| n < 2)) {
+        let mut m = client(d.http, "/chat");
+        m.get_mut()
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        members.push(m);
+    }
+    let spread = per_worker(&d);
+    assert!(
+        spread.len() == 3 && spread.iter().all(|&n| n >= 2),
+        "{spread:?}"
+    );
+    let pids_before = d.server.worker_pids().unwrap();
+    let n = members.len();
+    for round in 0..3u8 {
+        let big: String = (0..1 << 20)
+            .map(|i| char::from(b'a' + ((i / 7 + round as usize) % 26) as u8))
+            .collect();
+        members[0].send(Message::text(big.clone())).unwrap();
+        let mut small = Vec::new();
+        for i in 0..20 {
+            for s in [1, n - 1] {
+                let text = format!("round {round} from {s} #{i}");
+                members[s].send(Message::text(text.clone())).unwrap();
+                small.push(text);
+            }
+        }
+        small.sort();
+        for (k, m) in members.iter_mut().enumerate() {
+            let mut got_big = 0;
+            let mut got_small = Vec::new();
+            while got_big + got_small.len() < 1 + small.len() {
+                let text = m.read().unwrap().into_text().unwrap().to_string();
+                if text.len() == big.len() {
+                    assert!(
+                        text == big,
+                        "member {k}, round {round}: the large message changed"
+                    );
+                    got_big += 1;
+                } else {
+                    got_small.push(text);
+                }
+            }
+            got_small.sort();
+            assert_eq!(got_big, 1, "member {k}, round {round}");
+            assert_eq!(got_small, small, "member {k}, round {round}");
+        }
+    }
+    // Nothing more arrives (each message once), and no worker was lost or replaced.
+    members[0]
+        .get_mut()
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    assert!(members[0].read().is_err());
+    assert_eq!(d.server.worker_pids().unwrap(), pids_before);
+    assert_eq!(d.server.status().unwrap()["restarts"], 0);
+}

@@ -121,13 +121,13 @@ pub(crate) fn stop(app: &RunPaths, graceful_timeout: Duration, graceful: bool) -
     ) {
         // The control socket is gone or stuck: fall back to the signal.
         tracing::debug!("control request failed ({e}); signalling pid {pid}");
+        use nix::sys::signal::{kill, Signal};
         let sig = if graceful {
-            libc::SIGQUIT
+            Signal::SIGQUIT
         } else {
-            libc::SIGTERM
+            Signal::SIGTERM
         };
-        // SAFETY: sending a signal to a pid read from our own pid file.
-        unsafe { libc::kill(pid, sig) };
+        let _ = kill(nix::unistd::Pid::from_raw(pid), sig);
     }
     let limit = if graceful {
         graceful_timeout + Duration::from_secs(10)

@@ -1,7 +1,9 @@
-//! Per-worker counters and the snapshots that travel to the master for `status` and
-//! `connections`.
+//! What a worker counts, and the read-only snapshots of it: [`WorkerStatus`] (a row of
+//! `status`; [`WorkerStatus::current`] takes one on the worker running the caller) and
+//! [`ConnectionInfo`] (a row of `connections`).
 //!
-//! Counters are plain `Cell`s: a worker is single-threaded, so counting costs one add.
+//! The live counters are plain `Cell`s private to the crate: a worker is single-threaded, so
+//! counting costs one add.
 
 use std::cell::Cell;
 
@@ -9,35 +11,35 @@ use serde::{Deserialize, Serialize};
 
 /// Live counters of one worker process.
 #[derive(Debug, Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     /// Connections open now.
-    pub connections: Cell<u64>,
+    pub(crate) connections: Cell<u64>,
     /// Connections accepted since the worker started.
-    pub accepted: Cell<u64>,
+    pub(crate) accepted: Cell<u64>,
     /// Messages decoded and handed to `on_message` (Workerman's `total_request`).
-    pub total_request: Cell<u64>,
+    pub(crate) total_request: Cell<u64>,
     /// Handler errors and panics (Workerman's `throw_exception`).
-    pub throw_exception: Cell<u64>,
+    pub(crate) throw_exception: Cell<u64>,
     /// Connections closed for breaking the protocol or the max package size.
-    pub rejected: Cell<u64>,
+    pub(crate) rejected: Cell<u64>,
     /// Times a connection's send buffer filled up.
-    pub buffer_full: Cell<u64>,
+    pub(crate) buffer_full: Cell<u64>,
     /// Bytes read from peers.
-    pub bytes_in: Cell<u64>,
+    pub(crate) bytes_in: Cell<u64>,
     /// Bytes written to peers.
-    pub bytes_out: Cell<u64>,
+    pub(crate) bytes_out: Cell<u64>,
 }
 
 impl Stats {
     /// Adds `n` to a counter.
     #[inline]
-    pub fn add(counter: &Cell<u64>, n: u64) {
+    pub(crate) fn add(counter: &Cell<u64>, n: u64) {
         counter.set(counter.get().wrapping_add(n));
     }
 
     /// Subtracts one from a counter, never going under zero.
     #[inline]
-    pub fn dec(counter: &Cell<u64>) {
+    pub(crate) fn dec(counter: &Cell<u64>) {
         counter.set(counter.get().saturating_sub(1));
     }
 }
@@ -104,7 +106,10 @@ pub fn self_rss_kib() -> u64 {
         .nth(1)
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .unwrap_or(4096)
+        .max(1) as u64;
     pages * page / 1024
 }

@@ -5,9 +5,11 @@ use std::path::Path;
 
 /// Whether `pid` is a live process (a zombie counts as dead).
 pub(crate) fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    let exists = unsafe { libc::kill(pid, 0) } == 0
-        || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    // Signal 0 only checks that the process exists (EPERM: it does, and is not ours).
+    let exists = matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+        Ok(()) | Err(nix::errno::Errno::EPERM)
+    );
     if !exists {
         return false;
     }

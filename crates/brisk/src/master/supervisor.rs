@@ -13,6 +13,8 @@ use std::process::{ExitStatus, Stdio};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, oneshot, Notify};
 
@@ -93,8 +95,7 @@ impl Worker {
     }
 
     fn kill(&self) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
     }
 }
 

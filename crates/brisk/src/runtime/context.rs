@@ -70,6 +70,22 @@ pub(crate) fn current() -> Option<Rc<WorkerCtx>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
+impl WorkerStatus {
+    /// A snapshot of the counters of the worker running the caller (`None` outside a worker):
+    /// the same row `status` shows for it.
+    ///
+    /// ```no_run
+    /// # async fn handler() {
+    /// if let Some(me) = brisk::stats::WorkerStatus::current() {
+    ///     println!("{} requests, {} open connections", me.total_request, me.connections);
+    /// }
+    /// # }
+    /// ```
+    pub fn current() -> Option<WorkerStatus> {
+        current().map(|w| w.snapshot())
+    }
+}
+
 /// Makes `worker` the one [`current`] returns on this thread (None when it stops).
 pub(crate) fn set_current(worker: Option<Rc<WorkerCtx>>) {
     CURRENT.with(|c| *c.borrow_mut() = worker);
