@@ -586,79 +586,147 @@ fn broadcast_sends_compressed_and_plain_frames_to_the_right_members() {
     }
 }
 
-/// A 1 MiB broadcast relayed through the master while members in other workers publish small
-/// ones, three times over: the control channel's framing survives a relay that lands while a
-/// large packet is half read, every worker stays up, and every member gets every message once
-/// and intact.
+/// A 1 MiB broadcast relayed through the master while members in the other workers keep
+/// publishing small ones, five times over: the control channel's framing survives a relay that
+/// lands while a large packet is half read, every worker stays up, and every member gets every
+/// message once and intact.
 #[test]
 fn a_large_broadcast_relayed_among_small_ones_reaches_every_member_intact() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    const ROUNDS: usize = 5;
     let d = demo(3);
-    let mut members: Vec<_> = Vec::new();
-    let per_worker = |d: &Demo| -> Vec<u64> {
-        let status = d.server.status().unwrap();
-        status["workers"]
-            .as_array()
-            .unwrap()
+    // Which worker (pid) holds each connection, from `connections`.
+    let worker_of = |d: &Demo, conns: &[WebSocket<TcpStream>]| -> Vec<i64> {
+        let out = d.server.cli(&["connections", "--json"]);
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        conns
             .iter()
-            .filter(|w| w["server"].as_str().unwrap().starts_with("http://"))
-            .map(|w| w["connections"].as_u64().unwrap())
+            .map(|m| {
+                let me = m.get_ref().local_addr().unwrap().to_string();
+                let row = list
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|c| c["remote"] == me.as_str());
+                row.map_or(0, |c| c["pid"].as_i64().unwrap())
+            })
             .collect()
     };
-    // Enough members that each of the three HTTP workers holds at least two.
-    while members.len() < 60 && (members.len() < 12 || per_worker(&d).iter().any(|&n| n < 2)) {
-        let mut m = client(d.http, "/chat");
-        m.get_mut()
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        members.push(m);
+    // Connect until each of the three HTTP workers holds at least three connections.
+    let mut conns = Vec::new();
+    let mut pids = Vec::new();
+    while conns.len() < 60 {
+        conns.push(client(d.http, "/chat"));
+        pids = worker_of(&d, &conns);
+        let mut distinct = pids.clone();
+        distinct.sort();
+        distinct.dedup();
+        let each = distinct
+            .iter()
+            .all(|p| pids.iter().filter(|q| *q == p).count() >= 3);
+        if distinct.len() == 3 && !distinct.contains(&0) && each {
+            break;
+        }
     }
-    let spread = per_worker(&d);
-    assert!(
-        spread.len() == 3 && spread.iter().all(|&n| n >= 2),
-        "{spread:?}"
-    );
+    // One publisher of large messages on one worker, one of small messages on each other
+    // worker; every other connection only listens.
+    let big_at = 0;
+    let mut small_at: Vec<usize> = Vec::new();
+    for (i, p) in pids.iter().enumerate() {
+        if *p != pids[big_at] && !small_at.iter().any(|&s| pids[s] == *p) {
+            small_at.push(i);
+        }
+    }
+    assert_eq!(small_at.len(), 2, "connections on three workers: {pids:?}");
     let pids_before = d.server.worker_pids().unwrap();
-    let n = members.len();
-    for round in 0..3u8 {
-        let big: String = (0..1 << 20)
-            .map(|i| char::from(b'a' + ((i / 7 + round as usize) % 26) as u8))
-            .collect();
-        members[0].send(Message::text(big.clone())).unwrap();
-        let mut small = Vec::new();
-        for i in 0..20 {
-            for s in [1, n - 1] {
-                let text = format!("round {round} from {s} #{i}");
-                members[s].send(Message::text(text.clone())).unwrap();
-                small.push(text);
-            }
-        }
-        small.sort();
-        for (k, m) in members.iter_mut().enumerate() {
-            let mut got_big = 0;
-            let mut got_small = Vec::new();
-            while got_big + got_small.len() < 1 + small.len() {
-                let text = m.read().unwrap().into_text().unwrap().to_string();
-                if text.len() == big.len() {
-                    assert!(
-                        text == big,
-                        "member {k}, round {round}: the large message changed"
-                    );
-                    got_big += 1;
-                } else {
-                    got_small.push(text);
-                }
-            }
-            got_small.sort();
-            assert_eq!(got_big, 1, "member {k}, round {round}");
-            assert_eq!(got_small, small, "member {k}, round {round}");
+    let mut publishers: Vec<(usize, WebSocket<TcpStream>)> = Vec::new();
+    let mut listeners = Vec::new();
+    for (i, c) in conns.into_iter().enumerate() {
+        if i == big_at || small_at.contains(&i) {
+            publishers.push((i, c));
+        } else {
+            listeners.push(c);
         }
     }
-    // Nothing more arrives (each message once), and no worker was lost or replaced.
-    members[0]
-        .get_mut()
-        .set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    assert!(members[0].read().is_err());
-    assert_eq!(d.server.worker_pids().unwrap(), pids_before);
+    let big_of = |round: usize| -> String {
+        (0..1 << 20)
+            .map(|i| char::from(b'a' + ((i / 7 + round) % 26) as u8))
+            .collect()
+    };
+    let bigs: Arc<Vec<String>> = Arc::new((0..ROUNDS).map(big_of).collect());
+    // Listeners read on their own threads until they have every message.
+    let small_total = Arc::new(AtomicUsize::new(usize::MAX));
+    let readers: Vec<_> = listeners
+        .into_iter()
+        .map(|mut m| {
+            let (bigs, small_total) = (bigs.clone(), small_total.clone());
+            std::thread::spawn(move || {
+                m.get_mut()
+                    .set_read_timeout(Some(Duration::from_secs(30)))
+                    .unwrap();
+                let (mut got_big, mut got_small) = (Vec::new(), Vec::new());
+                while got_big.len() < ROUNDS || got_small.len() < small_total.load(Ordering::SeqCst)
+                {
+                    let text = m
+                        .read()
+                        .expect("a message")
+                        .into_text()
+                        .unwrap()
+                        .to_string();
+                    if text.len() == 1 << 20 {
+                        assert!(bigs.contains(&text), "a large message changed on its way");
+                        got_big.push(text);
+                    } else {
+                        got_small.push(text);
+                    }
+                }
+                (got_big, got_small)
+            })
+        })
+        .collect();
+    // Small messages flow from the other two workers the whole time.
+    let stop = Arc::new(AtomicBool::new(false));
+    let big_publisher = publishers.iter().position(|(i, _)| *i == big_at).unwrap();
+    let (_, mut big_ws) = publishers.remove(big_publisher);
+    let small_thread = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut sent = Vec::new();
+            let mut n = 0;
+            while !stop.load(Ordering::SeqCst) {
+                for (i, ws) in publishers.iter_mut() {
+                    let text = format!("small from {i} #{n}");
+                    ws.send(Message::text(text.clone())).unwrap();
+                    sent.push(text);
+                }
+                n += 1;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            (sent, publishers)
+        })
+    };
+    for big in bigs.iter() {
+        big_ws.send(Message::text(big.clone())).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (mut sent, _publishers) = small_thread.join().unwrap();
+    sent.sort();
+    small_total.store(sent.len(), Ordering::SeqCst);
+    for (k, r) in readers.into_iter().enumerate() {
+        let (mut big, mut small) = r.join().unwrap_or_else(|_| panic!("listener {k} failed"));
+        big.sort();
+        small.sort();
+        let mut expected: Vec<String> = bigs.to_vec();
+        expected.sort();
+        assert!(big == expected, "listener {k}: every large message once");
+        assert_eq!(small, sent, "listener {k}: every small message once");
+    }
+    assert_eq!(
+        d.server.worker_pids().unwrap(),
+        pids_before,
+        "no worker lost"
+    );
     assert_eq!(d.server.status().unwrap()["restarts"], 0);
 }
