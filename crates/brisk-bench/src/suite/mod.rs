@@ -18,6 +18,7 @@ pub mod runner;
 pub mod stats;
 pub mod svg;
 pub mod table;
+mod ws_scenarios;
 
 use std::path::Path;
 

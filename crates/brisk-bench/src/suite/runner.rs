@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::error::BenchError;
-use crate::fd_limit::{fd_hard_limit, raise_fd_limit};
+use crate::fd_limit::raise_fd_limit;
 use crate::http::{run_http, HttpConfig, RequestSpec};
 use crate::report::HttpReport;
 use crate::suite::config::{
@@ -20,12 +20,10 @@ use crate::suite::environment;
 use crate::suite::measure::Runs;
 use crate::suite::model::{Header, Latency, Outcome, Row, ScenarioResult, SuiteReport, TargetInfo};
 use crate::suite::process::{command_line_output, pin_current_thread, Running, StartSpec};
-use crate::suite::procfs::{snapshot, Sampler};
 use crate::suite::progress::Progress;
 use crate::suite::stats::{efficiency, median_index, paired_ratio, spread};
 use crate::target::{Scheme, Target};
-use crate::units::parse_duration;
-use crate::ws::{parse_source_ips, run_ws, WsConfig, WsMode};
+use crate::ws::{parse_source_ips, WsConfig};
 
 /// What `brisk-bench suite` was asked to do.
 #[derive(Clone, Debug)]
@@ -148,23 +146,23 @@ fn usable_cpus(cpus: Vec<usize>) -> Vec<usize> {
 
 /// The state of one suite run.
 pub(super) struct Lab<'a> {
-    config: &'a SuiteConfig,
+    pub(super) config: &'a SuiteConfig,
     pub(super) targets: Vec<String>,
-    scenarios: Vec<&'static str>,
+    pub(super) scenarios: Vec<&'static str>,
     pub(super) timing: Timing,
-    reps_override: Option<usize>,
-    default_reps: usize,
-    quick: bool,
-    bench_dir: PathBuf,
-    repo: PathBuf,
-    work: PathBuf,
-    static_dir: PathBuf,
+    pub(super) reps_override: Option<usize>,
+    pub(super) default_reps: usize,
+    pub(super) quick: bool,
+    pub(super) bench_dir: PathBuf,
+    pub(super) repo: PathBuf,
+    pub(super) work: PathBuf,
+    pub(super) static_dir: PathBuf,
     pub(super) progress: Progress,
-    failures: Vec<String>,
-    failed_targets: BTreeSet<String>,
-    load_cpus: Vec<usize>,
-    target_cpus: Vec<usize>,
-    launches: usize,
+    pub(super) failures: Vec<String>,
+    pub(super) failed_targets: BTreeSet<String>,
+    pub(super) load_cpus: Vec<usize>,
+    pub(super) target_cpus: Vec<usize>,
+    pub(super) launches: usize,
 }
 
 /// The HTTP load of one point and how the target runs for it.
@@ -191,7 +189,13 @@ pub(super) fn for_duration(config: &HttpConfig, duration: Duration) -> HttpConfi
 /// The row of a point of `n` WebSocket connections when they need more
 /// descriptors than the open-file hard limit `hard` (named `limit` in the
 /// row's reason) allows.
-fn beyond_fd_limit(target: &str, point: &str, n: usize, hard: u64, limit: &str) -> Option<Row> {
+pub(super) fn beyond_fd_limit(
+    target: &str,
+    point: &str,
+    n: usize,
+    hard: u64,
+    limit: &str,
+) -> Option<Row> {
     (n as u64 + 64 > hard).then(|| {
         Row::empty(
             target,
@@ -228,7 +232,7 @@ fn select_scenarios(wanted: Option<&[String]>) -> Result<Vec<&'static str>, Benc
 /// How the HTTP scenarios order their runs, for their method lines.
 const TURNS: &str = "targets in turn at each point (order reversed every run)";
 
-fn pick<T: Clone>(points: &[T], quick_points: &Option<Vec<T>>, quick: bool) -> Vec<T> {
+pub(super) fn pick<T: Clone>(points: &[T], quick_points: &Option<Vec<T>>, quick: bool) -> Vec<T> {
     match (quick, quick_points) {
         (true, Some(q)) => q.clone(),
         _ => points.to_vec(),
@@ -236,7 +240,7 @@ fn pick<T: Clone>(points: &[T], quick_points: &Option<Vec<T>>, quick: bool) -> V
 }
 
 impl Lab<'_> {
-    fn reps(&self, scenario: Option<usize>) -> usize {
+    pub(super) fn reps(&self, scenario: Option<usize>) -> usize {
         self.reps_override
             .or(if self.quick { None } else { scenario })
             .unwrap_or(self.default_reps)
@@ -419,7 +423,7 @@ impl Lab<'_> {
     }
 
     /// Starts `target` with the configured workers on the target CPUs.
-    fn start_default(&mut self, target: &str) -> Result<Running, String> {
+    pub(super) fn start_default(&mut self, target: &str) -> Result<Running, String> {
         let cpus = self.target_cpus.clone();
         self.start(target, self.config.settings.workers, &cpus)
     }
@@ -446,7 +450,7 @@ impl Lab<'_> {
     }
 
     /// WebSocket load on `path` of `target` with `n` connections.
-    fn ws_config(
+    pub(super) fn ws_config(
         &self,
         target: &str,
         path: &str,
@@ -473,7 +477,7 @@ impl Lab<'_> {
     /// `measure` gives at each point, or the target's skip row when it
     /// does not support `scenario`. `progress` names a point in the
     /// progress line.
-    fn sweep<P>(
+    pub(super) fn sweep<P>(
         &mut self,
         scenario: &str,
         points: &[P],
@@ -683,184 +687,6 @@ impl Lab<'_> {
             ),
             rows,
         })
-    }
-
-    fn ws_idle(&mut self) -> Option<ScenarioResult> {
-        let s = self.config.scenarios.ws_idle.clone()?;
-        let points = pick(&s.points, &s.quick_points, self.quick);
-        let reps = self.reps(s.reps);
-        let hold = parse_duration(&s.hold).unwrap_or(Duration::from_secs(3));
-        let hard = fd_hard_limit();
-        let rows = self.sweep(
-            "ws_idle",
-            &points,
-            |n| format!("{n} connections"),
-            |lab, target, &n| {
-                let point = format!("{n}");
-                beyond_fd_limit(
-                    target,
-                    &point,
-                    n,
-                    hard,
-                    "this machine's open-file hard limit",
-                )
-                .unwrap_or_else(|| lab.ws_idle_point(target, &point, n, &s, hold, reps))
-            },
-        );
-        Some(ScenarioResult {
-            name: "ws_idle".into(),
-            title: "Idle WebSocket connections".into(),
-            mirrors: "R1.4".into(),
-            x_label: "connections".into(),
-            method: format!(
-                "open N connections to /ws and hold them {hold:.0?}; RSS per connection = (peak RSS - RSS before) / connections open; target restarted for each of {reps} runs"
-            ),
-            rows,
-        })
-    }
-
-    fn ws_idle_point(
-        &mut self,
-        target: &str,
-        point: &str,
-        n: usize,
-        s: &crate::suite::config::WsIdleScenario,
-        hold: Duration,
-        reps: usize,
-    ) -> Row {
-        let path = self.config.targets[target].paths.ws.clone();
-        let mut per_conn = Vec::new();
-        let mut opened = Vec::new();
-        let mut failures = 0;
-        let mut best = Row::empty(target, point, n as f64, Outcome::Measured);
-        for _ in 0..reps {
-            let result = self
-                .ws_config(target, &path, n, s.ramp, &s.source_ips)
-                .and_then(|mut config| {
-                    config.mode = WsMode::Hold;
-                    config.hold = hold;
-                    let mut running = self.start_default(target)?;
-                    let pid = running.pid();
-                    std::thread::sleep(Duration::from_millis(300));
-                    let idle = snapshot(pid, pid);
-                    let sampler = Sampler::start(pid, pid, self.timing.sample_interval);
-                    let report = run_ws(&config).map_err(|e| e.to_string());
-                    let peak = sampler.finish();
-                    running.stop();
-                    Ok((idle, peak, report?))
-                });
-            match result {
-                Ok((idle, peak, report)) => {
-                    let open = report.connections.succeeded.max(1);
-                    per_conn.push(
-                        peak.rss_kb.saturating_sub(idle.rss_kb) as f64 * 1024.0 / open as f64,
-                    );
-                    opened.push(report.connections.succeeded);
-                    failures += report.connections.failed.total;
-                    if peak.rss_kb > best.rss_peak_kb.unwrap_or(0) {
-                        best.rss_peak_kb = Some(peak.rss_kb);
-                        best.rss_per_process_kb = peak.per_process_kb;
-                        best.rss_idle_kb = Some(idle.rss_kb);
-                    }
-                }
-                Err(e) => return Row::empty(target, point, n as f64, Outcome::Failed(e)),
-            }
-        }
-        best.rss_per_conn_bytes = spread(&per_conn);
-        best.open_connections = opened.iter().copied().min();
-        best.errors = Some(failures);
-        best
-    }
-
-    fn ws_broadcast(&mut self) -> Option<ScenarioResult> {
-        let s = self.config.scenarios.ws_broadcast.clone()?;
-        let points = pick(&s.points, &s.quick_points, self.quick);
-        let reps = self.reps(s.reps);
-        let hard = fd_hard_limit();
-        let rows = self.sweep(
-            "ws_broadcast",
-            &points,
-            |n| format!("{n} receivers"),
-            |lab, target, &n| {
-                let point = format!("{n}");
-                beyond_fd_limit(target, &point, n, hard, "the open-file hard limit")
-                    .unwrap_or_else(|| lab.broadcast_point(target, &point, n, &s, reps))
-            },
-        );
-        Some(ScenarioResult {
-            name: "ws_broadcast".into(),
-            title: "WebSocket broadcast".into(),
-            mirrors: "R1.5".into(),
-            x_label: "connections".into(),
-            method: format!(
-                "N receivers on /chat, one sender publishing {} msgs/s{} of {} bytes for {:.0?}; rate = deliveries/s; latency = publish to delivery; {reps} runs",
-                s.rate,
-                s.max_deliveries.map_or(String::new(), |cap| format!(
-                    " (fewer where N × rate would pass {cap} deliveries/s: {})",
-                    points
-                        .iter()
-                        .map(|&n| format!("{} msgs/s to {n}", s.sender_rate(n)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )),
-                s.size,
-                self.timing.duration
-            ),
-            rows,
-        })
-    }
-
-    fn broadcast_point(
-        &mut self,
-        target: &str,
-        point: &str,
-        n: usize,
-        s: &crate::suite::config::WsBroadcastScenario,
-        reps: usize,
-    ) -> Row {
-        let path = self.config.targets[target].paths.chat.clone();
-        let result = self
-            .ws_config(target, &path, n, s.ramp, &s.source_ips)
-            .and_then(|mut config| {
-                config.mode = WsMode::Broadcast;
-                config.rate = s.sender_rate(n);
-                config.size = s.size;
-                config.hold = self.timing.duration;
-                let mut running = self.start_default(target)?;
-                let mut runs = Runs::new(running.pid(), self.timing.sample_interval);
-                for _ in 0..reps {
-                    runs.measure(
-                        || run_ws(&config).map_err(|e| e.to_string()),
-                        |r| r.messages.as_ref().map_or(0, |m| m.delivered),
-                    )?;
-                }
-                running.stop();
-                Ok(runs)
-            });
-        match result {
-            Ok(runs) => {
-                let (mut row, median) = runs.row(target, point, n as f64, |r| {
-                    r.messages.as_ref().map_or(0.0, |m| m.delivered_per_sec)
-                });
-                if let Some(i) = median {
-                    row.latency_ms = Some(Latency::from_micros(&runs.reports[i].latency_us));
-                    row.open_connections = Some(runs.reports[i].connections.open_at_end);
-                }
-                row.errors = Some(
-                    runs.reports
-                        .iter()
-                        .map(|r| {
-                            r.connections.failed.total
-                                + r.messages
-                                    .as_ref()
-                                    .map_or(0, |m| m.expected.saturating_sub(m.delivered))
-                        })
-                        .sum(),
-                );
-                row
-            }
-            Err(e) => Row::empty(target, point, n as f64, Outcome::Failed(e)),
-        }
     }
 
     fn generator_check(&mut self) -> Option<ScenarioResult> {
