@@ -349,37 +349,6 @@ impl hyper::rt::Read for HttpIo {
     }
 }
 
-impl hyper::rt::Write for HttpIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.poll_send(cx, &[io::IoSlice::new(buf)])
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.poll_send(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.shutdown();
-        Poll::Ready(Ok(()))
-    }
-}
-
 /// The same socket for `tokio-rustls`, which HTTPS runs on.
 impl tokio::io::AsyncRead for HttpIo {
     fn poll_read(
@@ -395,36 +364,46 @@ impl tokio::io::AsyncRead for HttpIo {
     }
 }
 
-impl tokio::io::AsyncWrite for HttpIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.poll_send(cx, &[io::IoSlice::new(buf)])
-    }
+/// The write half, the same for hyper's I/O traits and tokio's (under `tokio-rustls`): every
+/// write is a non-blocking `send`, vectored when given several buffers; nothing is buffered,
+/// so flushing has nothing to do.
+macro_rules! impl_write {
+    ($trait:path) => {
+        impl $trait for HttpIo {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                self.poll_send(cx, &[io::IoSlice::new(buf)])
+            }
 
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.poll_send(cx, bufs)
-    }
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                self.poll_send(cx, bufs)
+            }
 
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
+            fn is_write_vectored(&self) -> bool {
+                true
+            }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
+            fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
 
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.shutdown();
-        Poll::Ready(Ok(()))
-    }
+            fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                self.shutdown();
+                Poll::Ready(Ok(()))
+            }
+        }
+    };
 }
+
+impl_write!(hyper::rt::Write);
+impl_write!(tokio::io::AsyncWrite);
 
 #[cfg(test)]
 pub(crate) mod tests {
