@@ -22,9 +22,10 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body::Body as _;
 
-use super::conn::{respond, until_sent, HttpConn, HttpShared};
 use super::io::HttpIo;
+use super::respond::{respond, until_sent};
 use super::response_head::{self, has_token, Framing, HeadContext};
+use super::state::{HttpConn, HttpShared};
 use super::static_files::FileBody;
 use super::{Body, HttpLimits, RequestBody};
 use crate::stats::Stats;

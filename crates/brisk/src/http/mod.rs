@@ -12,9 +12,11 @@ mod h1;
 mod head_timeout;
 mod io;
 mod request_body;
+mod respond;
 mod response_head;
 mod server;
 pub mod sse;
+mod state;
 pub mod static_files;
 
 pub use body::Body;
@@ -22,7 +24,8 @@ pub use io::HttpIo;
 pub use request_body::RequestBody;
 pub use server::{HttpLimits, HttpServer};
 
-pub(crate) use conn::{serve, HttpShared, TlsShared};
+pub(crate) use conn::serve;
 pub(crate) use head_timeout::HeadTimeoutIo;
 pub(crate) use io::WorkerIo as WorkerIoCounters;
 pub(crate) use response_head::has_token;
+pub(crate) use state::{HttpShared, TlsShared};
