@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 
-use super::static_files::FileBody;
+use super::file_body::FileBody;
 use crate::server::BoxError;
 
 /// A response body: empty, one buffer (no allocation beyond the bytes), or any

@@ -22,11 +22,11 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body::Body as _;
 
+use super::file_body::FileBody;
 use super::io::HttpIo;
 use super::respond::{respond, until_sent};
 use super::response_head::{self, has_token, Framing, HeadContext};
 use super::state::{HttpConn, HttpShared};
-use super::static_files::FileBody;
 use super::{Body, HttpLimits, RequestBody};
 use crate::stats::Stats;
 
@@ -825,9 +825,11 @@ mod tests {
         use std::sync::Arc;
 
         use super::*;
+        use crate::http::file_body::tests::SMALL_CHUNKS;
+        use crate::http::file_body::{tests as file_body, NowaitRead, Resident};
         use crate::http::io::tests::with_io;
-        use crate::http::static_files::tests::{noise, SMALL_CHUNKS};
-        use crate::http::static_files::{self, in_page_cache, NowaitRead, Resident};
+        use crate::http::sys::in_page_cache;
+        use crate::http::testing::noise;
 
         thread_local! {
             /// Chunks the fakes below were asked about / read.
@@ -860,7 +862,7 @@ mod tests {
             pos: u64,
         ) -> io::Result<usize> {
             READ.with(|c| c.set(c.get() + 1));
-            static_files::tests::read_at(file, buf, len, pos)
+            file_body::read_at(file, buf, len, pos)
         }
 
         /// Sends "HEAD" then `count` bytes of `path` from `start` through [`send_file`] to a

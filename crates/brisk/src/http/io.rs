@@ -15,6 +15,8 @@ use bytes::Bytes;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
+use super::sys;
+
 /// Byte counters and a coarse clock for all HTTP connections of one worker. Atomic because
 /// hyper requires its I/O to be `Send` (for upgrades), although a worker never leaves its
 /// thread.
@@ -294,17 +296,7 @@ impl HttpIo {
         len: usize,
     ) -> Poll<io::Result<usize>> {
         let fd = self.stream.as_raw_fd();
-        let Ok(mut off) = libc::off_t::try_from(*offset) else {
-            return Poll::Ready(Err(io::ErrorKind::InvalidInput.into()));
-        };
-        let sent = ready!(self.poll_write_with(cx, false, || {
-            // SAFETY: both descriptors are open; `off` is a valid offset
-            // the kernel reads and advances.
-            let n = unsafe { libc::sendfile(fd, file.as_raw_fd(), &mut off, len) };
-            usize::try_from(n).map_err(|_| io::Error::last_os_error())
-        }))?;
-        *offset += sent as u64;
-        Poll::Ready(Ok(sent))
+        self.poll_write_with(cx, false, || sys::sendfile(fd, file, offset, len))
     }
 
     /// Runs `send` (one non-blocking send of some kind; `more`: with `MSG_MORE`) once the

@@ -8,6 +8,7 @@
 
 pub mod body;
 mod conn;
+mod file_body;
 mod h1;
 mod head_timeout;
 mod io;
@@ -18,6 +19,9 @@ mod server;
 pub mod sse;
 mod state;
 pub mod static_files;
+mod sys;
+#[cfg(test)]
+mod testing;
 
 pub use body::Body;
 pub use io::HttpIo;
