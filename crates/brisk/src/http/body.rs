@@ -1,5 +1,6 @@
 //! [`Body`]: the response body type of Brisk's HTTP handlers.
 
+use std::any::Any;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -45,12 +46,19 @@ impl Body {
         }
     }
 
-    /// Any body, for example a stream of frames.
+    /// Any body, for example a stream of frames. A `Body` given here is returned as it is
+    /// (not boxed again), so that a file body from a `tower::Service` is still sent with
+    /// `sendfile(2)`.
     pub fn new<B>(body: B) -> Self
     where
         B: http_body::Body<Data = Bytes> + 'static,
         B::Error: Into<BoxError>,
     {
+        let mut body = Some(body);
+        if let Some(same) = (&mut body as &mut dyn Any).downcast_mut::<Option<Body>>() {
+            return same.take().unwrap_or_default();
+        }
+        let body = body.expect("taken only when it is a Body");
         Body {
             kind: Kind::Boxed(Box::pin(body.map_err(Into::into))),
         }
@@ -59,7 +67,7 @@ impl Body {
 
 impl Body {
     /// A range of an open file.
-    pub(crate) fn file(body: FileBody) -> Self {
+    pub(crate) fn from_file_body(body: FileBody) -> Self {
         Body {
             kind: Kind::File(Box::new(body)),
         }

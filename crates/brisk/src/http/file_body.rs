@@ -13,6 +13,7 @@ use std::future::Future;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
@@ -30,6 +31,15 @@ pub(crate) struct Chunks {
     pub(crate) read: usize,
     /// Bytes sent with `sendfile` between two yields.
     pub(crate) sendfile: usize,
+}
+
+impl Chunks {
+    /// 128 KiB read chunks and 2 MiB `sendfile` chunks: see `StaticFiles::chunk_size` and
+    /// `StaticFiles::sendfile_chunk_size` for how they were chosen.
+    pub(crate) const DEFAULT: Chunks = Chunks {
+        read: 128 * 1024,
+        sendfile: 2 * 1024 * 1024,
+    };
 }
 
 /// A byte range of a file, read or sent in chunks.
@@ -65,6 +75,8 @@ pub(crate) struct FileBody {
     /// `Pending`: yield before reading another.
     read_now: bool,
     pending: Option<JoinHandle<io::Result<Bytes>>>,
+    /// Shared with a [`FileClaim`]: whether this body was read, or dropped, since.
+    watch: Option<Arc<AtomicU8>>,
 }
 
 /// Reads at most `len` bytes at an offset, appending them to the buffer,
@@ -87,6 +99,20 @@ impl FileBody {
             resident: sys::in_page_cache,
             read_now: false,
             pending: None,
+            watch: None,
+        }
+    }
+
+    /// A [`FileClaim`] on this body's range, to travel in its response's extensions.
+    pub(crate) fn claim(&mut self) -> FileClaim {
+        let state = Arc::new(AtomicU8::new(UNTOUCHED));
+        self.watch = Some(state.clone());
+        FileClaim {
+            file: self.file.clone(),
+            start: self.pos,
+            count: self.remaining,
+            chunks: self.chunks,
+            state,
         }
     }
 
@@ -205,6 +231,9 @@ impl http_body::Body for FileBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let this = self.get_mut();
+        if let Some(watch) = this.watch.take() {
+            watch.store(TOUCHED, Relaxed);
+        }
         let chunk = ready!(this.poll_chunk(cx));
         Poll::Ready(chunk.map(|chunk| match chunk {
             Ok(chunk) => {
@@ -225,6 +254,59 @@ impl http_body::Body for FileBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.remaining)
+    }
+}
+
+impl Drop for FileBody {
+    fn drop(&mut self) {
+        if let Some(watch) = &self.watch {
+            watch.store(TOUCHED, Relaxed);
+        }
+    }
+}
+
+/// [`FileClaim::state`]: the body was neither read nor dropped.
+const UNTOUCHED: u8 = 0;
+/// [`FileClaim::state`]: the body was read (by whatever wraps it) or dropped.
+const TOUCHED: u8 = 1;
+
+/// A response extension saying "this response's body is this file range, as yet unread",
+/// so that the range can still be sent with `sendfile(2)` after a framework has boxed the
+/// body into a type of its own.
+///
+/// An axum `Router` turns every response body into `axum::body::Body`, a boxed trait object
+/// that cannot be looked into; extensions pass through. `StaticFiles` as a `tower::Service`
+/// puts a claim beside each file body, and [`HttpServer::service`] takes the file back from
+/// the claim ([`take`](Self::take)) and drops the framework's body, when that body is
+/// evidently the same range untouched: never read nor dropped (a layer that replaced or
+/// read it would have), the same exact length, and no `Content-Encoding` (a compression
+/// layer sets one). A layer that rewrote the bytes in place but kept their length and
+/// encoding would go unnoticed: there is none among the usual ones (tower-http's).
+///
+/// [`HttpServer::service`]: super::HttpServer::service
+#[derive(Clone)]
+pub(crate) struct FileClaim {
+    file: Arc<std::fs::File>,
+    start: u64,
+    count: u64,
+    chunks: Chunks,
+    /// [`UNTOUCHED`] or [`TOUCHED`], set by the body.
+    state: Arc<AtomicU8>,
+}
+
+impl FileClaim {
+    /// The file range back, to send in place of `body` (the response's body now, with
+    /// `headers`), if `body` is evidently the claimed body untouched (see above).
+    pub(crate) fn take(
+        self,
+        body: &impl http_body::Body,
+        headers: &http::HeaderMap,
+    ) -> Option<FileBody> {
+        let untouched = self.state.load(Relaxed) == UNTOUCHED;
+        let same_length = body.size_hint().exact() == Some(self.count);
+        let encoded = headers.contains_key(http::header::CONTENT_ENCODING);
+        (untouched && same_length && !encoded)
+            .then(|| FileBody::new(self.file, self.start, self.count, self.chunks))
     }
 }
 

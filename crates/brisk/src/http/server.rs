@@ -5,6 +5,7 @@ use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
+use super::file_body::FileClaim;
 use super::{Body, RequestBody};
 use crate::address::{Address, Scheme};
 use crate::error::{Error, Result};
@@ -111,7 +112,7 @@ impl HttpServer {
                     .await
                     .map_err(Into::into)?;
                 let resp = svc.call(req).await.map_err(Into::into)?;
-                Ok(resp.map(Body::new))
+                Ok(brisk_response(resp))
             })
         }));
         self
@@ -138,4 +139,21 @@ impl HttpServer {
         self.http = limits;
         self
     }
+}
+
+/// A `tower::Service`'s response with a [`Body`]: the service's body boxed (or kept, when
+/// it is a `Body` already), or, when the response carries a claim on a file range and the
+/// body is evidently that range unread (see [`FileClaim`]), the file range itself, so that
+/// it is sent with `sendfile(2)` even after a router boxed it.
+pub(crate) fn brisk_response<B>(mut resp: Response<B>) -> Response<Body>
+where
+    B: http_body::Body<Data = bytes::Bytes> + 'static,
+    B::Error: Into<BoxError>,
+{
+    if let Some(claim) = resp.extensions_mut().remove::<FileClaim>() {
+        if let Some(file) = claim.take(resp.body(), resp.headers()) {
+            return resp.map(|_| Body::from_file_body(file));
+        }
+    }
+    resp.map(Body::new)
 }

@@ -5,17 +5,16 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::HeaderValue;
 
 use super::validators::{FileInfo, Validators};
+use super::StaticBody;
 use super::DEFAULT_CACHE_MAX_OPEN_FILES;
 use crate::http::file_body::{Chunks, FileBody};
-use crate::http::Body;
 
 /// Bytes charged to the cache budget per entry on top of the file's size and
 /// the lengths of its two paths: roughly the entry's own bookkeeping (its
@@ -34,16 +33,18 @@ pub(super) enum Content {
 
 impl Content {
     /// The body for `range` (`None`: all `len` bytes).
-    pub(super) fn body(&self, range: Option<(u64, u64)>, len: u64, chunks: Chunks) -> Body {
+    pub(super) fn body(&self, range: Option<(u64, u64)>, len: u64, chunks: Chunks) -> StaticBody {
         let (start, count) = match range {
             Some((start, end)) => (start, end - start + 1),
             None => (0, len),
         };
         match self {
             Content::Bytes(bytes) => {
-                Body::full(bytes.slice(start as usize..(start + count) as usize))
+                StaticBody::full(bytes.slice(start as usize..(start + count) as usize))
             }
-            Content::File(file) => Body::file(FileBody::new(file.clone(), start, count, chunks)),
+            Content::File(file) => {
+                StaticBody::file(FileBody::new(file.clone(), start, count, chunks))
+            }
         }
     }
 
@@ -56,14 +57,38 @@ impl Content {
     }
 }
 
+/// The cache of one [`StaticFiles`](super::StaticFiles) and its clones, behind a lock so
+/// that a `StaticFiles` is `Send` and `Sync` (a `tower::Service` in an axum `Router` has to
+/// be). On Brisk's workers one thread uses it, so the lock is never contended: taking it is
+/// an atomic operation, not a wait. It is never held across an `.await`.
+pub(super) struct SharedCache(Mutex<Cache>);
+
+impl SharedCache {
+    pub(super) fn new(capacity: u64) -> Self {
+        SharedCache(Mutex::new(Cache::new(capacity)))
+    }
+
+    /// The cache, to read.
+    pub(super) fn borrow(&self) -> MutexGuard<'_, Cache> {
+        // Nothing panics while holding it; if something did, the cache is still consistent
+        // enough to serve from (at worst an entry too many or too few).
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The cache, to change.
+    pub(super) fn borrow_mut(&self) -> MutexGuard<'_, Cache> {
+        self.borrow()
+    }
+}
+
 /// Small files by request path ([`cache_key`](super::path::cache_key)). Two paths naming the same
 /// file (a symlink, `dir/` and `dir/index.html`) are two entries, each
 /// charged to the budget in full (and each holding its own open file).
 pub(super) struct Cache {
-    pub(super) entries: HashMap<Rc<[u8]>, Entry>,
+    pub(super) entries: HashMap<Arc<[u8]>, Entry>,
     /// Insertion order for eviction: (key, generation). Stale pairs (the
     /// entry was replaced or removed) are skipped.
-    pub(super) order: VecDeque<(Rc<[u8]>, u64)>,
+    pub(super) order: VecDeque<(Arc<[u8]>, u64)>,
     pub(super) total: u64,
     pub(super) capacity: u64,
     /// Entries holding an open file, and their bound.
@@ -181,7 +206,7 @@ impl Cache {
         self.generation += 1;
         entry.generation = self.generation;
         self.total += cost;
-        let key: Rc<[u8]> = Rc::from(key);
+        let key: Arc<[u8]> = Arc::from(key);
         self.order.push_back((key.clone(), self.generation));
         self.entries.insert(key, entry);
         // Keep the queue from filling up with stale pairs.

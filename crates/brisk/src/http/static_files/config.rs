@@ -1,13 +1,13 @@
 //! Building a [`StaticFiles`]: its root and the settings of its cache, its chunks and its
 //! symlink policy.
 
-use std::cell::RefCell;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::time::Duration;
 
-use super::cache::Cache;
+use std::sync::Arc;
+
+use super::cache::SharedCache;
 use super::*;
 
 impl StaticFiles {
@@ -40,7 +40,7 @@ impl StaticFiles {
             },
             allow_symlinks_outside_root: false,
             revalidate_after: DEFAULT_REVALIDATE_AFTER,
-            cache: Rc::new(RefCell::new(Cache::new(DEFAULT_CACHE_MAX_TOTAL_SIZE))),
+            cache: Arc::new(SharedCache::new(DEFAULT_CACHE_MAX_TOTAL_SIZE)),
         })
     }
 

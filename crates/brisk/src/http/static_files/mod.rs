@@ -6,8 +6,24 @@
 //! (`ETag`, `Last-Modified`) and conditional requests (`304`), media players and
 //! download managers expect byte ranges (`206`), and a large file must not be
 //! loaded into memory. This module does all of that once, for Brisk's worker
-//! model: a [`StaticFiles`] is cheap to clone (an `Rc` inside) and lives on one
-//! worker thread, so its in-memory cache needs no locks.
+//! model: a [`StaticFiles`] is cheap to clone (an `Arc` inside) and each worker
+//! process has its own, so its in-memory cache is only ever used by one thread
+//! (it sits behind a lock all the same, uncontended, so that a `StaticFiles`
+//! is `Send` and `Sync` and nests in an axum `Router`).
+//!
+//! Two ways in: [`StaticFiles::serve`], called from a handler with the path
+//! below the mount point, or `StaticFiles` as a `tower::Service`, nested
+//! where it belongs:
+//!
+//! ```no_run
+//! use brisk::http::static_files::StaticFiles;
+//!
+//! let files = StaticFiles::new("./public").expect("./public is a readable directory");
+//! let app: axum::Router = axum::Router::new().nest_service("/static", files);
+//! ```
+//!
+//! Either way, file bodies are sent with `sendfile(2)` on Brisk's own
+//! HTTP/1.1 path (see [`StaticBody`] for how that survives a router).
 //!
 //! # Behaviour, and the choices made
 //!
@@ -117,15 +133,14 @@ mod lookup;
 mod path;
 mod range;
 mod response;
+mod service;
 #[cfg(test)]
 mod testing;
 mod validators;
 
-use std::cell::RefCell;
 use std::io;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -134,10 +149,11 @@ use http::{Method, Request, Response, StatusCode};
 
 use super::file_body::Chunks;
 use crate::http::Body;
-use cache::{Cache, Content, Entry};
+use cache::{Content, Entry, SharedCache};
 use lookup::{blocking, lookup, open_regular, read_small, Lookup};
 use path::{cache_key, normal_key, parse_path};
 use response::{content_type, decide, finish, io_error, redirect_with_slash, respond_from, status};
+pub use service::StaticBody;
 use validators::{FileInfo, Validators};
 
 /// Default for [`StaticFiles::cache_max_file_size`]: 2 MiB.
@@ -145,9 +161,9 @@ pub const DEFAULT_CACHE_MAX_FILE_SIZE: u64 = 2 * 1024 * 1024;
 /// Default for [`StaticFiles::cache_max_total_size`]: 64 MiB.
 pub const DEFAULT_CACHE_MAX_TOTAL_SIZE: u64 = 64 * 1024 * 1024;
 /// Default for [`StaticFiles::chunk_size`]: 128 KiB.
-pub const DEFAULT_CHUNK_SIZE: usize = 128 * 1024;
+pub const DEFAULT_CHUNK_SIZE: usize = Chunks::DEFAULT.read;
 /// Default for [`StaticFiles::sendfile_chunk_size`]: 2 MiB.
-pub const DEFAULT_SENDFILE_CHUNK_SIZE: usize = 2 * 1024 * 1024;
+pub const DEFAULT_SENDFILE_CHUNK_SIZE: usize = Chunks::DEFAULT.sendfile;
 /// Default for [`StaticFiles::revalidate_after`]: 1 second.
 pub const DEFAULT_REVALIDATE_AFTER: Duration = Duration::from_secs(1);
 /// Default for [`StaticFiles::sendfile_min_size`]: 32 KiB.
@@ -157,8 +173,10 @@ pub const DEFAULT_CACHE_MAX_OPEN_FILES: usize = 128;
 
 /// Serves files under a root directory.
 ///
-/// Cheap to clone (the cache is shared through an `Rc`); used from one worker
-/// thread. See the [module documentation](self) for exactly what it answers.
+/// Cheap to clone (the cache is shared through an `Arc`). See the
+/// [module documentation](self) for exactly what it answers. As a
+/// `tower::Service` it answers each request for its whole path (nest it:
+/// a router strips the mount point), with a [`StaticBody`].
 ///
 /// ```no_run
 /// use brisk::http::static_files::StaticFiles;
@@ -175,13 +193,13 @@ pub const DEFAULT_CACHE_MAX_OPEN_FILES: usize = 128;
 /// ```
 #[derive(Clone)]
 pub struct StaticFiles {
-    root: Rc<Path>,
+    root: Arc<Path>,
     cache_max_file_size: u64,
     sendfile_min_size: u64,
     chunks: Chunks,
     allow_symlinks_outside_root: bool,
     revalidate_after: Duration,
-    cache: Rc<RefCell<Cache>>,
+    cache: Arc<SharedCache>,
 }
 
 impl std::fmt::Debug for StaticFiles {
@@ -209,6 +227,17 @@ impl StaticFiles {
     /// Never fails: every problem is a status code (see the
     /// [module documentation](self)).
     pub async fn serve<B>(&self, req: &Request<B>, path: &str) -> Response<Body> {
+        self.answer(req, path, false).await.map(Body::from)
+    }
+
+    /// [`serve`](Self::serve), with a body that is `Send`; `relative_redirect`
+    /// for a `Location` that does not need the mount point.
+    async fn answer<B>(
+        &self,
+        req: &Request<B>,
+        path: &str,
+        relative_redirect: bool,
+    ) -> Response<StaticBody> {
         let method = req.method();
         if method != Method::GET && method != Method::HEAD {
             let mut resp = status(StatusCode::METHOD_NOT_ALLOWED);
@@ -271,7 +300,7 @@ impl StaticFiles {
             other => {
                 self.cache.borrow_mut().remove(&key);
                 return match other {
-                    Ok(Lookup::Redirect) => redirect_with_slash(req),
+                    Ok(Lookup::Redirect) => redirect_with_slash(req, relative_redirect),
                     Err(e) => io_error(&e, path),
                     _ => status(StatusCode::NOT_FOUND),
                 };
@@ -298,7 +327,7 @@ impl StaticFiles {
         };
 
         let (validators, body) = if head {
-            (validators, Body::empty())
+            (validators, StaticBody::empty())
         } else {
             let loaded = if info.len <= self.cache_max_file_size {
                 self.load(&key, canonical, &content_type, checked, info.len)
@@ -333,7 +362,12 @@ impl StaticFiles {
     /// The response from the cache when `key` is cached, was checked less
     /// than `revalidate_after` ago, and may be served by this `StaticFiles`
     /// (clones share the cache but not their settings).
-    fn serve_fresh<B>(&self, req: &Request<B>, key: &[u8], head: bool) -> Option<Response<Body>> {
+    fn serve_fresh<B>(
+        &self,
+        req: &Request<B>,
+        key: &[u8],
+        head: bool,
+    ) -> Option<Response<StaticBody>> {
         if self.revalidate_after.is_zero() {
             return None;
         }

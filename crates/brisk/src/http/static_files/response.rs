@@ -14,8 +14,8 @@ use super::conditional::check_not_modified;
 use super::lookup::is_not_found;
 use super::range::{requested_range, RangeDecision};
 use super::validators::Validators;
+use super::StaticBody;
 use crate::http::file_body::Chunks;
-use crate::http::Body;
 
 /// The response for a cached entry: the same status and headers as for the
 /// file on disk, with the body sliced from the cached bytes or sent from the
@@ -25,13 +25,13 @@ pub(super) fn respond_from<B>(
     req: &Request<B>,
     head: bool,
     chunks: Chunks,
-) -> Response<Body> {
+) -> Response<StaticBody> {
     let range = match decide(req.headers(), &entry.validators) {
         ControlFlow::Continue(range) => range,
         ControlFlow::Break(resp) => return resp,
     };
     let body = if head {
-        Body::empty()
+        StaticBody::empty()
     } else {
         let len = entry.validators.info.len;
         entry.content.body(range, len, chunks)
@@ -63,7 +63,7 @@ pub(super) fn content_type(name: &Path) -> HeaderValue {
 pub(super) fn decide(
     headers: &HeaderMap,
     validators: &Validators,
-) -> ControlFlow<Response<Body>, Option<(u64, u64)>> {
+) -> ControlFlow<Response<StaticBody>, Option<(u64, u64)>> {
     if let Some(code) = check_not_modified(headers, validators) {
         let mut resp = status(code);
         validators.insert_into(resp.headers_mut());
@@ -91,10 +91,10 @@ pub(super) fn decide(
 pub(super) fn finish(
     validators: &Validators,
     content_type: HeaderValue,
-    body: Body,
+    body: StaticBody,
     range: Option<(u64, u64)>,
     full_length: Option<&HeaderValue>,
-) -> Response<Body> {
+) -> Response<StaticBody> {
     let len = validators.info.len;
     let Some((start, end)) = range else {
         let length = full_length
@@ -117,9 +117,9 @@ pub(super) fn finish(
 fn full_response(
     validators: &Validators,
     content_type: HeaderValue,
-    body: Body,
+    body: StaticBody,
     content_length: HeaderValue,
-) -> Response<Body> {
+) -> Response<StaticBody> {
     let mut resp = Response::new(body);
     let headers = resp.headers_mut();
     headers.insert(header::CONTENT_TYPE, content_type);
@@ -130,10 +130,21 @@ fn full_response(
 }
 
 /// `301` to the request's own path plus `/` (query kept).
-pub(super) fn redirect_with_slash<B>(req: &Request<B>) -> Response<Body> {
-    // Collapse leading slashes: "//evil.example" must not become a
-    // protocol-relative redirect to another host.
-    let mut location = format!("/{}/", req.uri().path().trim_start_matches('/'));
+///
+/// With `relative`, the location is relative to the path (`./name/`): right whatever the
+/// mount point, which a `tower::Service` nested in a router does not see (the router strips
+/// it from the request's path).
+pub(super) fn redirect_with_slash<B>(req: &Request<B>, relative: bool) -> Response<StaticBody> {
+    let path = req.uri().path();
+    let mut location = if relative {
+        // `./` keeps a last segment with a `:` from reading as a scheme.
+        let last = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+        format!("./{last}/")
+    } else {
+        // Collapse leading slashes: "//evil.example" must not become a
+        // protocol-relative redirect to another host.
+        format!("/{}/", path.trim_start_matches('/'))
+    };
     if let Some(query) = req.uri().query() {
         location.push('?');
         location.push_str(query);
@@ -144,7 +155,7 @@ pub(super) fn redirect_with_slash<B>(req: &Request<B>) -> Response<Body> {
 }
 
 /// The status for an I/O error, logged.
-pub(super) fn io_error(e: &io::Error, path: &str) -> Response<Body> {
+pub(super) fn io_error(e: &io::Error, path: &str) -> Response<StaticBody> {
     if is_not_found(e) {
         return status(StatusCode::NOT_FOUND);
     }
@@ -157,8 +168,8 @@ pub(super) fn io_error(e: &io::Error, path: &str) -> Response<Body> {
 }
 
 /// An empty response with `code`.
-pub(super) fn status(code: StatusCode) -> Response<Body> {
-    let mut resp = Response::new(Body::empty());
+pub(super) fn status(code: StatusCode) -> Response<StaticBody> {
+    let mut resp = Response::new(StaticBody::empty());
     *resp.status_mut() = code;
     resp
 }
