@@ -26,7 +26,7 @@ mod testing;
 pub use body::Body;
 pub use io::HttpIo;
 pub use request_body::RequestBody;
-pub use server::{HttpLimits, HttpServer};
+pub use server::{HttpLimits, HttpServer, IntoResponse};
 
 pub(crate) use conn::serve;
 pub(crate) use head_timeout::HeadTimeoutIo;

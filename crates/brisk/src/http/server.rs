@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::server::{BoxError, LimitOverrides, ListenConfig, WorkerCallbacks};
 use futures_util::future::LocalBoxFuture;
 use futures_util::FutureExt;
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 
 pub(crate) type DynHandler =
     Rc<dyn Fn(Request<RequestBody>) -> LocalBoxFuture<'static, Result<Response<Body>, BoxError>>>;
@@ -95,6 +95,30 @@ impl HttpServer {
         self
     }
 
+    /// Answers every request with `f`, which may fail: an `Err` is answered with its
+    /// [`IntoResponse`] (an `io::Error` as 404, 403 or 500, a [`StatusCode`] as itself, or
+    /// your own error type), so handlers can use `?`.
+    ///
+    /// ```no_run
+    /// use brisk::http::{Body, HttpServer};
+    ///
+    /// let server = HttpServer::new("http://127.0.0.1:8080").unwrap().try_handler(|_req| async {
+    ///     let motd = std::fs::read_to_string("/etc/motd")?; // missing: 404
+    ///     Ok::<_, std::io::Error>(http::Response::new(Body::from(motd)))
+    /// });
+    /// ```
+    pub fn try_handler<F, Fut, E>(mut self, f: F) -> Self
+    where
+        F: Fn(Request<RequestBody>) -> Fut + 'static,
+        Fut: Future<Output = std::result::Result<Response<Body>, E>> + 'static,
+        E: IntoResponse,
+    {
+        self.handler = Some(Rc::new(move |req| {
+            Box::pin(f(req).map(|r| Ok(r.unwrap_or_else(IntoResponse::into_response))))
+        }));
+        self
+    }
+
     /// Answers every request with a `tower::Service`, cloned per request (an axum `Router`
     /// runs unchanged).
     pub fn service<S, B>(mut self, service: S) -> Self
@@ -141,6 +165,65 @@ impl HttpServer {
     }
 }
 
+/// What a failed [`HttpServer::try_handler`] answers with: implement it for your own error
+/// type to choose the status and body.
+///
+/// ```
+/// use brisk::http::{Body, IntoResponse};
+/// use http::{Response, StatusCode};
+///
+/// enum ApiError {
+///     NoSuchUser,
+/// }
+///
+/// impl IntoResponse for ApiError {
+///     fn into_response(self) -> Response<Body> {
+///         match self {
+///             ApiError::NoSuchUser => {
+///                 let mut resp = Response::new(Body::from("no such user\n"));
+///                 *resp.status_mut() = StatusCode::NOT_FOUND;
+///                 resp
+///             }
+///         }
+///     }
+/// }
+/// ```
+pub trait IntoResponse {
+    /// The response that answers the request.
+    fn into_response(self) -> Response<Body>;
+}
+
+impl IntoResponse for Response<Body> {
+    fn into_response(self) -> Response<Body> {
+        self
+    }
+}
+
+/// The status, with an empty body.
+impl IntoResponse for StatusCode {
+    fn into_response(self) -> Response<Body> {
+        let mut resp = Response::new(Body::empty());
+        *resp.status_mut() = self;
+        resp
+    }
+}
+
+/// `404 Not Found` for a missing file, `403 Forbidden` for one that may not be read, and
+/// `500 Internal Server Error` (logged as a warning, not shown to the client) for anything
+/// else.
+impl IntoResponse for std::io::Error {
+    fn into_response(self) -> Response<Body> {
+        match self.kind() {
+            std::io::ErrorKind::NotFound => StatusCode::NOT_FOUND.into_response(),
+            std::io::ErrorKind::PermissionDenied => StatusCode::FORBIDDEN.into_response(),
+            _ => {
+                tracing::warn!(error = %self, "handler error");
+                StatusCode::INTERNAL_SERVER_ERROR.into_response()
+            }
+        }
+    }
+}
+
 /// A `tower::Service`'s response with a [`Body`]: the service's body boxed (or kept, when
 /// it is a `Body` already), or, when the response carries a claim on a file range and the
 /// body is evidently that range unread (see [`FileClaim`]), the file range itself, so that
@@ -156,4 +239,47 @@ where
         }
     }
     resp.map(Body::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    /// The response of `server`'s handler to a `GET /`.
+    fn answer(server: &HttpServer) -> (StatusCode, Vec<u8>) {
+        let handler = server.handler.as_ref().expect("a handler");
+        let resp = handler(Request::new(RequestBody::empty()))
+            .now_or_never()
+            .expect("ready")
+            .unwrap_or_else(|_| panic!("a response, not an error"));
+        let status = resp.status();
+        let body = resp.into_body().collect().now_or_never().unwrap();
+        (status, body.unwrap().to_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_handler_may_fail_with_anything_that_turns_into_a_response() {
+        let server = || HttpServer::new("http://127.0.0.1:1").unwrap();
+        let ok =
+            server().try_handler(|_| async { Ok::<_, StatusCode>(Response::new("hi".into())) });
+        assert_eq!(answer(&ok), (StatusCode::OK, b"hi".to_vec()));
+        let teapot =
+            server().try_handler(|_| async { Err::<Response<Body>, _>(StatusCode::IM_A_TEAPOT) });
+        assert_eq!(answer(&teapot), (StatusCode::IM_A_TEAPOT, vec![]));
+        let missing = server().try_handler(|_| async {
+            let text = std::fs::read("/definitely/not/here")?;
+            Ok::<_, std::io::Error>(Response::new(Body::from(text)))
+        });
+        assert_eq!(answer(&missing).0, StatusCode::NOT_FOUND);
+        let failed = server().try_handler(|_| async {
+            Err::<Response<Body>, _>(std::io::Error::other("disk on fire"))
+        });
+        assert_eq!(answer(&failed).0, StatusCode::INTERNAL_SERVER_ERROR);
+        // The infallible handler is unchanged.
+        let plain = server().handler(|_| async { Response::new(Body::from("plain")) });
+        assert_eq!(answer(&plain), (StatusCode::OK, b"plain".to_vec()));
+    }
 }
