@@ -1,6 +1,19 @@
 //! Byte ranges (RFC 9110 §14): one `Range` of `bytes` honoured (`206`), an unsatisfiable one
 //! refused (`416`), several or a malformed one ignored (the whole file, `200`), and
 //! `If-Range` checked against the current validators.
+//!
+//! # Why not the `headers` crate
+//!
+//! `headers` (hyperium) was weighed for this parsing and not taken. Its `Range` decodes
+//! into a `Vec` of specs (and `Unregistered` ranges into two `String`s), and turning them
+//! into satisfiable bounds collects another `Vec`: two allocations per ranged request,
+//! where this parser allocates nothing and stops at the second spec. Its grammar also
+//! answers some requests differently: `bytes=-0` does not parse there (it is a `416` here,
+//! per RFC 9110 §14.1.1, which calls a zero-length suffix unsatisfiable), the unit is
+//! matched case-sensitively and no whitespace is allowed around specs. The dependency
+//! (with `headers-core`, `base64`, `sha1` and `mime`) would buy none of the file server's
+//! policy, which is the larger part of this module: one range honoured, several ignored,
+//! `If-Range` compared strongly. See `conditional` for the validators.
 
 use http::header::{self, HeaderMap};
 
