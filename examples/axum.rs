@@ -12,12 +12,19 @@
 //! curl http://127.0.0.1:8090/users/42               # {"id":42,"worker":<worker pid>}
 //! curl -d '{"a":1}' -H 'content-type: application/json' http://127.0.0.1:8090/echo
 //! curl 'http://127.0.0.1:8090/query?name=Ada'       # Hello, Ada!
+//!
+//! cargo run -p brisk --example axum -- --static-dir ./public start
+//! curl http://127.0.0.1:8090/static/index.html      # ./public/index.html
 //! ```
 //!
 //! Malformed input gets axum's own rejection (a bad JSON body 400, a missing `name` 400, a
 //! non-numeric user id 400). A body over `--max-body-size` (default 1 MiB) gets 413: from Brisk
 //! before the handler runs when Content-Length says so, from axum's `Json` extractor when a
 //! chunked body runs past the limit.
+//!
+//! With `--static-dir`, Brisk's [`StaticFiles`] is nested in the router at `/static`: a
+//! `tower::Service` like any other to axum, with validators, ranges and a cache of small
+//! files, and its larger files still sent with `sendfile(2)` on plain `http://`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,6 +32,7 @@ use std::process::ExitCode;
 use axum::extract::{Path, Query};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use brisk::http::static_files::StaticFiles;
 use brisk::http::HttpServer;
 use brisk::App;
 use clap::Parser;
@@ -46,6 +54,9 @@ struct Args {
     /// Largest request body in bytes; over it: 413.
     #[arg(long, global = true, default_value_t = 1024 * 1024)]
     max_body_size: usize,
+    /// Serve the files under this directory at `/static/`.
+    #[arg(long, global = true)]
+    static_dir: Option<PathBuf>,
     /// Directory for the pid file, control socket and daemon log.
     #[arg(long, global = true, default_value = "run")]
     run_dir: PathBuf,
@@ -66,9 +77,9 @@ struct Greeting {
     name: String,
 }
 
-/// A plain axum router: nothing in it knows about Brisk.
-fn router() -> Router {
-    Router::new()
+/// A plain axum router (nothing in it knows about Brisk), with `files` at `/static/`.
+fn router(files: Option<StaticFiles>) -> Router {
+    let router = Router::new()
         .route("/", get(|| async { "Hello from axum on Brisk" }))
         .route(
             "/users/{id}",
@@ -86,16 +97,27 @@ fn router() -> Router {
         .route(
             "/query",
             get(|Query(q): Query<Greeting>| async move { format!("Hello, {}!", q.name) }),
-        )
+        );
+    match files {
+        Some(files) => router.nest_service("/static", files),
+        None => router,
+    }
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let files = match args.static_dir.as_deref().map(StaticFiles::new).transpose() {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!("axum: --static-dir: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let server = match HttpServer::new(&args.listen) {
         Ok(server) => server
             .workers(args.workers)
             .max_body_size(args.max_body_size)
-            .service(router()),
+            .service(router(files)),
         Err(e) => {
             eprintln!("axum: {e}");
             return ExitCode::FAILURE;

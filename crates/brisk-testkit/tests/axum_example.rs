@@ -82,15 +82,17 @@ fn closed(s: &mut TcpStream) -> bool {
 const MAX_BODY: usize = 64 * 1024;
 
 fn start_example() -> (ServerProcess, u16) {
+    start_example_with(&[])
+}
+
+/// The example with `extra` arguments.
+fn start_example_with(extra: &[&str]) -> (ServerProcess, u16) {
     let port = free_port();
     let listen = format!("http://127.0.0.1:{port}");
     let max = MAX_BODY.to_string();
-    let server = ServerProcess::start(
-        axum_example(),
-        &["--listen", &listen, "--max-body-size", &max],
-        2,
-    )
-    .unwrap();
+    let mut args = vec!["--listen", &listen, "--max-body-size", &max];
+    args.extend_from_slice(extra);
+    let server = ServerProcess::start(axum_example(), &args, 2).unwrap();
     (server, port)
 }
 
@@ -255,4 +257,58 @@ fn requests_spread_over_both_workers() {
         workers,
         "every worker runs the router"
     );
+}
+
+/// `len` pseudo-random bytes (xorshift): a chunk sent from the wrong offset shows.
+fn noise(len: usize) -> Vec<u8> {
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn static_files_nested_in_the_router_are_byte_exact() {
+    let dir = std::env::temp_dir().join(format!("brisk-axum-static-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("docs")).unwrap();
+    // Past the default sendfile threshold (32 KiB) and several sendfile and read chunks'
+    // worth of 64 KiB, not a multiple of anything.
+    let big = noise(3 * 64 * 1024 + 4321);
+    std::fs::write(dir.join("big.bin"), &big).unwrap();
+    std::fs::write(dir.join("docs/index.html"), b"<h1>docs</h1>").unwrap();
+    let (_server, port) = start_example_with(&["--static-dir", dir.to_str().unwrap()]);
+
+    // Twice on one keep-alive connection: the second comes from the cache's open file.
+    let mut s = connect(port);
+    for _ in 0..2 {
+        let r = get(&mut s, "/static/big.bin");
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.header("content-length"), Some(&*big.len().to_string()));
+        assert_eq!(r.header("accept-ranges"), Some("bytes"));
+        assert!(r.body == big, "{} bytes, not the file", r.body.len());
+    }
+    // A range, across chunk boundaries.
+    let wire =
+        "GET /static/big.bin HTTP/1.1\r\nHost: localhost\r\nRange: bytes=1000-150000\r\n\r\n";
+    s.write_all(wire.as_bytes()).unwrap();
+    let r = read_response(&mut s);
+    assert_eq!(r.status, 206, "{r:?}");
+    let range = format!("bytes 1000-150000/{}", big.len());
+    assert_eq!(r.header("content-range"), Some(&*range));
+    assert!(r.body[..] == big[1000..=150_000]);
+    // The router's own routes, and the file server's answers, on the same connection.
+    assert_eq!(get(&mut s, "/").text(), "Hello from axum on Brisk");
+    assert_eq!(get(&mut s, "/static/missing.txt").status, 404);
+    assert_eq!(get(&mut s, "/static/.hidden").status, 404);
+    let r = get(&mut s, "/static/docs");
+    assert_eq!(r.status, 301, "{r:?}");
+    assert_eq!(r.header("location"), Some("./docs/"));
+    assert_eq!(get(&mut s, "/static/docs/").text(), "<h1>docs</h1>");
+    let _ = std::fs::remove_dir_all(&dir);
 }

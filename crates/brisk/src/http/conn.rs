@@ -6,180 +6,26 @@ use std::cell::Cell;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
-use std::panic::AssertUnwindSafe;
+use std::os::fd::AsRawFd;
 use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::task::{Poll, Waker};
-use std::time::Duration;
+use std::task::Poll;
 
-use futures_util::FutureExt;
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use super::handler::DynHandler;
+use super::h1;
 use super::head_timeout::HeadTimeoutIo;
 use super::io::{Activity, HttpIo};
-use super::limits::HttpLimits;
-use super::{h1, Body, RequestBody};
-use crate::limits::Limits;
-use crate::runtime::handler::panic_message;
-use crate::runtime::{ConnView, WorkerCtx};
-use crate::stats::{ConnectionInfo, Stats};
-
-/// What every connection of one HTTP server in one worker shares.
-pub(crate) struct HttpShared {
-    pub worker: Rc<WorkerCtx>,
-    pub handler: DynHandler,
-    pub limits: Limits,
-    pub http: HttpLimits,
-    pub builder: hyper::server::conn::http1::Builder,
-    pub tls: Option<TlsShared>,
-}
-
-/// What an `https://` server adds: the TLS acceptor, and HTTP/2 settings for clients that
-/// pick `h2` through ALPN.
-pub(crate) struct TlsShared {
-    acceptor: tokio_rustls::TlsAcceptor,
-    /// Time a client has to complete its TLS handshake.
-    handshake_timeout: Duration,
-    h2: hyper::server::conn::http2::Builder<LocalExec>,
-}
-
-impl TlsShared {
-    pub(crate) fn new(
-        config: Arc<rustls::ServerConfig>,
-        http: &HttpLimits,
-        handshake_timeout: Duration,
-    ) -> Self {
-        let mut h2 = hyper::server::conn::http2::Builder::new(LocalExec);
-        h2.timer(hyper_util::rt::TokioTimer::new())
-            .max_header_list_size(http.max_header_bytes.try_into().unwrap_or(u32::MAX));
-        TlsShared {
-            acceptor: config.into(),
-            handshake_timeout,
-            h2,
-        }
-    }
-}
-
-/// Runs HTTP/2 streams as tasks on the worker's own thread.
-#[derive(Clone, Copy)]
-pub(crate) struct LocalExec;
-
-impl<F> hyper::rt::Executor<F> for LocalExec
-where
-    F: Future + 'static,
-    F::Output: 'static,
-{
-    fn execute(&self, fut: F) {
-        tokio::task::spawn_local(fut);
-    }
-}
-
-/// The registry's view of an HTTP connection.
-pub(super) struct HttpConn {
-    id: u64,
-    remote: SocketAddr,
-    opened: u32,
-    pub(super) activity: Arc<Activity>,
-    worker: Rc<WorkerCtx>,
-    requests: Cell<u64>,
-    /// The worker is stopping: finish the request in flight, then close.
-    pub(super) draining: Cell<bool>,
-    destroyed: Cell<bool>,
-    /// The plaintext socket, for a 408; None under TLS.
-    raw_fd: Option<RawFd>,
-    /// HTTP/2: no request-head timeout (streams come and go on their own).
-    h2: Cell<bool>,
-    /// HTTP/1.1 over TLS, past the handshake: reads go through [`HeadTimeoutIo`].
-    tls_h1: Cell<bool>,
-    /// The connection task, woken by `drain` and `destroy`.
-    waker: Cell<Option<Waker>>,
-}
-
-impl HttpConn {
-    fn wake(&self) {
-        if let Some(w) = self.waker.take() {
-            w.wake();
-        }
-    }
-
-    /// Whether a request head has been pending for `limit_ms` or more.
-    pub(super) fn head_overdue(&self, now_ms: u64, limit_ms: u64) -> bool {
-        let since = self.activity.head_pending_since();
-        !self.h2.get() && since.is_some_and(|t| now_ms.saturating_sub(t) >= limit_ms)
-    }
-    /// Answers (408) and closes a connection whose request head is overdue.
-    pub(super) fn reject_slow_head(&self) {
-        if self.destroyed.get() {
-            return;
-        }
-        if self.activity.answer_408.load(Relaxed) {
-            // The 408 had one sweep period to go out through TLS: enough.
-            self.destroy();
-            return;
-        }
-        // A client that stalled in the middle of a request head gets an answer; one that
-        // sent nothing (or is mid-TLS-handshake) is just closed.
-        let partial = self.activity.partial.load(Relaxed);
-        if partial && self.tls_h1.get() {
-            tracing::debug!(conn = self.id, remote = %self.remote, "request head timed out: 408");
-            Stats::add(&self.worker.stats.rejected, 1);
-            self.activity.answer_408.store(true, Relaxed);
-            self.wake();
-            return;
-        }
-        if let Some(fd) = self.raw_fd.filter(|_| partial) {
-            // SAFETY: `fd` belongs to this connection, which is open until `destroy` below
-            // lets its task end; hyper has no response in progress while it reads a head.
-            unsafe {
-                libc::send(
-                    fd,
-                    TIMEOUT_408.as_ptr().cast(),
-                    TIMEOUT_408.len(),
-                    libc::MSG_NOSIGNAL,
-                )
-            };
-            tracing::debug!(conn = self.id, remote = %self.remote, "request head timed out: 408");
-        } else {
-            tracing::debug!(conn = self.id, remote = %self.remote, "no request head in time");
-        }
-        Stats::add(&self.worker.stats.rejected, 1);
-        self.destroy();
-    }
-}
-
-impl ConnView for HttpConn {
-    fn info(&self) -> ConnectionInfo {
-        let a = &self.activity;
-        let bytes = (a.bytes_in.load(Relaxed), a.bytes_out.load(Relaxed));
-        self.worker
-            .connection_info(self.id, &self.remote, bytes, self.opened)
-    }
-    fn drain(&self) {
-        self.draining.set(true);
-        self.wake();
-    }
-    fn idle_secs(&self, now: u32) -> u32 {
-        now.saturating_sub(self.activity.last_active.load(Relaxed))
-    }
-    fn destroy(&self) {
-        self.destroyed.set(true);
-        self.wake();
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-}
-
-/// The answer to a request head that took too long.
-pub(super) const TIMEOUT_408: &[u8] =
-    b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+use super::respond::{respond, until_sent};
+use super::state::{HttpConn, HttpShared};
+use super::RequestBody;
+use crate::runtime::WorkerCtx;
+use crate::stats::Stats;
 
 /// Serves one HTTP connection until it closes.
 pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: SocketAddr) {
@@ -321,122 +167,6 @@ fn on_connection_error(worker: &WorkerCtx, conn: &HttpConn, e: &hyper::Error) {
     } else {
         tracing::debug!(conn = conn.id, error = %e, "connection error");
     }
-}
-
-/// Keeps the connection marked busy (bytes that arrive are the request's, not a new head)
-/// until the response is in hyper's hands: at once for a body in memory, when the body is
-/// dropped for a streamed one (which may still read the request body).
-pub(super) fn until_sent(resp: Response<Body>, activity: &Arc<Activity>) -> Response<Body> {
-    if !resp.body().is_streaming() {
-        activity.busy.store(false, Relaxed);
-        return resp;
-    }
-    let activity = activity.clone();
-    resp.map(|body| Body::new(ClearBusyOnDrop { body, activity }))
-}
-
-/// A streamed response body that marks its connection idle when it is done.
-struct ClearBusyOnDrop {
-    body: Body,
-    activity: Arc<Activity>,
-}
-
-impl Drop for ClearBusyOnDrop {
-    fn drop(&mut self) {
-        self.activity.busy.store(false, Relaxed);
-    }
-}
-
-impl http_body::Body for ClearBusyOnDrop {
-    type Data = bytes::Bytes;
-    type Error = crate::runtime::handler::BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
-fn status(code: StatusCode, text: &'static str) -> Response<Body> {
-    let mut r = Response::new(Body::from(text));
-    *r.status_mut() = code;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
-/// Runs the handler for one request, enforcing the body limit and counting errors.
-pub(super) async fn respond(
-    shared: &HttpShared,
-    conn: &HttpConn,
-    req: Request<RequestBody>,
-) -> Response<Body> {
-    let stats = &shared.worker.stats;
-    Stats::add(&stats.total_request, 1);
-    conn.activity.head_done();
-    let n = conn.requests.get() + 1;
-    conn.requests.set(n);
-    let max_body = shared.limits.max_package_size;
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > max_body as u64) {
-        Stats::add(&stats.rejected, 1);
-        let mut r = status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
-        r.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        return r;
-    }
-    let outcome = AssertUnwindSafe((shared.handler)(req)).catch_unwind().await;
-    let mut resp = match outcome {
-        Ok(Ok(resp)) => resp,
-        Ok(Err(e)) => {
-            Stats::add(&stats.throw_exception, 1);
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n")
-            } else {
-                tracing::warn!(conn = conn.id, error = %e, "handler error");
-                status(StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n")
-            }
-        }
-        Err(panic) => {
-            Stats::add(&stats.throw_exception, 1);
-            tracing::error!(
-                conn = conn.id,
-                panic = panic_message(&panic),
-                "handler panicked"
-            );
-            let mut r = status(StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n");
-            r.headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            r
-        }
-    };
-    let last = shared
-        .http
-        .max_requests_per_connection
-        .is_some_and(|max| n >= max);
-    if last || conn.draining.get() {
-        resp.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    resp
 }
 
 #[cfg(test)]

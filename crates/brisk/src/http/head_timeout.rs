@@ -14,8 +14,11 @@ use std::task::{ready, Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::conn::TIMEOUT_408;
 use super::io::Activity;
+
+/// The answer to a request head that took too long.
+pub(super) const TIMEOUT_408: &[u8] =
+    b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
 
 /// A stream that, once its connection is flagged ([`Activity::answer_408`]), answers 408 and
 /// then reads as ended. Writes pass through unchanged.

@@ -14,6 +14,8 @@ use bytes::Bytes;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
+use super::sys;
+
 pub(crate) use crate::runtime::io_counters::WorkerIo;
 
 /// Per-connection counters and state shared between the socket adapter and the registry.
@@ -259,17 +261,7 @@ impl HttpIo {
         len: usize,
     ) -> Poll<io::Result<usize>> {
         let fd = self.stream.as_raw_fd();
-        let Ok(mut off) = libc::off_t::try_from(*offset) else {
-            return Poll::Ready(Err(io::ErrorKind::InvalidInput.into()));
-        };
-        let sent = ready!(self.poll_write_with(cx, false, || {
-            // SAFETY: both descriptors are open; `off` is a valid offset
-            // the kernel reads and advances.
-            let n = unsafe { libc::sendfile(fd, file.as_raw_fd(), &mut off, len) };
-            usize::try_from(n).map_err(|_| io::Error::last_os_error())
-        }))?;
-        *offset += sent as u64;
-        Poll::Ready(Ok(sent))
+        self.poll_write_with(cx, false, || sys::sendfile(fd, file, offset, len))
     }
 
     /// Runs `send` (one non-blocking send of some kind; `more`: with `MSG_MORE`) once the
@@ -314,37 +306,6 @@ impl hyper::rt::Read for HttpIo {
     }
 }
 
-impl hyper::rt::Write for HttpIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.poll_send(cx, &[io::IoSlice::new(buf)])
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.poll_send(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.shutdown();
-        Poll::Ready(Ok(()))
-    }
-}
-
 /// The same socket for `tokio-rustls`, which HTTPS runs on.
 impl tokio::io::AsyncRead for HttpIo {
     fn poll_read(
@@ -360,36 +321,46 @@ impl tokio::io::AsyncRead for HttpIo {
     }
 }
 
-impl tokio::io::AsyncWrite for HttpIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.poll_send(cx, &[io::IoSlice::new(buf)])
-    }
+/// The write half, the same for hyper's I/O traits and tokio's (under `tokio-rustls`): every
+/// write is a non-blocking `send`, vectored when given several buffers; nothing is buffered,
+/// so flushing has nothing to do.
+macro_rules! impl_write {
+    ($trait:path) => {
+        impl $trait for HttpIo {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                self.poll_send(cx, &[io::IoSlice::new(buf)])
+            }
 
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.poll_send(cx, bufs)
-    }
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                self.poll_send(cx, bufs)
+            }
 
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
+            fn is_write_vectored(&self) -> bool {
+                true
+            }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
+            fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
 
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.shutdown();
-        Poll::Ready(Ok(()))
-    }
+            fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                self.shutdown();
+                Poll::Ready(Ok(()))
+            }
+        }
+    };
 }
+
+impl_write!(hyper::rt::Write);
+impl_write!(tokio::io::AsyncWrite);
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -8,23 +8,29 @@
 
 pub mod body;
 mod conn;
+mod file_body;
 mod h1;
 mod handler;
 mod head_timeout;
 mod io;
 mod limits;
 mod request_body;
+mod respond;
 mod response_head;
 mod server;
 pub mod sse;
 mod start;
+mod state;
 pub mod static_files;
+mod sys;
+#[cfg(test)]
+mod testing;
 
 pub use body::Body;
 pub use io::HttpIo;
 pub use limits::HttpLimits;
 pub use request_body::RequestBody;
-pub use server::HttpServer;
+pub use server::{HttpServer, IntoResponse};
 
 pub(crate) use head_timeout::HeadTimeoutIo;
 pub(crate) use response_head::has_token;

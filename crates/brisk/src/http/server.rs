@@ -4,9 +4,7 @@
 use std::future::Future;
 use std::rc::Rc;
 
-use futures_util::FutureExt;
-use http::{Request, Response};
-
+use super::file_body::FileClaim;
 use super::handler::DynHandler;
 use super::limits::HttpLimits;
 use super::{Body, RequestBody};
@@ -17,6 +15,8 @@ use crate::listen::ListenConfig;
 use crate::runtime::handler::BoxError;
 use crate::runtime::listener::Listener;
 use crate::runtime::{Service, WorkerCallbacks};
+use futures_util::FutureExt;
+use http::{Request, Response, StatusCode};
 
 /// An HTTP/1.1 server: keep-alive, pipelining, chunked bodies both ways, `Expect:
 /// 100-continue`, HEAD, upgrades (WebSocket).
@@ -66,6 +66,30 @@ impl HttpServer {
         self
     }
 
+    /// Answers every request with `f`, which may fail: an `Err` is answered with its
+    /// [`IntoResponse`] (an `io::Error` as 404, 403 or 500, a [`StatusCode`] as itself, or
+    /// your own error type), so handlers can use `?`.
+    ///
+    /// ```no_run
+    /// use brisk::http::{Body, HttpServer};
+    ///
+    /// let server = HttpServer::new("http://127.0.0.1:8080").unwrap().try_handler(|_req| async {
+    ///     let motd = std::fs::read_to_string("/etc/motd")?; // missing: 404
+    ///     Ok::<_, std::io::Error>(http::Response::new(Body::from(motd)))
+    /// });
+    /// ```
+    pub fn try_handler<F, Fut, E>(mut self, f: F) -> Self
+    where
+        F: Fn(Request<RequestBody>) -> Fut + 'static,
+        Fut: Future<Output = std::result::Result<Response<Body>, E>> + 'static,
+        E: IntoResponse,
+    {
+        self.handler = Some(Rc::new(move |req| {
+            Box::pin(f(req).map(|r| Ok(r.unwrap_or_else(IntoResponse::into_response))))
+        }));
+        self
+    }
+
     /// Answers every request with a `tower::Service`, cloned per request (an axum `Router`
     /// runs unchanged).
     pub fn service<S, B>(mut self, service: S) -> Self
@@ -83,7 +107,7 @@ impl HttpServer {
                     .await
                     .map_err(Into::into)?;
                 let resp = svc.call(req).await.map_err(Into::into)?;
-                Ok(resp.map(Body::new))
+                Ok(brisk_response(resp))
             })
         }));
         self
@@ -110,6 +134,82 @@ impl HttpServer {
         self.http = limits;
         self
     }
+}
+
+/// What a failed [`HttpServer::try_handler`] answers with: implement it for your own error
+/// type to choose the status and body.
+///
+/// ```
+/// use brisk::http::{Body, IntoResponse};
+/// use http::{Response, StatusCode};
+///
+/// enum ApiError {
+///     NoSuchUser,
+/// }
+///
+/// impl IntoResponse for ApiError {
+///     fn into_response(self) -> Response<Body> {
+///         match self {
+///             ApiError::NoSuchUser => {
+///                 let mut resp = Response::new(Body::from("no such user\n"));
+///                 *resp.status_mut() = StatusCode::NOT_FOUND;
+///                 resp
+///             }
+///         }
+///     }
+/// }
+/// ```
+pub trait IntoResponse {
+    /// The response that answers the request.
+    fn into_response(self) -> Response<Body>;
+}
+
+impl IntoResponse for Response<Body> {
+    fn into_response(self) -> Response<Body> {
+        self
+    }
+}
+
+/// The status, with an empty body.
+impl IntoResponse for StatusCode {
+    fn into_response(self) -> Response<Body> {
+        let mut resp = Response::new(Body::empty());
+        *resp.status_mut() = self;
+        resp
+    }
+}
+
+/// `404 Not Found` for a missing file, `403 Forbidden` for one that may not be read, and
+/// `500 Internal Server Error` (logged as a warning, not shown to the client) for anything
+/// else.
+impl IntoResponse for std::io::Error {
+    fn into_response(self) -> Response<Body> {
+        match self.kind() {
+            std::io::ErrorKind::NotFound => StatusCode::NOT_FOUND.into_response(),
+            std::io::ErrorKind::PermissionDenied => StatusCode::FORBIDDEN.into_response(),
+            _ => {
+                tracing::warn!(error = %self, "handler error");
+                StatusCode::INTERNAL_SERVER_ERROR.into_response()
+            }
+        }
+    }
+}
+
+/// A `tower::Service`'s response with a [`Body`]: the service's body boxed (or kept, when
+/// it is a `Body` already), or, when the response carries a claim on a file range and the
+/// body is evidently that range unread (see [`FileClaim`]), the file range itself, so that
+/// it is sent with `sendfile(2)` even after a router boxed it.
+pub(crate) fn brisk_response<B>(mut resp: Response<B>) -> Response<Body>
+where
+    B: http_body::Body<Data = bytes::Bytes> + 'static,
+    B::Error: Into<BoxError>,
+{
+    if let Some(claim) = resp.extensions_mut().remove::<FileClaim>() {
+        if let Some(file) = claim.take(resp.body(), resp.headers()) {
+            return resp.map(|_| Body::from_file_body(file));
+        }
+    }
+    resp.map(Body::new)
 }
 
 impl From<HttpServer> for Service {
@@ -143,5 +243,48 @@ impl From<HttpServer> for Service {
                 Ok(())
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    /// The response of `server`'s handler to a `GET /`.
+    fn answer(server: &HttpServer) -> (StatusCode, Vec<u8>) {
+        let handler = server.handler.as_ref().expect("a handler");
+        let resp = handler(Request::new(RequestBody::empty()))
+            .now_or_never()
+            .expect("ready")
+            .unwrap_or_else(|_| panic!("a response, not an error"));
+        let status = resp.status();
+        let body = resp.into_body().collect().now_or_never().unwrap();
+        (status, body.unwrap().to_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_handler_may_fail_with_anything_that_turns_into_a_response() {
+        let server = || HttpServer::new("http://127.0.0.1:1").unwrap();
+        let ok =
+            server().try_handler(|_| async { Ok::<_, StatusCode>(Response::new("hi".into())) });
+        assert_eq!(answer(&ok), (StatusCode::OK, b"hi".to_vec()));
+        let teapot =
+            server().try_handler(|_| async { Err::<Response<Body>, _>(StatusCode::IM_A_TEAPOT) });
+        assert_eq!(answer(&teapot), (StatusCode::IM_A_TEAPOT, vec![]));
+        let missing = server().try_handler(|_| async {
+            let text = std::fs::read("/definitely/not/here")?;
+            Ok::<_, std::io::Error>(Response::new(Body::from(text)))
+        });
+        assert_eq!(answer(&missing).0, StatusCode::NOT_FOUND);
+        let failed = server().try_handler(|_| async {
+            Err::<Response<Body>, _>(std::io::Error::other("disk on fire"))
+        });
+        assert_eq!(answer(&failed).0, StatusCode::INTERNAL_SERVER_ERROR);
+        // The infallible handler is unchanged.
+        let plain = server().handler(|_| async { Response::new(Body::from("plain")) });
+        assert_eq!(answer(&plain), (StatusCode::OK, b"plain".to_vec()));
     }
 }

@@ -5,9 +5,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::conn::{serve, HttpConn, HttpShared, TlsShared};
+use super::conn::serve;
 use super::handler::DynHandler;
 use super::limits::HttpLimits;
+use super::state::{HttpConn, HttpShared, TlsShared};
 use super::Body;
 use crate::limits::Limits;
 use crate::runtime::accept::accept_loop;

@@ -1,0 +1,233 @@
+//! Parsing a request head (and a small body) with `httparse`, and deciding whether the
+//! request is Brisk's to answer or hyper's (see the [module documentation](super)).
+
+use std::mem::MaybeUninit;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Uri, Version};
+
+use crate::http::response_head::has_token;
+use crate::http::{HttpLimits, RequestBody};
+
+/// Header slots on the stack; a higher `max_headers` limit parses into a heap array.
+const STACK_HEADERS: usize = 128;
+/// Request bodies up to this size (and the max package size) are read here, whole; larger
+/// ones stream through hyper.
+const BODY_MAX: usize = 64 * 1024;
+
+/// What parsing the start of the received bytes found.
+// The request is moved once, straight to the handler: boxing it would allocate per request.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Parsed {
+    /// A complete request (head and body), `len` bytes long.
+    Request {
+        req: Request<RequestBody>,
+        len: usize,
+        /// The client asked for `Connection: close`.
+        close: bool,
+    },
+    /// The head is not complete yet.
+    Partial,
+    /// The head is complete, its body is not.
+    AwaitingBody,
+    /// This request is hyper's (see the module documentation).
+    Handover,
+}
+
+/// Parses the request at the start of `data`; bodies over `max_body` are hyper's (413).
+pub(super) fn parse(data: &Bytes, limits: &HttpLimits, max_body: usize) -> Parsed {
+    let slots = limits.max_headers;
+    if slots <= STACK_HEADERS {
+        let mut headers = [const { MaybeUninit::uninit() }; STACK_HEADERS];
+        parse_into(data, limits, max_body, &mut headers[..slots])
+    } else {
+        let mut headers = Vec::with_capacity(slots);
+        headers.resize_with(slots, MaybeUninit::uninit);
+        parse_into(data, limits, max_body, &mut headers)
+    }
+}
+
+fn parse_into<'b>(
+    data: &'b Bytes,
+    limits: &HttpLimits,
+    max_body: usize,
+    slots: &mut [MaybeUninit<httparse::Header<'b>>],
+) -> Parsed {
+    let mut head = httparse::Request::new(&mut []);
+    let len = match head.parse_with_uninit_headers(data, slots) {
+        Ok(httparse::Status::Complete(len)) if len <= limits.max_header_bytes => len,
+        Ok(httparse::Status::Partial) if data.len() <= limits.max_header_bytes => {
+            return Parsed::Partial
+        }
+        // Too long, too many headers, or malformed: hyper answers 431 or 400.
+        _ => return Parsed::Handover,
+    };
+    let http10 = match head.version {
+        Some(1) => false,
+        Some(0) => true,
+        _ => return Parsed::Handover,
+    };
+    let (Some(method), Some(path)) = (head.method, head.path) else {
+        return Parsed::Handover;
+    };
+    let Ok(method) = Method::from_bytes(method.as_bytes()) else {
+        return Parsed::Handover;
+    };
+    if method == Method::CONNECT {
+        return Parsed::Handover;
+    }
+    let Ok(uri) = Uri::from_maybe_shared(data.slice_ref(path.as_bytes())) else {
+        return Parsed::Handover;
+    };
+    let mut headers = HeaderMap::with_capacity(head.headers.len());
+    let mut close = false;
+    let mut keep_alive = false;
+    let mut body_len: Option<usize> = None;
+    for h in head.headers.iter() {
+        let Ok(name) = HeaderName::from_bytes(h.name.as_bytes()) else {
+            return Parsed::Handover;
+        };
+        let Ok(value) = HeaderValue::from_maybe_shared(data.slice_ref(h.value)) else {
+            return Parsed::Handover;
+        };
+        match name {
+            // One length, digits only, small enough to hold; anything else is hyper's.
+            header::CONTENT_LENGTH => match (body_len, parse_length(h.value)) {
+                (None, Some(n)) if n <= BODY_MAX.min(max_body) => body_len = Some(n),
+                _ => return Parsed::Handover,
+            },
+            header::TRANSFER_ENCODING | header::EXPECT | header::UPGRADE => {
+                return Parsed::Handover
+            }
+            header::CONNECTION => {
+                if has_token(h.value, "upgrade") {
+                    return Parsed::Handover;
+                }
+                close |= has_token(h.value, "close");
+                keep_alive |= has_token(h.value, "keep-alive");
+            }
+            _ => {}
+        }
+        headers.append(name, value);
+    }
+    let body = match body_len {
+        None | Some(0) => RequestBody::empty(),
+        Some(n) if data.len() - len < n => return Parsed::AwaitingBody,
+        Some(n) => RequestBody::full(data.slice(len..len + n)),
+    };
+    let mut req = Request::new(body);
+    if http10 {
+        // HTTP/1.0 keeps the connection only when asked to.
+        close |= !keep_alive;
+        *req.version_mut() = Version::HTTP_10;
+    }
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    let len = len + body_len.unwrap_or(0);
+    Parsed::Request { req, len, close }
+}
+
+/// A `Content-Length` value: 1 to 19 digits.
+fn parse_length(value: &[u8]) -> Option<usize> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(raw: &str) -> Parsed {
+        let limits = HttpLimits::default();
+        parse(&Bytes::copy_from_slice(raw.as_bytes()), &limits, 1 << 20)
+    }
+
+    #[test]
+    fn simple_requests_are_taken_with_their_length_and_close() {
+        let raw =
+            "GET /a?b=1 HTTP/1.1\r\nHost: x\r\nConnection: Close\r\nX-A: 1\r\nX-A: 2\r\n\r\nGET /";
+        let Parsed::Request { req, len, close } = parsed(raw) else {
+            panic!("not taken")
+        };
+        assert_eq!(len, raw.len() - "GET /".len());
+        assert!(close);
+        assert_eq!(req.method(), Method::GET);
+        assert_eq!(req.uri().path(), "/a");
+        assert_eq!(req.uri().query(), Some("b=1"));
+        assert_eq!(req.headers().get_all("x-a").iter().count(), 2);
+        assert!(matches!(parsed("GET / HTTP/1.1\r\nHost"), Parsed::Partial));
+        assert!(matches!(
+            parsed("DELETE /x HTTP/1.1\r\nContent-Length: 00\r\n\r\n"),
+            Parsed::Request { close: false, .. }
+        ));
+    }
+
+    #[test]
+    fn http_1_0_is_taken_and_keeps_the_connection_only_when_asked() {
+        let Parsed::Request { req, close, .. } = parsed("GET / HTTP/1.0\r\n\r\n") else {
+            panic!("not taken")
+        };
+        assert_eq!(req.version(), Version::HTTP_10);
+        assert!(close, "HTTP/1.0 closes by default");
+        let raw = "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n";
+        let Parsed::Request { req, close, .. } = parsed(raw) else {
+            panic!("not taken")
+        };
+        assert_eq!(req.version(), Version::HTTP_10);
+        assert!(!close);
+        let Parsed::Request { req, .. } = parsed("GET / HTTP/1.1\r\n\r\n") else {
+            panic!("not taken")
+        };
+        assert_eq!(req.version(), Version::HTTP_11);
+    }
+
+    #[test]
+    fn small_bodies_with_a_length_are_taken_whole() {
+        let raw = "POST /e HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET";
+        let Parsed::Request { req, len, .. } = parsed(raw) else {
+            panic!("not taken")
+        };
+        assert_eq!(len, raw.len() - 3);
+        let body = futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(
+            req.into_body(),
+        ));
+        assert_eq!(&body.unwrap().unwrap().to_bytes()[..], b"hello");
+        let head = "POST /e HTTP/1.1\r\nContent-Length: 5\r\n\r\nhel";
+        assert!(matches!(parsed(head), Parsed::AwaitingBody));
+    }
+
+    #[test]
+    fn anything_else_goes_to_hyper() {
+        for raw in [
+            "POST / HTTP/1.1\r\nContent-Length: 65537\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 4\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nabcd",
+            "PUT / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
+            "GET /ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+            "GET / HTTP/2.0\r\n\r\n",
+            "CONNECT example.com:443 HTTP/1.1\r\n\r\n",
+            "GARBAGE\r\n\r\n",
+            "GET / HTTP/1.1\r\nBad Header: v\r\n\r\n",
+        ] {
+            assert!(matches!(parsed(raw), Parsed::Handover), "{raw:?}");
+        }
+        let big = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(20_000));
+        assert!(
+            matches!(parsed(&big), Parsed::Handover),
+            "over the head limit"
+        );
+        let many: String = (0..101).map(|i| format!("X-{i}: v\r\n")).collect();
+        let many = format!("GET / HTTP/1.1\r\n{many}\r\n");
+        assert!(
+            matches!(parsed(&many), Parsed::Handover),
+            "over the header count"
+        );
+    }
+}

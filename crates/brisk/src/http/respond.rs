@@ -1,0 +1,134 @@
+//! Running the handler for one request, on either of a connection's paths (Brisk's own
+//! HTTP/1.1, or hyper): the body limit, the request count, errors and panics turned into
+//! answers, and the busy mark kept until the response is under way.
+
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::Poll;
+
+use futures_util::FutureExt;
+use http::{header, HeaderValue, Request, Response, StatusCode};
+
+use super::io::Activity;
+use super::state::{HttpConn, HttpShared};
+use super::{Body, RequestBody};
+use crate::runtime::handler::panic_message;
+use crate::stats::Stats;
+
+/// Keeps the connection marked busy (bytes that arrive are the request's, not a new head)
+/// until the response is in hyper's hands: at once for a body in memory, when the body is
+/// dropped for a streamed one (which may still read the request body).
+pub(super) fn until_sent(resp: Response<Body>, activity: &Arc<Activity>) -> Response<Body> {
+    if !resp.body().is_streaming() {
+        activity.busy.store(false, Relaxed);
+        return resp;
+    }
+    let activity = activity.clone();
+    resp.map(|body| Body::new(ClearBusyOnDrop { body, activity }))
+}
+
+/// A streamed response body that marks its connection idle when it is done.
+struct ClearBusyOnDrop {
+    body: Body,
+    activity: Arc<Activity>,
+}
+
+impl Drop for ClearBusyOnDrop {
+    fn drop(&mut self) {
+        self.activity.busy.store(false, Relaxed);
+    }
+}
+
+impl http_body::Body for ClearBusyOnDrop {
+    type Data = bytes::Bytes;
+    type Error = crate::runtime::handler::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+fn status(code: StatusCode, text: &'static str) -> Response<Body> {
+    let mut r = Response::new(Body::from(text));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Runs the handler for one request, enforcing the body limit and counting errors.
+pub(super) async fn respond(
+    shared: &HttpShared,
+    conn: &HttpConn,
+    req: Request<RequestBody>,
+) -> Response<Body> {
+    let stats = &shared.worker.stats;
+    Stats::add(&stats.total_request, 1);
+    conn.activity.head_done();
+    let n = conn.requests.get() + 1;
+    conn.requests.set(n);
+    let max_body = shared.limits.max_package_size;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > max_body as u64) {
+        Stats::add(&stats.rejected, 1);
+        let mut r = status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return r;
+    }
+    let outcome = AssertUnwindSafe((shared.handler)(req)).catch_unwind().await;
+    let mut resp = match outcome {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(e)) => {
+            Stats::add(&stats.throw_exception, 1);
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n")
+            } else {
+                tracing::warn!(conn = conn.id, error = %e, "handler error");
+                status(StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n")
+            }
+        }
+        Err(panic) => {
+            Stats::add(&stats.throw_exception, 1);
+            tracing::error!(
+                conn = conn.id,
+                panic = panic_message(&panic),
+                "handler panicked"
+            );
+            let mut r = status(StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n");
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            r
+        }
+    };
+    let last = shared
+        .http
+        .max_requests_per_connection
+        .is_some_and(|max| n >= max);
+    if last || conn.draining.get() {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}

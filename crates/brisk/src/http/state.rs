@@ -1,0 +1,170 @@
+//! What the connections of one HTTP server share in a worker ([`HttpShared`], with
+//! [`TlsShared`] for `https://`), and the worker registry's view of one connection
+//! ([`HttpConn`]): its counters, its drain and destroy flags, and the 408 for a head that
+//! arrives too slowly. Both of an HTTP connection's paths (Brisk's own HTTP/1.1 in `h1`, and
+//! hyper in `conn`) work on these.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::Duration;
+
+use super::handler::DynHandler;
+use super::head_timeout::TIMEOUT_408;
+use super::io::Activity;
+use super::limits::HttpLimits;
+use crate::limits::Limits;
+use crate::runtime::{ConnView, WorkerCtx};
+use crate::stats::{ConnectionInfo, Stats};
+
+/// What every connection of one HTTP server in one worker shares.
+pub(crate) struct HttpShared {
+    pub worker: Rc<WorkerCtx>,
+    pub handler: DynHandler,
+    pub limits: Limits,
+    pub http: HttpLimits,
+    pub builder: hyper::server::conn::http1::Builder,
+    pub tls: Option<TlsShared>,
+}
+
+/// What an `https://` server adds: the TLS acceptor, and HTTP/2 settings for clients that
+/// pick `h2` through ALPN.
+pub(crate) struct TlsShared {
+    pub(super) acceptor: tokio_rustls::TlsAcceptor,
+    /// Time a client has to complete its TLS handshake.
+    pub(super) handshake_timeout: Duration,
+    pub(super) h2: hyper::server::conn::http2::Builder<LocalExec>,
+}
+
+impl TlsShared {
+    pub(crate) fn new(
+        config: Arc<rustls::ServerConfig>,
+        http: &HttpLimits,
+        handshake_timeout: Duration,
+    ) -> Self {
+        let mut h2 = hyper::server::conn::http2::Builder::new(LocalExec);
+        h2.timer(hyper_util::rt::TokioTimer::new())
+            .max_header_list_size(http.max_header_bytes.try_into().unwrap_or(u32::MAX));
+        TlsShared {
+            acceptor: config.into(),
+            handshake_timeout,
+            h2,
+        }
+    }
+}
+
+/// Runs HTTP/2 streams as tasks on the worker's own thread.
+#[derive(Clone, Copy)]
+pub(crate) struct LocalExec;
+
+impl<F> hyper::rt::Executor<F> for LocalExec
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    fn execute(&self, fut: F) {
+        tokio::task::spawn_local(fut);
+    }
+}
+
+/// The registry's view of an HTTP connection.
+pub(super) struct HttpConn {
+    pub(super) id: u64,
+    pub(super) remote: SocketAddr,
+    pub(super) opened: u32,
+    pub(super) activity: Arc<Activity>,
+    pub(super) worker: Rc<WorkerCtx>,
+    pub(super) requests: Cell<u64>,
+    /// The worker is stopping: finish the request in flight, then close.
+    pub(super) draining: Cell<bool>,
+    pub(super) destroyed: Cell<bool>,
+    /// The plaintext socket, for a 408; None under TLS.
+    pub(super) raw_fd: Option<RawFd>,
+    /// HTTP/2: no request-head timeout (streams come and go on their own).
+    pub(super) h2: Cell<bool>,
+    /// HTTP/1.1 over TLS, past the handshake: reads go through
+    /// [`HeadTimeoutIo`](super::head_timeout::HeadTimeoutIo).
+    pub(super) tls_h1: Cell<bool>,
+    /// The connection task, woken by `drain` and `destroy`.
+    pub(super) waker: Cell<Option<Waker>>,
+}
+
+impl HttpConn {
+    pub(super) fn wake(&self) {
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    /// Whether a request head has been pending for `limit_ms` or more.
+    pub(super) fn head_overdue(&self, now_ms: u64, limit_ms: u64) -> bool {
+        let since = self.activity.head_pending_since();
+        !self.h2.get() && since.is_some_and(|t| now_ms.saturating_sub(t) >= limit_ms)
+    }
+    /// Answers (408) and closes a connection whose request head is overdue.
+    pub(super) fn reject_slow_head(&self) {
+        if self.destroyed.get() {
+            return;
+        }
+        if self.activity.answer_408.load(Relaxed) {
+            // The 408 had one sweep period to go out through TLS: enough.
+            self.destroy();
+            return;
+        }
+        // A client that stalled in the middle of a request head gets an answer; one that
+        // sent nothing (or is mid-TLS-handshake) is just closed.
+        let partial = self.activity.partial.load(Relaxed);
+        if partial && self.tls_h1.get() {
+            tracing::debug!(conn = self.id, remote = %self.remote, "request head timed out: 408");
+            Stats::add(&self.worker.stats.rejected, 1);
+            self.activity.answer_408.store(true, Relaxed);
+            self.wake();
+            return;
+        }
+        if let Some(fd) = self.raw_fd.filter(|_| partial) {
+            // SAFETY: `fd` belongs to this connection, which is open until `destroy` below
+            // lets its task end; hyper has no response in progress while it reads a head.
+            unsafe {
+                libc::send(
+                    fd,
+                    TIMEOUT_408.as_ptr().cast(),
+                    TIMEOUT_408.len(),
+                    libc::MSG_NOSIGNAL,
+                )
+            };
+            tracing::debug!(conn = self.id, remote = %self.remote, "request head timed out: 408");
+        } else {
+            tracing::debug!(conn = self.id, remote = %self.remote, "no request head in time");
+        }
+        Stats::add(&self.worker.stats.rejected, 1);
+        self.destroy();
+    }
+}
+
+impl ConnView for HttpConn {
+    fn info(&self) -> ConnectionInfo {
+        let a = &self.activity;
+        let bytes = (a.bytes_in.load(Relaxed), a.bytes_out.load(Relaxed));
+        self.worker
+            .connection_info(self.id, &self.remote, bytes, self.opened)
+    }
+    fn drain(&self) {
+        self.draining.set(true);
+        self.wake();
+    }
+    fn idle_secs(&self, now: u32) -> u32 {
+        now.saturating_sub(self.activity.last_active.load(Relaxed))
+    }
+    fn destroy(&self) {
+        self.destroyed.set(true);
+        self.wake();
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
