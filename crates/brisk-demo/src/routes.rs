@@ -16,7 +16,7 @@ const ROOM: &str = "chat";
 
 /// Everything the routes need, cloned into each request.
 #[derive(Clone)]
-pub struct Routes {
+pub(crate) struct Routes {
     files: StaticFiles,
     echo: WsEndpoint,
     chat: WsEndpoint,
@@ -27,7 +27,7 @@ pub struct Routes {
 impl Routes {
     /// Routes serving `/static/` from `static_root`, sending cached files from
     /// `sendfile_min_size` on with sendfile (`None`: the library's default).
-    pub fn new(static_root: &Path, sendfile_min_size: Option<u64>) -> anyhow::Result<Self> {
+    pub(crate) fn new(static_root: &Path, sendfile_min_size: Option<u64>) -> anyhow::Result<Self> {
         let mut files = StaticFiles::new(static_root).map_err(|e| {
             anyhow::anyhow!(
                 "cannot serve static files from {}: {e}",
@@ -56,7 +56,7 @@ impl Routes {
     }
 
     /// Publishes a `tick` event to every `/events` subscriber each second (call on a worker).
-    pub fn start_ticking(&self) {
+    pub(crate) fn start_ticking(&self) {
         let hub = self.events.clone();
         let mut n = 0u64;
         brisk::timer::add(Duration::from_secs(1), true, move || {
@@ -69,7 +69,7 @@ impl Routes {
     }
 
     /// Routes one request.
-    pub async fn route(&self, req: Request<RequestBody>) -> Response<Body> {
+    pub(crate) async fn route(&self, req: Request<RequestBody>) -> Response<Body> {
         let get = matches!(*req.method(), Method::GET | Method::HEAD);
         let path = req.uri().path();
         if let Some(rest) = path.strip_prefix("/static") {

@@ -470,7 +470,9 @@ fn daemon_start_writes_pid_file_and_log_and_stop_removes_them() {
     let mut s = connect(text);
     assert_eq!(text_round_trip(&mut s, "daemon"), "daemon");
     // The daemon is in its own session, detached from ours.
-    assert_ne!(unsafe { libc::getsid(pid) }, unsafe { libc::getsid(0) });
+    // SAFETY: getsid only reads a process's session id.
+    let (theirs, ours) = unsafe { (libc::getsid(pid), libc::getsid(0)) };
+    assert_ne!(theirs, ours);
     let out = Command::new(DEMO).args(args).arg("stop").output().unwrap();
     assert!(
         out.status.success(),
@@ -502,6 +504,7 @@ fn signals_stop_and_reload() {
             now.len() == 4 && now.iter().all(|p| !before.contains(p))
         },
     );
+    // SAFETY: signalling the test's own server.
     unsafe { libc::kill(d.server.pid(), libc::SIGTERM) };
     assert!(d.server.wait_exit(Duration::from_secs(10)).unwrap());
     assert!(TcpStream::connect(("127.0.0.1", d.text)).is_err());

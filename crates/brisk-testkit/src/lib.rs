@@ -248,8 +248,9 @@ pub fn kill_by_pid_files(run_dir: &Path) {
     for entry in pid_files {
         if let Ok(pid) = std::fs::read_to_string(entry.path()) {
             if let Ok(pid) = pid.trim().parse::<i32>() {
-                // SAFETY: killing the test's own server processes.
+                // SAFETY: killing the test's own server processes (its group, then itself).
                 unsafe { libc::kill(-pid, libc::SIGKILL) };
+                // SAFETY: as above.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
         }

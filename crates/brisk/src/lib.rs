@@ -47,6 +47,8 @@
 //! runtime drives, and the registry's connection view (downcast by the protocol's own sweep)
 //! for HTTP, which drives its connections itself. The runtime never names HTTP or WebSocket.
 
+#![warn(missing_docs)]
+
 mod address;
 mod app;
 pub mod cli;

@@ -9,7 +9,7 @@ use tokio::net::{TcpListener, TcpStream};
 /// runtime threads as the second (default 1), and runs `handle` on its own
 /// task for each accepted connection (with `TCP_NODELAY` set). `name` is
 /// printed once listening.
-pub fn serve<F, Fut>(name: &str, default_addr: &str, handle: F) -> std::io::Result<()>
+pub(crate) fn serve<F, Fut>(name: &str, default_addr: &str, handle: F) -> std::io::Result<()>
 where
     F: Fn(TcpStream) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,

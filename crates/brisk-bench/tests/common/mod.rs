@@ -18,7 +18,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// How the HTTP test server frames its response bodies.
 #[derive(Clone, Copy)]
-pub enum Body {
+pub(crate) enum Body {
     /// `Content-Length: 5`, body `hello`.
     Fixed,
     /// Chunked, several chunks, with a trailer.
@@ -29,7 +29,7 @@ pub enum Body {
 
 /// Counters of the HTTP test server.
 #[derive(Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     /// Accepted TCP connections.
     pub accepted: AtomicU64,
     /// Requests answered.
@@ -37,7 +37,7 @@ pub struct Counters {
 }
 
 /// A server running on its own thread; stopped on drop.
-pub struct TestServer {
+pub(crate) struct TestServer {
     /// Listening address.
     pub addr: SocketAddr,
     /// HTTP counters (unused by WebSocket servers).
@@ -48,22 +48,22 @@ pub struct TestServer {
 
 impl TestServer {
     /// `http://addr/path`.
-    pub fn http_url(&self, path: &str) -> String {
+    pub(crate) fn http_url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
 
     /// `ws://addr/path`.
-    pub fn ws_url(&self, path: &str) -> String {
+    pub(crate) fn ws_url(&self, path: &str) -> String {
         format!("ws://{}{}", self.addr, path)
     }
 
     /// Requests answered so far.
-    pub fn requests(&self) -> u64 {
+    pub(crate) fn requests(&self) -> u64 {
         self.counters.requests.load(Ordering::SeqCst)
     }
 
     /// Connections accepted so far.
-    pub fn accepted(&self) -> u64 {
+    pub(crate) fn accepted(&self) -> u64 {
         self.counters.accepted.load(Ordering::SeqCst)
     }
 }
@@ -114,12 +114,12 @@ where
 }
 
 /// Starts the counting HTTP/1.1 server.
-pub fn http_server(body: Body) -> TestServer {
+pub(crate) fn http_server(body: Body) -> TestServer {
     http_server_with_delay(body, Duration::ZERO)
 }
 
 /// Starts the counting HTTP/1.1 server, waiting `delay` before each response.
-pub fn http_server_with_delay(body: Body, delay: Duration) -> TestServer {
+pub(crate) fn http_server_with_delay(body: Body, delay: Duration) -> TestServer {
     spawn_server(move |listener, counters| async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -202,7 +202,7 @@ async fn serve_http(mut stream: TcpStream, counters: Arc<Counters>, body: Body, 
 }
 
 /// Starts a WebSocket server echoing every data message back.
-pub fn ws_echo_server() -> TestServer {
+pub(crate) fn ws_echo_server() -> TestServer {
     spawn_server(|listener, counters| async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -225,7 +225,7 @@ pub fn ws_echo_server() -> TestServer {
 
 /// Starts a WebSocket relay: every data message from any client goes to
 /// every connected client (the sender included).
-pub fn ws_broadcast_server() -> TestServer {
+pub(crate) fn ws_broadcast_server() -> TestServer {
     spawn_server(|listener, counters| async move {
         let clients: Arc<Mutex<Vec<mpsc::UnboundedSender<Message>>>> = Arc::default();
         loop {
@@ -272,7 +272,7 @@ pub fn ws_broadcast_server() -> TestServer {
 }
 
 /// Runs the binary with a wall-clock limit; returns (exit code, stdout, stderr, elapsed).
-pub fn run_bin(args: &[&str], limit: Duration) -> (i32, String, String, Duration) {
+pub(crate) fn run_bin(args: &[&str], limit: Duration) -> (i32, String, String, Duration) {
     let start = std::time::Instant::now();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_brisk-bench"))
         .args(args)

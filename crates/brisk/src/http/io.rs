@@ -157,9 +157,9 @@ impl HttpIo {
         loop {
             ready!(self.stream.poll_read_ready(cx))?;
             let fd = self.stream.as_raw_fd();
-            // SAFETY: recv writes at most `dst.len()` bytes into `dst`, and callers only
-            // treat the `n` bytes it reports as initialized.
             let r = self.stream.try_io(Interest::READABLE, || {
+                // SAFETY: recv writes at most `dst.len()` bytes into `dst`, and callers only
+                // treat the `n` bytes it reports as initialized.
                 let n = unsafe { libc::recv(fd, dst.as_mut_ptr().cast(), dst.len(), 0) };
                 if n < 0 {
                     Err(io::Error::last_os_error())
@@ -235,6 +235,7 @@ impl HttpIo {
         self.poll_write_with(cx, more, || {
             let n = match bufs {
                 // SAFETY: `one` is valid for reads of its length during the call.
+                // SAFETY: `one` is a live buffer of `one.len()` bytes for the whole call.
                 [one] => unsafe { libc::send(fd, one.as_ptr().cast(), one.len(), flags) },
                 _ => {
                     // SAFETY: an all-zero msghdr is valid; it then points at `bufs`
@@ -242,6 +243,7 @@ impl HttpIo {
                     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
                     msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
                     msg.msg_iovlen = bufs.len() as _;
+                    // SAFETY: `msg` points at `bufs`, which outlive the call.
                     unsafe { libc::sendmsg(fd, &msg, flags) }
                 }
             };
@@ -299,8 +301,9 @@ impl hyper::rt::Read for HttpIo {
         cx: &mut Context<'_>,
         mut buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        // SAFETY: only the bytes recv reports are marked filled.
+        // SAFETY: poll_recv only writes into the buffer, never reads uninitialized bytes.
         let n = ready!(self.get_mut().poll_recv(cx, unsafe { buf.as_mut() }))?;
+        // SAFETY: recv filled exactly `n` bytes.
         unsafe { buf.advance(n) };
         Poll::Ready(Ok(()))
     }
@@ -313,8 +316,9 @@ impl tokio::io::AsyncRead for HttpIo {
         cx: &mut Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        // SAFETY: only the bytes recv reports are marked initialized and filled.
+        // SAFETY: poll_recv only writes into the buffer, never reads uninitialized bytes.
         let n = ready!(self.get_mut().poll_recv(cx, unsafe { buf.unfilled_mut() }))?;
+        // SAFETY: recv initialized exactly `n` bytes.
         unsafe { buf.assume_init(n) };
         buf.advance(n);
         Poll::Ready(Ok(()))

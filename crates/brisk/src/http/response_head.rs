@@ -201,7 +201,7 @@ mod tests {
     fn encoded(
         status: StatusCode,
         headers: &[(&str, &str)],
-        cx: HeadContext,
+        cx: HeadContext<'_>,
     ) -> (String, HeadOutcome) {
         let mut map = http::HeaderMap::new();
         for (k, v) in headers {

@@ -54,7 +54,7 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// (service, index) of each worker slot, in order.
-    pub fn slots(&self) -> Vec<(usize, usize)> {
+    pub(crate) fn slots(&self) -> Vec<(usize, usize)> {
         self.services
             .iter()
             .enumerate()

@@ -54,18 +54,18 @@ pub enum SendError {
 }
 
 mod flag {
-    pub const CLOSING: u16 = 1;
-    pub const DESTROYED: u16 = 1 << 1;
-    pub const PAUSED: u16 = 1 << 2;
-    pub const DRAINING: u16 = 1 << 3;
-    pub const FULL: u16 = 1 << 4;
-    pub const EVENT_FULL: u16 = 1 << 5;
-    pub const EVENT_DRAIN: u16 = 1 << 6;
-    pub const PEER_CLOSED: u16 = 1 << 7;
+    pub(super) const CLOSING: u16 = 1;
+    pub(super) const DESTROYED: u16 = 1 << 1;
+    pub(super) const PAUSED: u16 = 1 << 2;
+    pub(super) const DRAINING: u16 = 1 << 3;
+    pub(super) const FULL: u16 = 1 << 4;
+    pub(super) const EVENT_FULL: u16 = 1 << 5;
+    pub(super) const EVENT_DRAIN: u16 = 1 << 6;
+    pub(super) const PEER_CLOSED: u16 = 1 << 7;
     /// At least one message was handled.
-    pub const HANDLED: u16 = 1 << 8;
+    pub(super) const HANDLED: u16 = 1 << 8;
     /// Something changed that the connection task must look at.
-    pub const NOTIFIED: u16 = 1 << 9;
+    pub(super) const NOTIFIED: u16 = 1 << 9;
 }
 
 /// An `on_message` future in progress, with panics caught.

@@ -50,7 +50,8 @@ impl Listener {
     /// # Safety
     /// `fd` must be an open socket of the kind `scheme` names, owned by nobody else.
     pub(crate) unsafe fn from_fd(scheme: Scheme, fd: RawFd) -> Listener {
-        let owned = OwnedFd::from_raw_fd(fd);
+        // SAFETY: the caller passes an open socket that nobody else owns.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
         match scheme {
             Scheme::Udp => Listener::Udp(owned.into()),
             Scheme::Unix => Listener::Unix(owned.into()),

@@ -19,9 +19,9 @@ use crate::protocol::{Protocol, ProtocolError};
 
 /// Close codes Brisk sends.
 pub(crate) mod close {
-    pub const PROTOCOL: u16 = 1002;
-    pub const INVALID_DATA: u16 = 1007;
-    pub const TOO_BIG: u16 = 1009;
+    pub(crate) const PROTOCOL: u16 = 1002;
+    pub(crate) const INVALID_DATA: u16 = 1007;
+    pub(crate) const TOO_BIG: u16 = 1009;
 }
 
 /// RSV1: set on the first frame of a compressed message.
