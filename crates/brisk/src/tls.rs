@@ -162,8 +162,8 @@ mod tests {
     #[test]
     fn bad_files_get_messages_that_name_them() {
         let (cert, key) = pair();
-        let dir = std::env::temp_dir().join(format!("brisk-tls-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let cert_path = dir.join("cert.pem");
         std::fs::write(&cert_path, &cert).unwrap();
         let missing = dir.join("missing.pem");
@@ -188,7 +188,6 @@ mod tests {
         let err = TlsConfig::from_pem(cert.as_bytes(), other_key.as_bytes());
         let err = err.unwrap_err().to_string();
         assert!(err.contains("cannot be used together"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -3,25 +3,24 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A unique temporary directory, removed on drop.
 pub(crate) struct ScratchDir {
     pub(crate) path: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl ScratchDir {
     /// A new empty directory whose name starts with `brisk-{prefix}-`.
     pub(crate) fn new(prefix: &str) -> Self {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "brisk-{prefix}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        ScratchDir { path }
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("brisk-{prefix}-"))
+            .tempdir()
+            .unwrap();
+        ScratchDir {
+            path: dir.path().to_path_buf(),
+            _dir: dir,
+        }
     }
 
     /// Writes `contents` to `rel` under the directory (creating parents); returns its path.
@@ -30,12 +29,6 @@ impl ScratchDir {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, contents).unwrap();
         path
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 

@@ -316,10 +316,8 @@ mod tests {
 
         #[test]
         fn file_ranges_are_byte_exact_with_sendfile_or_read_when_not_in_memory() {
-            let dir =
-                std::env::temp_dir().join(format!("brisk-h1-sendfile-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let path = dir.join("f.bin");
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("f.bin");
             let contents = noise(123_457);
             std::fs::write(&path, &contents).unwrap();
             for (start, count) in [
@@ -361,7 +359,6 @@ mod tests {
                 assert!(got.len() <= 4 + 23_457);
                 assert!(got[4..] == contents[100_000..100_000 + got.len() - 4]);
             }
-            let _ = std::fs::remove_dir_all(&dir);
         }
     }
 

@@ -2,7 +2,6 @@
 //! requests and responses in a line each.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(super) use super::StaticFiles;
 pub(super) use crate::http::testing::run;
@@ -16,21 +15,20 @@ pub(super) const SECRET: &[u8] = b"TOP-SECRET-OUTSIDE-THE-ROOT";
 /// secret files next to it (outside the root).
 pub(super) struct TempDir {
     pub(super) base: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl TempDir {
     pub(super) fn new() -> Self {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let base = std::env::temp_dir().join(format!(
-            "brisk-static-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&base);
+        let dir = tempfile::Builder::new()
+            .prefix("brisk-static-")
+            .tempdir()
+            .unwrap();
+        let base = dir.path().to_path_buf();
         std::fs::create_dir_all(base.join("root")).unwrap();
         std::fs::write(base.join("x"), SECRET).unwrap();
         std::fs::write(base.join("secret.txt"), SECRET).unwrap();
-        TempDir { base }
+        TempDir { base, _dir: dir }
     }
 
     pub(super) fn root(&self) -> PathBuf {
@@ -46,12 +44,6 @@ impl TempDir {
 
     pub(super) fn files(&self) -> StaticFiles {
         StaticFiles::new(self.root()).unwrap()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.base);
     }
 }
 
