@@ -52,6 +52,8 @@
 mod address;
 mod app;
 pub mod cli;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub mod db;
 mod env;
 mod error;
 pub mod http;

@@ -1,0 +1,120 @@
+//! [`Db`]: one of the backends, picked from a URL, behind their common surface.
+
+use super::error::DbError;
+#[cfg(feature = "postgres")]
+use super::postgres::{Postgres, PostgresOptions};
+#[cfg(feature = "sqlite")]
+use super::sqlite::{Sqlite, SqliteOptions};
+use super::value::{Row, Value};
+
+/// The options of every backend; [`Db::open`] uses the one its URL names.
+#[derive(Debug, Clone, Default)]
+pub struct DbOptions {
+    /// For `sqlite:` URLs.
+    #[cfg(feature = "sqlite")]
+    pub sqlite: SqliteOptions,
+    /// For `postgres://` URLs.
+    #[cfg(feature = "postgres")]
+    pub postgres: PostgresOptions,
+}
+
+/// Which backend a [`Db`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbKind {
+    /// SQLite.
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+}
+
+/// A database of any backend; cheap to clone, `Send + Sync`.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), brisk::db::DbError> {
+/// use brisk::db::{Db, DbOptions};
+/// let db = Db::open("sqlite:run/app.sqlite", DbOptions::default())?;
+/// let n = db.execute("UPDATE world SET randomnumber = $1 WHERE id = $2", vec![5.into(), 1.into()]).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub enum Db {
+    /// An SQLite file.
+    #[cfg(feature = "sqlite")]
+    Sqlite(Sqlite),
+    /// A PostgreSQL server.
+    #[cfg(feature = "postgres")]
+    Postgres(Postgres),
+}
+
+impl Db {
+    /// The database at `url`: `sqlite:PATH` (or `sqlite://PATH`), or `postgres://…`
+    /// (`postgresql://…`). Connects nothing yet.
+    pub fn open(url: &str, options: DbOptions) -> Result<Db, DbError> {
+        let _ = &options;
+        #[cfg(feature = "sqlite")]
+        if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
+            return Ok(Db::Sqlite(Sqlite::new(path, options.sqlite)));
+        }
+        #[cfg(feature = "postgres")]
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Postgres::new(url, options.postgres).map(Db::Postgres);
+        }
+        Err(DbError::Config(format!(
+            "{url}: not a database URL this build knows (sqlite:PATH, postgres://…; each \
+             needs its cargo feature)"
+        )))
+    }
+
+    /// Which backend this is.
+    pub fn kind(&self) -> DbKind {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Db::Sqlite(_) => DbKind::Sqlite,
+            #[cfg(feature = "postgres")]
+            Db::Postgres(_) => DbKind::Postgres,
+        }
+    }
+
+    /// Every row `sql` returns; parameters are `$1`, `$2`…
+    pub async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>, DbError> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Db::Sqlite(db) => db.query(sql, params).await,
+            #[cfg(feature = "postgres")]
+            Db::Postgres(db) => db.query(sql, params).await,
+        }
+    }
+
+    /// The first row `sql` returns, if any.
+    pub async fn query_one(&self, sql: &str, params: Vec<Value>) -> Result<Option<Row>, DbError> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Db::Sqlite(db) => db.query_one(sql, params).await,
+            #[cfg(feature = "postgres")]
+            Db::Postgres(db) => db.query_one(sql, params).await,
+        }
+    }
+
+    /// Runs a statement; returns how many rows it changed.
+    pub async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64, DbError> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Db::Sqlite(db) => db.execute(sql, params).await,
+            #[cfg(feature = "postgres")]
+            Db::Postgres(db) => db.execute(sql, params).await,
+        }
+    }
+
+    /// Runs several statements separated by `;` (no parameters), such as a schema.
+    pub async fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Db::Sqlite(db) => db.execute_batch(sql).await,
+            #[cfg(feature = "postgres")]
+            Db::Postgres(db) => db.execute_batch(sql).await,
+        }
+    }
+}
