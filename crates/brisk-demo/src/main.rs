@@ -22,6 +22,7 @@ use brisk::ws::{WsEndpoint, WsServer};
 use brisk::{App, Server};
 
 mod routes;
+mod techempower;
 use clap::Parser;
 use serde::Deserialize;
 
@@ -93,6 +94,11 @@ struct Args {
     /// Seconds a graceful stop or reload waits for in-flight work (default 30).
     #[arg(long, global = true)]
     graceful_timeout: Option<u64>,
+    /// The database of the TechEmpower routes: `sqlite:PATH` (default
+    /// `sqlite:RUN_DIR/brisk-demo.sqlite`, created and seeded on first start) or
+    /// `postgres://user:password@host:port/db` (tables created and seeded if missing).
+    #[arg(long, global = true)]
+    database: Option<String>,
     /// A TOML file with any of the settings above (flags win).
     #[arg(long, global = true)]
     config: Option<PathBuf>,
@@ -117,6 +123,7 @@ struct Config {
     tls_text: Option<String>,
     run_dir: Option<PathBuf>,
     graceful_timeout: Option<u64>,
+    database: Option<String>,
 }
 
 fn load_config(path: &PathBuf) -> anyhow::Result<Config> {
@@ -172,7 +179,18 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .clone()
         .or(file.static_root)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("static"));
-    let routes = routes::Routes::new(&static_root, args.static_sendfile_min_size)?;
+    let database = args
+        .database
+        .clone()
+        .or(file.database)
+        .unwrap_or_else(|| format!("sqlite:{}", run_dir.join("brisk-demo.sqlite").display()));
+    let db = brisk::db::Db::open(&database, brisk::db::DbOptions::default())?;
+    let techempower = techempower::Techempower::new(db);
+    let routes = routes::Routes::new(
+        &static_root,
+        args.static_sendfile_min_size,
+        techempower.clone(),
+    )?;
     let ticker = routes.clone();
     let site = move |server: HttpServer| {
         let routes = routes.clone();
@@ -183,7 +201,13 @@ fn build(args: &Args) -> anyhow::Result<App> {
     };
     let mut http = site(HttpServer::new(&http_addr)?).on_worker_start(move |_| {
         ticker.start_ticking();
-        async {}
+        let techempower = techempower.clone();
+        async move {
+            // A database that is down does not stop the worker: its routes answer 503.
+            if let Err(e) = techempower.seed().await {
+                tracing::warn!("cannot create or seed the TechEmpower tables: {e}");
+            }
+        }
     });
     let mut websocket =
         WsServer::new(&ws_addr)?.endpoint(echo_endpoint(limits.header_read_timeout));

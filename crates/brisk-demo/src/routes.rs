@@ -7,10 +7,11 @@ use brisk::http::sse::{Event, Hub};
 use brisk::http::static_files::StaticFiles;
 use brisk::http::{Body, RequestBody};
 use brisk::ws::{self, WsEndpoint};
+
+use crate::techempower::Techempower;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError};
 
-const JSON: &str = r#"{"message":"Hello, World!"}"#;
 /// The group every `/chat` connection joins.
 const ROOM: &str = "chat";
 
@@ -20,14 +21,21 @@ pub(crate) struct Routes {
     files: StaticFiles,
     echo: WsEndpoint,
     chat: WsEndpoint,
+    /// The TechEmpower test set.
+    techempower: Techempower,
     /// `/events` subscribers of this worker.
     pub events: Hub,
 }
 
 impl Routes {
     /// Routes serving `/static/` from `static_root`, sending cached files from
-    /// `sendfile_min_size` on with sendfile (`None`: the library's default).
-    pub(crate) fn new(static_root: &Path, sendfile_min_size: Option<u64>) -> anyhow::Result<Self> {
+    /// `sendfile_min_size` on with sendfile (`None`: the library's default), and the
+    /// TechEmpower tests.
+    pub(crate) fn new(
+        static_root: &Path,
+        sendfile_min_size: Option<u64>,
+        techempower: Techempower,
+    ) -> anyhow::Result<Self> {
         let mut files = StaticFiles::new(static_root).map_err(|e| {
             anyhow::anyhow!(
                 "cannot serve static files from {}: {e}",
@@ -51,6 +59,7 @@ impl Routes {
             files,
             echo,
             chat,
+            techempower,
             events,
         })
     }
@@ -72,6 +81,12 @@ impl Routes {
     pub(crate) async fn route(&self, req: Request<RequestBody>) -> Response<Body> {
         let get = matches!(*req.method(), Method::GET | Method::HEAD);
         let path = req.uri().path();
+        if get {
+            // Boxed: the database calls' state would otherwise enlarge every request's future.
+            if let Some(r) = Box::pin(self.techempower.route(path, req.uri().query())).await {
+                return r;
+            }
+        }
         if let Some(rest) = path.strip_prefix("/static") {
             let rest = rest.to_string();
             // Boxed: the file server's state would otherwise enlarge every request's future.
@@ -79,7 +94,6 @@ impl Routes {
         }
         match path {
             "/" if get => with_type("Hello World", "text/plain"),
-            "/json" if get => with_type(JSON, "application/json"),
             "/ws" => self.echo.upgrade(req),
             "/events" if get => self.events.subscribe(),
             "/chat" => self.chat.upgrade(req),

@@ -1,0 +1,307 @@
+//! The TechEmpower Framework Benchmarks' test set, by their published rules: `/plaintext`,
+//! `/json`, `/db`, `/queries`, `/fortunes`, `/updates` and `/cached-queries`, on whichever
+//! database `--database` names (SQLite under the run directory by default).
+//!
+//! The schema and the seed rows are created by each worker when it starts (idempotent, and
+//! serialised between workers by the database's own locks). A database that is down answers
+//! 503 with a JSON error, a query past its timeout 504.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use askama::Template;
+use brisk::db::{Db, DbError, DbKind, Row};
+use brisk::http::Body;
+use http::{header, HeaderValue, Response, StatusCode};
+use serde::Serialize;
+
+/// Rows of the World table.
+const WORLD_ROWS: i32 = 10_000;
+/// The most rows one request may ask for.
+const MAX_QUERIES: usize = 500;
+
+/// The 12 fortunes every implementation serves.
+const FORTUNES: [&str; 12] = [
+    "fortune: No such file or directory",
+    "A computer scientist is someone who fixes things that aren't broken.",
+    "After enough decimal places, nobody gives a damn.",
+    "A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1",
+    "A computer program does what you tell it to do, not what you want it to do.",
+    "Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen",
+    "Any program that runs right is obsolete.",
+    "A list is only as strong as its weakest link. — Donald Knuth",
+    "Feature: A bug with seniority.",
+    "Computers make very fast, very accurate mistakes.",
+    "<script>alert(\"This should not be displayed in a browser alert box.\");</script>",
+    "フレームワークのベンチマーク",
+];
+
+/// One row of the World table, as the tests return it.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct World {
+    id: i32,
+    #[serde(rename = "randomNumber")]
+    random_number: i32,
+}
+
+/// One fortune, for the template.
+struct Fortune {
+    id: i32,
+    message: String,
+}
+
+/// The fortunes page; askama escapes `message` for HTML.
+#[derive(Template)]
+#[template(path = "fortunes.html")]
+struct FortunesPage<'a> {
+    fortunes: &'a [Fortune],
+}
+
+#[derive(Serialize)]
+struct Message {
+    message: &'static str,
+}
+
+/// The test set over one database; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Techempower {
+    db: Db,
+    /// The World table, for `/cached-queries`: loaded by this worker on first use.
+    cache: Rc<RefCell<Option<Rc<Vec<World>>>>>,
+}
+
+impl Techempower {
+    /// The tests over `db` (nothing is connected yet).
+    pub(crate) fn new(db: Db) -> Self {
+        Techempower {
+            db,
+            cache: Rc::default(),
+        }
+    }
+
+    /// Creates and fills the tables if they are missing; run by every worker as it starts.
+    pub(crate) async fn seed(&self) -> Result<(), DbError> {
+        let fortunes: Vec<String> = FORTUNES
+            .iter()
+            .enumerate()
+            .map(|(i, m)| format!("({}, '{}')", i + 1, m.replace('\'', "''")))
+            .collect();
+        let fortunes = fortunes.join(", ");
+        let sql = match self.db.kind() {
+            DbKind::Sqlite => format!(
+                "BEGIN IMMEDIATE;
+                 CREATE TABLE IF NOT EXISTS world (id INTEGER PRIMARY KEY, randomnumber INTEGER NOT NULL);
+                 CREATE TABLE IF NOT EXISTS fortune (id INTEGER PRIMARY KEY, message TEXT NOT NULL);
+                 WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s WHERE x < {WORLD_ROWS})
+                 INSERT OR IGNORE INTO world (id, randomnumber)
+                     SELECT x, abs(random()) % {WORLD_ROWS} + 1 FROM s;
+                 INSERT OR IGNORE INTO fortune (id, message) VALUES {fortunes};
+                 COMMIT;"
+            ),
+            DbKind::Postgres => format!(
+                "BEGIN;
+                 SELECT pg_advisory_xact_lock(7357);
+                 CREATE TABLE IF NOT EXISTS world (id integer PRIMARY KEY, randomnumber integer NOT NULL);
+                 CREATE TABLE IF NOT EXISTS fortune (id integer PRIMARY KEY, message varchar(2048) NOT NULL);
+                 INSERT INTO world (id, randomnumber)
+                     SELECT x, floor(random() * {WORLD_ROWS} + 1)::integer FROM generate_series(1, {WORLD_ROWS}) x
+                     ON CONFLICT DO NOTHING;
+                 INSERT INTO fortune (id, message) VALUES {fortunes} ON CONFLICT DO NOTHING;
+                 COMMIT;"
+            ),
+        };
+        self.db.execute_batch(&sql).await
+    }
+
+    /// Answers `path` if it is one of the tests.
+    pub(crate) async fn route(&self, path: &str, query: Option<&str>) -> Option<Response<Body>> {
+        let answer = match path {
+            "/plaintext" => Ok(typed("Hello, World!".into(), "text/plain")),
+            "/json" => Ok(json(&Message {
+                message: "Hello, World!",
+            })),
+            "/db" => self.one_world().await.map(|w| json(&w)),
+            "/queries" => self.worlds(count(query, "queries")).await.map(|w| json(&w)),
+            "/updates" => self.update(count(query, "queries")).await.map(|w| json(&w)),
+            "/cached-queries" => self.cached(count(query, "count")).await.map(|w| json(&w)),
+            "/fortunes" => self.fortunes().await,
+            _ => return None,
+        };
+        Some(answer.unwrap_or_else(|e| db_failure(&e)))
+    }
+
+    async fn world(&self, id: i32) -> Result<World, DbError> {
+        let row = self
+            .db
+            .query_one(
+                "SELECT id, randomnumber FROM world WHERE id = $1",
+                vec![id.into()],
+            )
+            .await?
+            .ok_or_else(|| DbError::Query(format!("no world row {id}")))?;
+        world_of(&row)
+    }
+
+    async fn one_world(&self) -> Result<World, DbError> {
+        self.world(random_id()).await
+    }
+
+    /// `n` random rows, one SELECT each, all in flight at once (they pipeline on PostgreSQL).
+    async fn worlds(&self, n: usize) -> Result<Vec<World>, DbError> {
+        let queries = (0..n).map(|_| self.world(random_id()));
+        futures_util::future::try_join_all(queries).await
+    }
+
+    async fn update(&self, n: usize) -> Result<Vec<World>, DbError> {
+        let mut worlds = self.worlds(n).await?;
+        for w in &mut worlds {
+            w.random_number = random_id();
+        }
+        // One statement for all rows, ids sorted (no deadlocks between workers), each id once
+        // (its last new number, which every row of that id in the answer then shows).
+        let mut latest: Vec<World> = worlds.clone();
+        latest.sort_by_key(|w| w.id);
+        latest.dedup_by(|later, earlier| {
+            let same = later.id == earlier.id;
+            if same {
+                earlier.random_number = later.random_number;
+            }
+            same
+        });
+        for w in &mut worlds {
+            if let Ok(i) = latest.binary_search_by_key(&w.id, |l| l.id) {
+                w.random_number = latest[i].random_number;
+            }
+        }
+        let mut sql = String::from("UPDATE world SET randomnumber = CASE id");
+        let mut params = Vec::with_capacity(latest.len() * 2);
+        for (i, w) in latest.iter().enumerate() {
+            sql.push_str(&format!(
+                " WHEN ${} THEN CAST(${} AS INTEGER)",
+                2 * i + 1,
+                2 * i + 2
+            ));
+            params.push(w.id.into());
+            params.push(w.random_number.into());
+        }
+        sql.push_str(" END WHERE id IN (");
+        for i in 0..latest.len() {
+            sql.push_str(&format!("{}${}", if i > 0 { ", " } else { "" }, 2 * i + 1));
+        }
+        sql.push(')');
+        self.db.execute(&sql, params).await?;
+        Ok(worlds)
+    }
+
+    async fn cached(&self, n: usize) -> Result<Vec<World>, DbError> {
+        let cached = self.cache.borrow().clone();
+        let all = match cached {
+            Some(all) => all,
+            None => {
+                let rows = self
+                    .db
+                    .query("SELECT id, randomnumber FROM world ORDER BY id", vec![])
+                    .await?;
+                let all: Vec<World> = rows.iter().map(world_of).collect::<Result<_, _>>()?;
+                let all = Rc::new(all);
+                *self.cache.borrow_mut() = Some(all.clone());
+                all
+            }
+        };
+        Ok((0..n)
+            .filter_map(|_| all.get(random_id() as usize - 1).copied())
+            .collect())
+    }
+
+    async fn fortunes(&self) -> Result<Response<Body>, DbError> {
+        let rows = self
+            .db
+            .query("SELECT id, message FROM fortune", vec![])
+            .await?;
+        let mut fortunes = rows
+            .iter()
+            .map(|r| {
+                Ok(Fortune {
+                    id: r.get(0)?,
+                    message: r.get(1)?,
+                })
+            })
+            .collect::<Result<Vec<_>, DbError>>()?;
+        fortunes.push(Fortune {
+            id: 0,
+            message: "Additional fortune added at request time.".into(),
+        });
+        fortunes.sort_by(|a, b| a.message.cmp(&b.message));
+        let html = FortunesPage {
+            fortunes: &fortunes,
+        }
+        .render()
+        .map_err(|e| DbError::Decode(format!("fortunes template: {e}")))?;
+        Ok(typed(html, "text/html; charset=utf-8"))
+    }
+}
+
+fn world_of(row: &Row) -> Result<World, DbError> {
+    Ok(World {
+        id: row.get(0)?,
+        random_number: row.get(1)?,
+    })
+}
+
+fn random_id() -> i32 {
+    fastrand::i32(1..=WORLD_ROWS)
+}
+
+/// The row count a request asks for in `name`: missing, empty, not a number or under 1 → 1;
+/// over 500 → 500.
+fn count(query: Option<&str>, name: &str) -> usize {
+    let value = query
+        .unwrap_or("")
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='));
+    match value.and_then(|v| v.parse::<i64>().ok()) {
+        Some(n) if n > MAX_QUERIES as i64 => MAX_QUERIES,
+        Some(n) if n >= 1 => n as usize,
+        _ => 1,
+    }
+}
+
+fn typed(body: String, content_type: &'static str) -> Response<Body> {
+    let mut r = Response::new(Body::from(body));
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::SERVER, HeaderValue::from_static("brisk"));
+    r
+}
+
+fn json<T: Serialize>(value: &T) -> Response<Body> {
+    let body = serde_json::to_string(value).unwrap_or_else(|e| format!(r#"{{"error":"{e}"}}"#));
+    typed(body, "application/json")
+}
+
+/// A database failure as its status and a JSON error; the log says why.
+fn db_failure(e: &DbError) -> Response<Body> {
+    tracing::warn!("database: {e}");
+    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut r = json(&serde_json::json!({ "error": e.to_string() }));
+    *r.status_mut() = status;
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_follow_the_rules() {
+        assert_eq!(count(None, "queries"), 1);
+        assert_eq!(count(Some("queries="), "queries"), 1);
+        assert_eq!(count(Some("queries=foo"), "queries"), 1);
+        assert_eq!(count(Some("queries=0"), "queries"), 1);
+        assert_eq!(count(Some("queries=-3"), "queries"), 1);
+        assert_eq!(count(Some("queries=20"), "queries"), 20);
+        assert_eq!(count(Some("a=1&queries=501"), "queries"), 500);
+        assert_eq!(count(Some("count=7"), "count"), 7);
+        assert_eq!(count(Some("queriesx=7"), "queries"), 1);
+    }
+}
