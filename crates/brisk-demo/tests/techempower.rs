@@ -1,0 +1,209 @@
+//! The TechEmpower test set of the demo, checked against the published rules over a real
+//! database: SQLite by default (a file under the run directory), and the same checks against
+//! a real PostgreSQL server started for the test.
+
+use std::io::Write;
+
+use brisk::db::{Db, DbOptions};
+use brisk_testkit::*;
+use serde_json::Value as Json;
+
+const DEMO: &str = env!("CARGO_BIN_EXE_brisk-demo");
+
+struct Demo {
+    server: ServerProcess,
+    http: u16,
+}
+
+fn demo(database: Option<&str>, workers: usize) -> Demo {
+    let http = free_port();
+    let h = format!("http://127.0.0.1:{http}");
+    let w = format!("websocket://127.0.0.1:{}", free_port());
+    let t = format!("text://127.0.0.1:{}", free_port());
+    let f = format!("frame://127.0.0.1:{}", free_port());
+    let n = workers.to_string();
+    let mut args = vec![
+        "--workers",
+        &n,
+        "--http",
+        &h,
+        "--websocket",
+        &w,
+        "--text",
+        &t,
+        "--frame",
+        &f,
+    ];
+    if let Some(url) = database {
+        args.extend(["--database", url]);
+    }
+    let server = ServerProcess::start(DEMO, &args, workers * 4).unwrap();
+    Demo { server, http }
+}
+
+fn get(port: u16, path: &str) -> HttpResponse {
+    let mut s = connect(port);
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    read_response(&mut s)
+}
+
+fn get_json(port: u16, path: &str) -> Json {
+    let r = get(port, path);
+    assert_eq!(r.status, 200, "{path}: {}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json"), "{path}");
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{path}: {e}: {}", r.text()))
+}
+
+/// A World row as the tests return it: both fields, both in 1..=10000.
+fn check_world(w: &Json) -> (i64, i64) {
+    let id = w["id"].as_i64().unwrap_or_else(|| panic!("id in {w}"));
+    let n = w["randomNumber"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("randomNumber in {w}"));
+    assert!((1..=10_000).contains(&id), "{w}");
+    assert!((1..=10_000).contains(&n), "{w}");
+    assert_eq!(w.as_object().unwrap().len(), 2, "{w}");
+    (id, n)
+}
+
+/// Every test of the set, by the rules; `db_url` is the same database as the demo's, read
+/// directly to check that updates persisted.
+fn every_test_follows_the_rules(d: &Demo, db_url: &str) {
+    let port = d.http;
+    let plain = get(port, "/plaintext");
+    assert_eq!(plain.status, 200);
+    assert_eq!(plain.text(), "Hello, World!");
+    assert_eq!(plain.header("content-type"), Some("text/plain"));
+    for r in [&plain, &get(port, "/db")] {
+        assert_eq!(r.header("server"), Some("brisk"));
+        assert!(r.header("date").is_some(), "{:?}", r.headers);
+    }
+    assert_eq!(
+        get_json(port, "/json"),
+        serde_json::json!({"message": "Hello, World!"})
+    );
+    check_world(&get_json(port, "/db"));
+    // queries / cached-queries: missing, empty, not a number or < 1 give 1 row; > 500, 500.
+    for (query, rows) in [
+        ("", 1),
+        ("?queries=", 1),
+        ("?queries=foo", 1),
+        ("?queries=0", 1),
+        ("?queries=-1", 1),
+        ("?queries=20", 20),
+        ("?queries=501", 500),
+    ] {
+        for path in ["/queries", "/updates"] {
+            let body = get_json(port, &format!("{path}{query}"));
+            let list = body
+                .as_array()
+                .unwrap_or_else(|| panic!("{path}{query}: {body}"));
+            assert_eq!(list.len(), rows, "{path}{query}");
+            list.iter().for_each(|w| {
+                check_world(w);
+            });
+        }
+        let cached = get_json(
+            port,
+            &format!("/cached-queries{}", query.replace("queries", "count")),
+        );
+        assert_eq!(cached.as_array().unwrap().len(), rows, "cached{query}");
+    }
+    // Updates persist the numbers they return.
+    let updated = get_json(port, "/updates?queries=20");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let db = Db::open(db_url, DbOptions::default()).unwrap();
+    rt.block_on(async {
+        for w in updated.as_array().unwrap() {
+            let (id, n) = check_world(w);
+            let row = db
+                .query_one(
+                    "SELECT randomnumber FROM world WHERE id = $1",
+                    vec![id.into()],
+                )
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(row.get::<i64>(0).unwrap(), n, "world {id} after the update");
+        }
+    });
+    // Fortunes: the 12 rows plus the one added at request time, sorted by message, escaped.
+    let f = get(port, "/fortunes");
+    assert_eq!(f.status, 200);
+    assert_eq!(f.header("content-type"), Some("text/html; charset=utf-8"));
+    let html = f.text();
+    assert!(
+        html.contains("<tr><th>id</th><th>message</th></tr>"),
+        "{html}"
+    );
+    let cells: Vec<&str> = html
+        .split("<tr><td>")
+        .skip(1)
+        .map(|row| {
+            row.split("</td><td>")
+                .nth(1)
+                .unwrap()
+                .split("</td>")
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(cells.len(), 13, "{html}");
+    let mut sorted = cells.clone();
+    sorted.sort();
+    assert_eq!(cells, sorted, "sorted by message");
+    assert!(html.contains("<td>0</td><td>Additional fortune added at request time.</td>"));
+    assert!(html.contains("フレームワークのベンチマーク"));
+    assert!(
+        !html.contains("<script>"),
+        "the script fortune is escaped: {html}"
+    );
+    assert!(
+        html.contains("&lt;script&gt;") || html.contains("&#60;script&#62;"),
+        "{html}"
+    );
+}
+
+#[test]
+fn the_test_set_follows_the_rules_on_the_default_sqlite_database() {
+    let d = demo(None, 2);
+    let file = d.server.run_dir.join("brisk-demo.sqlite");
+    wait_until(
+        std::time::Duration::from_secs(10),
+        "the SQLite file exists",
+        || file.exists(),
+    );
+    every_test_follows_the_rules(&d, &format!("sqlite:{}", file.display()));
+}
+
+#[test]
+fn a_database_that_cannot_be_opened_answers_503_with_a_json_error() {
+    let d = demo(Some("sqlite:/nonexistent-dir/brisk.sqlite"), 1);
+    for path in [
+        "/db",
+        "/queries?queries=3",
+        "/updates",
+        "/fortunes",
+        "/cached-queries",
+    ] {
+        let r = get(d.http, path);
+        assert_eq!(r.status, 503, "{path}: {}", r.text());
+        assert_eq!(r.header("content-type"), Some("application/json"), "{path}");
+        let body: Json = serde_json::from_slice(&r.body).unwrap();
+        let error = body["error"].as_str().unwrap();
+        assert!(error.contains("/nonexistent-dir/brisk.sqlite"), "{error}");
+    }
+    // The routes without a database still answer.
+    assert_eq!(get(d.http, "/plaintext").status, 200);
+    assert!(d
+        .server
+        .log()
+        .contains("cannot create or seed the TechEmpower tables"));
+}
