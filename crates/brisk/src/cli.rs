@@ -264,6 +264,10 @@ pub fn format_status(s: &MasterStatus) -> String {
         sum(|w| w.timers),
         ""
     );
+    let (hits, misses) = (sum(|w| w.cache_hits), sum(|w| w.cache_misses));
+    if hits + misses > 0 {
+        out += &format!("query cache: {hits} hits, {misses} misses\n");
+    }
     for pid in &s.unresponsive {
         out += &format!("worker pid {pid} did not answer\n");
     }

@@ -24,6 +24,10 @@ pub(crate) struct Stats {
     pub(crate) rejected: Cell<u64>,
     /// Times a connection's send buffer filled up.
     pub(crate) buffer_full: Cell<u64>,
+    /// Query-cache lookups answered from the cache.
+    pub(crate) cache_hits: Cell<u64>,
+    /// Query-cache lookups that went to the database.
+    pub(crate) cache_misses: Cell<u64>,
     /// Bytes read from peers.
     pub(crate) bytes_in: Cell<u64>,
     /// Bytes written to peers.
@@ -67,6 +71,12 @@ pub struct WorkerStatus {
     pub rejected: u64,
     /// Send-buffer-full events.
     pub buffer_full: u64,
+    /// Query-cache lookups answered from the cache (`brisk::db::QueryCache`).
+    #[serde(default)]
+    pub cache_hits: u64,
+    /// Query-cache lookups that went to the database.
+    #[serde(default)]
+    pub cache_misses: u64,
     /// Live timers.
     pub timers: u64,
     /// Bytes received.

@@ -11,6 +11,7 @@
 //! Failures are [`DbError`]s that say which HTTP status answers them: a database that is down
 //! is 503 at once (not a hang), a slow query past its timeout 504.
 
+mod cache;
 mod database;
 mod error;
 #[cfg(feature = "postgres")]
@@ -19,6 +20,7 @@ mod postgres;
 mod sqlite;
 mod value;
 
+pub use cache::QueryCache;
 pub use database::{Db, DbKind, DbOptions};
 pub use error::DbError;
 #[cfg(feature = "postgres")]

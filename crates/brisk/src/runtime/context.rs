@@ -222,6 +222,8 @@ impl WorkerCtx {
             throw_exception: s.throw_exception.get() + crate::timer::panics(),
             rejected: s.rejected.get(),
             buffer_full: s.buffer_full.get(),
+            cache_hits: s.cache_hits.get(),
+            cache_misses: s.cache_misses.get(),
             timers: crate::timer::count() as u64,
             bytes_in: s.bytes_in.get()
                 + self.io.bytes_in.load(std::sync::atomic::Ordering::Relaxed),
