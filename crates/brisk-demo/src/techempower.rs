@@ -17,6 +17,11 @@ use serde::Serialize;
 
 /// Rows of the World table.
 const WORLD_ROWS: i32 = 10_000;
+/// The digits 0 to 9 as a table, for generating row numbers where there is no
+/// `generate_series`.
+const DIGITS: &str = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
+    UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
+    UNION ALL SELECT 8 UNION ALL SELECT 9)";
 /// The most rows one request may ask for.
 const MAX_QUERIES: usize = 500;
 
@@ -109,6 +114,18 @@ impl Techempower {
                  INSERT INTO fortune (id, message) VALUES {fortunes} ON CONFLICT DO NOTHING;
                  COMMIT;"
             ),
+            // Concurrent CREATE TABLE IF NOT EXISTS and INSERT IGNORE are safe in MySQL.
+            DbKind::Mysql => format!(
+                "CREATE TABLE IF NOT EXISTS world (id INT PRIMARY KEY, randomnumber INT NOT NULL);
+                 CREATE TABLE IF NOT EXISTS fortune (id INT PRIMARY KEY,
+                     message VARCHAR(2048) CHARACTER SET utf8mb4 NOT NULL);
+                 INSERT IGNORE INTO world (id, randomnumber)
+                     SELECT n, FLOOR(RAND() * {WORLD_ROWS}) + 1 FROM (
+                         SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 1 AS n
+                         FROM {DIGITS} a, {DIGITS} b, {DIGITS} c, {DIGITS} e) s
+                     WHERE n <= {WORLD_ROWS};
+                 INSERT IGNORE INTO fortune (id, message) VALUES {fortunes};"
+            ),
         };
         self.db.execute_batch(&sql).await
     }
@@ -173,11 +190,16 @@ impl Techempower {
                 w.random_number = latest[i].random_number;
             }
         }
+        // An untyped parameter in a CASE needs a cast on PostgreSQL; MySQL spells it SIGNED.
+        let int = match self.db.kind() {
+            DbKind::Mysql => "SIGNED",
+            _ => "INTEGER",
+        };
         let mut sql = String::from("UPDATE world SET randomnumber = CASE id");
         let mut params = Vec::with_capacity(latest.len() * 2);
         for (i, w) in latest.iter().enumerate() {
             sql.push_str(&format!(
-                " WHEN ${} THEN CAST(${} AS INTEGER)",
+                " WHEN ${} THEN CAST(${} AS {int})",
                 2 * i + 1,
                 2 * i + 2
             ));

@@ -52,7 +52,7 @@
 mod address;
 mod app;
 pub mod cli;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub mod db;
 mod env;
 mod error;

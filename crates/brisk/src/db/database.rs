@@ -1,6 +1,8 @@
 //! [`Db`]: one of the backends, picked from a URL, behind their common surface.
 
 use super::error::DbError;
+#[cfg(feature = "mysql")]
+use super::mysql::{Mysql, MysqlOptions};
 #[cfg(feature = "postgres")]
 use super::postgres::{Postgres, PostgresOptions};
 #[cfg(feature = "sqlite")]
@@ -16,6 +18,9 @@ pub struct DbOptions {
     /// For `postgres://` URLs.
     #[cfg(feature = "postgres")]
     pub postgres: PostgresOptions,
+    /// For `mysql://` URLs.
+    #[cfg(feature = "mysql")]
+    pub mysql: MysqlOptions,
 }
 
 /// Which backend a [`Db`] is.
@@ -25,6 +30,8 @@ pub enum DbKind {
     Sqlite,
     /// PostgreSQL.
     Postgres,
+    /// MySQL or MariaDB.
+    Mysql,
 }
 
 /// A database of any backend; cheap to clone, `Send + Sync`.
@@ -44,11 +51,14 @@ pub enum Db {
     /// A PostgreSQL server.
     #[cfg(feature = "postgres")]
     Postgres(Postgres),
+    /// A MySQL or MariaDB server.
+    #[cfg(feature = "mysql")]
+    Mysql(Mysql),
 }
 
 impl Db {
-    /// The database at `url`: `sqlite:PATH` (or `sqlite://PATH`), or `postgres://…`
-    /// (`postgresql://…`). Connects nothing yet.
+    /// The database at `url`: `sqlite:PATH` (or `sqlite://PATH`), `postgres://…`
+    /// (`postgresql://…`), or `mysql://…` (`mariadb://…`). Connects nothing yet.
     pub fn open(url: &str, options: DbOptions) -> Result<Db, DbError> {
         let _ = &options;
         #[cfg(feature = "sqlite")]
@@ -62,8 +72,13 @@ impl Db {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             return Postgres::new(url, options.postgres).map(Db::Postgres);
         }
+        #[cfg(feature = "mysql")]
+        if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+            let url = url.replacen("mariadb://", "mysql://", 1);
+            return Mysql::new(&url, options.mysql).map(Db::Mysql);
+        }
         Err(DbError::Config(format!(
-            "{url}: not a database URL this build knows (sqlite:PATH, postgres://…; each \
+            "{url}: not a database URL this build knows (sqlite:PATH, postgres://…, mysql://…; each \
              needs its cargo feature)"
         )))
     }
@@ -75,6 +90,8 @@ impl Db {
             Db::Sqlite(_) => DbKind::Sqlite,
             #[cfg(feature = "postgres")]
             Db::Postgres(_) => DbKind::Postgres,
+            #[cfg(feature = "mysql")]
+            Db::Mysql(_) => DbKind::Mysql,
         }
     }
 
@@ -85,6 +102,8 @@ impl Db {
             Db::Sqlite(db) => db.query(sql, params).await,
             #[cfg(feature = "postgres")]
             Db::Postgres(db) => db.query(sql, params).await,
+            #[cfg(feature = "mysql")]
+            Db::Mysql(db) => db.query(sql, params).await,
         }
     }
 
@@ -95,6 +114,8 @@ impl Db {
             Db::Sqlite(db) => db.query_one(sql, params).await,
             #[cfg(feature = "postgres")]
             Db::Postgres(db) => db.query_one(sql, params).await,
+            #[cfg(feature = "mysql")]
+            Db::Mysql(db) => db.query_one(sql, params).await,
         }
     }
 
@@ -105,6 +126,8 @@ impl Db {
             Db::Sqlite(db) => db.execute(sql, params).await,
             #[cfg(feature = "postgres")]
             Db::Postgres(db) => db.execute(sql, params).await,
+            #[cfg(feature = "mysql")]
+            Db::Mysql(db) => db.execute(sql, params).await,
         }
     }
 
@@ -115,6 +138,8 @@ impl Db {
             Db::Sqlite(db) => db.execute_batch(sql).await,
             #[cfg(feature = "postgres")]
             Db::Postgres(db) => db.execute_batch(sql).await,
+            #[cfg(feature = "mysql")]
+            Db::Mysql(db) => db.execute_batch(sql).await,
         }
     }
 }

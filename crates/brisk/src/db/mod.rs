@@ -1,5 +1,6 @@
 //! Databases for Brisk workers, each backend behind a cargo feature: [`Sqlite`] (feature
-//! `sqlite`, the embedded default) and [`Postgres`] (feature `postgres`).
+//! `sqlite`, the embedded default), [`Postgres`] (feature `postgres`) and [`Mysql`] for MySQL
+//! and MariaDB (feature `mysql`).
 //!
 //! Every backend opens its connections inside the worker that uses them, on first use (or
 //! when `connect` is called from `on_worker_start`), never in the master; a value made in
@@ -14,6 +15,8 @@
 mod cache;
 mod database;
 mod error;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "sqlite")]
@@ -23,6 +26,8 @@ mod value;
 pub use cache::QueryCache;
 pub use database::{Db, DbKind, DbOptions};
 pub use error::DbError;
+#[cfg(feature = "mysql")]
+pub use mysql::{Mysql, MysqlOptions};
 #[cfg(feature = "postgres")]
 pub use postgres::{Postgres, PostgresOptions};
 #[cfg(feature = "sqlite")]

@@ -1,0 +1,214 @@
+//! [`Mysql`]: MySQL and MariaDB on `mysql_async`, one pool per worker. The pool opens its
+//! connections on first use (never in the master), keeps prepared statements per connection
+//! (`mysql_async`'s statement cache), and each call runs within the query timeout. Placeholders
+//! are written `$1`, `$2`… as for the other backends and rewritten to MySQL's `?`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
+
+use super::error::DbError;
+use super::value::{rewrite_placeholders, Row, Value};
+
+/// How a worker uses a MySQL or MariaDB database.
+#[derive(Debug, Clone)]
+pub struct MysqlOptions {
+    /// Connections per worker at most. Default 1.
+    pub pool_size: usize,
+    /// How long a query may run (connecting included) before failing with
+    /// [`DbError::Timeout`]. Default 5 s.
+    pub query_timeout: Duration,
+    /// Prepared statements kept per connection. Default 256.
+    pub statement_cache: usize,
+}
+
+impl Default for MysqlOptions {
+    fn default() -> Self {
+        MysqlOptions {
+            pool_size: 1,
+            query_timeout: Duration::from_secs(5),
+            statement_cache: 256,
+        }
+    }
+}
+
+/// A MySQL or MariaDB database as one worker sees it; cheap to clone, `Send + Sync`.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), brisk::db::DbError> {
+/// use brisk::db::{Mysql, MysqlOptions};
+/// let db = Mysql::new("mysql://app:secret@127.0.0.1:3306/app", MysqlOptions::default())?;
+/// let row = db.query_one("SELECT id, randomnumber FROM world WHERE id = $1", vec![42.into()]).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Mysql {
+    pool: Pool,
+    query_timeout: Duration,
+}
+
+impl Mysql {
+    /// A database at `url` (`mysql://user:password@host:port/db`). Only the URL is checked
+    /// here; connections open on the first query.
+    pub fn new(url: &str, options: MysqlOptions) -> Result<Self, DbError> {
+        let opts = Opts::from_url(url).map_err(|e| DbError::Config(format!("{url}: {e}")))?;
+        let size = options.pool_size.max(1);
+        let constraints = PoolConstraints::new(0, size)
+            .ok_or_else(|| DbError::Config(format!("pool size {size}")))?;
+        let opts = OptsBuilder::from_opts(opts)
+            .stmt_cache_size(options.statement_cache)
+            .pool_opts(PoolOpts::default().with_constraints(constraints));
+        Ok(Mysql {
+            pool: Pool::new(opts),
+            query_timeout: options.query_timeout,
+        })
+    }
+
+    async fn timed<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, mysql_async::Error>>,
+    ) -> Result<T, DbError> {
+        match tokio::time::timeout(self.query_timeout, work).await {
+            Ok(r) => r.map_err(mysql_error),
+            Err(_) => Err(DbError::Timeout(self.query_timeout)),
+        }
+    }
+
+    /// Every row `sql` returns; parameters are `$1`, `$2`…
+    pub async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>, DbError> {
+        let (sql, params) = mysql_sql(sql, params);
+        let rows: Vec<mysql_async::Row> = self
+            .timed(async {
+                let mut conn = self.pool.get_conn().await?;
+                conn.exec(sql, params).await
+            })
+            .await?;
+        let Some(first) = rows.first() else {
+            return Ok(Vec::new());
+        };
+        let columns: Arc<[String]> = first
+            .columns_ref()
+            .iter()
+            .map(|c| c.name_str().into_owned())
+            .collect();
+        rows.into_iter().map(|r| convert_row(r, &columns)).collect()
+    }
+
+    /// The first row `sql` returns, if any.
+    pub async fn query_one(&self, sql: &str, params: Vec<Value>) -> Result<Option<Row>, DbError> {
+        Ok(self.query(sql, params).await?.into_iter().next())
+    }
+
+    /// Runs a statement; returns how many rows it changed.
+    pub async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64, DbError> {
+        let (sql, params) = mysql_sql(sql, params);
+        self.timed(async {
+            let mut conn = self.pool.get_conn().await?;
+            conn.exec_drop(sql, params).await?;
+            Ok(conn.affected_rows())
+        })
+        .await
+    }
+
+    /// Runs several statements separated by `;` (no parameters), such as a schema.
+    pub async fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
+        self.timed(async {
+            let mut conn = self.pool.get_conn().await?;
+            conn.query_drop(sql).await
+        })
+        .await
+    }
+}
+
+/// The SQL with `?` placeholders, and the parameters in the order they now appear.
+fn mysql_sql(sql: &str, params: Vec<Value>) -> (String, mysql_async::Params) {
+    let (sql, order) = rewrite_placeholders(sql, |_| "?".into());
+    if params.is_empty() {
+        return (sql, mysql_async::Params::Empty);
+    }
+    let values = order
+        .iter()
+        .map(|&n| {
+            params
+                .get(n.wrapping_sub(1))
+                .map_or(mysql_async::Value::NULL, to_mysql)
+        })
+        .collect();
+    (sql, mysql_async::Params::Positional(values))
+}
+
+fn to_mysql(v: &Value) -> mysql_async::Value {
+    use mysql_async::Value as M;
+    match v {
+        Value::Null => M::NULL,
+        Value::Int(i) => M::Int(*i),
+        Value::Float(f) => M::Double(*f),
+        Value::Text(t) => M::Bytes(t.clone().into_bytes()),
+        Value::Bytes(b) => M::Bytes(b.clone()),
+    }
+}
+
+fn convert_row(row: mysql_async::Row, columns: &Arc<[String]>) -> Result<Row, DbError> {
+    use mysql_async::consts::{ColumnFlags, ColumnType};
+    use mysql_async::Value as M;
+    let kinds: Vec<(ColumnType, bool)> = row
+        .columns_ref()
+        .iter()
+        .map(|c| {
+            (
+                c.column_type(),
+                c.flags().contains(ColumnFlags::BINARY_FLAG),
+            )
+        })
+        .collect();
+    let values = row
+        .unwrap()
+        .into_iter()
+        .zip(kinds)
+        .map(|(v, (ty, binary))| match v {
+            M::NULL => Ok(Value::Null),
+            M::Int(i) => Ok(Value::Int(i)),
+            M::UInt(u) => i64::try_from(u)
+                .map(Value::Int)
+                .map_err(|_| DbError::Decode(format!("{u} does not fit an i64"))),
+            M::Float(f) => Ok(Value::Float(f.into())),
+            M::Double(f) => Ok(Value::Float(f)),
+            M::Bytes(b) => Ok(bytes_value(b, ty, binary)),
+            other => Ok(Value::Text(other.as_sql(true))),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Row::new(columns.clone(), values))
+}
+
+/// Text-protocol bytes as the column's kind: numbers parsed, text as text, blobs as bytes.
+fn bytes_value(b: Vec<u8>, ty: mysql_async::consts::ColumnType, binary: bool) -> Value {
+    use mysql_async::consts::ColumnType as T;
+    let text = || String::from_utf8(b.clone()).ok();
+    match ty {
+        T::MYSQL_TYPE_TINY
+        | T::MYSQL_TYPE_SHORT
+        | T::MYSQL_TYPE_LONG
+        | T::MYSQL_TYPE_LONGLONG
+        | T::MYSQL_TYPE_INT24
+        | T::MYSQL_TYPE_YEAR => text()
+            .and_then(|s| s.parse().ok())
+            .map_or(Value::Bytes(b.clone()), Value::Int),
+        T::MYSQL_TYPE_FLOAT | T::MYSQL_TYPE_DOUBLE => text()
+            .and_then(|s| s.parse().ok())
+            .map_or(Value::Bytes(b.clone()), Value::Float),
+        _ if binary => Value::Bytes(b),
+        _ => match String::from_utf8(b) {
+            Ok(s) => Value::Text(s),
+            Err(e) => Value::Bytes(e.into_bytes()),
+        },
+    }
+}
+
+fn mysql_error(e: mysql_async::Error) -> DbError {
+    match e {
+        mysql_async::Error::Server(s) => DbError::Query(format!("{}: {}", s.code, s.message)),
+        other => DbError::Unavailable(other.to_string()),
+    }
+}
