@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 pub use tempfile::TempDir;
 
+pub mod servers;
+pub use servers::{MariaDb, Postgres, Redis};
+
 /// A fresh, empty directory under the system temp dir (`brisk-test-TAG-…`), removed when the
 /// returned guard is dropped.
 pub fn temp_dir(tag: &str) -> TempDir {

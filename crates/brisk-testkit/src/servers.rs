@@ -1,0 +1,777 @@
+//! Real database servers for tests: [`Postgres`], [`MariaDb`] and [`Redis`], each started on
+//! loopback on a free port, with its data in a temporary directory, and killed (with every
+//! process it started) when the value is dropped, even if the test failed or panicked.
+//!
+//! The servers come from Debian's packages (`scripts/install-test-servers` installs them); if
+//! one is missing, `start()` fails saying so: tests that need a server do not skip.
+//!
+//! Each server can be killed (SIGKILL, as a crash would) and started again on the same port and
+//! data directory, for tests of what a client does while its database is down and after it
+//! comes back: [`kill`](Postgres::kill), [`start_again`](Postgres::start_again) and
+//! [`restart`](Postgres::restart) (the two at once).
+//!
+//! When run as root (as `scripts/test` is), PostgreSQL runs as the `postgres` user (it refuses
+//! to run as root) and MariaDB as `mysql`; otherwise both run as the current user.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::{Pid, User};
+
+use crate::{free_port, poll, temp_dir, TempDir};
+
+/// How long a server may take to start accepting connections.
+const START_DEADLINE: Duration = Duration::from_secs(30);
+/// How many lines of a server's log an error message or a panicking test shows.
+const LOG_TAIL_LINES: usize = 40;
+/// What to do when a server or client program is missing.
+const INSTALL_HINT: &str = "run scripts/install-test-servers (as root) to install the test servers";
+
+/// User name, password and database name of the account the SQL servers are set up with.
+pub const DB_USER: &str = "brisk";
+/// See [`DB_USER`].
+pub const DB_PASSWORD: &str = "brisk";
+/// See [`DB_USER`].
+pub const DB_NAME: &str = "brisk";
+
+/// The last `n` lines of the file at `path` (empty if it cannot be read).
+fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The system user a server drops to when the tests run as root (uid, gid), `None` otherwise.
+fn service_user(name: &str) -> Result<Option<User>> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let user = User::from_name(name)
+        .with_context(|| format!("look up user {name}"))?
+        .with_context(|| format!("no user {name}: {INSTALL_HINT}"))?;
+    Ok(Some(user))
+}
+
+/// Runs a setup program to completion, its output appended to `log`; fails with the log's tail.
+fn run_logged(what: &str, cmd: &mut Command, log: &Path) -> Result<()> {
+    let out = File::options().create(true).append(true).open(log)?;
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .status()
+        .with_context(|| format!("run {what} ({:?}): {INSTALL_HINT}", cmd.get_program()))?;
+    if !status.success() {
+        bail!(
+            "{what} failed ({status}); last lines of {}:\n{}",
+            log.display(),
+            tail(log, LOG_TAIL_LINES)
+        );
+    }
+    Ok(())
+}
+
+/// Runs a client program and returns its standard output; fails with its standard error.
+fn run_client(cmd: &mut Command) -> Result<String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("run {:?}: {INSTALL_HINT}", cmd.get_program()))?;
+    if !out.status.success() {
+        bail!(
+            "{:?} failed ({}): {}",
+            cmd.get_program(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Parent pid of every process, from /proc.
+fn parents() -> HashMap<i32, i32> {
+    let mut map = HashMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        if let Some(ppid) = stat_field(pid, 1).and_then(|s| s.parse().ok()) {
+            map.insert(pid, ppid);
+        }
+    }
+    map
+}
+
+/// Field `i` of /proc/PID/stat counted from the one after the command name (0: state,
+/// 1: parent pid).
+fn stat_field(pid: i32, i: usize) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name, in parentheses, may itself hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(i).map(str::to_owned)
+}
+
+/// Every descendant of `root` (children, their children…).
+fn descendants(root: i32) -> Vec<i32> {
+    let parents = parents();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|&(_, &pp)| pp == parent)
+                .map(|(&p, _)| p),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Whether process `pid` still runs (exists and is not a zombie).
+fn alive(pid: i32) -> bool {
+    stat_field(pid, 0).is_some_and(|state| state != "Z")
+}
+
+/// A server's main process, led in its own process group, and how to start it again.
+struct Daemon {
+    program: PathBuf,
+    args: Vec<OsString>,
+    user: Option<User>,
+    dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    fn new(program: PathBuf, args: Vec<OsString>, user: Option<User>, dir: &Path) -> Self {
+        Daemon {
+            program,
+            args,
+            user,
+            dir: dir.to_path_buf(),
+            log: dir.join("server.log"),
+            child: None,
+        }
+    }
+
+    /// Spawns the server (output appended to its log) without waiting for it.
+    fn spawn(&mut self) -> Result<()> {
+        if self.child.is_some() {
+            bail!(
+                "{} is already running: kill() it first",
+                self.program.display()
+            );
+        }
+        let out = File::options().create(true).append(true).open(&self.log)?;
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .process_group(0);
+        if let Some(user) = &self.user {
+            cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("spawn {}: {INSTALL_HINT}", self.program.display()))?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Spawns the server and waits until `ready` says it accepts connections (or it exits, or
+    /// the deadline passes: an error with the log's tail).
+    fn start(&mut self, what: &str, mut ready: impl FnMut() -> bool) -> Result<()> {
+        self.spawn()?;
+        let child = self.child.as_mut().expect("spawned");
+        let outcome = poll(START_DEADLINE, || match child.try_wait() {
+            Ok(Some(status)) => Some(Err(anyhow!("{what} exited during startup ({status})"))),
+            Err(e) => Some(Err(anyhow!("{what}: wait: {e}"))),
+            Ok(None) => ready().then_some(Ok(())),
+        })
+        .unwrap_or_else(|| {
+            Err(anyhow!(
+                "{what} not accepting connections after {START_DEADLINE:?}"
+            ))
+        });
+        if let Err(e) = outcome {
+            self.kill();
+            bail!(
+                "{e}; last lines of {}:\n{}",
+                self.log.display(),
+                tail(&self.log, LOG_TAIL_LINES)
+            );
+        }
+        Ok(())
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILLs the server's process group and every process it started (PostgreSQL's backends
+    /// lead process groups of their own), then waits until all are gone, so that the server can
+    /// start again on the same port and data directory.
+    fn kill(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let leader = Pid::from_raw(child.id() as i32);
+        // Frozen, the server starts no new process while its descendants are listed.
+        let _ = killpg(leader, Signal::SIGSTOP);
+        let others = descendants(leader.as_raw());
+        let _ = killpg(leader, Signal::SIGKILL);
+        for &pid in &others {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        let _ = child.wait();
+        // The others were children of the server and are now init's to reap; once they are
+        // zombies they hold no port, lock or shared memory any more.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while others.iter().any(|&pid| alive(pid)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// When the test is panicking, prints the log's tail (the server's side of the story).
+    fn report_if_panicking(&self, what: &str) {
+        if std::thread::panicking() {
+            eprintln!(
+                "--- {what} log ({}), last lines ---\n{}",
+                self.log.display(),
+                tail(&self.log, LOG_TAIL_LINES)
+            );
+        }
+    }
+}
+
+/// Whether something accepts TCP connections on 127.0.0.1:`port` right now.
+fn accepts(port: u16) -> Option<TcpStream> {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
+    Some(s)
+}
+
+/// The directory of the newest installed PostgreSQL's programs: Debian puts them in
+/// /usr/lib/postgresql/VERSION/bin, off PATH.
+fn postgres_bin_dir() -> Result<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            (bin.join("postgres").exists() && bin.join("initdb").exists()).then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin).with_context(|| {
+        format!("no PostgreSQL server in /usr/lib/postgresql/*/bin: {INSTALL_HINT}")
+    })
+}
+
+/// A PostgreSQL server (`postgres`) on 127.0.0.1 with a database `brisk` owned by a user
+/// `brisk` (password `brisk`), with `fsync=off` and `full_page_writes=off`: quick, and a
+/// transaction committed before a [`kill`](Self::kill) survives it (the OS has it; only a crash
+/// of the machine would lose it). `synchronous_commit` stays on, as with it off a kill loses the
+/// last commits.
+///
+/// Connections over TCP need a password (scram-sha-256); the superuser is `postgres`, password
+/// `postgres` ([`superuser_url`](Self::superuser_url)).
+pub struct Postgres {
+    port: u16,
+    bin: PathBuf,
+    daemon: Daemon,
+    dir: TempDir,
+}
+
+impl Postgres {
+    /// Creates a database cluster in a new temporary directory (`initdb`), starts the server on
+    /// a free port, waits until it accepts connections, and creates the `brisk` user and
+    /// database.
+    pub fn start() -> Result<Self> {
+        let bin = postgres_bin_dir()?;
+        let dir = temp_dir("postgres");
+        let user = service_user("postgres")?;
+        if let Some(user) = &user {
+            // The server writes its socket and lock files here; the data directory is its own.
+            std::os::unix::fs::chown(dir.path(), Some(user.uid.as_raw()), Some(user.gid.as_raw()))?;
+        }
+        let data = dir.path().join("data");
+        let pwfile = dir.path().join("superuser-password");
+        std::fs::write(&pwfile, "postgres\n")?;
+        let mut initdb = Command::new(bin.join("initdb"));
+        initdb
+            .arg("-D")
+            .arg(&data)
+            .args([
+                "-U",
+                "postgres",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+            ])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .args(["-E", "UTF8", "--locale=C", "--no-sync"])
+            .current_dir(dir.path());
+        if let Some(user) = &user {
+            initdb.uid(user.uid.as_raw()).gid(user.gid.as_raw());
+        }
+        let log = dir.path().join("initdb.log");
+        run_logged("initdb", &mut initdb, &log)?;
+
+        let port = free_port();
+        let socket_dir = dir.path().display().to_string();
+        let mut args: Vec<OsString> = vec!["-D".into(), data.into_os_string()];
+        for (key, value) in [
+            ("port", port.to_string()),
+            ("listen_addresses", "127.0.0.1".into()),
+            ("unix_socket_directories", socket_dir),
+            ("fsync", "off".into()),
+            ("full_page_writes", "off".into()),
+        ] {
+            args.push("-c".into());
+            args.push(format!("{key}={value}").into());
+        }
+        let daemon = Daemon::new(bin.join("postgres"), args, user, dir.path());
+        let mut pg = Postgres {
+            port,
+            bin,
+            daemon,
+            dir,
+        };
+        pg.start_again()?;
+        // One statement per psql run: CREATE DATABASE cannot share a transaction.
+        for statement in [
+            format!("CREATE ROLE {DB_USER} LOGIN PASSWORD '{DB_PASSWORD}'"),
+            format!("CREATE DATABASE {DB_NAME} OWNER {DB_USER}"),
+        ] {
+            pg.psql_as_superuser("postgres", &statement)
+                .context("create the brisk user and database")?;
+        }
+        Ok(pg)
+    }
+
+    /// Starts the server again after [`kill`](Self::kill), on the same port and data directory
+    /// (PostgreSQL recovers from its write-ahead log), and waits until it accepts connections.
+    pub fn start_again(&mut self) -> Result<()> {
+        let (port, isready) = (self.port, self.bin.join("pg_isready"));
+        self.daemon.start("postgres", || {
+            accepts(port).is_some()
+                && Command::new(&isready)
+                    .args(["-q", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres"])
+                    .args(["-p", &port.to_string()])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+        })
+    }
+
+    /// Kills the server (SIGKILL, like a crash) and starts it again: [`kill`](Self::kill) then
+    /// [`start_again`](Self::start_again).
+    pub fn restart(&mut self) -> Result<()> {
+        self.kill();
+        self.start_again()
+    }
+
+    /// Kills the server and all its processes (SIGKILL), keeping its data, port and log: see
+    /// [`start_again`](Self::start_again). Nothing listens on the port until then.
+    pub fn kill(&mut self) {
+        self.daemon.kill();
+    }
+
+    /// Kills the server and removes its directory (what dropping it does).
+    pub fn stop(self) {}
+
+    /// `postgres://brisk:brisk@127.0.0.1:PORT/brisk`.
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://{DB_USER}:{DB_PASSWORD}@127.0.0.1:{}/{DB_NAME}",
+            self.port
+        )
+    }
+
+    /// `postgres://postgres:postgres@127.0.0.1:PORT/postgres`: the superuser.
+    pub fn superuser_url(&self) -> String {
+        format!(
+            "postgres://postgres:postgres@127.0.0.1:{}/postgres",
+            self.port
+        )
+    }
+
+    /// The TCP port the server listens on (on 127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The pid of the server's main process (the postmaster), `None` while it is killed.
+    pub fn pid(&self) -> Option<u32> {
+        self.daemon.pid()
+    }
+
+    /// The temporary directory: data directory `data/`, Unix socket, `server.log`.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A PostgreSQL program of the server's version (`psql`, `pg_isready`, `pg_dump`…).
+    pub fn program(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
+    }
+
+    /// Runs `sql` with `psql` as the superuser on the `brisk` database (over the Unix socket)
+    /// and returns what it printed (unaligned, tuples only: `select 1` gives `"1\n"`).
+    pub fn sql(&self, sql: &str) -> Result<String> {
+        self.psql_as_superuser(DB_NAME, sql)
+    }
+
+    fn psql_as_superuser(&self, db: &str, sql: &str) -> Result<String> {
+        run_client(
+            Command::new(self.program("psql"))
+                .arg("-h")
+                .arg(self.dir.path())
+                .args(["-p", &self.port.to_string(), "-U", "postgres", "-d", db])
+                .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql]),
+        )
+    }
+
+    /// What the server logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.daemon.log).unwrap_or_default()
+    }
+}
+
+impl Postgres {
+    /// Removes the server's System V shared memory segment, which a killed server leaves behind
+    /// (a server started again on the same data directory removes it itself): its id is on the
+    /// 7th line of `postmaster.pid`, after the key.
+    fn remove_shared_memory(&self) {
+        let pid_file = self.dir.path().join("data/postmaster.pid");
+        let Ok(text) = std::fs::read_to_string(pid_file) else {
+            return;
+        };
+        let shmid = text.lines().nth(6).and_then(|line| {
+            let id = line.split_whitespace().nth(1)?;
+            id.parse::<libc::c_int>().ok()
+        });
+        if let Some(shmid) = shmid {
+            // SAFETY: IPC_RMID takes no buffer; the segment is this test's server's, whose
+            // processes are all gone.
+            unsafe { libc::shmctl(shmid, libc::IPC_RMID, std::ptr::null_mut()) };
+        }
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.daemon.kill();
+        self.remove_shared_memory();
+        self.daemon.report_if_panicking("postgres");
+    }
+}
+
+/// Whether a MySQL-protocol server answers on `port` with its handshake (protocol version 10).
+fn mysql_greets(port: u16) -> bool {
+    let Some(mut s) = accepts(port) else {
+        return false;
+    };
+    // Packet header (3 bytes length, 1 byte sequence), then the protocol version.
+    let mut head = [0u8; 5];
+    s.read_exact(&mut head).is_ok() && head[4] == 10
+}
+
+/// A MariaDB server (`mariadbd`) on 127.0.0.1 with a database `brisk` and a user `brisk`
+/// (password `brisk`, from any host) that has every privilege on it. `root` has no password
+/// and connects over the Unix socket only ([`sql`](Self::sql)).
+pub struct MariaDb {
+    port: u16,
+    daemon: Daemon,
+    dir: TempDir,
+}
+
+impl MariaDb {
+    /// Creates the system tables in a new temporary directory (`mariadb-install-db`), starts
+    /// the server on a free port, waits until it greets connections, and creates the `brisk`
+    /// user and database.
+    pub fn start() -> Result<Self> {
+        let server = PathBuf::from("/usr/sbin/mariadbd");
+        if !server.exists() {
+            bail!("no MariaDB server ({}): {INSTALL_HINT}", server.display());
+        }
+        let dir = temp_dir("mariadb");
+        let user = service_user("mysql")?;
+        if let Some(user) = &user {
+            // The server (as mysql) writes its socket and pid file here.
+            std::os::unix::fs::chown(dir.path(), Some(user.uid.as_raw()), Some(user.gid.as_raw()))?;
+        }
+        let data = dir.path().join("data");
+        // --no-defaults first: the distro's /etc/mysql config (its socket, pid file…) is not
+        // for a test's own server.
+        let common = [
+            "--no-defaults".to_string(),
+            format!("--datadir={}", data.display()),
+            "--innodb-log-file-size=16M".into(),
+        ];
+        let user_arg = user.as_ref().map(|_| "--user=mysql");
+        let mut install = Command::new("mariadb-install-db");
+        install
+            .args(&common)
+            .args(user_arg)
+            .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
+            .current_dir(dir.path());
+        run_logged(
+            "mariadb-install-db",
+            &mut install,
+            &dir.path().join("install-db.log"),
+        )?;
+
+        let port = free_port();
+        let mut args: Vec<OsString> = common.iter().map(Into::into).collect();
+        args.extend(user_arg.map(Into::into));
+        for arg in [
+            format!("--port={port}"),
+            "--bind-address=127.0.0.1".into(),
+            format!("--socket={}", dir.path().join("mysqld.sock").display()),
+            format!("--pid-file={}", dir.path().join("mysqld.pid").display()),
+            "--skip-name-resolve".into(),
+            "--skip-log-bin".into(),
+            // Each commit written to the OS, flushed once a second: a transaction committed before
+            // a kill survives it (0 would lose up to a second of them).
+            "--innodb-flush-log-at-trx-commit=2".into(),
+            // Debian's configuration sets these, and clients expect them.
+            "--character-set-server=utf8mb4".into(),
+            "--collation-server=utf8mb4_general_ci".into(),
+        ] {
+            args.push(arg.into());
+        }
+        let daemon = Daemon::new(server, args, user, dir.path());
+        let mut db = MariaDb { port, daemon, dir };
+        db.start_again()?;
+        db.sql(&format!(
+            "CREATE DATABASE {DB_NAME}; \
+             CREATE USER '{DB_USER}'@'%' IDENTIFIED BY '{DB_PASSWORD}'; \
+             CREATE USER '{DB_USER}'@'localhost' IDENTIFIED BY '{DB_PASSWORD}'; \
+             GRANT ALL PRIVILEGES ON {DB_NAME}.* TO '{DB_USER}'@'%'; \
+             GRANT ALL PRIVILEGES ON {DB_NAME}.* TO '{DB_USER}'@'localhost';"
+        ))
+        .context("create the brisk user and database")?;
+        Ok(db)
+    }
+
+    /// Starts the server again after [`kill`](Self::kill), on the same port and data directory
+    /// (InnoDB recovers from its redo log), and waits until it greets connections.
+    pub fn start_again(&mut self) -> Result<()> {
+        let port = self.port;
+        self.daemon.start("mariadbd", || mysql_greets(port))
+    }
+
+    /// Kills the server and starts it again: [`kill`](Self::kill) then
+    /// [`start_again`](Self::start_again).
+    pub fn restart(&mut self) -> Result<()> {
+        self.kill();
+        self.start_again()
+    }
+
+    /// Kills the server (SIGKILL, like a crash), keeping its data, port and log: see
+    /// [`start_again`](Self::start_again). Nothing listens on the port until then.
+    pub fn kill(&mut self) {
+        self.daemon.kill();
+    }
+
+    /// Kills the server and removes its directory (what dropping it does).
+    pub fn stop(self) {}
+
+    /// `mysql://brisk:brisk@127.0.0.1:PORT/brisk`.
+    pub fn url(&self) -> String {
+        format!(
+            "mysql://{DB_USER}:{DB_PASSWORD}@127.0.0.1:{}/{DB_NAME}",
+            self.port
+        )
+    }
+
+    /// The TCP port the server listens on (on 127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's pid, `None` while it is killed.
+    pub fn pid(&self) -> Option<u32> {
+        self.daemon.pid()
+    }
+
+    /// The temporary directory: data directory `data/`, `mysqld.sock`, `server.log`.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The server's Unix socket.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("mysqld.sock")
+    }
+
+    /// Runs `sql` with the `mariadb` client as root over the Unix socket and returns what it
+    /// printed (tab-separated, no column names: `select 1` gives `"1\n"`).
+    pub fn sql(&self, sql: &str) -> Result<String> {
+        run_client(
+            Command::new("mariadb")
+                .args(["--no-defaults", "-u", "root"])
+                .arg(format!("--socket={}", self.socket().display()))
+                .args(["--batch", "--skip-column-names", "-e", sql]),
+        )
+    }
+
+    /// What the server logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.daemon.log).unwrap_or_default()
+    }
+}
+
+impl Drop for MariaDb {
+    fn drop(&mut self) {
+        self.daemon.kill();
+        self.daemon.report_if_panicking("mariadbd");
+    }
+}
+
+/// Sends one command to a Redis server and returns the first line of its reply.
+fn redis_reply(port: u16, command: &str) -> Option<String> {
+    let mut s = accepts(port)?;
+    s.write_all(format!("{command}\r\n").as_bytes()).ok()?;
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    while !reply.ends_with(b"\r\n") {
+        s.read_exact(&mut byte).ok()?;
+        reply.push(byte[0]);
+    }
+    Some(String::from_utf8_lossy(&reply).trim_end().to_owned())
+}
+
+/// A Redis server (`redis-server`) on 127.0.0.1, no password, its directory a temporary one;
+/// by default it persists nothing (`--save '' --appendonly no`).
+pub struct Redis {
+    port: u16,
+    daemon: Daemon,
+    dir: TempDir,
+}
+
+impl Redis {
+    /// Starts a server that persists nothing on a free port and waits until it answers `PING`.
+    pub fn start() -> Result<Self> {
+        Self::start_with(&[])
+    }
+
+    /// Like [`start`](Self::start), with more options for `redis-server`, which override the
+    /// defaults: `&["--appendonly", "yes"]` for a server whose data survives
+    /// [`restart`](Self::restart).
+    pub fn start_with(extra: &[&str]) -> Result<Self> {
+        let dir = temp_dir("redis");
+        let port = free_port();
+        let mut args: Vec<OsString> = [
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        args.push(dir.path().into());
+        args.extend(extra.iter().map(Into::into));
+        // A server run as root is no worse here than one run as another user.
+        let daemon = Daemon::new("redis-server".into(), args, None, dir.path());
+        let mut redis = Redis { port, daemon, dir };
+        redis.start_again()?;
+        Ok(redis)
+    }
+
+    /// Starts the server again after [`kill`](Self::kill), on the same port and directory (with
+    /// `--appendonly yes`, it reloads its data), and waits until it answers `PING` (not
+    /// `-LOADING`).
+    pub fn start_again(&mut self) -> Result<()> {
+        let port = self.port;
+        self.daemon.start("redis-server", || {
+            redis_reply(port, "PING").is_some_and(|r| r == "+PONG")
+        })
+    }
+
+    /// Kills the server and starts it again: [`kill`](Self::kill) then
+    /// [`start_again`](Self::start_again).
+    pub fn restart(&mut self) -> Result<()> {
+        self.kill();
+        self.start_again()
+    }
+
+    /// Kills the server (SIGKILL, like a crash), keeping its directory, port and log: see
+    /// [`start_again`](Self::start_again). Nothing listens on the port until then.
+    pub fn kill(&mut self) {
+        self.daemon.kill();
+    }
+
+    /// Kills the server and removes its directory (what dropping it does).
+    pub fn stop(self) {}
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The TCP port the server listens on (on 127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's pid, `None` while it is killed.
+    pub fn pid(&self) -> Option<u32> {
+        self.daemon.pid()
+    }
+
+    /// The server's directory (append-only files, `server.log`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs `redis-cli -p PORT ARGS…` and returns what it printed (raw replies: `PING` gives
+    /// `"PONG\n"`).
+    pub fn cli(&self, args: &[&str]) -> Result<String> {
+        run_client(
+            Command::new("redis-cli")
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .args(args),
+        )
+    }
+
+    /// What the server logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.daemon.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.daemon.kill();
+        self.daemon.report_if_panicking("redis-server");
+    }
+}
