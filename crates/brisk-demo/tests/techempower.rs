@@ -207,3 +207,50 @@ fn a_database_that_cannot_be_opened_answers_503_with_a_json_error() {
         .log()
         .contains("cannot create or seed the TechEmpower tables"));
 }
+
+#[test]
+fn the_test_set_follows_the_rules_on_postgresql() {
+    let pg = Postgres::start().unwrap();
+    let d = demo(Some(&pg.url()), 2);
+    every_test_follows_the_rules(&d, &pg.url());
+}
+
+#[test]
+fn the_test_set_follows_the_rules_on_mariadb() {
+    let db = MariaDb::start().unwrap();
+    let d = demo(Some(&db.url()), 2);
+    every_test_follows_the_rules(&d, &db.url());
+}
+
+/// PostgreSQL killed while clients keep asking: every request is answered at once with 503
+/// (none hangs, no worker dies), and service resumes within 2 s of the database returning.
+#[test]
+fn a_database_killed_under_load_fails_fast_and_service_resumes_when_it_returns() {
+    use std::time::{Duration, Instant};
+    let mut pg = Postgres::start().unwrap();
+    let d = demo(Some(&pg.url()), 2);
+    let pids = d.server.worker_pids().unwrap();
+    assert_eq!(get(d.http, "/db").status, 200);
+    pg.kill();
+    for _ in 0..50 {
+        let t = Instant::now();
+        let r = get(d.http, "/db");
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "took {:?}",
+            t.elapsed()
+        );
+    }
+    pg.start_again().unwrap();
+    let back = Instant::now();
+    wait_until(Duration::from_secs(2), "/db answers 200 again", || {
+        get(d.http, "/db").status == 200
+    });
+    eprintln!("service resumed {:?} after the database", back.elapsed());
+    // Both workers serve the database again, and neither was replaced.
+    for _ in 0..20 {
+        assert_eq!(get(d.http, "/queries?queries=5").status, 200);
+    }
+    assert_eq!(d.server.worker_pids().unwrap(), pids);
+}
