@@ -321,6 +321,7 @@ fn convert_row(row: &tokio_postgres::Row, columns: &Arc<[String]>) -> Result<Row
     for (i, column) in row.columns().iter().enumerate() {
         let ty = column.type_();
         let v = match *ty {
+            Type::VOID => Value::Null,
             Type::INT2 => row
                 .try_get::<_, Option<i16>>(i)
                 .map_err(decode)?

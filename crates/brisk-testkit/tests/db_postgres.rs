@@ -1,0 +1,192 @@
+//! `brisk::db::Postgres` against a real PostgreSQL server: queries pipeline on one
+//! connection, statements are prepared once per connection, a slow query times out and is
+//! cancelled on the server, a full pipeline waits then fails with a pool timeout, a database
+//! that is down fails fast and comes back, and a multi-host URL lands on the read-write host.
+
+use std::time::{Duration, Instant};
+
+use brisk::db::{DbError, Postgres as Pg, PostgresOptions};
+use brisk_testkit::*;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn options() -> PostgresOptions {
+    PostgresOptions {
+        query_timeout: Duration::from_secs(5),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn concurrent_queries_pipeline_on_one_connection_with_statements_prepared_once() {
+    let server = Postgres::start().unwrap();
+    let db = Pg::new(&server.url(), options()).unwrap();
+    rt().block_on(async {
+        let sql = "SELECT $1::int + 1, pg_backend_pid()";
+        let queries = (0..200).map(|i| db.query_one(sql, vec![i.into()]));
+        let rows = futures_util::future::try_join_all(queries).await.unwrap();
+        let mut backends: Vec<i64> = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            let row = row.as_ref().unwrap();
+            assert_eq!(row.get::<i64>(0).unwrap(), i as i64 + 1);
+            backends.push(row.get(1).unwrap());
+        }
+        backends.dedup();
+        assert_eq!(
+            backends.len(),
+            1,
+            "one connection served all 200: {backends:?}"
+        );
+        // The statement was prepared once on that connection.
+        let prepared = db
+            .query_one(
+                "SELECT count(*) FROM pg_prepared_statements WHERE statement = $1",
+                vec![sql.into()],
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(prepared.get::<i64>(0).unwrap(), 1);
+    });
+}
+
+#[test]
+fn a_slow_query_times_out_and_is_cancelled_on_the_server() {
+    let server = Postgres::start().unwrap();
+    let options = PostgresOptions {
+        query_timeout: Duration::from_millis(300),
+        ..options()
+    };
+    let db = Pg::new(&server.url(), options).unwrap();
+    rt().block_on(async {
+        let t = Instant::now();
+        let err = db.query("SELECT pg_sleep(30)", vec![]).await.unwrap_err();
+        assert!(matches!(err, DbError::Timeout(_)), "{err:?}");
+        assert_eq!(err.http_status(), 504);
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        // Cancelled on the server: the connection answers the next query at once.
+        let t = Instant::now();
+        assert!(db.query_one("SELECT 1", vec![]).await.unwrap().is_some());
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    });
+}
+
+#[test]
+fn a_full_pipeline_waits_for_a_place_then_fails_with_a_pool_timeout() {
+    let server = Postgres::start().unwrap();
+    let options = PostgresOptions {
+        max_pipeline: 1,
+        acquire_timeout: Duration::from_millis(200),
+        ..options()
+    };
+    let db = Pg::new(&server.url(), options).unwrap();
+    rt().block_on(async {
+        db.connect().await.unwrap();
+        let slow = db.query("SELECT pg_sleep(1)", vec![]);
+        let waiting = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            db.query("SELECT 1", vec![]).await
+        };
+        let (slow, waiting) = tokio::join!(slow, waiting);
+        assert!(slow.is_ok(), "{slow:?}");
+        let err = waiting.unwrap_err();
+        assert!(matches!(err, DbError::PoolTimeout(_)), "{err:?}");
+        assert_eq!(err.http_status(), 503);
+        // A place that frees in time is taken.
+        let db2 = db.clone();
+        let (a, b) = tokio::join!(db.query("SELECT pg_sleep(0.05)", vec![]), async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            db2.query("SELECT 2", vec![]).await
+        });
+        assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
+    });
+}
+
+#[test]
+fn a_database_that_is_down_fails_fast_and_the_pool_reconnects_when_it_returns() {
+    let mut server = Postgres::start().unwrap();
+    let db = Pg::new(&server.url(), options()).unwrap();
+    let rt = rt();
+    rt.block_on(async { db.connect().await.unwrap() });
+    server.kill();
+    rt.block_on(async {
+        for _ in 0..20 {
+            let t = Instant::now();
+            let err = db.query("SELECT 1", vec![]).await.unwrap_err();
+            assert!(matches!(err, DbError::Unavailable(_)), "{err:?}");
+            assert!(
+                t.elapsed() < Duration::from_millis(300),
+                "{:?}",
+                t.elapsed()
+            );
+        }
+    });
+    server.start_again().unwrap();
+    let back = Instant::now();
+    rt.block_on(async {
+        loop {
+            if db.query("SELECT 1", vec![]).await.is_ok() {
+                break;
+            }
+            assert!(
+                back.elapsed() < Duration::from_secs(2),
+                "not back within 2 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
+#[test]
+fn a_multi_host_url_lands_on_the_read_write_host_and_moves_when_it_goes() {
+    let standby = Postgres::start().unwrap();
+    standby
+        .sql("ALTER SYSTEM SET default_transaction_read_only = on")
+        .unwrap();
+    standby.sql("SELECT pg_reload_conf()").unwrap();
+    let mut primary = Postgres::start().unwrap();
+    let url = format!(
+        "postgres://brisk:brisk@127.0.0.1:{},127.0.0.1:{}/brisk?target_session_attrs=read-write",
+        standby.port(),
+        primary.port()
+    );
+    let db = Pg::new(&url, options()).unwrap();
+    // One runtime for the pool's life, as in a worker; polls run inside it, so the pool's
+    // reconnecting task runs between them.
+    let rt = rt();
+    let wait_for_port = |db: &Pg, port: u16, what: &str| {
+        let db = db.clone();
+        let what = what.to_string();
+        rt.block_on(async move {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                let now = db.query_one("SELECT current_setting('port')", vec![]).await;
+                if let Ok(Some(row)) = &now {
+                    if row.get::<String>(0).unwrap() == port.to_string() {
+                        return;
+                    }
+                }
+                assert!(Instant::now() < deadline, "{what}: last answer {now:?}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    // The read-only host is skipped.
+    wait_for_port(
+        &db,
+        primary.port(),
+        "the pool connects to the read-write host",
+    );
+    // The primary goes; the old standby is promoted (made writable): the pool moves to it.
+    primary.kill();
+    standby
+        .sql("ALTER SYSTEM SET default_transaction_read_only = off")
+        .unwrap();
+    standby.sql("SELECT pg_reload_conf()").unwrap();
+    wait_for_port(&db, standby.port(), "the pool moves to the new primary");
+}
