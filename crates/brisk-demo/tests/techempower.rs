@@ -246,9 +246,11 @@ fn a_database_killed_under_load_fails_fast_and_service_resumes_when_it_returns()
     let back = Instant::now();
     // Back on every worker: ten requests in a row (the kernel spreads them over both
     // workers) all answered.
-    wait_until(Duration::from_secs(2), "every worker answers /db again", || {
-        (0..10).all(|_| get(d.http, "/db").status == 200)
-    });
+    wait_until(
+        Duration::from_secs(2),
+        "every worker answers /db again",
+        || (0..10).all(|_| get(d.http, "/db").status == 200),
+    );
     eprintln!("service resumed {:?} after the database", back.elapsed());
     // Both workers serve the database again, and neither was replaced.
     for _ in 0..20 {
