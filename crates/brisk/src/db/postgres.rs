@@ -310,7 +310,14 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
 
 fn pg_error(e: tokio_postgres::Error) -> DbError {
     if let Some(db) = e.as_db_error() {
-        return DbError::Query(format!("{}: {}", db.code().code(), db.message()));
+        let code = db.code().code();
+        let what = format!("{code}: {}", db.message());
+        // 08: connection exceptions; 53: out of resources (too many connections); 57:
+        // operator intervention (shutdown, crash, starting up): the server, not the query.
+        if code.starts_with("08") || code.starts_with("53") || code.starts_with("57") {
+            return DbError::Unavailable(what);
+        }
+        return DbError::Query(what);
     }
     DbError::Unavailable(e.to_string())
 }
