@@ -99,6 +99,10 @@ struct Args {
     /// `postgres://user:password@host:port/db` (tables created and seeded if missing).
     #[arg(long, global = true)]
     database: Option<String>,
+    /// A Redis server (`redis://host:port`): `/cached-queries` reads the World rows from it
+    /// instead of from each worker's memory.
+    #[arg(long, global = true)]
+    redis: Option<String>,
     /// A TOML file with any of the settings above (flags win).
     #[arg(long, global = true)]
     config: Option<PathBuf>,
@@ -124,6 +128,7 @@ struct Config {
     run_dir: Option<PathBuf>,
     graceful_timeout: Option<u64>,
     database: Option<String>,
+    redis: Option<String>,
 }
 
 fn load_config(path: &PathBuf) -> anyhow::Result<Config> {
@@ -185,7 +190,14 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .or(file.database)
         .unwrap_or_else(|| format!("sqlite:{}", run_dir.join("brisk-demo.sqlite").display()));
     let db = brisk::db::Db::open(&database, brisk::db::DbOptions::default())?;
-    let techempower = techempower::Techempower::new(db);
+    let redis = match args.redis.clone().or(file.redis) {
+        Some(url) => Some(brisk::redis::Redis::new(
+            &url,
+            brisk::redis::RedisOptions::default(),
+        )?),
+        None => None,
+    };
+    let techempower = techempower::Techempower::new(db, redis);
     let routes = routes::Routes::new(
         &static_root,
         args.static_sendfile_min_size,

@@ -6,12 +6,13 @@
 //! serialised between workers by the database's own locks). A database that is down answers
 //! 503 with a JSON error, a query past its timeout 504.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use askama::Template;
 use brisk::db::{Db, DbError, DbKind, Row};
 use brisk::http::Body;
+use brisk::redis::{Redis, RedisError};
 use http::{header, HeaderValue, Response, StatusCode};
 use serde::Serialize;
 
@@ -67,20 +68,52 @@ struct Message {
     message: &'static str,
 }
 
+/// Why a test could not answer: the status and what to say.
+struct Failure {
+    status: u16,
+    message: String,
+}
+
+impl From<DbError> for Failure {
+    fn from(e: DbError) -> Self {
+        Failure {
+            status: e.http_status(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<RedisError> for Failure {
+    fn from(e: RedisError) -> Self {
+        Failure {
+            status: e.http_status(),
+            message: e.to_string(),
+        }
+    }
+}
+
 /// The test set over one database; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Techempower {
     db: Db,
-    /// The World table, for `/cached-queries`: loaded by this worker on first use.
+    /// With `--redis`, `/cached-queries` reads the World rows from Redis.
+    redis: Option<Redis>,
+    /// The World table, for `/cached-queries` without Redis: loaded by this worker on first
+    /// use.
     cache: Rc<RefCell<Option<Rc<Vec<World>>>>>,
+    /// Whether this worker has made sure Redis holds the World rows.
+    redis_filled: Rc<Cell<bool>>,
 }
 
 impl Techempower {
-    /// The tests over `db` (nothing is connected yet).
-    pub(crate) fn new(db: Db) -> Self {
+    /// The tests over `db`, with `/cached-queries` from `redis` when given (nothing is
+    /// connected yet).
+    pub(crate) fn new(db: Db, redis: Option<Redis>) -> Self {
         Techempower {
             db,
+            redis,
             cache: Rc::default(),
+            redis_filled: Rc::default(),
         }
     }
 
@@ -132,19 +165,27 @@ impl Techempower {
 
     /// Answers `path` if it is one of the tests.
     pub(crate) async fn route(&self, path: &str, query: Option<&str>) -> Option<Response<Body>> {
-        let answer = match path {
+        let answer: Result<Response<Body>, Failure> = match path {
             "/plaintext" => Ok(typed("Hello, World!".into(), "text/plain")),
             "/json" => Ok(json(&Message {
                 message: "Hello, World!",
             })),
-            "/db" => self.one_world().await.map(|w| json(&w)),
-            "/queries" => self.worlds(count(query, "queries")).await.map(|w| json(&w)),
-            "/updates" => self.update(count(query, "queries")).await.map(|w| json(&w)),
+            "/db" => self.one_world().await.map(|w| json(&w)).map_err(Into::into),
+            "/queries" => self
+                .worlds(count(query, "queries"))
+                .await
+                .map(|w| json(&w))
+                .map_err(Into::into),
+            "/updates" => self
+                .update(count(query, "queries"))
+                .await
+                .map(|w| json(&w))
+                .map_err(Into::into),
             "/cached-queries" => self.cached(count(query, "count")).await.map(|w| json(&w)),
-            "/fortunes" => self.fortunes().await,
+            "/fortunes" => self.fortunes().await.map_err(Into::into),
             _ => return None,
         };
-        Some(answer.unwrap_or_else(|e| db_failure(&e)))
+        Some(answer.unwrap_or_else(|e| failure(&e)))
     }
 
     async fn world(&self, id: i32) -> Result<World, DbError> {
@@ -215,7 +256,54 @@ impl Techempower {
         Ok(worlds)
     }
 
-    async fn cached(&self, n: usize) -> Result<Vec<World>, DbError> {
+    async fn cached(&self, n: usize) -> Result<Vec<World>, Failure> {
+        if let Some(redis) = &self.redis {
+            return self.cached_in_redis(redis, n).await;
+        }
+        Ok(self.cached_in_worker(n).await?)
+    }
+
+    /// `n` random rows from Redis (`world:ID` keys, one MGET); the first request of each
+    /// worker makes sure Redis holds the table.
+    async fn cached_in_redis(&self, redis: &Redis, n: usize) -> Result<Vec<World>, Failure> {
+        if !self.redis_filled.get() {
+            let loaded: Option<i64> = redis.get("world:loaded").await?;
+            if loaded.is_none() {
+                let rows = self
+                    .db
+                    .query("SELECT id, randomnumber FROM world", vec![])
+                    .await?;
+                let mut mset = brisk::redis::cmd("MSET");
+                for row in &rows {
+                    let w = world_of(row)?;
+                    mset.arg(format!("world:{}", w.id)).arg(w.random_number);
+                }
+                redis.run::<()>(&mset).await?;
+                redis
+                    .run::<()>(brisk::redis::cmd("SET").arg("world:loaded").arg(1))
+                    .await?;
+            }
+            self.redis_filled.set(true);
+        }
+        let ids: Vec<i32> = (0..n).map(|_| random_id()).collect();
+        let keys: Vec<String> = ids.iter().map(|id| format!("world:{id}")).collect();
+        let numbers: Vec<Option<i32>> = redis.mget(&keys).await?;
+        ids.iter()
+            .zip(numbers)
+            .map(|(&id, n)| match n {
+                Some(random_number) => Ok(World { id, random_number }),
+                None => {
+                    self.redis_filled.set(false);
+                    Err(Failure {
+                        status: 503,
+                        message: format!("world:{id} is not in Redis (flushed?); refilling"),
+                    })
+                }
+            })
+            .collect()
+    }
+
+    async fn cached_in_worker(&self, n: usize) -> Result<Vec<World>, DbError> {
         let cached = self.cache.borrow().clone();
         let all = match cached {
             Some(all) => all,
@@ -301,11 +389,11 @@ fn json<T: Serialize>(value: &T) -> Response<Body> {
     typed(body, "application/json")
 }
 
-/// A database failure as its status and a JSON error; the log says why.
-fn db_failure(e: &DbError) -> Response<Body> {
-    tracing::warn!("database: {e}");
-    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut r = json(&serde_json::json!({ "error": e.to_string() }));
+/// A failure as its status and a JSON error; the log says why.
+fn failure(e: &Failure) -> Response<Body> {
+    tracing::warn!("{}", e.message);
+    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut r = json(&serde_json::json!({ "error": e.message }));
     *r.status_mut() = status;
     r
 }

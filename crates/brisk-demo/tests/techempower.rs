@@ -16,6 +16,10 @@ struct Demo {
 }
 
 fn demo(database: Option<&str>, workers: usize) -> Demo {
+    demo_with(database, workers, &[])
+}
+
+fn demo_with(database: Option<&str>, workers: usize, extra: &[&str]) -> Demo {
     let http = free_port();
     let h = format!("http://127.0.0.1:{http}");
     let w = format!("websocket://127.0.0.1:{}", free_port());
@@ -37,6 +41,7 @@ fn demo(database: Option<&str>, workers: usize) -> Demo {
     if let Some(url) = database {
         args.extend(["--database", url]);
     }
+    args.extend(extra);
     let server = ServerProcess::start(DEMO, &args, workers * 4).unwrap();
     Demo { server, http }
 }
@@ -257,4 +262,37 @@ fn a_database_killed_under_load_fails_fast_and_service_resumes_when_it_returns()
         assert_eq!(get(d.http, "/queries?queries=5").status, 200);
     }
     assert_eq!(d.server.worker_pids().unwrap(), pids);
+}
+
+/// With `--redis`, `/cached-queries` reads the World rows from Redis (filled from the
+/// database by the first request); Redis down answers 503 with a JSON error while the
+/// database routes keep working, and an emptied Redis is filled again.
+#[test]
+fn cached_queries_come_from_redis_when_given() {
+    use std::time::Duration;
+    let mut redis = Redis::start().unwrap();
+    let d = demo_with(None, 2, &["--redis", &redis.url()]);
+    let rows = get_json(d.http, "/cached-queries?count=20");
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 20);
+    assert_eq!(redis.cli(&["EXISTS", "world:loaded"]).unwrap().trim(), "1");
+    // Each row is the database's row, as Redis holds it.
+    for w in rows {
+        let (id, n) = check_world(w);
+        let held = redis.cli(&["GET", &format!("world:{id}")]).unwrap();
+        assert_eq!(held.trim(), n.to_string(), "world:{id}");
+    }
+    redis.kill();
+    let r = get(d.http, "/cached-queries?count=3");
+    assert_eq!(r.status, 503, "{}", r.text());
+    let body: Json = serde_json::from_slice(&r.body).unwrap();
+    assert!(body["error"].as_str().unwrap().contains("Redis"), "{body}");
+    assert_eq!(get(d.http, "/db").status, 200);
+    // Back, and empty (no persistence): filled again.
+    redis.start_again().unwrap();
+    wait_until(
+        Duration::from_secs(5),
+        "/cached-queries answers from Redis again",
+        || (0..10).all(|_| get(d.http, "/cached-queries?count=5").status == 200),
+    );
 }

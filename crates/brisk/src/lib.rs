@@ -63,6 +63,8 @@ mod listen;
 mod log;
 mod master;
 pub mod protocol;
+#[cfg(feature = "redis")]
+pub mod redis;
 mod run_paths;
 mod runtime;
 mod server;

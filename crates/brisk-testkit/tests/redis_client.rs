@@ -1,0 +1,97 @@
+//! `brisk::redis::Redis` against a real Redis server: commands round-trip on one multiplexed
+//! connection, a server that is down fails fast and the connection comes back when it
+//! returns, and a command the server does not answer in time times out.
+
+use std::time::{Duration, Instant};
+
+use brisk::redis::{cmd, Redis as Client, RedisError, RedisOptions};
+use brisk_testkit::*;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn commands_round_trip_and_many_keys_take_one_mget() {
+    let server = Redis::start().unwrap();
+    let redis = Client::new(&server.url(), RedisOptions::default()).unwrap();
+    rt().block_on(async {
+        redis.set_ex("a", b"1".to_vec(), 60).await.unwrap();
+        redis.set_ex("b", b"2".to_vec(), 60).await.unwrap();
+        let a: Option<String> = redis.get("a").await.unwrap();
+        assert_eq!(a.as_deref(), Some("1"));
+        let many: Vec<Option<i64>> = redis
+            .mget(&["a".into(), "missing".into(), "b".into()])
+            .await
+            .unwrap();
+        assert_eq!(many, vec![Some(1), None, Some(2)]);
+        let ttl: i64 = redis.run(cmd("TTL").arg("a")).await.unwrap();
+        assert!((1..=60).contains(&ttl), "{ttl}");
+        redis.del("a").await.unwrap();
+        assert_eq!(redis.get::<Option<String>>("a").await.unwrap(), None);
+        // A wrong-type command is the command's error, not an outage.
+        let err = redis
+            .run::<i64>(cmd("INCR").arg("b").arg("x"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RedisError::Command(_)), "{err:?}");
+    });
+}
+
+#[test]
+fn a_server_that_is_down_fails_fast_and_the_connection_comes_back() {
+    let mut server = Redis::start().unwrap();
+    let redis = Client::new(&server.url(), RedisOptions::default()).unwrap();
+    let rt = rt();
+    rt.block_on(async { redis.set_ex("k", b"v".to_vec(), 60).await.unwrap() });
+    server.kill();
+    rt.block_on(async {
+        for _ in 0..10 {
+            let t = Instant::now();
+            let err = redis.get::<Option<String>>("k").await.unwrap_err();
+            assert_eq!(err.http_status(), 503, "{err:?}");
+            assert!(
+                t.elapsed() < Duration::from_millis(500),
+                "{:?}",
+                t.elapsed()
+            );
+        }
+    });
+    server.start_again().unwrap();
+    rt.block_on(async {
+        let back = Instant::now();
+        loop {
+            match redis.set_ex("k", b"again".to_vec(), 60).await {
+                Ok(()) => break,
+                Err(e) => assert!(back.elapsed() < Duration::from_secs(3), "not back: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let v: Option<String> = redis.get("k").await.unwrap();
+        assert_eq!(v.as_deref(), Some("again"));
+    });
+}
+
+#[test]
+fn a_command_the_server_does_not_answer_in_time_times_out() {
+    let server = Redis::start().unwrap();
+    let options = RedisOptions {
+        command_timeout: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let redis = Client::new(&server.url(), options).unwrap();
+    let rt = rt();
+    rt.block_on(async { redis.set_ex("k", b"v".to_vec(), 60).await.unwrap() });
+    // Every client but the pausing one waits 1.5 s for its answers.
+    server.cli(&["CLIENT", "PAUSE", "1500", "ALL"]).unwrap();
+    rt.block_on(async {
+        let t = Instant::now();
+        let err = redis.get::<Option<String>>("k").await.unwrap_err();
+        assert!(matches!(err, RedisError::Timeout(_)), "{err:?}");
+        assert_eq!(err.http_status(), 504);
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    });
+}

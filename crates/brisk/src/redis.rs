@@ -1,0 +1,224 @@
+//! [`Redis`]: a Redis server as one worker sees it, on the `redis` crate's connection
+//! manager: one multiplexed connection per worker (every request's commands share it,
+//! pipelined), opened on first use (never in the master), reconnected when it breaks.
+//!
+//! While Redis is down, calls fail at once with [`RedisError::Unavailable`] (a new connection
+//! is attempted at most every `retry_interval`), and a command past `command_timeout` fails
+//! with [`RedisError::Timeout`]: a handler answers 503 or 504, and nothing hangs.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ::redis::aio::ConnectionManager;
+use tokio::time::Instant;
+
+/// Commands for [`Redis::run`], built with [`cmd`], and what answers convert into.
+pub use ::redis::{cmd, Cmd, FromRedisValue};
+
+/// How a worker uses a Redis server.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// How long one command may take.
+    pub command_timeout: Duration,
+    /// How long a connection attempt may take.
+    pub connect_timeout: Duration,
+    /// After a failed connection attempt, calls fail at once for this long before the next.
+    pub retry_interval: Duration,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            command_timeout: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(2),
+            retry_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Why a Redis call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RedisError {
+    /// Redis is down or unreachable. Answer 503.
+    #[error("Redis is unavailable: {0}")]
+    Unavailable(String),
+    /// The command took longer than the command timeout. Answer 504.
+    #[error("the Redis command took longer than {} ms", .0.as_millis())]
+    Timeout(Duration),
+    /// Redis answered with an error (wrong type, bad command…). Answer 500.
+    #[error("Redis refused the command: {0}")]
+    Command(String),
+    /// The URL cannot be used.
+    #[error("bad Redis URL: {0}")]
+    Config(String),
+}
+
+impl RedisError {
+    /// The HTTP status that answers a request that failed with this error.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            RedisError::Unavailable(_) => 503,
+            RedisError::Timeout(_) => 504,
+            RedisError::Command(_) | RedisError::Config(_) => 500,
+        }
+    }
+}
+
+/// A Redis server; cheap to clone, `Send + Sync`.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), brisk::redis::RedisError> {
+/// use brisk::redis::{Redis, RedisOptions};
+/// let redis = Redis::new("redis://127.0.0.1:6379", RedisOptions::default())?;
+/// redis.set_ex("greeting", b"hello".to_vec(), 60).await?;
+/// let v: Option<Vec<u8>> = redis.get("greeting").await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Redis {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: ::redis::Client,
+    options: RedisOptions,
+    state: Mutex<State>,
+    connecting: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct State {
+    manager: Option<ConnectionManager>,
+    failed_at: Option<(Instant, String)>,
+}
+
+impl Redis {
+    /// A server at `url` (`redis://[:password@]host:port[/db]`). Connects nothing yet.
+    pub fn new(url: &str, options: RedisOptions) -> Result<Self, RedisError> {
+        let client =
+            ::redis::Client::open(url).map_err(|e| RedisError::Config(format!("{url}: {e}")))?;
+        Ok(Redis {
+            inner: Arc::new(Inner {
+                client,
+                options,
+                state: Mutex::default(),
+                connecting: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The worker's connection, opened on first use.
+    pub async fn connection(&self) -> Result<ConnectionManager, RedisError> {
+        if let Some(m) = self.ready()? {
+            return Ok(m);
+        }
+        let _one_at_a_time = self.inner.connecting.lock().await;
+        if let Some(m) = self.ready()? {
+            return Ok(m);
+        }
+        let options = &self.inner.options;
+        let config = ::redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(options.connect_timeout))
+            .set_response_timeout(Some(options.command_timeout))
+            .set_number_of_retries(1);
+        let attempt = tokio::time::timeout(
+            options.connect_timeout,
+            ConnectionManager::new_with_config(self.inner.client.clone(), config),
+        )
+        .await;
+        let mut state = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        match attempt {
+            Ok(Ok(m)) => {
+                state.manager = Some(m.clone());
+                state.failed_at = None;
+                Ok(m)
+            }
+            Ok(Err(e)) => {
+                let why = e.to_string();
+                tracing::warn!("cannot connect to Redis: {why}");
+                state.failed_at = Some((Instant::now(), why.clone()));
+                Err(RedisError::Unavailable(why))
+            }
+            Err(_) => {
+                let why = format!(
+                    "no connection within {} ms",
+                    options.connect_timeout.as_millis()
+                );
+                state.failed_at = Some((Instant::now(), why.clone()));
+                Err(RedisError::Unavailable(why))
+            }
+        }
+    }
+
+    /// The open connection, or the recent failure that makes calls fail fast.
+    fn ready(&self) -> Result<Option<ConnectionManager>, RedisError> {
+        let state = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = &state.manager {
+            return Ok(Some(m.clone()));
+        }
+        match &state.failed_at {
+            Some((at, why)) if at.elapsed() < self.inner.options.retry_interval => {
+                Err(RedisError::Unavailable(why.clone()))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Runs one command (built with `redis::cmd`) within the command timeout.
+    pub async fn run<T: ::redis::FromRedisValue>(
+        &self,
+        cmd: &::redis::Cmd,
+    ) -> Result<T, RedisError> {
+        let mut conn = self.connection().await?;
+        let timeout = self.inner.options.command_timeout;
+        match tokio::time::timeout(timeout, cmd.query_async(&mut conn)).await {
+            Ok(r) => r.map_err(|e| redis_error(e, timeout)),
+            Err(_) => Err(RedisError::Timeout(timeout)),
+        }
+    }
+
+    /// `GET key`.
+    pub async fn get<T: ::redis::FromRedisValue>(&self, key: &str) -> Result<T, RedisError> {
+        self.run(::redis::cmd("GET").arg(key)).await
+    }
+
+    /// `SET key value EX seconds`.
+    pub async fn set_ex(&self, key: &str, value: Vec<u8>, seconds: u64) -> Result<(), RedisError> {
+        self.run(
+            ::redis::cmd("SET")
+                .arg(key)
+                .arg(value)
+                .arg("EX")
+                .arg(seconds),
+        )
+        .await
+    }
+
+    /// `MGET keys…`: one round trip for many keys.
+    pub async fn mget<T: ::redis::FromRedisValue>(
+        &self,
+        keys: &[String],
+    ) -> Result<Vec<T>, RedisError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.run(::redis::cmd("MGET").arg(keys)).await
+    }
+
+    /// `DEL key`.
+    pub async fn del(&self, key: &str) -> Result<(), RedisError> {
+        self.run(::redis::cmd("DEL").arg(key)).await
+    }
+}
+
+/// The client's error as ours; `timeout` is the command timeout that a timed-out answer broke.
+fn redis_error(e: ::redis::RedisError, timeout: Duration) -> RedisError {
+    if e.is_timeout() {
+        return RedisError::Timeout(timeout);
+    }
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+        RedisError::Unavailable(e.to_string())
+    } else {
+        RedisError::Command(e.to_string())
+    }
+}
