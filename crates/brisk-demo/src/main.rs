@@ -21,6 +21,7 @@ use brisk::tls::TlsConfig;
 use brisk::ws::{WsEndpoint, WsServer};
 use brisk::{App, Server};
 
+mod blocking;
 mod routes;
 mod techempower;
 use clap::Parser;
@@ -103,6 +104,10 @@ struct Args {
     /// instead of from each worker's memory.
     #[arg(long, global = true)]
     redis: Option<String>,
+    /// Run `/db`, `/queries` and `/r5` with a synchronous client that blocks the worker while
+    /// it waits for the database, as a synchronous PHP worker does (report R5's comparison).
+    #[arg(long, global = true)]
+    blocking_db: bool,
     /// A TOML file with any of the settings above (flags win).
     #[arg(long, global = true)]
     config: Option<PathBuf>,
@@ -197,7 +202,10 @@ fn build(args: &Args) -> anyhow::Result<App> {
         )?),
         None => None,
     };
-    let techempower = techempower::Techempower::new(db, redis);
+    let mut techempower = techempower::Techempower::new(db, redis);
+    if args.blocking_db {
+        techempower = techempower.blocking(&database);
+    }
     let routes = routes::Routes::new(
         &static_root,
         args.static_sendfile_min_size,

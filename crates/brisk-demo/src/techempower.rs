@@ -10,11 +10,13 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use askama::Template;
-use brisk::db::{Db, DbError, DbKind, Row};
+use brisk::db::{Db, DbError, DbKind, Row, Value};
 use brisk::http::Body;
 use brisk::redis::{Redis, RedisError};
 use http::{header, HeaderValue, Response, StatusCode};
 use serde::Serialize;
+
+use crate::blocking::BlockingDb;
 
 /// Rows of the World table.
 const WORLD_ROWS: i32 = 10_000;
@@ -103,6 +105,13 @@ pub(crate) struct Techempower {
     cache: Rc<RefCell<Option<Rc<Vec<World>>>>>,
     /// Whether this worker has made sure Redis holds the World rows.
     redis_filled: Rc<Cell<bool>>,
+    /// Whether this worker has created and seeded the tables (done at start; retried by the
+    /// next database request when the database was down then).
+    seeded: Rc<Cell<bool>>,
+    /// With `--blocking-db`, the URL the synchronous client of each worker connects to.
+    blocking_url: Option<Rc<str>>,
+    /// This worker's synchronous client, made on first use.
+    blocking: Rc<std::cell::OnceCell<BlockingDb>>,
 }
 
 impl Techempower {
@@ -114,11 +123,27 @@ impl Techempower {
             redis,
             cache: Rc::default(),
             redis_filled: Rc::default(),
+            seeded: Rc::default(),
+            blocking_url: None,
+            blocking: Rc::default(),
         }
+    }
+
+    /// `/db`, `/queries` and `/r5` with a synchronous client on `url` that blocks the worker
+    /// while it waits (report R5's synchronous workers).
+    pub(crate) fn blocking(mut self, url: &str) -> Self {
+        self.blocking_url = Some(url.into());
+        self
     }
 
     /// Creates and fills the tables if they are missing; run by every worker as it starts.
     pub(crate) async fn seed(&self) -> Result<(), DbError> {
+        self.seed_once().await?;
+        self.seeded.set(true);
+        Ok(())
+    }
+
+    async fn seed_once(&self) -> Result<(), DbError> {
         let fortunes: Vec<String> = FORTUNES
             .iter()
             .enumerate()
@@ -165,6 +190,15 @@ impl Techempower {
 
     /// Answers `path` if it is one of the tests.
     pub(crate) async fn route(&self, path: &str, query: Option<&str>) -> Option<Response<Body>> {
+        let uses_db = matches!(
+            path,
+            "/db" | "/queries" | "/updates" | "/cached-queries" | "/fortunes" | "/r5"
+        );
+        if uses_db && !self.seeded.get() {
+            // The database was down when this worker started: make the tables now (a failure
+            // shows in the answer to the query that follows).
+            let _ = self.seed().await;
+        }
         let answer: Result<Response<Body>, Failure> = match path {
             "/plaintext" => Ok(typed("Hello, World!".into(), "text/plain")),
             "/json" => Ok(json(&Message {
@@ -183,21 +217,59 @@ impl Techempower {
                 .map_err(Into::into),
             "/cached-queries" => self.cached(count(query, "count")).await.map(|w| json(&w)),
             "/fortunes" => self.fortunes().await.map_err(Into::into),
+            "/r5" => self.r5().await.map_err(Into::into),
             _ => return None,
         };
         Some(answer.unwrap_or_else(|e| failure(&e)))
     }
 
+    /// The rows of `sql`: asynchronously, or with `--blocking-db` on the synchronous client
+    /// (the worker's loop waits).
+    async fn rows(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>, DbError> {
+        match &self.blocking_url {
+            None => self.db.query(sql, params).await,
+            Some(url) => {
+                let client = match self.blocking.get() {
+                    Some(c) => c,
+                    None => {
+                        let c = BlockingDb::new(url)?;
+                        self.blocking.get_or_init(|| c)
+                    }
+                };
+                client.query(sql, params)
+            }
+        }
+    }
+
     async fn world(&self, id: i32) -> Result<World, DbError> {
-        let row = self
-            .db
-            .query_one(
+        let rows = self
+            .rows(
                 "SELECT id, randomnumber FROM world WHERE id = $1",
                 vec![id.into()],
             )
-            .await?
+            .await?;
+        let row = rows
+            .first()
             .ok_or_else(|| DbError::Query(format!("no world row {id}")))?;
-        world_of(&row)
+        world_of(row)
+    }
+
+    /// Report R5's request: two rows by id and a `LIMIT 5` list, one query after another.
+    async fn r5(&self) -> Result<Response<Body>, DbError> {
+        let first = self.world(random_id()).await?;
+        let second = self.world(random_id()).await?;
+        let top = self
+            .rows(
+                "SELECT id, randomnumber FROM world ORDER BY id LIMIT 5",
+                vec![],
+            )
+            .await?
+            .iter()
+            .map(world_of)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(json(
+            &serde_json::json!({ "first": first, "second": second, "top": top }),
+        ))
     }
 
     async fn one_world(&self) -> Result<World, DbError> {

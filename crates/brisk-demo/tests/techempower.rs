@@ -296,3 +296,84 @@ fn cached_queries_come_from_redis_when_given() {
         || (0..10).all(|_| get(d.http, "/cached-queries?count=5").status == 200),
     );
 }
+
+/// Report R5's request: two rows by id and the first five rows.
+fn check_r5(port: u16) {
+    let body = get_json(port, "/r5");
+    check_world(&body["first"]);
+    check_world(&body["second"]);
+    let top: Vec<i64> = body["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| check_world(w).0)
+        .collect();
+    assert_eq!(top, vec![1, 2, 3, 4, 5]);
+}
+
+/// While the World table is locked, a worker of the asynchronous demo keeps answering other
+/// requests; with `--blocking-db` its loop waits with the query, as a synchronous worker does.
+#[test]
+fn the_blocking_mode_stalls_the_worker_while_a_query_waits_and_the_async_mode_does_not() {
+    use std::time::{Duration, Instant};
+    let pg = Postgres::start().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let locker = brisk::db::Postgres::new(&pg.url(), Default::default()).unwrap();
+    for blocking in [false, true] {
+        let extra: &[&str] = if blocking { &["--blocking-db"] } else { &[] };
+        let d = demo_with(Some(&pg.url()), 1, extra);
+        check_r5(d.http);
+        check_world(&get_json(d.http, "/db"));
+        // Lock the table from another session: reads of it wait until the lock goes.
+        rt.block_on(locker.execute_batch("BEGIN; LOCK TABLE world IN ACCESS EXCLUSIVE MODE"))
+            .unwrap();
+        let port = d.http;
+        let waiting = std::thread::spawn(move || get(port, "/db").status);
+        std::thread::sleep(Duration::from_millis(200)); // the /db request reaches the lock
+        let plain = std::thread::spawn(move || {
+            let t = Instant::now();
+            let status = get(port, "/plaintext").status;
+            (status, t.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(800));
+        rt.block_on(locker.execute_batch("COMMIT")).unwrap();
+        let (status, plain_took) = plain.join().unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(waiting.join().unwrap(), 200);
+        if blocking {
+            assert!(
+                plain_took >= Duration::from_millis(700),
+                "blocking mode answered in {plain_took:?}"
+            );
+        } else {
+            assert!(
+                plain_took < Duration::from_millis(500),
+                "async mode took {plain_took:?}"
+            );
+        }
+    }
+}
+
+/// PostgreSQL down when the demo starts: it starts anyway, its database routes answer 503,
+/// and it serves them by itself once the database is up (making the tables if needed).
+#[test]
+fn a_database_down_at_start_is_503_until_it_comes_up() {
+    use std::time::Duration;
+    let mut pg = Postgres::start().unwrap();
+    pg.kill();
+    let d = demo(Some(&pg.url()), 2);
+    let r = get(d.http, "/db");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(d
+        .server
+        .log()
+        .contains("cannot create or seed the TechEmpower tables"));
+    pg.start_again().unwrap();
+    wait_until(Duration::from_secs(3), "every worker answers /db", || {
+        (0..10).all(|_| get(d.http, "/db").status == 200)
+    });
+    check_r5(d.http);
+}

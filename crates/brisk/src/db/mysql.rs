@@ -1,6 +1,7 @@
 //! [`Mysql`]: MySQL and MariaDB on `mysql_async`, one pool per worker. The pool opens its
 //! connections on first use (never in the master), keeps prepared statements per connection
-//! (`mysql_async`'s statement cache), and each call runs within the query timeout. Placeholders
+//! (`mysql_async`'s statement cache); a call waits for a connection up to the acquire timeout
+//! and then runs within the query timeout. Placeholders
 //! are written `$1`, `$2`… as for the other backends and rewritten to MySQL's `?`.
 
 use std::sync::Arc;
@@ -17,8 +18,11 @@ use super::value::{rewrite_placeholders, Row, Value};
 pub struct MysqlOptions {
     /// Connections per worker at most. Default 1.
     pub pool_size: usize,
-    /// How long a query may run (connecting included) before failing with
-    /// [`DbError::Timeout`]. Default 5 s.
+    /// How long a query waits for a free connection (opening one included) before failing
+    /// with [`DbError::PoolTimeout`]. Default 10 s.
+    pub acquire_timeout: Duration,
+    /// How long a query may run on its connection before failing with [`DbError::Timeout`].
+    /// Default 5 s.
     pub query_timeout: Duration,
     /// Prepared statements kept per connection. Default 256.
     pub statement_cache: usize,
@@ -28,6 +32,7 @@ impl Default for MysqlOptions {
     fn default() -> Self {
         MysqlOptions {
             pool_size: 1,
+            acquire_timeout: Duration::from_secs(10),
             query_timeout: Duration::from_secs(5),
             statement_cache: 256,
         }
@@ -46,6 +51,7 @@ impl Default for MysqlOptions {
 #[derive(Clone)]
 pub struct Mysql {
     pool: Pool,
+    acquire_timeout: Duration,
     query_timeout: Duration,
 }
 
@@ -62,8 +68,17 @@ impl Mysql {
             .pool_opts(PoolOpts::default().with_constraints(constraints));
         Ok(Mysql {
             pool: Pool::new(opts),
+            acquire_timeout: options.acquire_timeout,
             query_timeout: options.query_timeout,
         })
+    }
+
+    /// A connection of the pool, within the acquire timeout.
+    async fn conn(&self) -> Result<mysql_async::Conn, DbError> {
+        match tokio::time::timeout(self.acquire_timeout, self.pool.get_conn()).await {
+            Ok(r) => r.map_err(mysql_error),
+            Err(_) => Err(DbError::PoolTimeout(self.acquire_timeout)),
+        }
     }
 
     async fn timed<T>(
@@ -79,12 +94,8 @@ impl Mysql {
     /// Every row `sql` returns; parameters are `$1`, `$2`…
     pub async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>, DbError> {
         let (sql, params) = mysql_sql(sql, params);
-        let rows: Vec<mysql_async::Row> = self
-            .timed(async {
-                let mut conn = self.pool.get_conn().await?;
-                conn.exec(sql, params).await
-            })
-            .await?;
+        let mut conn = self.conn().await?;
+        let rows: Vec<mysql_async::Row> = self.timed(conn.exec(sql, params)).await?;
         let Some(first) = rows.first() else {
             return Ok(Vec::new());
         };
@@ -104,8 +115,8 @@ impl Mysql {
     /// Runs a statement; returns how many rows it changed.
     pub async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64, DbError> {
         let (sql, params) = mysql_sql(sql, params);
+        let mut conn = self.conn().await?;
         self.timed(async {
-            let mut conn = self.pool.get_conn().await?;
             conn.exec_drop(sql, params).await?;
             Ok(conn.affected_rows())
         })
@@ -114,11 +125,8 @@ impl Mysql {
 
     /// Runs several statements separated by `;` (no parameters), such as a schema.
     pub async fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
-        self.timed(async {
-            let mut conn = self.pool.get_conn().await?;
-            conn.query_drop(sql).await
-        })
-        .await
+        let mut conn = self.conn().await?;
+        self.timed(conn.query_drop(sql)).await
     }
 }
 
