@@ -104,6 +104,18 @@ struct Args {
     /// instead of from each worker's memory.
     #[arg(long, global = true)]
     redis: Option<String>,
+    /// Database connections per worker (PostgreSQL, MySQL; default 1).
+    #[arg(long, global = true)]
+    db_pool_size: Option<usize>,
+    /// Queries in flight on one PostgreSQL connection before more wait (default 256).
+    #[arg(long, global = true)]
+    db_max_pipeline: Option<usize>,
+    /// Milliseconds a query waits for a connection before 503 (default 2000, MySQL 10000).
+    #[arg(long, global = true)]
+    db_acquire_timeout_ms: Option<u64>,
+    /// Milliseconds a query may run before 504 (default 5000).
+    #[arg(long, global = true)]
+    db_query_timeout_ms: Option<u64>,
     /// Run `/db`, `/queries` and `/r5` with a synchronous client that blocks the worker while
     /// it waits for the database, as a synchronous PHP worker does (report R5's comparison).
     #[arg(long, global = true)]
@@ -134,6 +146,34 @@ struct Config {
     graceful_timeout: Option<u64>,
     database: Option<String>,
     redis: Option<String>,
+    db_pool_size: Option<usize>,
+    db_max_pipeline: Option<usize>,
+    db_acquire_timeout_ms: Option<u64>,
+    db_query_timeout_ms: Option<u64>,
+}
+
+/// The database options from the flags and the config file (flags win).
+fn db_options(args: &Args, file: &Config) -> brisk::db::DbOptions {
+    let mut o = brisk::db::DbOptions::default();
+    if let Some(n) = args.db_pool_size.or(file.db_pool_size) {
+        o.postgres.pool_size = n;
+        o.mysql.pool_size = n;
+        o.sqlite.threads = n;
+    }
+    if let Some(n) = args.db_max_pipeline.or(file.db_max_pipeline) {
+        o.postgres.max_pipeline = n;
+    }
+    if let Some(ms) = args.db_acquire_timeout_ms.or(file.db_acquire_timeout_ms) {
+        o.postgres.acquire_timeout = Duration::from_millis(ms);
+        o.mysql.acquire_timeout = Duration::from_millis(ms);
+    }
+    if let Some(ms) = args.db_query_timeout_ms.or(file.db_query_timeout_ms) {
+        let t = Duration::from_millis(ms);
+        o.postgres.query_timeout = t;
+        o.mysql.query_timeout = t;
+        o.sqlite.query_timeout = t;
+    }
+    o
 }
 
 fn load_config(path: &PathBuf) -> anyhow::Result<Config> {
@@ -147,6 +187,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         Some(p) => load_config(p)?,
         None => Config::default(),
     };
+    let db_options = db_options(args, &file);
     let text = args
         .text
         .clone()
@@ -194,7 +235,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .clone()
         .or(file.database)
         .unwrap_or_else(|| format!("sqlite:{}", run_dir.join("brisk-demo.sqlite").display()));
-    let db = brisk::db::Db::open(&database, brisk::db::DbOptions::default())?;
+    let db = brisk::db::Db::open(&database, db_options)?;
     let redis = match args.redis.clone().or(file.redis) {
         Some(url) => Some(brisk::redis::Redis::new(
             &url,

@@ -377,3 +377,58 @@ fn a_database_down_at_start_is_503_until_it_comes_up() {
     });
     check_r5(d.http);
 }
+
+/// A query past `--db-query-timeout-ms` answers 504; with every connection's place taken past
+/// `--db-acquire-timeout-ms`, 503; both with a JSON error, and the worker serves on.
+#[test]
+fn a_slow_query_is_504_and_an_exhausted_pool_is_503() {
+    use std::time::{Duration, Instant};
+    let pg = Postgres::start().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let locker = brisk::db::Postgres::new(&pg.url(), Default::default()).unwrap();
+    let d = demo_with(
+        Some(&pg.url()),
+        1,
+        &[
+            "--db-query-timeout-ms",
+            "600",
+            "--db-acquire-timeout-ms",
+            "200",
+            "--db-max-pipeline",
+            "1",
+        ],
+    );
+    check_world(&get_json(d.http, "/db"));
+    // Reads of the World table wait while another session holds this lock.
+    rt.block_on(locker.execute_batch("BEGIN; LOCK TABLE world IN ACCESS EXCLUSIVE MODE"))
+        .unwrap();
+    let port = d.http;
+    let slow = std::thread::spawn(move || {
+        let t = Instant::now();
+        let r = get(port, "/db");
+        (r.status, r.text(), t.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(150)); // the first query holds the only place
+    let t = Instant::now();
+    let busy = get(d.http, "/db");
+    let busy_took = t.elapsed();
+    assert_eq!(busy.status, 503, "{}", busy.text());
+    assert!(
+        busy.text().contains("no database connection was free"),
+        "{}",
+        busy.text()
+    );
+    assert!(busy_took < Duration::from_millis(500), "{busy_took:?}");
+    let (status, text, took) = slow.join().unwrap();
+    assert_eq!(status, 504, "{text}");
+    assert!(text.contains("took longer than 600 ms"), "{text}");
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    rt.block_on(locker.execute_batch("COMMIT")).unwrap();
+    // The query was cancelled on the server; the worker serves on.
+    wait_until(Duration::from_secs(2), "/db answers again", || {
+        get(d.http, "/db").status == 200
+    });
+}
