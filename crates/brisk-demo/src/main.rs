@@ -22,6 +22,7 @@ use brisk::ws::{WsEndpoint, WsServer};
 use brisk::{App, Server};
 
 mod blocking;
+mod orm;
 mod routes;
 mod techempower;
 use clap::Parser;
@@ -251,6 +252,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         &static_root,
         args.static_sendfile_min_size,
         techempower.clone(),
+        orm::Orm::new(&database),
     )?;
     let ticker = routes.clone();
     let site = move |server: HttpServer| {

@@ -8,6 +8,7 @@ use brisk::http::static_files::StaticFiles;
 use brisk::http::{Body, RequestBody};
 use brisk::ws::{self, WsEndpoint};
 
+use crate::orm::Orm;
 use crate::techempower::Techempower;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError};
@@ -23,6 +24,8 @@ pub(crate) struct Routes {
     chat: WsEndpoint,
     /// The TechEmpower test set.
     techempower: Techempower,
+    /// Report R3's ORM leg (`/orm/db`).
+    orm: Orm,
     /// `/events` subscribers of this worker.
     pub events: Hub,
 }
@@ -35,6 +38,7 @@ impl Routes {
         static_root: &Path,
         sendfile_min_size: Option<u64>,
         techempower: Techempower,
+        orm: Orm,
     ) -> anyhow::Result<Self> {
         let mut files = StaticFiles::new(static_root).map_err(|e| {
             anyhow::anyhow!(
@@ -60,6 +64,7 @@ impl Routes {
             echo,
             chat,
             techempower,
+            orm,
             events,
         })
     }
@@ -94,6 +99,7 @@ impl Routes {
         }
         match path {
             "/" if get => with_type("Hello World", "text/plain"),
+            "/orm/db" if get => Box::pin(self.orm.db()).await,
             "/ws" => self.echo.upgrade(req),
             "/events" if get => self.events.subscribe(),
             "/chat" => self.chat.upgrade(req),

@@ -186,6 +186,10 @@ fn the_test_set_follows_the_rules_on_the_default_sqlite_database() {
         || file.exists(),
     );
     every_test_follows_the_rules(&d, &format!("sqlite:{}", file.display()));
+    // The ORM leg is PostgreSQL only, and says so.
+    let orm = get(d.http, "/orm/db");
+    assert_eq!(orm.status, 501, "{}", orm.text());
+    assert!(orm.text().contains("postgres://"), "{}", orm.text());
 }
 
 #[test]
@@ -218,6 +222,10 @@ fn the_test_set_follows_the_rules_on_postgresql() {
     let pg = Postgres::start().unwrap();
     let d = demo(Some(&pg.url()), 2);
     every_test_follows_the_rules(&d, &pg.url());
+    // R3's ORM leg answers the same row shape through sqlx.
+    for _ in 0..5 {
+        check_world(&get_json(d.http, "/orm/db"));
+    }
 }
 
 #[test]

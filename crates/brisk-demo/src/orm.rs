@@ -1,0 +1,96 @@
+//! Report R3's ORM leg: the same single-row query as `/db`, through sqlx's typed rows
+//! (`FromRow`) on sqlx's own pool, so the lab can set raw queries (`brisk::db`) beside an
+//! existing library's on the same database. The pool is made inside the worker on first use
+//! (`connect_lazy`), never in the master. PostgreSQL only.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use brisk::http::Body;
+use http::{header, HeaderValue, Response, StatusCode};
+use serde::Serialize;
+
+/// How long the ORM's query may take before 504, as `/db`'s default.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One World row, mapped by sqlx.
+#[derive(Debug, sqlx::FromRow, Serialize)]
+struct World {
+    id: i32,
+    #[sqlx(rename = "randomnumber")]
+    #[serde(rename = "randomNumber")]
+    random_number: i32,
+}
+
+/// The ORM endpoint over `--database` when it is PostgreSQL.
+#[derive(Clone)]
+pub(crate) struct Orm {
+    url: Option<std::sync::Arc<str>>,
+    pool: std::sync::Arc<OnceLock<sqlx::PgPool>>,
+}
+
+impl Orm {
+    /// The endpoint for the database at `url` (answers 501 unless it is PostgreSQL).
+    pub(crate) fn new(url: &str) -> Self {
+        let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
+        Orm {
+            url: postgres.then(|| url.into()),
+            pool: Default::default(),
+        }
+    }
+
+    /// `/orm/db`: one random row as JSON.
+    pub(crate) async fn db(&self) -> Response<Body> {
+        let Some(url) = &self.url else {
+            return answer(
+                StatusCode::NOT_IMPLEMENTED,
+                r#"{"error":"the ORM endpoint needs --database postgres://…"}"#.into(),
+            );
+        };
+        let pool = self.pool.get_or_init(|| {
+            sqlx::postgres::PgPoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(Duration::from_secs(2))
+                .connect_lazy(url)
+                .expect("the URL was checked by brisk::db")
+        });
+        let id = fastrand::i32(1..=10_000);
+        let query = sqlx::query_as::<_, World>("SELECT id, randomnumber FROM world WHERE id = $1")
+            .bind(id)
+            .fetch_one(pool);
+        match tokio::time::timeout(QUERY_TIMEOUT, query).await {
+            Ok(Ok(world)) => answer(
+                StatusCode::OK,
+                serde_json::to_string(&world).unwrap_or_default(),
+            ),
+            Ok(Err(e)) => {
+                let status = match e {
+                    sqlx::Error::Database(_) | sqlx::Error::RowNotFound => {
+                        StatusCode::INTERNAL_SERVER_ERROR
+                    }
+                    _ => StatusCode::SERVICE_UNAVAILABLE,
+                };
+                answer(
+                    status,
+                    serde_json::json!({ "error": e.to_string() }).to_string(),
+                )
+            }
+            Err(_) => answer(
+                StatusCode::GATEWAY_TIMEOUT,
+                r#"{"error":"the query took longer than 5000 ms"}"#.into(),
+            ),
+        }
+    }
+}
+
+fn answer(status: StatusCode, json: String) -> Response<Body> {
+    let mut r = Response::new(Body::from(json));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(header::SERVER, HeaderValue::from_static("brisk"));
+    r
+}
