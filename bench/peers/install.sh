@@ -21,8 +21,8 @@ fi
 # apt may start the packaged services; the suite starts its own instances.
 for svc in nginx php8.2-fpm; do $SUDO service "$svc" stop >/dev/null 2>&1 || true; done
 
-# Node.js peer: ws from npm.
-if [ ! -d "$HERE/node/node_modules/ws" ]; then
+# Node.js peer: ws and pg from npm.
+if [ ! -d "$HERE/node/node_modules/ws" ] || [ ! -d "$HERE/node/node_modules/pg" ]; then
     (cd "$HERE/node" && npm install --no-audit --no-fund --silent)
 fi
 

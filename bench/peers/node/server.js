@@ -1,12 +1,16 @@
 // Node.js peer: http + ws. GET / (Hello World), /json, /static/FILE from
 // STATIC_DIR, /ws echo, /chat broadcast room (every message to every member
 // of this process). PORT, WORKERS (cluster processes, default 1), STATIC_DIR.
+// With DATABASE_URL (postgres://...): the database tests of db.js (/db,
+// /queries, /fortunes, /updates, /cached-queries, /r5); DB_POOL connections
+// per process (default 4).
 'use strict';
 const cluster = require('cluster');
 const fs = require('fs');
 const http = require('http');
 const path = require('path');
 const { WebSocketServer, WebSocket } = require('ws');
+const db = require('./db');
 
 const port = Number(process.env.PORT || 8081);
 const workers = Number(process.env.WORKERS || 1);
@@ -22,9 +26,14 @@ if (cluster.isPrimary && workers > 1) {
   process.on('SIGINT', stop);
 } else {
   const json = JSON.stringify({ message: 'Hello, World!' });
+  const tests = db.create(process.env.DATABASE_URL, Number(process.env.DB_POOL || 4));
   const server = http.createServer((req, res) => {
-    const url = req.url.split('?')[0];
-    if (url === '/') {
+    res.setHeader('Server', 'node');
+    const q = req.url.indexOf('?');
+    const url = q < 0 ? req.url : req.url.slice(0, q);
+    if (tests.handles(url)) {
+      tests.serve(url, q < 0 ? '' : req.url.slice(q + 1), res);
+    } else if (url === '/') {
       res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': 11 });
       res.end('Hello World');
     } else if (url === '/json') {
