@@ -1,6 +1,9 @@
 // Go peer: net/http + github.com/coder/websocket. GET / (Hello World),
 // /json, /static/FILE from STATIC_DIR, /ws echo, /chat broadcast room.
-// PORT, STATIC_DIR; GOMAXPROCS sets the threads (one process).
+// PORT, STATIC_DIR; GOMAXPROCS sets the threads (one process). With
+// DATABASE_URL (postgres://...): the database tests of db.go (/db, /queries,
+// /fortunes, /updates, /cached-queries, /r5) on DB_POOL (default 4)
+// connections per GOMAXPROCS.
 package main
 
 import (
@@ -118,5 +121,11 @@ func main() {
 			chat.publish(message{typ, data})
 		}
 	})
-	log.Fatal(http.ListenAndServe("127.0.0.1:"+port, mux))
+	registerDB(mux)
+	// net/http adds Date; Server on every answer.
+	withServer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server", "go")
+		mux.ServeHTTP(w, r)
+	})
+	log.Fatal(http.ListenAndServe("127.0.0.1:"+port, withServer))
 }
