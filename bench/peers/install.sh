@@ -11,6 +11,12 @@ need_apt=()
 command -v nginx >/dev/null || need_apt+=(nginx-light)
 command -v wrk >/dev/null || need_apt+=(wrk)
 command -v php-fpm8.2 >/dev/null || command -v php-fpm >/dev/null || need_apt+=(php-fpm)
+# PHP peer's database tests: PDO pgsql, and APCu for /cached-queries.
+dpkg -s php-pgsql >/dev/null 2>&1 || need_apt+=(php-pgsql)
+dpkg -s php-apcu >/dev/null 2>&1 || need_apt+=(php-apcu)
+# check-db.sh (checking a peer's database tests) needs jq and psql.
+command -v jq >/dev/null || need_apt+=(jq)
+command -v psql >/dev/null || need_apt+=(postgresql-client)
 command -v node >/dev/null || need_apt+=(nodejs npm)
 command -v npm >/dev/null || need_apt+=(npm)
 command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || need_apt+=(golang-go)
