@@ -96,9 +96,10 @@ struct Args {
     /// Seconds a graceful stop or reload waits for in-flight work (default 30).
     #[arg(long, global = true)]
     graceful_timeout: Option<u64>,
-    /// The database of the TechEmpower routes: `sqlite:PATH` (default
-    /// `sqlite:RUN_DIR/brisk-demo.sqlite`, created and seeded on first start) or
-    /// `postgres://user:password@host:port/db` (tables created and seeded if missing).
+    /// The database of the TechEmpower routes: `sqlite:PATH` (default: `DATABASE_URL` from
+    /// the environment if set, else `sqlite:RUN_DIR/brisk-demo.sqlite`, created and seeded on
+    /// first start), `postgres://user:password@host:port/db` or `mysql://…` (tables created
+    /// and seeded if missing).
     #[arg(long, global = true)]
     database: Option<String>,
     /// A Redis server (`redis://host:port`): `/cached-queries` reads the World rows from it
@@ -235,6 +236,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .database
         .clone()
         .or(file.database)
+        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()))
         .unwrap_or_else(|| format!("sqlite:{}", run_dir.join("brisk-demo.sqlite").display()));
     let db = brisk::db::Db::open(&database, db_options)?;
     let redis = match args.redis.clone().or(file.redis) {

@@ -305,6 +305,34 @@ fn cached_queries_come_from_redis_when_given() {
     );
 }
 
+/// A session of its own that locks the World table (reads of it wait) until `unlock`.
+struct WorldLock {
+    rt: tokio::runtime::Runtime,
+    session: brisk::db::Postgres,
+}
+
+impl WorldLock {
+    fn new(pg: &Postgres) -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let session = brisk::db::Postgres::new(&pg.url(), Default::default()).unwrap();
+        WorldLock { rt, session }
+    }
+
+    fn lock(&self) {
+        let sql = "BEGIN; LOCK TABLE world IN ACCESS EXCLUSIVE MODE";
+        self.rt.block_on(self.session.execute_batch(sql)).unwrap();
+    }
+
+    fn unlock(&self) {
+        self.rt
+            .block_on(self.session.execute_batch("COMMIT"))
+            .unwrap();
+    }
+}
+
 /// Report R5's request: two rows by id and the first five rows.
 fn check_r5(port: u16) {
     let body = get_json(port, "/r5");
@@ -325,19 +353,14 @@ fn check_r5(port: u16) {
 fn the_blocking_mode_stalls_the_worker_while_a_query_waits_and_the_async_mode_does_not() {
     use std::time::{Duration, Instant};
     let pg = Postgres::start().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let locker = brisk::db::Postgres::new(&pg.url(), Default::default()).unwrap();
+    let locker = WorldLock::new(&pg);
     for blocking in [false, true] {
         let extra: &[&str] = if blocking { &["--blocking-db"] } else { &[] };
         let d = demo_with(Some(&pg.url()), 1, extra);
         check_r5(d.http);
         check_world(&get_json(d.http, "/db"));
         // Lock the table from another session: reads of it wait until the lock goes.
-        rt.block_on(locker.execute_batch("BEGIN; LOCK TABLE world IN ACCESS EXCLUSIVE MODE"))
-            .unwrap();
+        locker.lock();
         let port = d.http;
         let waiting = std::thread::spawn(move || get(port, "/db").status);
         std::thread::sleep(Duration::from_millis(200)); // the /db request reaches the lock
@@ -347,7 +370,7 @@ fn the_blocking_mode_stalls_the_worker_while_a_query_waits_and_the_async_mode_do
             (status, t.elapsed())
         });
         std::thread::sleep(Duration::from_millis(800));
-        rt.block_on(locker.execute_batch("COMMIT")).unwrap();
+        locker.unlock();
         let (status, plain_took) = plain.join().unwrap();
         assert_eq!(status, 200);
         assert_eq!(waiting.join().unwrap(), 200);
@@ -392,11 +415,7 @@ fn a_database_down_at_start_is_503_until_it_comes_up() {
 fn a_slow_query_is_504_and_an_exhausted_pool_is_503() {
     use std::time::{Duration, Instant};
     let pg = Postgres::start().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let locker = brisk::db::Postgres::new(&pg.url(), Default::default()).unwrap();
+    let locker = WorldLock::new(&pg);
     let d = demo_with(
         Some(&pg.url()),
         1,
@@ -411,8 +430,7 @@ fn a_slow_query_is_504_and_an_exhausted_pool_is_503() {
     );
     check_world(&get_json(d.http, "/db"));
     // Reads of the World table wait while another session holds this lock.
-    rt.block_on(locker.execute_batch("BEGIN; LOCK TABLE world IN ACCESS EXCLUSIVE MODE"))
-        .unwrap();
+    locker.lock();
     let port = d.http;
     let slow = std::thread::spawn(move || {
         let t = Instant::now();
@@ -434,7 +452,7 @@ fn a_slow_query_is_504_and_an_exhausted_pool_is_503() {
     assert_eq!(status, 504, "{text}");
     assert!(text.contains("took longer than 600 ms"), "{text}");
     assert!(took < Duration::from_millis(1500), "{took:?}");
-    rt.block_on(locker.execute_batch("COMMIT")).unwrap();
+    locker.unlock();
     // The query was cancelled on the server; the worker serves on.
     wait_until(Duration::from_secs(2), "/db answers again", || {
         get(d.http, "/db").status == 200
