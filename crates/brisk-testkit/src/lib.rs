@@ -126,6 +126,8 @@ impl ServerProcess {
                 "BRISK_LOG",
                 std::env::var("BRISK_LOG").unwrap_or("info".into()),
             )
+            // What a test does not say (the demo's database) comes from its arguments only.
+            .env_remove("DATABASE_URL")
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)
