@@ -6,11 +6,12 @@
 //! serialised between workers by the database's own locks). A database that is down answers
 //! 503 with a JSON error, a query past its timeout 504.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
+use std::time::Duration;
 
 use askama::Template;
-use brisk::db::{Db, DbError, DbKind, Row, Value};
+use brisk::db::{Db, DbError, DbKind, QueryCache, Row, Value};
 use brisk::http::Body;
 use brisk::redis::{Redis, RedisError};
 use http::{header, HeaderValue, Response, StatusCode};
@@ -25,6 +26,8 @@ const WORLD_ROWS: i32 = 10_000;
 const DIGITS: &str = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
     UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
     UNION ALL SELECT 8 UNION ALL SELECT 9)";
+/// How long a worker keeps the World table for `/cached-queries` before loading it again.
+const WORLD_CACHE_TTL: Duration = Duration::from_secs(60);
 /// The most rows one request may ask for.
 const MAX_QUERIES: usize = 500;
 
@@ -100,9 +103,8 @@ pub(crate) struct Techempower {
     db: Db,
     /// With `--redis`, `/cached-queries` reads the World rows from Redis.
     redis: Option<Redis>,
-    /// The World table, for `/cached-queries` without Redis: loaded by this worker on first
-    /// use.
-    cache: Rc<RefCell<Option<Rc<Vec<World>>>>>,
+    /// The World table, for `/cached-queries` without Redis: this worker's query cache.
+    cache: QueryCache,
     /// Whether this worker has made sure Redis holds the World rows.
     redis_filled: Rc<Cell<bool>>,
     /// Whether this worker has created and seeded the tables (done at start; retried by the
@@ -121,7 +123,7 @@ impl Techempower {
         Techempower {
             db,
             redis,
-            cache: Rc::default(),
+            cache: QueryCache::new(16, WORLD_CACHE_TTL),
             redis_filled: Rc::default(),
             seeded: Rc::default(),
             blocking_url: None,
@@ -375,24 +377,21 @@ impl Techempower {
             .collect()
     }
 
+    /// `n` random rows of the World table as this worker's [`QueryCache`] holds it (loaded
+    /// on first use, again after `WORLD_CACHE_TTL`; hits and misses show in `status`).
     async fn cached_in_worker(&self, n: usize) -> Result<Vec<World>, DbError> {
-        let cached = self.cache.borrow().clone();
-        let all = match cached {
-            Some(all) => all,
-            None => {
-                let rows = self
-                    .db
-                    .query("SELECT id, randomnumber FROM world ORDER BY id", vec![])
-                    .await?;
-                let all: Vec<World> = rows.iter().map(world_of).collect::<Result<_, _>>()?;
-                let all = Rc::new(all);
-                *self.cache.borrow_mut() = Some(all.clone());
-                all
-            }
-        };
-        Ok((0..n)
-            .filter_map(|_| all.get(random_id() as usize - 1).copied())
-            .collect())
+        let table = self
+            .cache
+            .query(
+                &self.db,
+                "SELECT id, randomnumber FROM world ORDER BY id",
+                vec![],
+            )
+            .await?;
+        (0..n)
+            .filter_map(|_| table.get(random_id() as usize - 1))
+            .map(world_of)
+            .collect()
     }
 
     async fn fortunes(&self) -> Result<Response<Body>, DbError> {

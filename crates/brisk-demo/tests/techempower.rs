@@ -186,6 +186,25 @@ fn the_test_set_follows_the_rules_on_the_default_sqlite_database() {
         || file.exists(),
     );
     every_test_follows_the_rules(&d, &format!("sqlite:{}", file.display()));
+    // /cached-queries came from each worker's query cache: a miss per worker that loaded the
+    // table, hits for the rest; `status` shows both.
+    let status = d.server.status().unwrap();
+    let sum = |field: &str| -> u64 {
+        status["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w[field].as_u64().unwrap())
+            .sum()
+    };
+    let (hits, misses) = (sum("cache_hits"), sum("cache_misses"));
+    assert!((1..=2).contains(&misses), "{misses} misses");
+    assert!(hits >= 5, "{hits} hits");
+    let table = String::from_utf8(d.server.cli(&["status"]).stdout).unwrap();
+    assert!(
+        table.contains(&format!("query cache: {hits} hits, {misses} misses")),
+        "{table}"
+    );
     // The ORM leg is PostgreSQL only, and says so.
     let orm = get(d.http, "/orm/db");
     assert_eq!(orm.status, 501, "{}", orm.text());
