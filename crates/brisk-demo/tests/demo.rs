@@ -3,8 +3,6 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use brisk_testkit::*;
@@ -188,39 +186,6 @@ fn a_killed_worker_is_replaced_within_a_second() {
     eprintln!("a new worker served {served_after:?} after kill -9");
 }
 
-fn read_line_opt(s: &mut TcpStream) -> Option<String> {
-    let mut out = Vec::new();
-    let mut b = [0u8; 1];
-    loop {
-        match s.read(&mut b) {
-            Ok(1) if b[0] == b'\n' => return String::from_utf8(out).ok(),
-            Ok(1) => out.push(b[0]),
-            _ => return None,
-        }
-    }
-}
-
-/// Connects, echoes one line, and reports (connect failures, request failures, successes),
-/// counting successes in `served` as it goes.
-fn hammer(port: u16, stop: Arc<AtomicBool>, served: Arc<AtomicU32>) -> (u32, u32, u32) {
-    let (mut refused, mut dropped, mut ok) = (0, 0, 0);
-    while !stop.load(Ordering::Relaxed) {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Err(_) => refused += 1,
-            Ok(mut s) => {
-                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                if s.write_all(b"x\n").is_ok() && read_line_opt(&mut s).as_deref() == Some("x") {
-                    ok += 1;
-                    served.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    dropped += 1;
-                }
-            }
-        }
-    }
-    (refused, dropped, ok)
-}
-
 #[test]
 fn reload_replaces_every_worker_and_never_refuses_a_connection() {
     // Without tcp_migrate_req, a graceful reload may reset connections queued on a retiring
@@ -237,19 +202,8 @@ fn reload_replaces_every_worker_and_never_refuses_a_connection() {
     let before = d.server.worker_pids().unwrap();
     for graceful in [false, true] {
         let prev = d.server.worker_pids().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let served = Arc::new(AtomicU32::new(0));
-        let h = std::thread::spawn({
-            let (stop, served) = (stop.clone(), served.clone());
-            let port = d.text;
-            move || hammer(port, stop, served)
-        });
-        let served_now = || served.load(Ordering::Relaxed);
-        wait_until(
-            Duration::from_secs(10),
-            "the client served 20 requests",
-            || served_now() >= 20,
-        );
+        let load = TextLoad::start(d.text);
+        load.wait_more(20, "the client served 20 requests");
         let cmd: &[&str] = if graceful {
             &["reload", "-g"]
         } else {
@@ -263,14 +217,12 @@ fn reload_replaces_every_worker_and_never_refuses_a_connection() {
         );
         assert!(String::from_utf8_lossy(&out.stdout).contains("reloaded 8 workers"));
         // The client goes on against the new workers.
-        let at_reload = served_now();
-        wait_until(
-            Duration::from_secs(10),
-            "20 more requests served after the reload",
-            || served_now() >= at_reload + 20,
-        );
-        stop.store(true, Ordering::Relaxed);
-        let (refused, dropped, ok) = h.join().unwrap();
+        load.wait_more(20, "20 more requests served after the reload");
+        let LoadOutcome {
+            refused,
+            dropped,
+            ok,
+        } = load.stop();
         let after = d.server.worker_pids().unwrap();
         assert_eq!(after.len(), 8);
         assert!(

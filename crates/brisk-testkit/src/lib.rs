@@ -467,3 +467,105 @@ pub fn read_until_line(r: &mut impl BufRead, pred: impl Fn(&str) -> bool) -> Opt
 pub fn lines(s: &TcpStream) -> BufReader<TcpStream> {
     BufReader::new(s.try_clone().unwrap())
 }
+
+/// Reads one line (without its `\n`); `None` if the connection ends or fails first.
+pub fn read_line_opt(s: &mut TcpStream) -> Option<String> {
+    let mut out = Vec::new();
+    let mut b = [0u8; 1];
+    loop {
+        match s.read(&mut b) {
+            Ok(1) if b[0] == b'\n' => return String::from_utf8(out).ok(),
+            Ok(1) => out.push(b[0]),
+            _ => return None,
+        }
+    }
+}
+
+/// What a [`TextLoad`] saw: connections refused, requests that got no (or a wrong) answer,
+/// and requests answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadOutcome {
+    /// Connections the server refused.
+    pub refused: u32,
+    /// Requests sent on a connection that closed or answered wrongly.
+    pub dropped: u32,
+    /// Requests answered correctly.
+    pub ok: u32,
+}
+
+/// A client on its own thread that opens a new connection to a `text://` echo for every
+/// request, until stopped: what a reload under load is tested with.
+pub struct TextLoad {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    served: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    thread: std::thread::JoinHandle<LoadOutcome>,
+}
+
+impl TextLoad {
+    /// Starts sending to the Text echo on `port`.
+    pub fn start(port: u16) -> Self {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let (stop2, served2) = (stop.clone(), served.clone());
+        let thread = std::thread::spawn(move || {
+            let mut out = LoadOutcome {
+                refused: 0,
+                dropped: 0,
+                ok: 0,
+            };
+            while !stop2.load(Relaxed) {
+                match TcpStream::connect(("127.0.0.1", port)) {
+                    Err(_) => out.refused += 1,
+                    Ok(mut s) => {
+                        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                        if s.write_all(b"x\n").is_ok()
+                            && read_line_opt(&mut s).as_deref() == Some("x")
+                        {
+                            out.ok += 1;
+                            served2.fetch_add(1, Relaxed);
+                        } else {
+                            out.dropped += 1;
+                        }
+                    }
+                }
+            }
+            out
+        });
+        TextLoad {
+            stop,
+            served,
+            thread,
+        }
+    }
+
+    /// Requests answered so far.
+    pub fn served(&self) -> u32 {
+        self.served.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits (up to 10 s) until `more` requests beyond those answered now are answered.
+    pub fn wait_more(&self, more: u32, what: &str) {
+        let target = self.served() + more;
+        wait_until(Duration::from_secs(10), what, || self.served() >= target);
+    }
+
+    /// Stops the client and says what it saw.
+    pub fn stop(self) -> LoadOutcome {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the load thread")
+    }
+}
+
+/// `len` pseudo-random bytes (xorshift): a chunk sent or read at the wrong offset shows.
+pub fn noise(len: usize) -> Vec<u8> {
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

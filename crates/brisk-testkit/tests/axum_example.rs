@@ -259,19 +259,6 @@ fn requests_spread_over_both_workers() {
     );
 }
 
-/// `len` pseudo-random bytes (xorshift): a chunk sent from the wrong offset shows.
-fn noise(len: usize) -> Vec<u8> {
-    let mut x = 0x2545_f491_4f6c_dd1d_u64;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 #[test]
 fn static_files_nested_in_the_router_are_byte_exact() {
     let dir = std::env::temp_dir().join(format!("brisk-axum-static-{}", std::process::id()));

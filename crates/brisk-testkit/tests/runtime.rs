@@ -3,8 +3,6 @@
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use brisk_testkit::*;
@@ -289,31 +287,6 @@ fn unix_socket_listener() {
     drop(server);
 }
 
-/// Connects, echoes one line, and reports what failed: (connect failures, request failures,
-/// successes), counting successes in `served` as it goes.
-fn hammer(port: u16, stop: Arc<AtomicBool>, served: Arc<AtomicU32>) -> (u32, u32, u32) {
-    let (mut refused, mut dropped, mut ok) = (0, 0, 0);
-    while !stop.load(Ordering::Relaxed) {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Err(_) => refused += 1,
-            Ok(mut s) => {
-                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                let mut buf = [0u8; 3];
-                let good = s.write_all(b"hi\n").is_ok()
-                    && s.read_exact(&mut buf).is_ok()
-                    && &buf == b"hi\n";
-                if good {
-                    ok += 1;
-                    served.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    dropped += 1;
-                }
-            }
-        }
-    }
-    (refused, dropped, ok)
-}
-
 #[test]
 fn graceful_reload_with_a_shared_listener_loses_nothing() {
     let port = free_port();
@@ -321,18 +294,8 @@ fn graceful_reload_with_a_shared_listener_loses_nothing() {
     let server =
         ServerProcess::start(FIXTURE, &["--text", &addr, "--workers", "2", "--shared"], 2).unwrap();
     let before = server.worker_pids().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let served = Arc::new(AtomicU32::new(0));
-    let h = std::thread::spawn({
-        let (stop, served) = (stop.clone(), served.clone());
-        move || hammer(port, stop, served)
-    });
-    let served_now = || served.load(Ordering::Relaxed);
-    wait_until(
-        Duration::from_secs(10),
-        "the client served 20 requests",
-        || served_now() >= 20,
-    );
+    let load = TextLoad::start(port);
+    load.wait_more(20, "the client served 20 requests");
     let out = server.cli(&["reload", "-g"]);
     assert!(
         out.status.success(),
@@ -340,14 +303,12 @@ fn graceful_reload_with_a_shared_listener_loses_nothing() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The client goes on against the new workers.
-    let at_reload = served_now();
-    wait_until(
-        Duration::from_secs(10),
-        "20 more requests served after the reload",
-        || served_now() >= at_reload + 20,
-    );
-    stop.store(true, Ordering::Relaxed);
-    let (refused, dropped, ok) = h.join().unwrap();
+    load.wait_more(20, "20 more requests served after the reload");
+    let LoadOutcome {
+        refused,
+        dropped,
+        ok,
+    } = load.stop();
     let after = server.worker_pids().unwrap();
     assert_eq!(after.len(), 2);
     assert!(
