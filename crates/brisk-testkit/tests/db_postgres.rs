@@ -108,6 +108,36 @@ fn a_full_pipeline_waits_for_a_place_then_fails_with_a_pool_timeout() {
 }
 
 #[test]
+fn queries_waiting_for_a_place_get_it_in_the_order_they_came() {
+    let server = Postgres::start().unwrap();
+    let options = PostgresOptions {
+        max_pipeline: 1,
+        ..options()
+    };
+    let db = Pg::new(&server.url(), options).unwrap();
+    rt().block_on(async {
+        db.connect().await.unwrap();
+        let order = std::cell::RefCell::new(Vec::new());
+        // The first holds the only place; the others queue behind it in the order 1..=5,
+        // and each records when it gets its answer (one place: one at a time).
+        let holder = db.query("SELECT pg_sleep(0.2)", vec![]);
+        let waiters = (1..=5).map(|i| {
+            let (db, order) = (db.clone(), &order);
+            async move {
+                tokio::time::sleep(Duration::from_millis(20 * i)).await;
+                db.query("SELECT $1::int", vec![(i as i64).into()])
+                    .await
+                    .unwrap();
+                order.borrow_mut().push(i);
+            }
+        });
+        let (held, _) = tokio::join!(holder, futures_util::future::join_all(waiters));
+        assert!(held.is_ok(), "{held:?}");
+        assert_eq!(*order.borrow(), [1, 2, 3, 4, 5]);
+    });
+}
+
+#[test]
 fn a_database_that_is_down_fails_fast_and_the_pool_reconnects_when_it_returns() {
     let mut server = Postgres::start().unwrap();
     let db = Pg::new(&server.url(), options()).unwrap();

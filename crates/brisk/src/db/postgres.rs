@@ -4,8 +4,9 @@
 //!   too) connects nothing until a worker queries.
 //! - **Pipelining**: a tokio-postgres client sends the queries of every request that awaits
 //!   it at once without waiting for earlier answers, so one connection (the default) serves a
-//!   whole worker; a query goes to the connection with the fewest in flight, and waits (up to
-//!   the acquire timeout) only when every connection has `max_pipeline` in flight.
+//!   whole worker; a query goes to the connection with the fewest in flight. A worker has
+//!   `pool_size × max_pipeline` places; past them, queries wait for one in arrival order (a
+//!   semaphore, so a freed place wakes one waiter, not all), up to the acquire timeout.
 //! - **Statements** are prepared once per connection and cached by their SQL.
 //! - **Reconnects** with a back-off of at most `max_backoff`; while no connection is up,
 //!   queries fail at once with [`DbError::Unavailable`] instead of waiting.
@@ -21,7 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 use tokio_postgres::types::{IsNull, ToSql, Type};
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
@@ -78,8 +79,10 @@ struct Inner {
     slots: OnceLock<Vec<Arc<Slot>>>,
     /// Set once every connection made its first attempt (successful or not).
     attempted: AtomicUsize,
-    /// Signalled when a connection comes up or a first attempt ends, and when a place frees.
+    /// Signalled when a connection comes up or a first attempt ends.
     changed: Notify,
+    /// The worker's places in its connections' pipelines (`pool_size × max_pipeline`).
+    places: Semaphore,
 }
 
 /// One connection and what belongs to it.
@@ -105,6 +108,7 @@ impl Postgres {
         let mut config =
             Config::from_str(url).map_err(|e| DbError::Config(format!("{url}: {e}")))?;
         config.connect_timeout(options.connect_timeout);
+        let places = options.pool_size.max(1) * options.max_pipeline.max(1);
         Ok(Postgres {
             inner: Arc::new(Inner {
                 config,
@@ -112,6 +116,7 @@ impl Postgres {
                 slots: OnceLock::new(),
                 attempted: AtomicUsize::new(0),
                 changed: Notify::new(),
+                places: Semaphore::new(places.min(Semaphore::MAX_PERMITS)),
             }),
         })
     }
@@ -119,9 +124,7 @@ impl Postgres {
     /// Starts connecting now rather than on the first query, and waits (up to the connect
     /// timeout) for the first attempt. Call it from `on_worker_start` to warm up.
     pub async fn connect(&self) -> Result<(), DbError> {
-        self.pick().await.map(|(slot, _)| {
-            slot.in_flight.fetch_sub(1, Ordering::Relaxed);
-        })
+        self.pick().await.map(drop)
     }
 
     fn slots(&self) -> &[Arc<Slot>] {
@@ -136,48 +139,95 @@ impl Postgres {
         })
     }
 
-    /// The connection with the fewest queries in flight, with its place taken.
-    async fn pick(&self) -> Result<(Arc<Slot>, Arc<Client>), DbError> {
+    /// A place in the pipelines (waiting for one in arrival order, up to the acquire
+    /// timeout), on the connection with the fewest queries in flight.
+    async fn pick(&self) -> Result<Place<'_>, DbError> {
         let slots = self.slots();
-        let options = &self.inner.options;
-        let deadline = tokio::time::Instant::now() + options.acquire_timeout;
+        let inner = &*self.inner;
+        let options = &inner.options;
+        let permit = match inner.places.try_acquire() {
+            Ok(p) => p,
+            Err(_) => {
+                let wait = tokio::time::timeout(options.acquire_timeout, inner.places.acquire());
+                match wait.await {
+                    Ok(Ok(p)) => p,
+                    _ => return Err(DbError::PoolTimeout(options.acquire_timeout)),
+                }
+            }
+        };
         let first_deadline = tokio::time::Instant::now() + options.connect_timeout;
         loop {
-            let changed = self.inner.changed.notified();
+            let changed = inner.changed.notified();
             let up = slots
                 .iter()
                 .filter_map(|s| Some((s, s.client.lock().ok()?.clone()?)))
                 .min_by_key(|(s, _)| s.in_flight.load(Ordering::Relaxed));
-            match up {
-                Some((slot, client))
-                    if slot.in_flight.load(Ordering::Relaxed) < options.max_pipeline =>
-                {
-                    slot.in_flight.fetch_add(1, Ordering::Relaxed);
-                    return Ok((slot.clone(), client));
-                }
-                Some(_) => {
-                    if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                        return Err(DbError::PoolTimeout(options.acquire_timeout));
-                    }
-                }
-                None => {
-                    // Before every connection has tried once, wait for it; after, fail fast.
-                    let all_tried = self.inner.attempted.load(Ordering::Relaxed) >= slots.len();
-                    if all_tried
-                        || tokio::time::timeout_at(first_deadline, changed)
-                            .await
-                            .is_err()
-                    {
-                        let why = slots
-                            .iter()
-                            .find_map(|s| {
-                                let e = s.last_error.lock().ok()?.clone();
-                                (!e.is_empty()).then_some(e)
-                            })
-                            .unwrap_or_else(|| "not connected yet".into());
-                        return Err(DbError::Unavailable(why));
-                    }
-                }
+            if let Some((slot, client)) = up {
+                slot.in_flight.fetch_add(1, Ordering::Relaxed);
+                return Ok(Place {
+                    slot: slot.clone(),
+                    client,
+                    _permit: permit,
+                });
+            }
+            // Before every connection has tried once, wait for it; after, fail fast.
+            let all_tried = inner.attempted.load(Ordering::Relaxed) >= slots.len();
+            if all_tried
+                || tokio::time::timeout_at(first_deadline, changed)
+                    .await
+                    .is_err()
+            {
+                let why = slots
+                    .iter()
+                    .find_map(|s| {
+                        let e = s.last_error.lock().ok()?.clone();
+                        (!e.is_empty()).then_some(e)
+                    })
+                    .unwrap_or_else(|| "not connected yet".into());
+                return Err(DbError::Unavailable(why));
+            }
+        }
+    }
+
+    /// The statement of `sql` on `place`'s connection: prepared there once, then cached.
+    async fn prepared(&self, place: &Place<'_>, sql: &str) -> Result<Prepared, DbError> {
+        let cached = place
+            .slot
+            .statements
+            .lock()
+            .ok()
+            .and_then(|m| m.get(sql).cloned());
+        if let Some(p) = cached {
+            return Ok(p);
+        }
+        let statement = place.client.prepare(sql).await.map_err(pg_error)?;
+        let columns: Arc<[String]> = statement
+            .columns()
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect();
+        let p = Prepared { statement, columns };
+        if let Ok(mut m) = place.slot.statements.lock() {
+            m.insert(sql.into(), p.clone());
+        }
+        Ok(p)
+    }
+
+    /// Awaits `query` within the query timeout; past it, cancels the query on the server.
+    async fn timed<T>(
+        &self,
+        place: &Place<'_>,
+        query: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, DbError> {
+        let timeout = self.inner.options.query_timeout;
+        match tokio::time::timeout(timeout, query).await {
+            Ok(result) => result.map_err(pg_error),
+            Err(_) => {
+                let cancel = place.client.cancel_token();
+                tokio::spawn(async move {
+                    let _ = cancel.cancel_query(NoTls).await;
+                });
+                Err(DbError::Timeout(timeout))
             }
         }
     }
@@ -188,41 +238,13 @@ impl Postgres {
         sql: &str,
         params: &[Value],
     ) -> Result<(Vec<tokio_postgres::Row>, Arc<[String]>), DbError> {
-        let (slot, client) = self.pick().await?;
-        let _place = Place(&slot, &self.inner);
-        let cached = slot
-            .statements
-            .lock()
-            .ok()
-            .and_then(|m| m.get(sql).cloned());
-        let prepared = match cached {
-            Some(p) => p,
-            None => {
-                let statement = client.prepare(sql).await.map_err(pg_error)?;
-                let columns: Arc<[String]> = statement
-                    .columns()
-                    .iter()
-                    .map(|c| c.name().to_string())
-                    .collect();
-                let p = Prepared { statement, columns };
-                if let Ok(mut m) = slot.statements.lock() {
-                    m.insert(sql.into(), p.clone());
-                }
-                p
-            }
-        };
+        let place = self.pick().await?;
+        let prepared = self.prepared(&place, sql).await?;
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|v| v as _).collect();
-        let timeout = self.inner.options.query_timeout;
-        match tokio::time::timeout(timeout, client.query(&prepared.statement, &refs)).await {
-            Ok(rows) => Ok((rows.map_err(pg_error)?, prepared.columns)),
-            Err(_) => {
-                let cancel = client.cancel_token();
-                tokio::spawn(async move {
-                    let _ = cancel.cancel_query(NoTls).await;
-                });
-                Err(DbError::Timeout(timeout))
-            }
-        }
+        let rows = self
+            .timed(&place, place.client.query(&prepared.statement, &refs))
+            .await?;
+        Ok((rows, prepared.columns))
     }
 
     /// Every row `sql` returns; parameters are `$1`, `$2`…
@@ -239,31 +261,30 @@ impl Postgres {
 
     /// Runs a statement; returns how many rows it changed.
     pub async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64, DbError> {
-        let (slot, client) = self.pick().await?;
-        let _place = Place(&slot, &self.inner);
+        let place = self.pick().await?;
+        let prepared = self.prepared(&place, sql).await?;
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|v| v as _).collect();
-        let timeout = self.inner.options.query_timeout;
-        match tokio::time::timeout(timeout, client.execute(sql, &refs)).await {
-            Ok(n) => n.map_err(pg_error),
-            Err(_) => Err(DbError::Timeout(timeout)),
-        }
+        self.timed(&place, place.client.execute(&prepared.statement, &refs))
+            .await
     }
 
     /// Runs several statements separated by `;` (no parameters), such as a schema.
     pub async fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
-        let (slot, client) = self.pick().await?;
-        let _place = Place(&slot, &self.inner);
-        client.batch_execute(sql).await.map_err(pg_error)
+        let place = self.pick().await?;
+        place.client.batch_execute(sql).await.map_err(pg_error)
     }
 }
 
 /// A taken place in a connection's pipeline, given back on drop.
-struct Place<'a>(&'a Slot, &'a Inner);
+struct Place<'a> {
+    slot: Arc<Slot>,
+    client: Arc<Client>,
+    _permit: SemaphorePermit<'a>,
+}
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.1.changed.notify_waiters();
+        self.slot.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
