@@ -305,7 +305,24 @@ impl Techempower {
                 w.random_number = latest[i].random_number;
             }
         }
-        // An untyped parameter in a CASE needs a cast on PostgreSQL; MySQL spells it SIGNED.
+        if self.db.kind() == DbKind::Postgres {
+            // One statement whatever the count (prepared once): the ids and the new numbers
+            // as two arrays, written as array literals.
+            let list = |f: fn(&World) -> i32| {
+                let items: Vec<String> = latest.iter().map(|w| f(w).to_string()).collect();
+                format!("{{{}}}", items.join(","))
+            };
+            self.db
+                .execute(
+                    "UPDATE world SET randomnumber = v.r \
+                     FROM (SELECT unnest($1::text::int[]) AS id, unnest($2::text::int[]) AS r) AS v \
+                     WHERE world.id = v.id",
+                    vec![list(|w| w.id).into(), list(|w| w.random_number).into()],
+                )
+                .await?;
+            return Ok(worlds);
+        }
+        // An untyped parameter in a CASE needs a cast; MySQL spells it SIGNED.
         let int = match self.db.kind() {
             DbKind::Mysql => "SIGNED",
             _ => "INTEGER",
