@@ -69,3 +69,20 @@ fn bad_values_are_named() {
     ));
     assert!(msg.contains("max_deliveries"), "{msg}");
 }
+
+#[test]
+fn a_database_scenario_names_what_it_cannot_find() {
+    let msg = err(&format!(
+        "{TARGET}\n[scenarios.database]\ndatabase = \"postgress\"\npaths = [\"/db\"]\n"
+    ));
+    assert!(msg.contains("unknown database \"postgress\""), "{msg}");
+    let db = "[databases.pg]\ndescription = \"d\"\ncommand = [\"true\"]\nport = 1\nurl = \"postgres://x\"\n";
+    let msg = err(&format!(
+        "{TARGET}\n{db}[scenarios.database]\ndatabase = \"pg\"\npaths = [\"/db\"]\ntargets = [\"nginz\"]\n"
+    ));
+    assert!(msg.contains("unknown target \"nginz\""), "{msg}");
+    let msg = err(&format!(
+        "{TARGET}\n{db}[scenarios.database]\ndatabase = \"pg\"\npaths = []\n"
+    ));
+    assert!(msg.contains("no paths"), "{msg}");
+}

@@ -299,3 +299,127 @@ fn an_unknown_scenario_name_is_an_error_that_lists_the_known_ones() {
     assert!(stderr.contains("unknown scenario \"hello\""), "{stderr}");
     assert!(stderr.contains("hello_keepalive"), "{stderr}");
 }
+
+#[test]
+fn a_database_scenario_starts_its_database_gives_its_url_to_the_targets_and_stops_it() {
+    let tmp = temp_dir("database");
+    let dir = tmp.path();
+    let (port_a, port_b, db_port) = (free_port(), free_port(), free_port());
+    let server = hello_server().display().to_string();
+    // The "database": a real listener that stays in the foreground, its command line marked.
+    let marker = format!("brisk-bench-test-db-{db_port}");
+    let database = format!(
+        "import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', {db_port})); s.listen(); time.sleep(600)  # {marker}"
+    );
+    // Each target writes the DATABASE_URL it was given into its run directory.
+    let target = |port: u16| {
+        format!(
+            r#"["sh", "-c", "echo \"$DATABASE_URL\" > {{run_dir}}/database-url; exec {server} 127.0.0.1:{port} 1"]"#
+        )
+    };
+    let config = dir.join("suite.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[settings]
+duration = "200ms"
+warmup = "100ms"
+start_timeout = "1500ms"
+stop_timeout = "1s"
+target_cpus = "0"
+load_cpus = "0"
+
+[targets.a]
+description = "first"
+command = {}
+port = {port_a}
+
+[targets.b]
+description = "a variant that only runs the database scenario"
+command = {}
+port = {port_b}
+only = ["database_blocking"]
+
+[databases.fake]
+description = "a listener"
+command = ["python3", "-c", "{}"]
+port = {db_port}
+url = "postgres://u:p@127.0.0.1:{db_port}/db"
+
+[scenarios.hello_keepalive]
+
+[scenarios.database_blocking]
+database = "fake"
+paths = ["/r5"]
+workers = [1]
+connections = [2, 4]
+"#,
+            target(port_a),
+            target(port_b),
+            database.replace('\\', "\\\\").replace('"', "\\\"")
+        ),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let mut opts = options(config, &out, 1, None);
+    opts.scenarios = Some(vec!["hello_keepalive".into(), "database_blocking".into()]);
+    let outcome = run_suite(&opts).unwrap();
+    assert!(outcome.failures.is_empty(), "{:?}", outcome.failures);
+    let by_name = |name: &str| {
+        let s = outcome
+            .report
+            .scenarios
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap();
+        s.rows
+            .iter()
+            .map(|r| (r.target.clone(), r.point.clone(), r.outcome.clone()))
+            .collect::<Vec<_>>()
+    };
+    // The variant is left out of the scenario it does not take part in.
+    assert_eq!(
+        by_name("hello_keepalive"),
+        [(
+            "a".to_string(),
+            "100 connections".to_string(),
+            brisk_bench::suite::model::Outcome::Measured
+        )]
+    );
+    let measured = brisk_bench::suite::model::Outcome::Measured;
+    assert_eq!(
+        by_name("database_blocking"),
+        [
+            ("a".into(), "2 connections".into(), measured.clone()),
+            ("a".into(), "4 connections".into(), measured.clone()),
+            ("b".into(), "2 connections".into(), measured.clone()),
+            ("b".into(), "4 connections".into(), measured),
+        ]
+    );
+    // Every target started for the database scenario got the database's URL; the one
+    // started for hello_keepalive did not.
+    let mut urls = Vec::new();
+    for entry in std::fs::read_dir(out.join("work/run")).unwrap() {
+        let path = entry.unwrap().path();
+        if let Ok(url) = std::fs::read_to_string(path.join("database-url")) {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            urls.push((name, url.trim().to_string()));
+        }
+    }
+    urls.sort();
+    let want = format!("postgres://u:p@127.0.0.1:{db_port}/db");
+    assert_eq!(
+        urls,
+        [
+            ("a-1".to_string(), String::new()),
+            ("a-2".to_string(), want.clone()),
+            ("a-4".to_string(), want.clone()),
+            ("b-3".to_string(), want.clone()),
+            ("b-5".to_string(), want),
+        ]
+    );
+    // The database was stopped with the scenario.
+    assert!(!running(&marker), "the database is still running");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("one server for every target"), "{md}");
+}

@@ -12,7 +12,7 @@ use crate::error::BenchError;
 use crate::units::parse_duration;
 
 /// The names of every scenario the suite knows, in run order.
-pub const SCENARIO_NAMES: [&str; 10] = [
+pub const SCENARIO_NAMES: [&str; 13] = [
     "generator_check",
     "hello_keepalive",
     "hello_close",
@@ -22,6 +22,9 @@ pub const SCENARIO_NAMES: [&str; 10] = [
     "ws_idle",
     "ws_broadcast",
     "database",
+    "database_mysql",
+    "database_orm",
+    "database_blocking",
     "templates",
 ];
 
@@ -34,9 +37,48 @@ pub struct SuiteConfig {
     pub settings: Settings,
     /// Targets by name.
     pub targets: BTreeMap<String, TargetConfig>,
+    /// Database servers the database scenarios start, by name.
+    #[serde(default)]
+    pub databases: BTreeMap<String, DatabaseConfig>,
     /// Scenarios; a scenario absent from the file is not run.
     #[serde(default)]
     pub scenarios: Scenarios,
+}
+
+/// A database server that a database scenario starts before its first point and stops
+/// after its last, pinned to its own CPUs (on two cores, the load generator's).
+///
+/// Its URL reaches every target of the scenario as `DATABASE_URL`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// What runs and how it is set up, printed in the scenario's method.
+    pub description: String,
+    /// Command line (placeholders `{port}`, `{run_dir}`, `{bench_dir}`, `{repo}`); it must
+    /// stay in the foreground, and listen on `port` only once the tables are ready.
+    pub command: Vec<String>,
+    /// TCP port; the database is ready when it accepts a connection.
+    pub port: u16,
+    /// The URL the targets get as `DATABASE_URL`.
+    pub url: String,
+    /// CPUs the server runs on (default: `settings.load_cpus`).
+    pub cpus: Option<String>,
+    /// A command printing the server's version.
+    pub version: Option<Vec<String>>,
+    /// Longest wait for the server to listen (default 60 s: it creates and seeds its tables).
+    #[serde(default = "default_db_start_timeout")]
+    pub start_timeout: String,
+}
+
+fn default_db_start_timeout() -> String {
+    "60s".into()
+}
+
+impl DatabaseConfig {
+    /// The longest wait for the server to listen.
+    pub fn start_timeout(&self) -> Duration {
+        parse_duration(&self.start_timeout).unwrap_or(Duration::from_secs(60))
+    }
 }
 
 /// Defaults shared by every scenario.
@@ -131,6 +173,9 @@ pub struct TargetConfig {
     /// Scenarios this target cannot serve (reported "not supported by this target").
     #[serde(default)]
     pub unsupported: Vec<String>,
+    /// When set, the only scenarios this target runs in; it is left out of the others'
+    /// tables (a variant such as the demo in blocking mode).
+    pub only: Option<Vec<String>>,
     /// Endpoint paths.
     #[serde(default)]
     pub paths: Paths,
@@ -185,8 +230,14 @@ pub struct Scenarios {
     pub ws_idle: Option<WsIdleScenario>,
     /// WebSocket broadcast (R1.5).
     pub ws_broadcast: Option<WsBroadcastScenario>,
-    /// Database scenarios (R1.2, R3, R5).
-    pub database: Option<PendingScenario>,
+    /// The TechEmpower database tests on PostgreSQL (R3's reference).
+    pub database: Option<DbScenario>,
+    /// HTTP with MySQL queries (R1.2).
+    pub database_mysql: Option<DbScenario>,
+    /// Raw queries against an ORM (R3).
+    pub database_orm: Option<DbScenario>,
+    /// Blocking against asynchronous workers (R5).
+    pub database_blocking: Option<DbScenario>,
     /// Template scenarios (R2, R4).
     pub templates: Option<PendingScenario>,
 }
@@ -326,6 +377,27 @@ pub struct GeneratorCheck {
     pub reps: Option<usize>,
 }
 
+/// HTTP load on database endpoints: every combination of `paths`, `workers` and
+/// `connections` is one point, each target measured in turn, the database started once.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DbScenario {
+    /// The database server (a key of `[databases]`).
+    pub database: String,
+    /// Request paths, e.g. `/db` or `/queries?queries=20`.
+    pub paths: Vec<String>,
+    /// Paths with `--quick` (default: `paths`).
+    pub quick_paths: Option<Vec<String>>,
+    /// Worker processes (default: `settings.workers`).
+    pub workers: Option<Vec<usize>>,
+    /// Connections (default: `settings.connections`).
+    pub connections: Option<Vec<usize>>,
+    /// Only these targets (default: every selected target).
+    pub targets: Option<Vec<String>>,
+    /// Repetitions (default: `settings.reps`).
+    pub reps: Option<usize>,
+}
+
 /// A scenario that needs parts Brisk does not have yet.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -357,13 +429,45 @@ impl SuiteConfig {
             if target.command.is_empty() {
                 return bad(format!("target \"{name}\" has an empty command"));
             }
-            for s in &target.unsupported {
+            let listed = target.unsupported.iter().map(|s| ("unsupported", s));
+            let only = target.only.iter().flatten().map(|s| ("only", s));
+            for (key, s) in listed.chain(only) {
                 if !SCENARIO_NAMES.contains(&s.as_str()) {
                     return bad(format!(
-                        "target \"{name}\" lists unknown scenario \"{s}\" as unsupported (known: {})",
+                        "target \"{name}\" lists unknown scenario \"{s}\" in {key} (known: {})",
                         SCENARIO_NAMES.join(", ")
                     ));
                 }
+            }
+        }
+        for (name, s) in self.db_scenarios() {
+            if !self.databases.contains_key(&s.database) {
+                return bad(format!(
+                    "scenario \"{name}\" names unknown database \"{}\" (configured: {})",
+                    s.database,
+                    self.databases
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            for t in s.targets.iter().flatten() {
+                if !self.targets.contains_key(t) {
+                    return bad(format!("scenario \"{name}\" names unknown target \"{t}\""));
+                }
+            }
+            if s.paths.is_empty() {
+                return bad(format!("scenario \"{name}\" has no paths"));
+            }
+        }
+        for (name, db) in &self.databases {
+            parse_duration(&db.start_timeout)
+                .map_err(|e| BenchError::Config(format!("{origin}: database \"{name}\": {e}")))?;
+            if let Some(cpus) = &db.cpus {
+                parse_cpu_list(cpus).map_err(|e| {
+                    BenchError::Config(format!("{origin}: database \"{name}\": {e}"))
+                })?;
             }
         }
         if let Some(check) = &self.scenarios.generator_check {
@@ -403,6 +507,20 @@ impl SuiteConfig {
             }
         }
         Ok(())
+    }
+
+    /// The configured database scenarios with their names.
+    pub fn db_scenarios(&self) -> Vec<(&'static str, &DbScenario)> {
+        let s = &self.scenarios;
+        [
+            ("database", &s.database),
+            ("database_mysql", &s.database_mysql),
+            ("database_orm", &s.database_orm),
+            ("database_blocking", &s.database_blocking),
+        ]
+        .into_iter()
+        .filter_map(|(n, s)| s.as_ref().map(|s| (n, s)))
+        .collect()
     }
 
     /// The targets to run: all of them, or the named ones (each must exist).

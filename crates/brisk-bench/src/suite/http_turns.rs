@@ -51,7 +51,7 @@ impl Lab<'_> {
         load_of: impl Fn(&Self, &str, &P) -> Result<HttpLoad, String>,
         reps: usize,
     ) -> Vec<Row> {
-        let targets = self.targets.clone();
+        let targets = self.scenario_targets(scenario);
         let mut by_target: Vec<Vec<Row>> = vec![Vec::new(); targets.len()];
         for p in points {
             let (point, x) = label(p);
@@ -60,7 +60,7 @@ impl Lab<'_> {
                 targets.join(", ")
             ));
             let loads = targets.iter().map(|t| load_of(self, t, p)).collect();
-            let rows = self.http_turns(scenario, &point, x, loads, reps);
+            let rows = self.http_turns(scenario, &targets, &point, x, loads, reps);
             for (k, row) in rows.into_iter().enumerate() {
                 by_target[k].push(row);
                 self.progress.step();
@@ -69,19 +69,19 @@ impl Lab<'_> {
         by_target.concat()
     }
 
-    /// One point: starts every target that can run it with its load from
-    /// `loads` (one per target, in target order), runs `reps`
+    /// One point: starts every one of `targets` that can run it with its
+    /// load from `loads` (one per target, in target order), runs `reps`
     /// repetitions in alternating turns, stops them all, and returns one
     /// row per target.
     fn http_turns(
         &mut self,
         scenario: &str,
+        targets: &[String],
         point: &str,
         x: f64,
         loads: Vec<Result<HttpLoad, String>>,
         reps: usize,
     ) -> Vec<Row> {
-        let targets = self.targets.clone();
         let mut rows: Vec<Option<Row>> = vec![None; targets.len()];
         let mut contenders = Vec::new();
         for (index, (target, load)) in targets.iter().zip(loads).enumerate() {
@@ -122,7 +122,7 @@ impl Lab<'_> {
             }
         }
         rows.into_iter()
-            .zip(&targets)
+            .zip(targets)
             .map(|(row, target)| {
                 row.unwrap_or_else(|| {
                     Row::empty(target, point, x, Outcome::Failed("not measured".into()))

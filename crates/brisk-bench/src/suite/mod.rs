@@ -4,6 +4,7 @@
 //! `report.json`, `report.md` and a self-contained `report.html`.
 
 pub mod config;
+mod db_scenarios;
 pub mod environment;
 mod http_turns;
 pub mod measure;

@@ -140,31 +140,40 @@ pub fn for_scenario(scenario: &str) -> Vec<Published> {
                 &["50,000", "1,000,000+", "45 ms"],
             ],
         }],
-        "database" => vec![
-            Published {
-                source: "R1.2 Localzet Server, HTTP with MySQL",
-                hardware: R1_HW,
-                columns: &["requests/s", "p50 / p95 / p99"],
-                rows: &[&["12,000+", "5.2 / 18.5 / 45.0 ms"]],
-            },
-            Published {
-                source: "R3 webman, single DB query",
-                hardware: R3_HW,
-                columns: &["keep-alive on", "keep-alive off"],
-                rows: &[&["10,000-20,000 QPS", "10,000 QPS"]],
-            },
-            Published {
-                source: "R5 MixPHP, three SQL queries per request",
-                hardware: "Docker, 1 CPU, PHP 7.2, Swoole 4.1",
-                columns: &["mode", "processes", "concurrency", "requests/s"],
-                rows: &[
-                    &["synchronous", "8", "100", "838.65"],
-                    &["synchronous", "8", "500", "688.56"],
-                    &["coroutine", "8", "100", "834.12"],
-                    &["coroutine", "8", "500", "824.14"],
-                ],
-            },
-        ],
+        "database" => vec![Published {
+            source: "R3 webman, single DB query, 16 processes",
+            hardware: R3_HW,
+            columns: &["keep-alive on", "keep-alive off"],
+            rows: &[&["10,000-20,000 QPS", "10,000 QPS"]],
+        }],
+        "database_mysql" => vec![Published {
+            source: "R1.2 Localzet Server, HTTP with MySQL, 14 processes",
+            hardware: R1_HW,
+            columns: &["requests/s", "p50 / p95 / p99"],
+            rows: &[&["12,000+", "5.2 / 18.5 / 45.0 ms"]],
+        }],
+        "database_orm" => vec![Published {
+            source: "R3 webman, a random row of 100,000 as JSON",
+            hardware: R3_HW,
+            columns: &["raw PDO", "query builder", "ORM model"],
+            rows: &[&["17,800 QPS", "9,400 QPS", "7,200 QPS"]],
+        }],
+        "database_blocking" => vec![Published {
+            source: "R5 MixPHP, three SQL queries per request",
+            hardware: "Docker, 1 CPU, PHP 7.2, Swoole 4.1",
+            columns: &["mode", "processes", "concurrency", "requests/s"],
+            rows: &[
+                &["synchronous", "8", "100", "838.65"],
+                &["synchronous", "8", "300", "683.78"],
+                &["synchronous", "8", "500", "688.56"],
+                &["synchronous", "50", "100", "770.69"],
+                &["synchronous", "50", "300", "304.90"],
+                &["synchronous", "50", "500", "378.95"],
+                &["coroutine", "8", "100", "834.12"],
+                &["coroutine", "8", "300", "837.50"],
+                &["coroutine", "8", "500", "824.14"],
+            ],
+        }],
         "templates" => vec![
             Published {
                 source: "R2 stack test, typical page under load",

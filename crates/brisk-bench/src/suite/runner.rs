@@ -115,6 +115,7 @@ pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
         load_cpus,
         target_cpus: usable_cpus(parse_cpu_list(&config.settings.target_cpus)?),
         launches: 0,
+        database_url: None,
     };
     lab.progress = Progress::new(lab.count_steps(), opts.progress);
     let mut header = lab.header(started, opts.command_line.clone(), reps);
@@ -134,7 +135,7 @@ pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
 
 /// Keeps the CPUs that exist on this machine; all of them when none does
 /// (so a config written for 2 cores still runs on 1).
-fn usable_cpus(cpus: Vec<usize>) -> Vec<usize> {
+pub(super) fn usable_cpus(cpus: Vec<usize>) -> Vec<usize> {
     let online = environment::cpu_count();
     let kept: Vec<usize> = cpus.into_iter().filter(|&c| c < online).collect();
     if kept.is_empty() {
@@ -163,6 +164,9 @@ pub(super) struct Lab<'a> {
     pub(super) load_cpus: Vec<usize>,
     pub(super) target_cpus: Vec<usize>,
     pub(super) launches: usize,
+    /// While a database scenario runs: its database's URL, given to every
+    /// target it starts as `DATABASE_URL`.
+    pub(super) database_url: Option<String>,
 }
 
 /// The HTTP load of one point and how the target runs for it.
@@ -271,7 +275,12 @@ impl Lab<'_> {
                 .ws_broadcast
                 .as_ref()
                 .map_or(0, |w| pick(&w.points, &w.quick_points, q).len()),
-            _ => 0,
+            _ => self
+                .config
+                .db_scenarios()
+                .into_iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |(_, s)| self.db_points(s).len()),
         }
     }
 
@@ -283,7 +292,7 @@ impl Lab<'_> {
                 if *n == "generator_check" {
                     per_target
                 } else {
-                    per_target * self.targets.len()
+                    per_target * self.scenario_targets(n).len()
                 }
             })
             .sum()
@@ -336,6 +345,9 @@ impl Lab<'_> {
                 "static_files" => self.static_files(),
                 "ws_idle" => self.ws_idle(),
                 "ws_broadcast" => self.ws_broadcast(),
+                "database" | "database_mysql" | "database_orm" | "database_blocking" => {
+                    self.database(name)
+                }
                 _ => self.pending(name),
             };
             if let Some(r) = result {
@@ -343,6 +355,28 @@ impl Lab<'_> {
             }
         }
         out
+    }
+
+    /// The selected targets that take part in `scenario`: not those whose
+    /// `only` list leaves it out, and for a database scenario with a
+    /// `targets` list, only those.
+    pub(super) fn scenario_targets(&self, scenario: &str) -> Vec<String> {
+        let listed = self
+            .config
+            .db_scenarios()
+            .into_iter()
+            .find(|(n, _)| *n == scenario)
+            .and_then(|(_, s)| s.targets.clone());
+        self.targets
+            .iter()
+            .filter(|t| {
+                let only = &self.config.targets[t.as_str()].only;
+                only.as_ref()
+                    .is_none_or(|o| o.iter().any(|s| s == scenario))
+            })
+            .filter(|t| listed.as_ref().is_none_or(|l| l.contains(t)))
+            .cloned()
+            .collect()
     }
 
     /// The row for a target that cannot run this scenario, if any.
@@ -402,6 +436,11 @@ impl Lab<'_> {
                 .env
                 .iter()
                 .map(|(k, v)| (k.clone(), expand(v, &vars)))
+                .chain(
+                    self.database_url
+                        .iter()
+                        .map(|url| ("DATABASE_URL".to_string(), url.clone())),
+                )
                 .collect(),
             cpus: cpus.to_vec(),
             log: self
@@ -485,7 +524,7 @@ impl Lab<'_> {
         mut measure: impl FnMut(&mut Self, &str, &P) -> Row,
     ) -> Vec<Row> {
         let mut rows = Vec::new();
-        for target in self.targets.clone() {
+        for target in self.scenario_targets(scenario) {
             for point in points {
                 self.progress
                     .show(&format!("{scenario}: {target}, {}", progress(point)));
@@ -782,10 +821,7 @@ impl Lab<'_> {
     }
 
     fn pending(&mut self, name: &str) -> Option<ScenarioResult> {
-        let s = match name {
-            "database" => self.config.scenarios.database.clone()?,
-            _ => self.config.scenarios.templates.clone()?,
-        };
+        let s = self.config.scenarios.templates.clone()?;
         let rows = self
             .targets
             .iter()
@@ -798,15 +834,10 @@ impl Lab<'_> {
                 )
             })
             .collect();
-        let (title, mirrors) = if name == "database" {
-            ("HTTP with database queries", "R1.2, R3, R5")
-        } else {
-            ("Template rendering", "R2, R4")
-        };
         Some(ScenarioResult {
             name: name.into(),
-            title: title.into(),
-            mirrors: mirrors.into(),
+            title: "Template rendering".into(),
+            mirrors: "R2, R4".into(),
             x_label: String::new(),
             method: s.reason,
             rows,
