@@ -16,7 +16,8 @@ use super::value::{rewrite_placeholders, Row, Value};
 /// How a worker uses a MySQL or MariaDB database.
 #[derive(Debug, Clone)]
 pub struct MysqlOptions {
-    /// Connections per worker at most. Default 1.
+    /// Connections per worker at most. Default 4: MySQL answers one query at a time per
+    /// connection, so a worker serving many requests at once needs a few.
     pub pool_size: usize,
     /// How long a query waits for a free connection (opening one included) before failing
     /// with [`DbError::PoolTimeout`]. Default 10 s.
@@ -31,7 +32,7 @@ pub struct MysqlOptions {
 impl Default for MysqlOptions {
     fn default() -> Self {
         MysqlOptions {
-            pool_size: 1,
+            pool_size: 4,
             acquire_timeout: Duration::from_secs(10),
             query_timeout: Duration::from_secs(5),
             statement_cache: 256,
@@ -61,11 +62,23 @@ impl Mysql {
     pub fn new(url: &str, options: MysqlOptions) -> Result<Self, DbError> {
         let opts = Opts::from_url(url).map_err(|e| DbError::Config(format!("{url}: {e}")))?;
         let size = options.pool_size.max(1);
-        let constraints = PoolConstraints::new(0, size)
+        // The minimum is the size: mysql_async closes idle connections above the minimum
+        // (after `inactive_connection_ttl`, 0 s by default), so a lower one would reconnect
+        // between bursts. Connections still open only as queries need them.
+        let constraints = PoolConstraints::new(size, size)
             .ok_or_else(|| DbError::Config(format!("pool size {size}")))?;
+        // A connection given back to the pool keeps its session (mysql_async resets it by
+        // default, which drops its prepared statements, so each query would prepare again);
+        // `?reset_connection=true` in the URL asks for the reset.
+        let reset = url.contains("reset_connection=true");
+        let pool_opts: PoolOpts = opts
+            .pool_opts()
+            .clone()
+            .with_constraints(constraints)
+            .with_reset_connection(reset);
         let opts = OptsBuilder::from_opts(opts)
             .stmt_cache_size(options.statement_cache)
-            .pool_opts(PoolOpts::default().with_constraints(constraints));
+            .pool_opts(pool_opts);
         Ok(Mysql {
             pool: Pool::new(opts),
             acquire_timeout: options.acquire_timeout,
