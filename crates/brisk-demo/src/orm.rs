@@ -13,6 +13,10 @@ use serde::Serialize;
 /// How long the ORM's query may take before 504, as `/db`'s default.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Connections of the ORM's pool per worker. sqlx does not pipeline, so one connection would
+/// serve one query at a time; 4 as the lab's peers (`DB_POOL`).
+const POOL_SIZE: u32 = 4;
+
 /// One World row, mapped by sqlx.
 #[derive(Debug, sqlx::FromRow, Serialize)]
 struct World {
@@ -49,7 +53,7 @@ impl Orm {
         };
         let pool = self.pool.get_or_init(|| {
             sqlx::postgres::PgPoolOptions::new()
-                .max_connections(1)
+                .max_connections(POOL_SIZE)
                 .acquire_timeout(Duration::from_secs(2))
                 .connect_lazy(url)
                 .expect("the URL was checked by brisk::db")
