@@ -47,7 +47,7 @@ fn title(name: &str) -> (&'static str, &'static str) {
     match name {
         "database" => (
             "TechEmpower database tests on PostgreSQL",
-            "R3 (the TechEmpower tests as its third-party reference)",
+            "R3's third-party reference",
         ),
         "database_mysql" => ("HTTP with MySQL queries (MariaDB)", "R1.2"),
         "database_orm" => ("One random row as JSON: raw queries against an ORM", "R3"),
