@@ -1,6 +1,7 @@
-//! Report R3's ORM leg: the same single-row query as `/db`, through sqlx's typed rows
-//! (`FromRow`) on sqlx's own pool, so the lab can set raw queries (`brisk::db`) beside an
-//! existing library's on the same database. The pool is made inside the worker on first use
+//! Report R3's ORM and query-builder legs: the same single-row query as `/db`, through
+//! sqlx's typed rows (`FromRow`) on sqlx's own pool, its SQL written out (`/orm/db`) or put
+//! together by sqlx's `QueryBuilder` (`/qb/db`), so the lab can set raw queries (`brisk::db`)
+//! beside an existing library's on the same database. The pool is made inside the worker on first use
 //! (`connect_lazy`), never in the master. PostgreSQL only.
 
 use std::sync::OnceLock;
@@ -43,12 +44,22 @@ impl Orm {
         }
     }
 
-    /// `/orm/db`: one random row as JSON.
+    /// `/orm/db`: one random row as JSON, the SQL written out and the row mapped by sqlx.
     pub(crate) async fn db(&self) -> Response<Body> {
+        self.one_row(Leg::Mapper).await
+    }
+
+    /// `/qb/db`: the same row, its SQL put together by sqlx's `QueryBuilder` on each request
+    /// (R3's query-builder leg), the row mapped by sqlx.
+    pub(crate) async fn builder_db(&self) -> Response<Body> {
+        self.one_row(Leg::Builder).await
+    }
+
+    async fn one_row(&self, leg: Leg) -> Response<Body> {
         let Some(url) = &self.url else {
             return answer(
                 StatusCode::NOT_IMPLEMENTED,
-                r#"{"error":"the ORM endpoint needs --database postgres://…"}"#.into(),
+                r#"{"error":"the ORM endpoints need --database postgres://…"}"#.into(),
             );
         };
         let pool = self.pool.get_or_init(|| {
@@ -59,9 +70,22 @@ impl Orm {
                 .expect("the URL was checked by brisk::db")
         });
         let id = fastrand::i32(1..=10_000);
-        let query = sqlx::query_as::<_, World>("SELECT id, randomnumber FROM world WHERE id = $1")
-            .bind(id)
-            .fetch_one(pool);
+        let query = async {
+            match leg {
+                Leg::Mapper => {
+                    sqlx::query_as::<_, World>("SELECT id, randomnumber FROM world WHERE id = $1")
+                        .bind(id)
+                        .fetch_one(pool)
+                        .await
+                }
+                Leg::Builder => {
+                    let mut sql = sqlx::QueryBuilder::<sqlx::Postgres>::new("SELECT ");
+                    sql.separated(", ").push("id").push("randomnumber");
+                    sql.push(" FROM world WHERE id = ").push_bind(id);
+                    sql.build_query_as::<World>().fetch_one(pool).await
+                }
+            }
+        };
         match tokio::time::timeout(QUERY_TIMEOUT, query).await {
             Ok(Ok(world)) => answer(
                 StatusCode::OK,
@@ -85,6 +109,15 @@ impl Orm {
             ),
         }
     }
+}
+
+/// How an endpoint of this file gets its SQL.
+#[derive(Clone, Copy)]
+enum Leg {
+    /// Written out, as a string constant.
+    Mapper,
+    /// Put together by a query builder on each request.
+    Builder,
 }
 
 fn answer(status: StatusCode, json: String) -> Response<Body> {

@@ -24,7 +24,7 @@ pub(crate) struct Routes {
     chat: WsEndpoint,
     /// The TechEmpower test set.
     techempower: Techempower,
-    /// Report R3's ORM leg (`/orm/db`).
+    /// Report R3's ORM and query-builder legs (`/orm/db`, `/qb/db`).
     orm: Orm,
     /// `/events` subscribers of this worker.
     pub events: Hub,
@@ -100,6 +100,7 @@ impl Routes {
         match path {
             "/" if get => with_type("Hello World", "text/plain"),
             "/orm/db" if get => Box::pin(self.orm.db()).await,
+            "/qb/db" if get => Box::pin(self.orm.builder_db()).await,
             "/ws" => self.echo.upgrade(req),
             "/events" if get => self.events.subscribe(),
             "/chat" => self.chat.upgrade(req),

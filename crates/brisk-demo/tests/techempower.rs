@@ -205,10 +205,12 @@ fn the_test_set_follows_the_rules_on_the_default_sqlite_database() {
         table.contains(&format!("query cache: {hits} hits, {misses} misses")),
         "{table}"
     );
-    // The ORM leg is PostgreSQL only, and says so.
-    let orm = get(d.http, "/orm/db");
-    assert_eq!(orm.status, 501, "{}", orm.text());
-    assert!(orm.text().contains("postgres://"), "{}", orm.text());
+    // The ORM legs are PostgreSQL only, and say so.
+    for path in ["/orm/db", "/qb/db"] {
+        let orm = get(d.http, path);
+        assert_eq!(orm.status, 501, "{}", orm.text());
+        assert!(orm.text().contains("postgres://"), "{}", orm.text());
+    }
 }
 
 #[test]
@@ -241,9 +243,19 @@ fn the_test_set_follows_the_rules_on_postgresql() {
     let pg = Postgres::start().unwrap();
     let d = demo(Some(&pg.url()), 2);
     every_test_follows_the_rules(&d, &pg.url());
-    // R3's ORM leg answers the same row shape through sqlx.
-    for _ in 0..5 {
-        check_world(&get_json(d.http, "/orm/db"));
+    // R3's ORM and query-builder legs answer rows as they are in the table, through sqlx.
+    for path in ["/orm/db", "/qb/db"] {
+        for _ in 0..5 {
+            let world = get_json(d.http, path);
+            check_world(&world);
+            let in_table = pg
+                .sql(&format!(
+                    "SELECT randomnumber FROM world WHERE id = {}",
+                    world["id"]
+                ))
+                .unwrap();
+            assert_eq!(in_table.trim(), world["randomNumber"].to_string(), "{path}");
+        }
     }
 }
 
