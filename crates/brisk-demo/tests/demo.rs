@@ -187,6 +187,42 @@ fn a_killed_worker_is_replaced_within_a_second() {
 }
 
 #[test]
+fn the_workers_of_a_killed_master_exit_and_free_its_ports() {
+    let d = demo(1);
+    let workers = d.server.worker_pids().unwrap();
+    assert_eq!(workers.len(), 4);
+    let mut client = connect(d.text);
+    assert_eq!(text_round_trip(&mut client, "before"), "before");
+    // SAFETY: killing our own test server's master.
+    unsafe { libc::kill(d.server.pid(), libc::SIGKILL) };
+    let t0 = Instant::now();
+    // Each worker learns of its master's death (its control channel closes; the kernel also
+    // sends the SIGTERM asked for with PR_SET_PDEATHSIG) and stops by itself.
+    wait_until(Duration::from_secs(5), "every worker gone", || {
+        workers.iter().all(|&pid| {
+            // A zombie (reaped by init soon) no longer holds the port.
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |stat| stat.contains(") Z "))
+        })
+    });
+    eprintln!(
+        "the workers exited {:?} after the master's kill -9",
+        t0.elapsed()
+    );
+    // No orphan holds the listeners: the ports can be bound again.
+    for port in [d.text, d.frame] {
+        std::net::TcpListener::bind(("127.0.0.1", port))
+            .unwrap_or_else(|e| panic!("port {port} still held: {e}"));
+    }
+    // The connection the dead worker served was closed, not left hanging.
+    client
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut rest = Vec::new();
+    assert_eq!(client.read_to_end(&mut rest).map(|_| ()).ok(), Some(()));
+}
+
+#[test]
 fn reload_replaces_every_worker_and_never_refuses_a_connection() {
     // Without tcp_migrate_req, a graceful reload may reset connections queued on a retiring
     // worker's socket; the test turns it on when it may (as root), as scripts/test does.
