@@ -9,6 +9,7 @@
 pub mod body;
 mod conn;
 mod file_body;
+mod framing;
 mod h1;
 mod handler;
 mod head_timeout;

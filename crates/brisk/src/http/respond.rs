@@ -71,7 +71,8 @@ fn status(code: StatusCode, text: &'static str) -> Response<Body> {
     r
 }
 
-/// Runs the handler for one request, enforcing the body limit and counting errors.
+/// Runs the handler for one request, refusing ambiguous framing (400), enforcing the body
+/// limit and counting errors.
 pub(super) async fn respond(
     shared: &HttpShared,
     conn: &HttpConn,
@@ -82,6 +83,13 @@ pub(super) async fn respond(
     conn.activity.head_done();
     let n = conn.requests.get() + 1;
     conn.requests.set(n);
+    if let Some(why) = super::framing::violation(&req) {
+        Stats::add(&stats.rejected, 1);
+        let mut r = status(StatusCode::BAD_REQUEST, why);
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return r;
+    }
     let max_body = shared.limits.max_package_size;
     let declared = req
         .headers()

@@ -64,6 +64,10 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
                     handover = true;
                     break;
                 }
+                Parsed::Reject(why) => {
+                    let _ = Box::pin(refuse(shared, &io, &mut out, why)).await;
+                    return Exit::Closed;
+                }
                 Parsed::Request { req, len, close } => {
                     data.advance(len);
                     (req, close)
@@ -118,6 +122,34 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
                 return Exit::Closed;
             }
         }
+    }
+}
+
+/// Answers a request that must not be served with 400 and `why`, then the connection closes.
+async fn refuse(shared: &HttpShared, io: &HttpIo, out: &mut Output, why: &'static str) {
+    crate::stats::Stats::add(&shared.worker.stats.rejected, 1);
+    let mut resp = http::Response::new(crate::http::Body::from(why));
+    *resp.status_mut() = http::StatusCode::BAD_REQUEST;
+    let h = resp.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    let cx = super::response_head::HeadContext {
+        method: &http::Method::GET,
+        close_requested: true,
+        http10: false,
+        body_len: None,
+    };
+    if write::write_response(io, out, resp, cx, shared)
+        .await
+        .is_ok()
+    {
+        let _ = out.flush(io).await;
     }
 }
 

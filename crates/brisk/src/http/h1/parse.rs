@@ -33,6 +33,9 @@ pub(super) enum Parsed {
     AwaitingBody,
     /// This request is hyper's (see the module documentation).
     Handover,
+    /// The request must not be served (ambiguous framing): answer 400 with this sentence and
+    /// close.
+    Reject(&'static str),
 }
 
 /// Parses the request at the start of `data`; bodies over `max_body` are hyper's (413).
@@ -80,6 +83,12 @@ fn parse_into<'b>(
     let Ok(uri) = Uri::from_maybe_shared(data.slice_ref(path.as_bytes())) else {
         return Parsed::Handover;
     };
+    // Both lengths: a server before this one may have read the other one. hyper would read
+    // the body by Transfer-Encoding and close after; refusing is safer (RFC 9112, 6.1).
+    let named = |n: &str| head.headers.iter().any(|h| h.name.eq_ignore_ascii_case(n));
+    if named("transfer-encoding") && named("content-length") {
+        return Parsed::Reject("both Content-Length and Transfer-Encoding\n");
+    }
     let mut headers = HeaderMap::with_capacity(head.headers.len());
     let mut close = false;
     let mut keep_alive = false;
@@ -201,12 +210,21 @@ mod tests {
     }
 
     #[test]
+    fn both_lengths_are_refused() {
+        for raw in [
+            "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n",
+        ] {
+            assert!(matches!(parsed(raw), Parsed::Reject(_)), "{raw:?}");
+        }
+    }
+
+    #[test]
     fn anything_else_goes_to_hyper() {
         for raw in [
             "POST / HTTP/1.1\r\nContent-Length: 65537\r\n\r\nabc",
             "POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc",
             "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
             "POST / HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 4\r\n\r\n",
             "POST / HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nabcd",
             "PUT / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
