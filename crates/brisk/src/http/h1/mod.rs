@@ -64,8 +64,8 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
                     handover = true;
                     break;
                 }
-                Parsed::Reject(why) => {
-                    let _ = Box::pin(refuse(shared, &io, &mut out, why)).await;
+                Parsed::Reject(status, why) => {
+                    let _ = Box::pin(refuse(shared, &io, &mut out, status, why)).await;
                     return Exit::Closed;
                 }
                 Parsed::Request { req, len, close } => {
@@ -125,11 +125,18 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
     }
 }
 
-/// Answers a request that must not be served with 400 and `why`, then the connection closes.
-async fn refuse(shared: &HttpShared, io: &HttpIo, out: &mut Output, why: &'static str) {
+/// Answers a request that must not be served with `status` and `why`; the connection then
+/// closes.
+async fn refuse(
+    shared: &HttpShared,
+    io: &HttpIo,
+    out: &mut Output,
+    status: http::StatusCode,
+    why: &'static str,
+) {
     crate::stats::Stats::add(&shared.worker.stats.rejected, 1);
     let mut resp = http::Response::new(crate::http::Body::from(why));
-    *resp.status_mut() = http::StatusCode::BAD_REQUEST;
+    *resp.status_mut() = status;
     let h = resp.headers_mut();
     h.insert(
         http::header::CONTENT_TYPE,

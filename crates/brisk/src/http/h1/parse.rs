@@ -5,7 +5,7 @@ use std::mem::MaybeUninit;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Uri, Version};
+use http::{Method, Request, StatusCode, Uri, Version};
 
 use crate::http::response_head::has_token;
 use crate::http::{HttpLimits, RequestBody};
@@ -33,9 +33,8 @@ pub(super) enum Parsed {
     AwaitingBody,
     /// This request is hyper's (see the module documentation).
     Handover,
-    /// The request must not be served (ambiguous framing): answer 400 with this sentence and
-    /// close.
-    Reject(&'static str),
+    /// The request must not be served: answer with this status and sentence, and close.
+    Reject(StatusCode, &'static str),
 }
 
 /// Parses the request at the start of `data`; bodies over `max_body` are hyper's (413).
@@ -63,6 +62,12 @@ fn parse_into<'b>(
         Ok(httparse::Status::Partial) if data.len() <= limits.max_header_bytes => {
             return Parsed::Partial
         }
+        // A request line that alone passes the head limit: 414, as nginx answers.
+        _ if data.len() > limits.max_header_bytes
+            && !data[..limits.max_header_bytes].contains(&b'\n') =>
+        {
+            return Parsed::Reject(StatusCode::URI_TOO_LONG, "request line too long\n")
+        }
         // Too long, too many headers, or malformed: hyper answers 431 or 400.
         _ => return Parsed::Handover,
     };
@@ -87,7 +92,10 @@ fn parse_into<'b>(
     // the body by Transfer-Encoding and close after; refusing is safer (RFC 9112, 6.1).
     let named = |n: &str| head.headers.iter().any(|h| h.name.eq_ignore_ascii_case(n));
     if named("transfer-encoding") && named("content-length") {
-        return Parsed::Reject("both Content-Length and Transfer-Encoding\n");
+        return Parsed::Reject(
+            StatusCode::BAD_REQUEST,
+            "both Content-Length and Transfer-Encoding\n",
+        );
     }
     let mut headers = HeaderMap::with_capacity(head.headers.len());
     let mut close = false;
@@ -215,7 +223,10 @@ mod tests {
             "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
             "POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n",
         ] {
-            assert!(matches!(parsed(raw), Parsed::Reject(_)), "{raw:?}");
+            assert!(
+                matches!(parsed(raw), Parsed::Reject(StatusCode::BAD_REQUEST, _)),
+                "{raw:?}"
+            );
         }
     }
 
@@ -236,6 +247,14 @@ mod tests {
         ] {
             assert!(matches!(parsed(raw), Parsed::Handover), "{raw:?}");
         }
+        let long_line = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(20_000));
+        assert!(
+            matches!(
+                parsed(&long_line),
+                Parsed::Reject(StatusCode::URI_TOO_LONG, _)
+            ),
+            "a request line over the head limit"
+        );
         let big = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(20_000));
         assert!(
             matches!(parsed(&big), Parsed::Handover),
