@@ -30,6 +30,15 @@ pub fn temp_dir(tag: &str) -> TempDir {
     dir
 }
 
+/// A single-threaded tokio runtime with I/O and time, as a worker runs, for tests that drive
+/// a client (`brisk::db`, `brisk::redis`) outside a server.
+pub fn worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime")
+}
+
 /// Calls `probe` until it returns `Some`, pausing a little longer each time (up to 50 ms);
 /// `None` once `deadline` has passed without a `Some`. The one polling loop of the tests:
 /// see [`wait_until`] and [`wait_for`].

@@ -8,18 +8,11 @@ use std::time::{Duration, Instant};
 use brisk::db::{DbError, Mysql, MysqlOptions};
 use brisk_testkit::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn typed_values_round_trip_through_numbered_placeholders() {
     let server = MariaDb::start().unwrap();
     let db = Mysql::new(&server.url(), MysqlOptions::default()).unwrap();
-    rt().block_on(async {
+    worker_runtime().block_on(async {
         db.execute_batch(
             "CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20) CHARACTER SET utf8mb4, \
              score DOUBLE, raw VARBINARY(8), missing INT)",
@@ -67,7 +60,7 @@ fn typed_values_round_trip_through_numbered_placeholders() {
 fn a_server_that_is_down_fails_fast_and_the_pool_is_back_when_it_returns() {
     let mut server = MariaDb::start().unwrap();
     let db = Mysql::new(&server.url(), MysqlOptions::default()).unwrap();
-    let rt = rt();
+    let rt = worker_runtime();
     rt.block_on(async { assert!(db.query_one("SELECT 1", vec![]).await.unwrap().is_some()) });
     server.kill();
     rt.block_on(async {
@@ -111,7 +104,7 @@ fn pooled_connections_stay_open_and_keep_their_prepared_statements() {
         ..MysqlOptions::default()
     };
     let db = Mysql::new(&server.url(), options).unwrap();
-    let rt = rt();
+    let rt = worker_runtime();
     // Bursts of 6 queries at once on 3 connections, with idle pauses between them.
     let bursts = |rounds: std::ops::Range<i64>| {
         rt.block_on(async {

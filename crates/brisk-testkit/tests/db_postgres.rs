@@ -8,13 +8,6 @@ use std::time::{Duration, Instant};
 use brisk::db::{DbError, Postgres as Pg, PostgresOptions};
 use brisk_testkit::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn options() -> PostgresOptions {
     PostgresOptions {
         query_timeout: Duration::from_secs(5),
@@ -26,7 +19,7 @@ fn options() -> PostgresOptions {
 fn concurrent_queries_pipeline_on_one_connection_with_statements_prepared_once() {
     let server = Postgres::start().unwrap();
     let db = Pg::new(&server.url(), options()).unwrap();
-    rt().block_on(async {
+    worker_runtime().block_on(async {
         let sql = "SELECT $1::int + 1, pg_backend_pid()";
         let queries = (0..200).map(|i| db.query_one(sql, vec![i.into()]));
         let rows = futures_util::future::try_join_all(queries).await.unwrap();
@@ -63,7 +56,7 @@ fn a_slow_query_times_out_and_is_cancelled_on_the_server() {
         ..options()
     };
     let db = Pg::new(&server.url(), options).unwrap();
-    rt().block_on(async {
+    worker_runtime().block_on(async {
         let t = Instant::now();
         let err = db.query("SELECT pg_sleep(30)", vec![]).await.unwrap_err();
         assert!(matches!(err, DbError::Timeout(_)), "{err:?}");
@@ -85,7 +78,7 @@ fn a_full_pipeline_waits_for_a_place_then_fails_with_a_pool_timeout() {
         ..options()
     };
     let db = Pg::new(&server.url(), options).unwrap();
-    rt().block_on(async {
+    worker_runtime().block_on(async {
         db.connect().await.unwrap();
         let slow = db.query("SELECT pg_sleep(1)", vec![]);
         let waiting = async {
@@ -115,7 +108,7 @@ fn queries_waiting_for_a_place_get_it_in_the_order_they_came() {
         ..options()
     };
     let db = Pg::new(&server.url(), options).unwrap();
-    rt().block_on(async {
+    worker_runtime().block_on(async {
         db.connect().await.unwrap();
         let order = std::cell::RefCell::new(Vec::new());
         // The first holds the only place; the others queue behind it in the order 1..=5,
@@ -141,7 +134,7 @@ fn queries_waiting_for_a_place_get_it_in_the_order_they_came() {
 fn a_database_that_is_down_fails_fast_and_the_pool_reconnects_when_it_returns() {
     let mut server = Postgres::start().unwrap();
     let db = Pg::new(&server.url(), options()).unwrap();
-    let rt = rt();
+    let rt = worker_runtime();
     rt.block_on(async { db.connect().await.unwrap() });
     server.kill();
     rt.block_on(async {
@@ -188,7 +181,7 @@ fn a_multi_host_url_lands_on_the_read_write_host_and_moves_when_it_goes() {
     let db = Pg::new(&url, options()).unwrap();
     // One runtime for the pool's life, as in a worker; polls run inside it, so the pool's
     // reconnecting task runs between them.
-    let rt = rt();
+    let rt = worker_runtime();
     let wait_for_port = |db: &Pg, port: u16, what: &str| {
         let db = db.clone();
         let what = what.to_string();

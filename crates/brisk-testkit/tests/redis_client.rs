@@ -7,18 +7,11 @@ use std::time::{Duration, Instant};
 use brisk::redis::{cmd, Redis as Client, RedisError, RedisOptions};
 use brisk_testkit::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn commands_round_trip_and_many_keys_take_one_mget() {
     let server = Redis::start().unwrap();
     let redis = Client::new(&server.url(), RedisOptions::default()).unwrap();
-    rt().block_on(async {
+    worker_runtime().block_on(async {
         redis.set_ex("a", b"1".to_vec(), 60).await.unwrap();
         redis.set_ex("b", b"2".to_vec(), 60).await.unwrap();
         let a: Option<String> = redis.get("a").await.unwrap();
@@ -45,7 +38,7 @@ fn commands_round_trip_and_many_keys_take_one_mget() {
 fn a_server_that_is_down_fails_fast_and_the_connection_comes_back() {
     let mut server = Redis::start().unwrap();
     let redis = Client::new(&server.url(), RedisOptions::default()).unwrap();
-    let rt = rt();
+    let rt = worker_runtime();
     rt.block_on(async { redis.set_ex("k", b"v".to_vec(), 60).await.unwrap() });
     server.kill();
     rt.block_on(async {
@@ -83,7 +76,7 @@ fn a_command_the_server_does_not_answer_in_time_times_out() {
         ..Default::default()
     };
     let redis = Client::new(&server.url(), options).unwrap();
-    let rt = rt();
+    let rt = worker_runtime();
     rt.block_on(async { redis.set_ex("k", b"v".to_vec(), 60).await.unwrap() });
     // Every client but the pausing one waits 1.5 s for its answers.
     server.cli(&["CLIENT", "PAUSE", "1500", "ALL"]).unwrap();
