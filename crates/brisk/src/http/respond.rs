@@ -71,6 +71,15 @@ fn status(code: StatusCode, text: &'static str) -> Response<Body> {
     r
 }
 
+/// A plain-text answer after which the connection closes: for input the server refuses
+/// (counted in `rejected`) and for a handler that panicked.
+pub(super) fn closing(code: StatusCode, text: &'static str) -> Response<Body> {
+    let mut r = status(code, text);
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
 /// Runs the handler for one request, refusing ambiguous framing (400), enforcing the body
 /// limit and counting errors.
 pub(super) async fn respond(
@@ -85,10 +94,7 @@ pub(super) async fn respond(
     conn.requests.set(n);
     if let Some(why) = super::framing::violation(&req) {
         Stats::add(&stats.rejected, 1);
-        let mut r = status(StatusCode::BAD_REQUEST, why);
-        r.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        return r;
+        return closing(StatusCode::BAD_REQUEST, why);
     }
     let max_body = shared.limits.max_package_size;
     let declared = req
@@ -98,10 +104,7 @@ pub(super) async fn respond(
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > max_body as u64) {
         Stats::add(&stats.rejected, 1);
-        let mut r = status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
-        r.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        return r;
+        return closing(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
     }
     let outcome = AssertUnwindSafe((shared.handler)(req)).catch_unwind().await;
     let mut resp = match outcome {
@@ -124,10 +127,7 @@ pub(super) async fn respond(
                 panic = panic_message(&panic),
                 "handler panicked"
             );
-            let mut r = status(StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n");
-            r.headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            r
+            closing(StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n")
         }
     };
     let last = shared

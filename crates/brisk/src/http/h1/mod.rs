@@ -135,17 +135,7 @@ async fn refuse(
     why: &'static str,
 ) {
     crate::stats::Stats::add(&shared.worker.stats.rejected, 1);
-    let mut resp = http::Response::new(crate::http::Body::from(why));
-    *resp.status_mut() = status;
-    let h = resp.headers_mut();
-    h.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    h.insert(
-        http::header::CONNECTION,
-        http::HeaderValue::from_static("close"),
-    );
+    let resp = super::respond::closing(status, why);
     let cx = super::response_head::HeadContext {
         method: &http::Method::GET,
         close_requested: true,
