@@ -17,6 +17,16 @@ fn temp_dir(tag: &str) -> tempfile::TempDir {
         .unwrap()
 }
 
+/// The `[settings]` of the tests' configs: short runs, target and load on CPU 0.
+const SETTINGS: &str = r#"[settings]
+duration = "200ms"
+warmup = "100ms"
+start_timeout = "1500ms"
+stop_timeout = "1s"
+target_cpus = "0"
+load_cpus = "0"
+"#;
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -205,14 +215,7 @@ fn two_targets_take_turns_at_each_point_of_the_chosen_scenario() {
     std::fs::write(
         &config,
         format!(
-            r#"[settings]
-duration = "200ms"
-warmup = "100ms"
-start_timeout = "1500ms"
-stop_timeout = "1s"
-target_cpus = "0"
-load_cpus = "0"
-
+            r#"{SETTINGS}
 [targets.a]
 description = "first"
 command = ["{server}", "127.0.0.1:{{port}}", "1"]
@@ -321,14 +324,7 @@ fn a_database_scenario_starts_its_database_gives_its_url_to_the_targets_and_stop
     std::fs::write(
         &config,
         format!(
-            r#"[settings]
-duration = "200ms"
-warmup = "100ms"
-start_timeout = "1500ms"
-stop_timeout = "1s"
-target_cpus = "0"
-load_cpus = "0"
-
+            r#"{SETTINGS}
 [targets.a]
 description = "first"
 command = {}

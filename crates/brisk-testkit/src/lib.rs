@@ -39,6 +39,30 @@ pub fn worker_runtime() -> tokio::runtime::Runtime {
         .expect("a current-thread runtime")
 }
 
+/// Runs `attempt` `times` times, one after another, on `rt`: each must fail within `within`
+/// (a client whose server is down fails fast, it does not wait), and `check` is called on
+/// each error.
+pub fn each_fails_within<T: std::fmt::Debug, E, F>(
+    rt: &tokio::runtime::Runtime,
+    times: usize,
+    within: Duration,
+    mut attempt: impl FnMut() -> F,
+    check: impl Fn(&E),
+) where
+    F: std::future::Future<Output = std::result::Result<T, E>>,
+{
+    rt.block_on(async {
+        for _ in 0..times {
+            let t = std::time::Instant::now();
+            match attempt().await {
+                Ok(v) => panic!("succeeded while it should fail: {v:?}"),
+                Err(e) => check(&e),
+            }
+            assert!(t.elapsed() < within, "failed after {:?}", t.elapsed());
+        }
+    });
+}
+
 /// Calls `probe` until it returns `Some`, pausing a little longer each time (up to 50 ms);
 /// `None` once `deadline` has passed without a `Some`. The one polling loop of the tests:
 /// see [`wait_until`] and [`wait_for`].
