@@ -23,10 +23,30 @@ pub(crate) fn alive(pid: i32) -> bool {
     }
 }
 
-/// The pid in `path`, if the file exists and that process is alive.
+/// The pid in `path`, if the file exists and that process is alive and runs this program.
+/// After a crash the file stays behind, and its pid may since belong to anything else: that
+/// neither blocks a start nor gets a `stop`'s signal.
 pub(crate) fn running_pid(path: &Path) -> Option<i32> {
     let pid: i32 = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
-    alive(pid).then_some(pid)
+    (alive(pid) && runs_this_program(pid)).then_some(pid)
+}
+
+/// Whether process `pid` runs the same executable as this process (compared by path; a
+/// binary replaced on disk since either started still counts as the same).
+fn runs_this_program(pid: i32) -> bool {
+    let exe = |p: &str| {
+        std::fs::read_link(format!("/proc/{p}/exe")).map(|path| {
+            let path = path.to_string_lossy().into_owned();
+            path.strip_suffix(" (deleted)")
+                .map(str::to_owned)
+                .unwrap_or(path)
+        })
+    };
+    match (exe("self"), exe(&pid.to_string())) {
+        (Ok(ours), Ok(theirs)) => ours == theirs,
+        // Not ours to inspect (another user's process): assume it may be the app.
+        _ => true,
+    }
 }
 
 /// Writes our pid.
