@@ -96,6 +96,10 @@ struct Args {
     /// Seconds a graceful stop or reload waits for in-flight work (default 30).
     #[arg(long, global = true)]
     graceful_timeout: Option<u64>,
+    /// One listening socket per address, bound by the master and shared by its workers,
+    /// instead of one SO_REUSEPORT socket per worker (`reuse_port(false)`).
+    #[arg(long, global = true)]
+    shared_listener: bool,
     /// The database of the TechEmpower routes: `sqlite:PATH` (default: `DATABASE_URL` from
     /// the environment if set, else `sqlite:RUN_DIR/brisk-demo.sqlite`, created and seeded on
     /// first start), `postgres://user:password@host:port/db` or `mysql://…` (tables created
@@ -146,6 +150,7 @@ struct Config {
     tls_text: Option<String>,
     run_dir: Option<PathBuf>,
     graceful_timeout: Option<u64>,
+    shared_listener: Option<bool>,
     database: Option<String>,
     redis: Option<String>,
     db_pool_size: Option<usize>,
@@ -314,6 +319,19 @@ fn build(args: &Args) -> anyhow::Result<App> {
         websocket = websocket.workers(n);
         secure =
             secure.map(|(https, wss, text)| (https.workers(n), wss.workers(n), text.workers(n)));
+    }
+    if args.shared_listener || file.shared_listener == Some(true) {
+        text = text.reuse_port(false);
+        frame = frame.reuse_port(false);
+        http = http.reuse_port(false);
+        websocket = websocket.reuse_port(false);
+        secure = secure.map(|(https, wss, text)| {
+            (
+                https.reuse_port(false),
+                wss.reuse_port(false),
+                text.reuse_port(false),
+            )
+        });
     }
     let mut app = App::new("brisk-demo")
         .run_dir(run_dir)

@@ -103,15 +103,6 @@ pub fn skipped(test: &str, reason: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED: {test}: {reason}");
 }
 
-/// Makes sure the kernel migrates a closing SO_REUSEPORT socket's accept queue to the other
-/// sockets of its group (`net.ipv4.tcp_migrate_req`, Linux >= 5.14), turning it on if this
-/// process may (as `scripts/test` does as root). False if it is off and stays off.
-pub fn tcp_migrate_req() -> bool {
-    const PATH: &str = "/proc/sys/net/ipv4/tcp_migrate_req";
-    let on = || std::fs::read_to_string(PATH).is_ok_and(|v| v.trim() == "1");
-    on() || (std::fs::write(PATH, "1").is_ok() && on())
-}
-
 /// A TCP port that was free a moment ago (and, being ephemeral, will rarely be taken soon).
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");

@@ -218,7 +218,6 @@ impl App {
             service,
             index,
             defaults: self.limits,
-            graceful_timeout: self.graceful_timeout,
         })
     }
 }

@@ -27,8 +27,6 @@ pub(crate) struct WorkerSpec {
     pub index: usize,
     /// The app's default limits (the service's overrides apply on top).
     pub defaults: Limits,
-    /// How long a graceful stop lets in-flight work run.
-    pub graceful_timeout: Duration,
 }
 
 /// Parses this process's `SERVICE:INDEX` worker spec from the environment.
@@ -96,7 +94,6 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         service: svc,
         index,
         defaults,
-        graceful_timeout,
     } = spec;
     let info = WorkerInfo {
         server: svc.listen.address.to_string(),
@@ -136,7 +133,9 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         let listener = match env::fd(ENV_LISTEN_FD) {
             // SAFETY: the master bound this socket for us and passed it down.
             Some(fd) => Ok(unsafe { Listener::from_fd(svc.listen.address.scheme(), fd) }),
-            None => Listener::bind(&svc.listen, true),
+            None => Err(std::io::Error::other(format!(
+                "{ENV_LISTEN_FD} is not set: the master passes each worker its socket"
+            ))),
         };
         let (relay_tx, mut relay_rx) = mpsc::unbounded_channel();
         let worker = Rc::new(WorkerCtx::new(info.clone(), defaults, relay_tx));
@@ -159,14 +158,14 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         }
         tracing::debug!(pid = info.pid, "worker ready");
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let graceful = loop {
+        let drain = loop {
             let msg = tokio::select! {
                 m = read_packet::<_, ToWorker>(&mut rx) => m,
                 Some((group, frames)) = relay_rx.recv() => {
                     let _ = write_broadcast(&mut tx, &group, &frames).await;
                     continue;
                 }
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break false,
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break Duration::ZERO,
             };
             let msg = match msg {
                 Ok(Some(Packet::Broadcast { group, frames })) => {
@@ -187,15 +186,15 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 Ok(Some(ToWorker::Connections)) => {
                     let _ = write_msg(&mut tx, &ToMaster::Connections(worker.connection_list())).await;
                 }
-                Ok(Some(ToWorker::Stop { graceful })) => break graceful,
+                Ok(Some(ToWorker::Stop { drain_ms })) => break Duration::from_millis(drain_ms),
                 Ok(None) | Err(_) => {
                     tracing::warn!("lost the master; stopping");
-                    break false;
+                    break Duration::ZERO;
                 }
             }
         };
-        tracing::debug!(graceful, "worker stopping");
-        worker.shut_down(graceful, graceful_timeout).await;
+        tracing::debug!(drain_ms = drain.as_millis() as u64, "worker stopping");
+        worker.shut_down(drain).await;
         context::set_current(None);
         crate::timer::del_all();
         if let Some(cb) = &svc.worker_callbacks.on_worker_stop {

@@ -65,11 +65,11 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
     };
     let failed = match &shared.tls {
         // Plaintext: Brisk's own HTTP/1.1 path first, hyper for what it does not take.
-        None => match drive(&conn, pin!(h1::serve(&shared, &conn, io)), |_| {}).await {
+        None => match drive(&conn, pin!(h1::serve(&shared, &conn, io)), Shutdown::AtOnce, |_| {}).await {
             // Boxed: a connection that never needs hyper does not carry its state.
             Some(h1::Exit::Handover(io)) => {
                 let http = Box::pin(shared.builder.serve_connection(io, svc).with_upgrades());
-                drive(&conn, http, |c| c.graceful_shutdown())
+                drive(&conn, http, Shutdown::AfterGrace, |c| c.graceful_shutdown())
                     .await
                     .and_then(Result::err)
             }
@@ -82,7 +82,7 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
                 tls.handshake_timeout,
                 tls.acceptor.accept(io)
             ));
-            match drive(&conn, handshake, |_| {}).await? {
+            match drive(&conn, handshake, Shutdown::AtOnce, |_| {}).await? {
                 Ok(Ok(stream)) => {
                     // The handshake's bytes were not part of a request head.
                     conn.activity.partial.store(false, Relaxed);
@@ -90,12 +90,12 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
                         conn.h2.set(true);
                         let io = TokioIo::new(stream);
                         let http = pin!(tls.h2.serve_connection(io, svc));
-                        drive(&conn, http, |c| c.graceful_shutdown()).await
+                        drive(&conn, http, Shutdown::AtOnce, |c| c.graceful_shutdown()).await
                     } else {
                         conn.tls_h1.set(true);
                         let io = TokioIo::new(HeadTimeoutIo::new(stream, conn.activity.clone()));
                         let http = pin!(shared.builder.serve_connection(io, svc).with_upgrades());
-                        drive(&conn, http, |c| c.graceful_shutdown()).await
+                        drive(&conn, http, Shutdown::AfterGrace, |c| c.graceful_shutdown()).await
                     }
                     .and_then(Result::err)
                 }
@@ -119,6 +119,18 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
     worker.unregister(conn.id);
 }
 
+/// When [`drive`] calls a draining connection's graceful shutdown.
+#[derive(Clone, Copy, PartialEq)]
+enum Shutdown {
+    /// As soon as the worker drains (HTTP/2: GOAWAY tells the client which streams were
+    /// taken).
+    AtOnce,
+    /// At the end of the drain grace (HTTP/1.1: hyper would close an idle connection at once,
+    /// under a request its client may be sending; until then each response says
+    /// `Connection: close`).
+    AfterGrace,
+}
+
 /// Runs a connection future until it ends, calling `graceful` once when the worker drains
 /// (Brisk's own path watches `draining` itself) and stopping when the connection is
 /// destroyed (then: `None`).
@@ -128,6 +140,7 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
 async fn drive<P>(
     conn: &HttpConn,
     mut http: Pin<P>,
+    when: Shutdown,
     graceful: impl Fn(Pin<&mut P::Target>),
 ) -> Option<<P::Target as Future>::Output>
 where
@@ -139,8 +152,12 @@ where
             return Poll::Ready(None);
         }
         if conn.draining.get() && !shutting_down {
-            shutting_down = true;
-            graceful(http.as_mut());
+            // The worker wakes every connection again when the grace ends.
+            let due = when == Shutdown::AtOnce || conn.worker.drain_grace_over();
+            if due {
+                shutting_down = true;
+                graceful(http.as_mut());
+            }
         }
         if let Poll::Ready(r) = http.as_mut().poll(cx) {
             return Poll::Ready(Some(r));

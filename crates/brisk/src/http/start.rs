@@ -11,7 +11,7 @@ use super::limits::HttpLimits;
 use super::state::{HttpConn, HttpShared, TlsShared};
 use super::Body;
 use crate::limits::Limits;
-use crate::runtime::accept::accept_loop;
+use crate::runtime::accept::{accept_loop, take_queued_tcp};
 use crate::runtime::sweep::close_idle;
 use crate::runtime::WorkerCtx;
 
@@ -67,6 +67,7 @@ async fn accept_http(shared: Rc<HttpShared>, listener: tokio::net::TcpListener) 
     accept_loop(
         &worker,
         || listener.accept(),
+        || take_queued_tcp(&listener),
         |stream, addr| {
             // TCP_NODELAY comes with the second send (`HttpIo`).
             tokio::task::spawn_local(serve(shared.clone(), stream, addr));

@@ -156,12 +156,12 @@ mod tests {
     async fn round_trips_and_reports_clean_eof() {
         let (a, b) = tokio::io::duplex(1024);
         let (mut a, mut b) = (writer(a), reader(b));
-        write_msg(&mut a, &ToWorker::Stop { graceful: true })
+        write_msg(&mut a, &ToWorker::Stop { drain_ms: 1500 })
             .await
             .unwrap();
         drop(a);
         let got: Option<ToWorker> = read_msg(&mut b).await.unwrap();
-        assert!(matches!(got, Some(ToWorker::Stop { graceful: true })));
+        assert!(matches!(got, Some(ToWorker::Stop { drain_ms: 1500 })));
         let eof: Option<ToWorker> = read_msg(&mut b).await.unwrap();
         assert!(eof.is_none());
     }

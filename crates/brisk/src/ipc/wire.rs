@@ -19,8 +19,9 @@ pub(crate) enum ToWorker {
     Status,
     /// Reply with [`ToMaster::Connections`].
     Connections,
-    /// Stop: stop accepting; if graceful, let in-flight work finish first.
-    Stop { graceful: bool },
+    /// Stop: stop accepting, then let in-flight work finish for up to `drain_ms`
+    /// milliseconds (0: close everything at once).
+    Stop { drain_ms: u64 },
 }
 
 /// Worker to master.

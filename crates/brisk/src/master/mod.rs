@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::address::{Endpoint, Scheme};
+use crate::address::Endpoint;
 use crate::error::{Error, Result};
 use crate::listen::ListenConfig;
 use crate::run_paths::RunPaths;
@@ -36,8 +36,18 @@ pub(crate) struct MasterConfig {
 pub(crate) struct ServicePlan {
     pub address: String,
     pub workers: usize,
-    /// The listener the master bound for all workers to share, if it did.
-    pub listen_fd: Option<RawFd>,
+    /// The sockets the master bound for this server: one that every worker shares, or
+    /// (SO_REUSEPORT) one per worker index. A worker that replaces another inherits the
+    /// same socket, so a reload or a respawn never closes a listening socket, and no
+    /// connection queued on one is lost.
+    pub listen_fds: Vec<RawFd>,
+}
+
+impl ServicePlan {
+    /// The socket of worker `index`.
+    pub(crate) fn listen_fd(&self, index: usize) -> RawFd {
+        self.listen_fds[index % self.listen_fds.len()]
+    }
 }
 
 /// Everything the supervisor needs, worked out before the runtime starts.
@@ -50,6 +60,9 @@ pub(crate) struct Plan {
     pub gid: Option<u32>,
     pub graceful_timeout: Duration,
     pub control_socket: PathBuf,
+    /// Owns the sockets of [`ServicePlan::listen_fds`]; emptied when a stop begins, so that
+    /// the last worker to stop accepting closes each.
+    pub listeners: std::cell::RefCell<Vec<Listener>>,
 }
 
 impl Plan {
@@ -81,7 +94,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         .map(|n| n.get())
         .unwrap_or(1);
     let mut services = Vec::new();
-    let mut keep_open = Vec::new();
+    let mut listeners = Vec::new();
     let mut unix_paths = Vec::new();
     for l in &config.listeners {
         l.check_tls()?;
@@ -101,28 +114,32 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
             .socket_addr()
             .map(|a| a.port() == 0)
             .unwrap_or(false);
-        let listen_fd = if l.shared_by_master() || port_zero {
+        let mut listen_fds = Vec::new();
+        if l.shared_by_master() || port_zero {
             let listener = Listener::bind(l, false).map_err(listen_err)?;
             if port_zero {
                 tracing::info!(address = %l.address, port = ?listener.local_port(), "bound an ephemeral port");
             }
-            let fd = listener.as_raw_fd();
-            keep_open.push(listener);
-            Some(fd)
+            listen_fds.push(listener.as_raw_fd());
+            listeners.push(listener);
         } else {
+            // Nothing else may hold the address, SO_REUSEPORT or not.
             Listener::probe(l).map_err(listen_err)?;
-            None
-        };
+            for _ in 0..workers {
+                let listener = Listener::bind(l, true).map_err(listen_err)?;
+                listen_fds.push(listener.as_raw_fd());
+                listeners.push(listener);
+            }
+        }
         if let Endpoint::Unix(p) = l.address.endpoint() {
             unix_paths.push(p.clone());
         }
         services.push(ServicePlan {
             address: l.address.to_string(),
             workers,
-            listen_fd,
+            listen_fds,
         });
     }
-    warn_about_reuse_port_reloads(&config.listeners);
     let (uid, gid) = resolve_identity(config.user.as_deref(), config.group.as_deref())?;
     let plan = Plan {
         name: paths.name.clone(),
@@ -133,6 +150,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         gid,
         graceful_timeout: config.graceful_timeout,
         control_socket: paths.control_socket(),
+        listeners: std::cell::RefCell::new(listeners),
     };
     pidfile::write(&pid_file)
         .map_err(|e| Error::io(format!("cannot write pid file {}", pid_file.display()), e))?;
@@ -141,28 +159,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
     for p in unix_paths {
         let _ = std::fs::remove_file(p);
     }
-    drop(keep_open);
     result
-}
-
-/// With SO_REUSEPORT each worker has its own accept queue; unless the kernel migrates a closing
-/// socket's queue (net.ipv4.tcp_migrate_req = 1), a reload resets connections queued there.
-fn warn_about_reuse_port_reloads(listeners: &[ListenConfig]) {
-    let reuse = listeners
-        .iter()
-        .any(|l| !l.shared_by_master() && l.address.scheme() != Scheme::Udp);
-    if !reuse {
-        return;
-    }
-    let migrate = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_migrate_req")
-        .map(|s| s.trim() == "1")
-        .unwrap_or(false);
-    if !migrate {
-        tracing::warn!(
-            "net.ipv4.tcp_migrate_req is 0: during a reload, connections queued on a retiring \
-             worker's SO_REUSEPORT socket may be reset; set it to 1 or use reuse_port(false)"
-        );
-    }
 }
 
 /// Looks up the configured worker user and group; only root can switch.

@@ -32,6 +32,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(15);
 const YOUNG: Duration = Duration::from_secs(1);
 /// Longest delay between restarts of a worker that keeps failing.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// The longest a plain (not graceful) reload lets an old worker answer what it has received.
+const RELOAD_DRAIN: Duration = Duration::from_secs(5);
+/// How much longer than its drain time a stopping worker gets before it is killed.
+const STOP_MARGIN: Duration = Duration::from_secs(3);
 
 /// What the master loop acts on.
 enum Event {
@@ -249,21 +253,15 @@ impl Supervisor {
         // the dup2 calls after fork cannot clobber each other.
         let ipc_hi = dup_high(theirs.as_raw_fd())?;
         drop(theirs);
-        let listen_hi = match plan.services[service].listen_fd {
-            Some(fd) => Some(dup_high(fd)?),
-            None => None,
-        };
+        let listen_hi = dup_high(plan.services[service].listen_fd(index))?;
         let mut cmd = tokio::process::Command::new(&plan.exe);
         cmd.args(&plan.args)
             .env(ENV_WORKER, format!("{service}:{index}"))
             .env(ENV_IPC_FD, "3")
-            .env_remove(ENV_LISTEN_FD)
+            .env(ENV_LISTEN_FD, "4")
             .stdin(Stdio::null());
         // Workers are not background masters, whatever the master is.
         cmd.env_remove(ENV_DAEMON);
-        if listen_hi.is_some() {
-            cmd.env(ENV_LISTEN_FD, "4");
-        }
         if let Some(gid) = plan.gid {
             cmd.as_std_mut().gid(gid);
         }
@@ -271,7 +269,7 @@ impl Supervisor {
             cmd.as_std_mut().uid(uid);
         }
         let ipc_raw = ipc_hi.as_raw_fd();
-        let listen_raw = listen_hi.as_ref().map(|f| f.as_raw_fd());
+        let listen_raw = listen_hi.as_raw_fd();
         // SAFETY: only async-signal-safe calls (prctl, dup2) run between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -279,10 +277,8 @@ impl Supervisor {
                 if libc::dup2(ipc_raw, 3) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if let Some(l) = listen_raw {
-                    if libc::dup2(l, 4) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
+                if libc::dup2(listen_raw, 4) < 0 {
+                    return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });
@@ -431,28 +427,41 @@ impl Supervisor {
         }
     }
 
-    fn stop_timeout(&self, graceful: bool) -> Duration {
-        if graceful {
-            self.plan.graceful_timeout + Duration::from_secs(3)
-        } else {
-            Duration::from_secs(3)
+    /// How long an old worker may drain: a graceful stop or reload lets in-flight work run
+    /// for the graceful timeout; a plain reload still answers every request its connections
+    /// have sent, for up to [`RELOAD_DRAIN`]; a plain stop closes everything at once.
+    fn drain_time(&self, graceful: bool, reloading: bool) -> Duration {
+        match (graceful, reloading) {
+            (true, _) => self.plan.graceful_timeout,
+            (false, true) => RELOAD_DRAIN.min(self.plan.graceful_timeout),
+            (false, false) => Duration::ZERO,
         }
+    }
+
+    /// Tells `worker` to stop after draining for `drain`; true once it has exited (killed
+    /// if it takes more than `drain` and a margin).
+    async fn retire(&self, worker: &Worker, drain: Duration) -> bool {
+        worker.retiring.set(true);
+        worker.tell(ToWorker::Stop {
+            drain_ms: drain.as_millis() as u64,
+        });
+        if self.wait_exit(worker.pid, drain + STOP_MARGIN).await {
+            return true;
+        }
+        tracing::warn!(pid = worker.pid, "worker did not stop in time; killing it");
+        worker.kill();
+        self.wait_exit(worker.pid, Duration::from_secs(2)).await
     }
 
     /// Stops every worker; kills those that do not exit in time.
     pub(crate) async fn stop_all(&self, graceful: bool) {
         self.stopping.set(true);
+        // The workers hold the only other copies: each socket closes once the last of them
+        // has taken what was queued on it.
+        self.plan.listeners.borrow_mut().clear();
         let workers: Vec<_> = self.live.borrow().values().cloned().collect();
-        for w in &workers {
-            w.tell(ToWorker::Stop { graceful });
-        }
-        for w in &workers {
-            if !self.wait_exit(w.pid, self.stop_timeout(graceful)).await {
-                tracing::warn!(pid = w.pid, "worker did not stop in time; killing it");
-                w.kill();
-                self.wait_exit(w.pid, Duration::from_secs(2)).await;
-            }
-        }
+        let drain = self.drain_time(graceful, false);
+        futures_util::future::join_all(workers.iter().map(|w| self.retire(w, drain))).await;
     }
 
     /// Replaces every worker, one at a time: start the new one, wait until it is ready, then
@@ -477,12 +486,7 @@ impl Supervisor {
             }
             let old = self.current.borrow_mut()[slot].replace(new);
             if let Some(old) = old {
-                old.retiring.set(true);
-                old.tell(ToWorker::Stop { graceful });
-                if !self.wait_exit(old.pid, self.stop_timeout(graceful)).await {
-                    tracing::warn!(pid = old.pid, "old worker did not stop in time; killing it");
-                    old.kill();
-                }
+                self.retire(&old, self.drain_time(graceful, true)).await;
             }
             replaced += 1;
         }

@@ -89,6 +89,12 @@ pub trait Protocol: Clone + 'static {
         None
     }
 
+    /// What a connection says before a stopping worker closes it between messages
+    /// (WebSocket: a close frame with 1001, "going away"). None: it is just closed.
+    fn farewell(&self) -> Option<Self::Message> {
+        None
+    }
+
     /// Whether the connection is still in the protocol's opening handshake (WebSocket:
     /// before the upgrade request). Servers with a handshake timeout close connections that
     /// stay here too long.

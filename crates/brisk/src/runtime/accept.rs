@@ -16,14 +16,18 @@ use crate::protocol::Protocol;
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Accepts connections until the worker stops, handing each to `serve`; backs off when
-/// out of descriptors.
+/// out of descriptors. When the worker stops, `take_queued` takes the connections the kernel
+/// has already queued (their clients connected before the stop, and closing the listener
+/// would reset them), and `serve` gets those too.
 pub(crate) async fn accept_loop<S, A, F>(
     worker: &WorkerCtx,
     mut accept: impl FnMut() -> F,
+    mut take_queued: impl FnMut() -> Option<(S, A)>,
     mut serve: impl FnMut(S, A),
 ) where
     F: std::future::Future<Output = io::Result<(S, A)>>,
 {
+    let _running = worker.accepting();
     let mut stop = worker.stop_signal();
     loop {
         tokio::select! {
@@ -31,9 +35,34 @@ pub(crate) async fn accept_loop<S, A, F>(
                 Ok((stream, addr)) => serve(stream, addr),
                 Err(e) => accept_failed(e).await,
             },
-            _ = stop.changed() => return,
+            _ = stop.changed() => break,
         }
     }
+    while let Some((stream, addr)) = take_queued() {
+        serve(stream, addr);
+    }
+}
+
+/// A TCP connection already queued on `listener`, accepted without waiting (None when the
+/// queue is empty).
+pub(crate) fn take_queued_tcp(
+    listener: &tokio::net::TcpListener,
+) -> Option<(tokio::net::TcpStream, std::net::SocketAddr)> {
+    let (socket, addr) = socket2::SockRef::from(listener).accept().ok()?;
+    socket.set_nonblocking(true).ok()?;
+    let stream = tokio::net::TcpStream::from_std(socket.into()).ok()?;
+    Some((stream, addr.as_socket()?))
+}
+
+/// A Unix-socket connection already queued on `listener` (None when the queue is empty).
+fn take_queued_unix(
+    listener: &tokio::net::UnixListener,
+) -> Option<(tokio::net::UnixStream, tokio::net::unix::SocketAddr)> {
+    let (socket, _) = socket2::SockRef::from(listener).accept().ok()?;
+    socket.set_nonblocking(true).ok()?;
+    let stream = tokio::net::UnixStream::from_std(socket.into()).ok()?;
+    let addr = stream.peer_addr().ok()?;
+    Some((stream, addr))
 }
 
 /// Errors from accept that mean "out of descriptors or memory": the connection stays queued
@@ -65,6 +94,7 @@ pub(crate) async fn accept_tcp<P: Protocol>(
     accept_loop(
         &worker,
         || listener.accept(),
+        || take_queued_tcp(&listener),
         |stream, addr| {
             let _ = stream.set_nodelay(true);
             let stream = match &tls {
@@ -93,6 +123,7 @@ pub(crate) async fn accept_unix<P: Protocol>(
     accept_loop(
         &worker,
         || listener.accept(),
+        || take_queued_unix(&listener),
         |stream, addr| {
             let peer = PeerAddr::Unix(addr.as_pathname().map(Into::into));
             tokio::task::spawn_local(connection::serve(

@@ -51,6 +51,9 @@ pub(crate) struct WorkerCtx {
     started: Instant,
     stop_tx: watch::Sender<bool>,
     emptied: Notify,
+    /// Accept loops still running (a stop waits for them to take what is queued).
+    accepting: Cell<usize>,
+    accepting_ended: Notify,
     /// When a graceful stop began.
     drain_started: Cell<Option<tokio::time::Instant>>,
     /// Byte counters and coarse clock of connections whose I/O must be `Send` (hyper's).
@@ -110,6 +113,8 @@ impl WorkerCtx {
             started: Instant::now(),
             stop_tx: watch::channel(false).0,
             emptied: Notify::new(),
+            accepting: Cell::new(0),
+            accepting_ended: Notify::new(),
             drain_started: Cell::new(None),
             io: Arc::new(WorkerIo::new()),
         }
@@ -168,6 +173,12 @@ impl WorkerCtx {
 
     pub(crate) fn is_stopping(&self) -> bool {
         *self.stop_tx.borrow()
+    }
+
+    /// Whether the drain grace (see [`drain_grace_deadline`](Self::drain_grace_deadline))
+    /// has passed: a draining connection with nothing pending closes then.
+    pub(crate) fn drain_grace_over(&self) -> bool {
+        tokio::time::Instant::now() >= self.drain_grace_deadline()
     }
 
     /// Until when a draining connection may wait for its first or unfinished message.
@@ -240,33 +251,79 @@ impl WorkerCtx {
         list
     }
 
-    /// Stops accepting; if `graceful`, lets each connection finish its handler and flush,
-    /// waiting up to `timeout`; then destroys whatever is left.
-    pub(crate) async fn shut_down(&self, graceful: bool, timeout: Duration) {
+    /// Counts an accept loop as running until the returned guard drops.
+    pub(crate) fn accepting(&self) -> AcceptingGuard<'_> {
+        self.accepting.set(self.accepting.get() + 1);
+        AcceptingGuard(self)
+    }
+
+    /// Waits (until `deadline`) for `done` to hold, re-checking each time `notify` fires.
+    async fn wait_for(
+        &self,
+        notify: &Notify,
+        deadline: tokio::time::Instant,
+        done: impl Fn() -> bool,
+    ) -> bool {
+        loop {
+            let fired = notify.notified();
+            if done() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, fired).await.is_err() {
+                return done();
+            }
+        }
+    }
+
+    /// Stops accepting (each listener first takes the connections already queued on it);
+    /// then lets each connection finish what it has received and flush, for up to `drain`;
+    /// then destroys whatever is left. A zero `drain` closes everything at once.
+    pub(crate) async fn shut_down(self: &Rc<Self>, drain: Duration) {
         let _ = self.stop_tx.send(true);
-        self.drain_started.set(Some(tokio::time::Instant::now()));
-        if graceful {
+        let now = tokio::time::Instant::now();
+        self.drain_started.set(Some(now));
+        if !drain.is_zero() {
+            let deadline = now + drain;
+            self.wait_for(&self.accepting_ended, deadline, || {
+                self.accepting.get() == 0
+            })
+            .await;
             for c in self.connections_where(|_| true) {
                 c.drain();
             }
-            let deadline = tokio::time::Instant::now() + timeout;
-            while !self.registry.borrow().is_empty() {
-                let waiting = self.emptied.notified();
-                if self.registry.borrow().is_empty() {
-                    break;
+            // When the grace ends, wake them all again: those still waiting for a request
+            // that did not come close then.
+            let me = self.clone();
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep_until(me.drain_grace_deadline()).await;
+                for c in me.connections_where(|_| true) {
+                    c.drain();
                 }
-                if tokio::time::timeout_at(deadline, waiting).await.is_err() {
-                    tracing::warn!(
-                        open = self.registry.borrow().len(),
-                        "graceful stop timed out; closing the rest"
-                    );
-                    break;
-                }
+            });
+            let emptied = || self.registry.borrow().is_empty();
+            if !self.wait_for(&self.emptied, deadline, emptied).await {
+                tracing::warn!(
+                    open = self.registry.borrow().len(),
+                    "graceful stop timed out; closing the rest"
+                );
             }
         }
         for c in self.connections_where(|_| true) {
             c.destroy();
         }
         tokio::task::yield_now().await;
+    }
+}
+
+/// Marks an accept loop as running (see [`WorkerCtx::accepting`]).
+pub(crate) struct AcceptingGuard<'a>(&'a WorkerCtx);
+
+impl Drop for AcceptingGuard<'_> {
+    fn drop(&mut self) {
+        let w = self.0;
+        w.accepting.set(w.accepting.get() - 1);
+        if w.accepting.get() == 0 {
+            w.accepting_ended.notify_waiters();
+        }
     }
 }

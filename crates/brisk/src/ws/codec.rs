@@ -550,6 +550,11 @@ impl Protocol for WsCodec {
         (self.state == State::Open).then(|| WsFrame::Ping(Bytes::new()))
     }
 
+    fn farewell(&self) -> Option<WsFrame> {
+        let open = self.state == State::Open && !self.close_sent;
+        open.then(|| WsFrame::Close(Some((1001, Utf8Bytes::from_static("server going away")))))
+    }
+
     fn handshaking(&self) -> bool {
         self.state == State::Handshake
     }

@@ -113,7 +113,8 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
                 .try_into_mut()
                 .unwrap_or_else(|data| BytesMut::from(&data[..]));
         }
-        match read_more(&mut io, &conn.draining, &mut input).await {
+        let grace_over = || conn.worker.drain_grace_over();
+        match read_more(&mut io, &conn.draining, grace_over, &mut input).await {
             Ok(Some(n)) if n > 0 => {}
             // End of stream, drained, or failed: hyper would close too (a partial head at
             // the end is an incomplete message, with nobody to answer).
@@ -151,14 +152,18 @@ async fn refuse(
 }
 
 /// Waits for bytes and appends them to `input` (buffer from the pool, taken only once the
-/// socket is readable). `None` when the worker drains a connection between requests.
+/// socket is readable). `None` when the worker drains a connection that stays between
+/// requests until `grace_over` (the worker wakes its connections then): until then a request
+/// may already be on its way (its client cannot know the worker is stopping), and it gets its
+/// answer, with `Connection: close`.
 async fn read_more(
     io: &mut HttpIo,
     draining: &Cell<bool>,
+    grace_over: impl Fn() -> bool,
     input: &mut BytesMut,
 ) -> io::Result<Option<usize>> {
     poll_fn(|cx| {
-        if draining.get() && input.is_empty() {
+        if draining.get() && input.is_empty() && grace_over() {
             return Poll::Ready(Ok(None));
         }
         ready!(io.poll_read_ready(cx))?;
@@ -208,12 +213,18 @@ mod tests {
             assert_eq!(n, 1);
             let draining = Cell::new(false);
             let mut input = BytesMut::new();
-            let waited =
-                futures_util::FutureExt::now_or_never(read_more(&mut io, &draining, &mut input));
+            let waited = futures_util::FutureExt::now_or_never(read_more(
+                &mut io,
+                &draining,
+                || true,
+                &mut input,
+            ));
             assert!(waited.is_none(), "nothing to read yet");
             assert_eq!(input.capacity(), 0, "waits holding a buffer");
             client.write_all(b"GET").unwrap();
-            let n = read_more(&mut io, &draining, &mut input).await.unwrap();
+            let n = read_more(&mut io, &draining, || true, &mut input)
+                .await
+                .unwrap();
             assert_eq!((n, &input[..]), (Some(3), &b"GET"[..]));
         });
     }

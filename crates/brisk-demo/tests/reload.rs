@@ -1,0 +1,208 @@
+//! Reloads and graceful stops under load lose nothing: brisk-bench drives HTTP load with and
+//! without keep-alive while the demo's workers are replaced or stopped, in both listener
+//! modes (one SO_REUSEPORT socket per worker, and one socket the workers share), and every
+//! request the server received gets its answer. WebSocket clients get 1001 after what was
+//! queued for them.
+
+use std::net::TcpStream;
+use std::thread;
+use std::time::Duration;
+
+use brisk_bench::http::{run_http, HttpConfig};
+use brisk_bench::report::HttpReport;
+use brisk_bench::target::{Scheme, Target};
+use brisk_testkit::*;
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::{Message, WebSocket};
+
+const DEMO: &str = env!("CARGO_BIN_EXE_brisk-demo");
+
+struct Demo {
+    server: ServerProcess,
+    http: u16,
+    ws: u16,
+}
+
+/// The demo with 2 workers per server; `extra` flags after the addresses.
+fn demo(extra: &[&str]) -> Demo {
+    let (http, ws) = (free_port(), free_port());
+    let h = format!("http://127.0.0.1:{http}");
+    let w = format!("websocket://127.0.0.1:{ws}");
+    let t = format!("text://127.0.0.1:{}", free_port());
+    let f = format!("frame://127.0.0.1:{}", free_port());
+    let args = [
+        "--workers",
+        "2",
+        "--http",
+        &h,
+        "--websocket",
+        &w,
+        "--text",
+        &t,
+        "--frame",
+        &f,
+    ];
+    let args: Vec<&str> = args.iter().chain(extra).copied().collect();
+    let server = ServerProcess::start(DEMO, &args, 8).unwrap();
+    Demo { server, http, ws }
+}
+
+/// HTTP load on `port` for `secs` seconds, in a thread.
+fn load(
+    port: u16,
+    connections: usize,
+    keep_alive: bool,
+    secs: u64,
+) -> thread::JoinHandle<HttpReport> {
+    let url = format!("http://127.0.0.1:{port}/");
+    let mut config = HttpConfig::new(Target::parse(&url, Scheme::Http).unwrap());
+    config.connections = connections;
+    config.duration = Some(Duration::from_secs(secs));
+    config.request.keep_alive = keep_alive;
+    thread::spawn(move || run_http(&config).unwrap())
+}
+
+/// Errors other than a refused connection: requests that were sent and got no answer.
+fn lost(r: &HttpReport) -> u64 {
+    r.errors.total - r.errors.connect
+}
+
+fn check_cli(server: &ServerProcess, command: &[&str]) {
+    let out = server.cli(command);
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Five reloads during a 20 s run, with keep-alive and without at once; plain reloads and
+/// graceful ones alternate.
+fn five_reloads_lose_nothing(extra: &[&str]) {
+    let d = demo(extra);
+    let before = d.server.worker_pids().unwrap();
+    let kept = load(d.http, 20, true, 20);
+    let fresh = load(d.http, 10, false, 20);
+    for i in 0..5 {
+        thread::sleep(Duration::from_secs(3));
+        let cmd: &[&str] = if i % 2 == 0 {
+            &["reload"]
+        } else {
+            &["reload", "-g"]
+        };
+        check_cli(&d.server, cmd);
+    }
+    let (kept, fresh) = (kept.join().unwrap(), fresh.join().unwrap());
+    let after = d.server.worker_pids().unwrap();
+    assert!(
+        after.iter().all(|p| !before.contains(p)),
+        "{before:?} -> {after:?}"
+    );
+    for (what, r) in [("keep-alive", &kept), ("a connection per request", &fresh)] {
+        eprintln!(
+            "{extra:?} {what}: {} requests, errors {:?}",
+            r.requests, r.errors
+        );
+        assert!(r.requests > 1000, "{what}: only {} requests", r.requests);
+        assert_eq!(
+            r.errors.total, 0,
+            "{what}: errors during reloads: {:?}",
+            r.errors
+        );
+    }
+}
+
+#[test]
+fn five_reloads_under_load_lose_no_request_with_a_reuse_port_socket_per_worker() {
+    five_reloads_lose_nothing(&[]);
+}
+
+#[test]
+fn five_reloads_under_load_lose_no_request_with_one_shared_socket() {
+    five_reloads_lose_nothing(&["--shared-listener"]);
+}
+
+/// A graceful stop in the middle of a run: afterwards connections are refused, and every
+/// request sent before gets its answer.
+fn graceful_stop_loses_nothing(extra: &[&str]) {
+    let d = demo(extra);
+    let kept = load(d.http, 20, true, 4);
+    let fresh = load(d.http, 10, false, 4);
+    thread::sleep(Duration::from_secs(2));
+    check_cli(&d.server, &["stop", "-g"]);
+    let (kept, fresh) = (kept.join().unwrap(), fresh.join().unwrap());
+    for (what, r) in [("keep-alive", &kept), ("a connection per request", &fresh)] {
+        eprintln!(
+            "{extra:?} {what}: {} requests, errors {:?}",
+            r.requests, r.errors
+        );
+        assert!(r.requests > 100, "{what}: only {} requests", r.requests);
+        assert!(
+            r.errors.connect > 0,
+            "{what}: the load ended before the stop"
+        );
+        assert_eq!(
+            lost(r),
+            0,
+            "{what}: requests lost in a graceful stop: {:?}",
+            r.errors
+        );
+    }
+}
+
+#[test]
+fn a_graceful_stop_under_load_answers_every_request_sent_before_it_with_a_socket_per_worker() {
+    graceful_stop_loses_nothing(&[]);
+}
+
+#[test]
+fn a_graceful_stop_under_load_answers_every_request_sent_before_it_with_one_shared_socket() {
+    graceful_stop_loses_nothing(&["--shared-listener"]);
+}
+
+fn ws_client(port: u16) -> WebSocket<TcpStream> {
+    let s = connect(port);
+    let (ws, resp) = tungstenite::client(format!("ws://127.0.0.1:{port}/"), s).expect("handshake");
+    assert_eq!(resp.status(), 101);
+    ws
+}
+
+#[test]
+fn a_reload_sends_websocket_clients_what_was_queued_for_them_then_1001() {
+    let d = demo(&[]);
+    let mut ws = ws_client(d.ws);
+    // Four echoes of 256 KiB that the client does not read yet: they wait in the server's
+    // send buffer.
+    let message: Vec<u8> = (0..256 << 10).map(|i| (i % 251) as u8).collect();
+    for _ in 0..4 {
+        ws.send(Message::binary(message.clone())).unwrap();
+    }
+    wait_until(
+        Duration::from_secs(5),
+        "the worker received the four messages",
+        || {
+            let status = d.server.status().unwrap();
+            let received: u64 = status["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|w| w["server"].as_str().unwrap().starts_with("websocket://"))
+                .map(|w| w["bytes_in"].as_u64().unwrap())
+                .sum();
+            received >= 4 * message.len() as u64
+        },
+    );
+    check_cli(&d.server, &["reload"]);
+    for i in 0..4 {
+        match ws.read().unwrap() {
+            Message::Binary(echo) => assert!(echo[..] == message[..], "echo {i} differs"),
+            other => panic!("echo {i}: got {other:?}"),
+        }
+    }
+    match ws.read().unwrap() {
+        Message::Close(Some(close)) => {
+            assert_eq!(close.code, CloseCode::Away, "{close:?}");
+        }
+        other => panic!("expected a close frame with 1001, got {other:?}"),
+    }
+}
