@@ -421,3 +421,31 @@ fn on_error_and_worker_callbacks_run() {
 fn count(log: &str, what: &str) -> usize {
     log.lines().filter(|l| l.contains(what)).count()
 }
+
+#[test]
+fn at_its_max_connections_a_worker_stops_accepting_until_one_closes() {
+    let (server, port) = text_server(&["--max-connections", "2"]);
+    let mut first = connect(port);
+    assert_eq!(text_round_trip(&mut first, "one"), "one");
+    let mut second = connect(port);
+    assert_eq!(text_round_trip(&mut second, "two"), "two");
+    // The third waits in the kernel's queue: connected, but not served.
+    let mut third = connect(port);
+    third.write_all(b"three\n").unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let early = third.read(&mut byte);
+    assert!(early.is_err(), "served past the limit: {early:?}");
+    let paused = server.status().unwrap()["workers"][0]["accept_paused"].as_u64();
+    assert_eq!(paused, Some(1));
+    // One closes: the worker accepts the third, which gets its answer.
+    drop(first);
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(read_line_opt(&mut third).as_deref(), Some("three"));
+    // The others were never disturbed.
+    assert_eq!(text_round_trip(&mut second, "still"), "still");
+}

@@ -11,8 +11,13 @@ pub(crate) struct ListenConfig {
     pub workers: Option<usize>,
     pub reuse_port: bool,
     pub backlog: u32,
+    /// Connections one worker holds at most; past it, it stops accepting.
+    pub max_connections: usize,
     pub tls: Option<TlsConfig>,
 }
+
+/// The default of [`ListenConfig::max_connections`].
+pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 65_536;
 
 impl ListenConfig {
     pub(crate) fn new(address: Address) -> Self {
@@ -21,6 +26,7 @@ impl ListenConfig {
             workers: None,
             reuse_port: true,
             backlog: 1024,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             tls: None,
         }
     }

@@ -53,6 +53,15 @@ macro_rules! builder_setters {
             self
         }
 
+        /// Connections one worker holds at most (default 65,536), like nginx's
+        /// `worker_connections`: at the limit the worker stops accepting (the kernel queues
+        /// new connections, up to the backlog) until one of its connections closes; `status`
+        /// counts each pause (`accept_paused`).
+        pub fn max_connections(mut self, n: usize) -> Self {
+            self.listen.max_connections = n.max(1);
+            self
+        }
+
         /// The listen backlog (default 1024; ignored for UDP).
         pub fn backlog(mut self, n: u32) -> Self {
             self.listen.backlog = n;

@@ -24,6 +24,8 @@ pub(crate) struct Stats {
     pub(crate) rejected: Cell<u64>,
     /// Times a connection's send buffer filled up.
     pub(crate) buffer_full: Cell<u64>,
+    /// Times accepting paused at the max connections.
+    pub(crate) accept_paused: Cell<u64>,
     /// Query-cache lookups answered from the cache.
     pub(crate) cache_hits: Cell<u64>,
     /// Query-cache lookups that went to the database.
@@ -71,6 +73,9 @@ pub struct WorkerStatus {
     pub rejected: u64,
     /// Send-buffer-full events.
     pub buffer_full: u64,
+    /// Times the worker stopped accepting because it held its max connections.
+    #[serde(default)]
+    pub accept_paused: u64,
     /// Query-cache lookups answered from the cache (`brisk::db::QueryCache`).
     #[serde(default)]
     pub cache_hits: u64,

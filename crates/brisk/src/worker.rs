@@ -139,6 +139,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         };
         let (relay_tx, mut relay_rx) = mpsc::unbounded_channel();
         let worker = Rc::new(WorkerCtx::new(info.clone(), defaults, relay_tx));
+        worker.set_max_connections(svc.listen.max_connections);
         context::set_current(Some(worker.clone()));
         let limits = svc.limits.apply(defaults);
         let started = listener.and_then(|l| (svc.start)(worker.clone(), l, limits));

@@ -246,6 +246,9 @@ fn main() -> ExitCode {
         if let Some(ms) = flag(&args, "--idle-timeout-ms").and_then(|v| v.parse().ok()) {
             s = s.idle_timeout(Some(Duration::from_millis(ms)));
         }
+        if let Some(n) = flag(&args, "--max-connections").and_then(|v| v.parse().ok()) {
+            s = s.max_connections(n);
+        }
         s.workers(workers).reuse_port(!shared)
     };
     if let Some(addr) = flag(&args, "--text") {

@@ -31,6 +31,10 @@ pub(crate) async fn accept_loop<S, A, F>(
     let mut stop = worker.stop_signal();
     loop {
         tokio::select! {
+            _ = worker.wait_below_max_connections() => {}
+            _ = stop.changed() => break,
+        }
+        tokio::select! {
             r = accept() => match r {
                 Ok((stream, addr)) => serve(stream, addr),
                 Err(e) => accept_failed(e).await,

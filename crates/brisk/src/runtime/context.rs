@@ -54,6 +54,10 @@ pub(crate) struct WorkerCtx {
     /// Accept loops still running (a stop waits for them to take what is queued).
     accepting: Cell<usize>,
     accepting_ended: Notify,
+    /// Connections this worker holds at most before it stops accepting.
+    max_connections: Cell<usize>,
+    /// Fired when a connection closes (an accept loop at the limit waits for it).
+    closed: Notify,
     /// When a graceful stop began.
     drain_started: Cell<Option<tokio::time::Instant>>,
     /// Byte counters and coarse clock of connections whose I/O must be `Send` (hyper's).
@@ -115,6 +119,8 @@ impl WorkerCtx {
             emptied: Notify::new(),
             accepting: Cell::new(0),
             accepting_ended: Notify::new(),
+            max_connections: Cell::new(crate::listen::DEFAULT_MAX_CONNECTIONS),
+            closed: Notify::new(),
             drain_started: Cell::new(None),
             io: Arc::new(WorkerIo::new()),
         }
@@ -201,6 +207,7 @@ impl WorkerCtx {
         if reg.remove(&id).is_some() {
             Stats::dec(&self.stats.connections);
         }
+        self.closed.notify_waiters();
         if reg.is_empty() {
             self.emptied.notify_waiters();
         }
@@ -233,6 +240,7 @@ impl WorkerCtx {
             throw_exception: s.throw_exception.get() + crate::timer::panics(),
             rejected: s.rejected.get(),
             buffer_full: s.buffer_full.get(),
+            accept_paused: s.accept_paused.get(),
             cache_hits: s.cache_hits.get(),
             cache_misses: s.cache_misses.get(),
             timers: crate::timer::count() as u64,
@@ -249,6 +257,31 @@ impl WorkerCtx {
         let mut list: Vec<_> = self.registry.borrow().values().map(|c| c.info()).collect();
         list.sort_by_key(|c| c.id);
         list
+    }
+
+    /// Sets how many connections this worker holds at most before it stops accepting.
+    pub(crate) fn set_max_connections(&self, n: usize) {
+        self.max_connections.set(n);
+    }
+
+    /// If the worker holds its max connections: counts a pause and waits until one closes.
+    pub(crate) async fn wait_below_max_connections(&self) {
+        let max = self.max_connections.get() as u64;
+        if self.stats.connections.get() < max {
+            return;
+        }
+        Stats::add(&self.stats.accept_paused, 1);
+        tracing::warn!(
+            max,
+            "at the max connections: not accepting until one closes"
+        );
+        loop {
+            let closed = self.closed.notified();
+            if self.stats.connections.get() < max {
+                return;
+            }
+            closed.await;
+        }
     }
 
     /// Counts an accept loop as running until the returned guard drops.
