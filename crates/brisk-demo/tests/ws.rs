@@ -730,3 +730,63 @@ fn a_large_broadcast_relayed_among_small_ones_reaches_every_member_intact() {
     );
     assert_eq!(d.server.status().unwrap()["restarts"], 0);
 }
+
+#[test]
+fn a_stalled_worker_misses_broadcasts_counted_instead_of_growing_the_master() {
+    let d = demo(2);
+    let http_pids: Vec<i32> = d.server.status().unwrap()["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["server"].as_str().unwrap().starts_with("http://"))
+        .map(|w| w["pid"].as_i64().unwrap() as i32)
+        .collect();
+    assert_eq!(http_pids.len(), 2);
+    let stalled = http_pids[1];
+    // SAFETY: pausing our own test server's worker; resumed below.
+    unsafe { libc::kill(stalled, libc::SIGSTOP) };
+    // A publisher on the worker that still runs (connections the kernel gives the stalled
+    // one never finish their handshake).
+    let mut publisher = poll(Duration::from_secs(10), || {
+        let mut s = connect(d.http);
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let url = format!("ws://127.0.0.1:{}/chat", d.http);
+        tungstenite::client(url, s).ok().map(|(ws, _)| ws)
+    })
+    .expect("a /chat connection on the running worker");
+    // 40 MiB of broadcasts (incompressible), more than the master queues for one worker.
+    let message = noise(128 << 10);
+    for _ in 0..320 {
+        publisher.send(Message::binary(message.clone())).unwrap();
+    }
+    let master_status = || d.server.status().unwrap();
+    wait_until(
+        Duration::from_secs(10),
+        "the master counted dropped broadcasts",
+        || master_status()["dropped_broadcasts"].as_u64() > Some(0),
+    );
+    let rss_kib = std::fs::read_to_string(format!("/proc/{}/status", d.server.pid()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap();
+    // SAFETY: resuming the worker paused above.
+    unsafe { libc::kill(stalled, libc::SIGCONT) };
+    assert!(rss_kib < 64 << 10, "the master holds {rss_kib} KiB");
+    // The stalled worker catches up on what was queued and serves again.
+    wait_until(
+        Duration::from_secs(10),
+        "both HTTP workers answer status",
+        || {
+            master_status()["unresponsive"]
+                .as_array()
+                .is_some_and(|u| u.is_empty())
+        },
+    );
+    eprintln!(
+        "master RSS {rss_kib} KiB; {} broadcasts dropped",
+        master_status()["dropped_broadcasts"]
+    );
+}

@@ -215,6 +215,12 @@ pub fn format_status(s: &MasterStatus) -> String {
         s.workers.len(),
         s.restarts
     );
+    if s.dropped_broadcasts > 0 {
+        out.insert_str(
+            out.len() - 1,
+            &format!("  dropped broadcasts {}", s.dropped_broadcasts),
+        );
+    }
     let width = s
         .workers
         .iter()

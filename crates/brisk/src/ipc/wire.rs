@@ -66,6 +66,9 @@ pub struct MasterStatus {
     pub uptime_s: u64,
     /// Worker restarts after unexpected exits.
     pub restarts: u64,
+    /// Broadcasts the master did not relay to a worker that had stopped reading them.
+    #[serde(default)]
+    pub dropped_broadcasts: u64,
     /// One row per worker; workers that did not answer in time are missing and counted here.
     pub workers: Vec<WorkerStatus>,
     /// Workers that did not answer the status request in time.
@@ -82,6 +85,13 @@ pub(crate) struct BroadcastFrames {
     /// negotiated permessage-deflate with that window (those that asked for a smaller one get
     /// `plain`); None when no endpoint of this process offers compression.
     pub deflated: Option<Bytes>,
+}
+
+impl BroadcastFrames {
+    /// Bytes of both forms together.
+    pub(crate) fn len(&self) -> usize {
+        self.plain.len() + self.deflated.as_ref().map_or(0, |d| d.len())
+    }
 }
 
 /// What arrives on a master-worker channel: a JSON message, or a broadcast's frames.

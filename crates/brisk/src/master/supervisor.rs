@@ -36,6 +36,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const RELOAD_DRAIN: Duration = Duration::from_secs(5);
 /// How much longer than its drain time a stopping worker gets before it is killed.
 const STOP_MARGIN: Duration = Duration::from_secs(3);
+/// Bytes of broadcasts the master queues for one worker; past it (the worker is stalled),
+/// further broadcasts to that worker are dropped, counted and logged.
+const MAX_QUEUED_BROADCASTS: usize = 16 << 20;
 
 /// What the master loop acts on.
 enum Event {
@@ -51,6 +54,8 @@ enum Event {
 /// The master's end of one worker's control channel.
 struct Channel {
     tx: mpsc::UnboundedSender<ToWorker>,
+    /// Bytes of broadcast frames queued for the worker and not yet written to it.
+    queued: Rc<Cell<usize>>,
     replies: RefCell<VecDeque<oneshot::Sender<ToMaster>>>,
     ready: RefCell<Option<oneshot::Sender<std::result::Result<(), String>>>>,
 }
@@ -112,6 +117,8 @@ struct Supervisor {
     stopping: Cell<bool>,
     reloading: Cell<bool>,
     restarts: Cell<u64>,
+    /// Broadcasts not relayed to a stalled worker.
+    dropped_broadcasts: Cell<u64>,
     started: Instant,
     exited: Notify,
     events: mpsc::UnboundedSender<Event>,
@@ -139,6 +146,7 @@ pub(crate) fn run(plan: Plan) -> Result<()> {
             stopping: Cell::new(false),
             reloading: Cell::new(false),
             restarts: Cell::new(0),
+            dropped_broadcasts: Cell::new(0),
             started: Instant::now(),
             exited: Notify::new(),
             events,
@@ -293,8 +301,10 @@ impl Supervisor {
         let (mut rd, mut wr) = (ipc::reader(rd), ipc::writer(wr));
         let (tx, mut rx) = mpsc::unbounded_channel::<ToWorker>();
         let (ready_tx, ready_rx) = oneshot::channel();
+        let queued = Rc::new(Cell::new(0usize));
         let channel = Rc::new(Channel {
             tx,
+            queued: queued.clone(),
             replies: RefCell::new(VecDeque::new()),
             ready: RefCell::new(Some(ready_tx)),
         });
@@ -311,7 +321,9 @@ impl Supervisor {
             while let Some(msg) = rx.recv().await {
                 let written = match msg {
                     ToWorker::Broadcast { group, frames } => {
-                        write_broadcast(&mut wr, &group, &frames).await
+                        let written = write_broadcast(&mut wr, &group, &frames).await;
+                        queued.set(queued.get().saturating_sub(frames.len()));
+                        written
                     }
                     other => write_msg(&mut wr, &other).await,
                 };
@@ -496,15 +508,32 @@ impl Supervisor {
         ))
     }
 
-    /// Hands a broadcast's frames from worker `from` to every other current worker.
+    /// Hands a broadcast's frames from worker `from` to every other current worker; a
+    /// worker that has [`MAX_QUEUED_BROADCASTS`] waiting already (it is stalled) misses it.
     fn relay_broadcast(&self, from: i32, group: &str, frames: &BroadcastFrames) {
         for w in self.current_workers() {
-            if w.pid != from {
-                w.tell(ToWorker::Broadcast {
-                    group: group.to_string(),
-                    frames: frames.clone(),
-                });
+            if w.pid == from {
+                continue;
             }
+            let queued = &w.channel.queued;
+            if queued.get() + frames.len() > MAX_QUEUED_BROADCASTS {
+                let dropped = self.dropped_broadcasts.get() + 1;
+                self.dropped_broadcasts.set(dropped);
+                if dropped.is_power_of_two() {
+                    tracing::warn!(
+                        pid = w.pid,
+                        queued = queued.get(),
+                        dropped,
+                        "a worker is not reading its broadcasts: dropping them"
+                    );
+                }
+                continue;
+            }
+            queued.set(queued.get() + frames.len());
+            w.tell(ToWorker::Broadcast {
+                group: group.to_string(),
+                frames: frames.clone(),
+            });
         }
     }
 
@@ -534,6 +563,7 @@ impl Supervisor {
             master_pid: std::process::id() as i32,
             uptime_s: self.started.elapsed().as_secs(),
             restarts: self.restarts.get(),
+            dropped_broadcasts: self.dropped_broadcasts.get(),
             workers: rows,
             unresponsive,
         }
