@@ -748,7 +748,7 @@ fn a_stalled_worker_misses_broadcasts_counted_instead_of_growing_the_master() {
     // A publisher on the worker that still runs (connections the kernel gives the stalled
     // one never finish their handshake).
     let mut publisher = poll(Duration::from_secs(10), || {
-        let mut s = connect(d.http);
+        let s = connect(d.http);
         s.set_read_timeout(Some(Duration::from_millis(500)))
             .unwrap();
         let url = format!("ws://127.0.0.1:{}/chat", d.http);
