@@ -186,6 +186,62 @@ fn a_killed_worker_is_replaced_within_a_second() {
     eprintln!("a new worker served {served_after:?} after kill -9");
 }
 
+/// The text worker's pid and message count, as `status` shows them.
+fn text_worker(d: &Demo) -> (i32, u64) {
+    let status = d.server.status().unwrap();
+    let w = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["server"].as_str().unwrap().starts_with("text://"))
+        .cloned()
+        .unwrap();
+    (
+        w["pid"].as_i64().unwrap() as i32,
+        w["total_request"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn the_masters_totals_survive_a_killed_worker_and_a_reload() {
+    let d = demo(1);
+    let mut s = connect(d.text);
+    for i in 0..10 {
+        assert_eq!(text_round_trip(&mut s, &format!("m{i}")), format!("m{i}"));
+    }
+    let (pid, seen) = text_worker(&d);
+    assert_eq!(seen, 10);
+    // SAFETY: killing our own test server's worker.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let retired = || d.server.status().unwrap()["retired"].clone();
+    wait_until(
+        Duration::from_secs(5),
+        "the killed worker's totals kept",
+        || retired()["workers"].as_u64() == Some(1),
+    );
+    assert_eq!(retired()["total_request"].as_u64(), Some(10));
+    // Five more on its successor, then a reload: each old worker reports its final counters.
+    let mut s = connect(d.text);
+    for i in 0..5 {
+        assert_eq!(text_round_trip(&mut s, &format!("n{i}")), format!("n{i}"));
+    }
+    drop(s);
+    let out = d.server.cli(&["reload"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until(
+        Duration::from_secs(5),
+        "the reloaded workers' totals kept",
+        || retired()["workers"].as_u64() == Some(5),
+    );
+    assert_eq!(retired()["total_request"].as_u64(), Some(15));
+    let table = String::from_utf8_lossy(&d.server.cli(&["status"]).stdout).into_owned();
+    assert!(table.contains("exited workers (5): 15 messages"), "{table}");
+}
+
 #[test]
 fn the_workers_of_a_killed_master_exit_and_free_its_ports() {
     let d = demo(1);

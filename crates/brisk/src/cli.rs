@@ -274,6 +274,13 @@ pub fn format_status(s: &MasterStatus) -> String {
     if hits + misses > 0 {
         out += &format!("query cache: {hits} hits, {misses} misses\n");
     }
+    let r = &s.retired;
+    if r.workers > 0 {
+        out += &format!(
+            "exited workers ({}): {} messages, {} errors, {} rejected\n",
+            r.workers, r.total_request, r.throw_exception, r.rejected
+        );
+    }
     for pid in &s.unresponsive {
         out += &format!("worker pid {pid} did not answer\n");
     }

@@ -128,3 +128,41 @@ pub fn self_rss_kib() -> u64 {
         .max(1) as u64;
     pages * page / 1024
 }
+
+/// The counters of workers that have exited (replaced by a reload, or after a crash), which the
+/// master keeps so that the app's totals never go backwards. A worker that stops in order reports
+/// its final counters; one that is killed counts as of the master's last look at it (at most a
+/// second old).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RetiredTotals {
+    /// Workers that have exited.
+    pub workers: u64,
+    /// Connections they accepted.
+    pub accepted: u64,
+    /// Messages they handled.
+    pub total_request: u64,
+    /// Their handler errors and panics.
+    pub throw_exception: u64,
+    /// Connections they closed for protocol violations or oversized messages.
+    pub rejected: u64,
+    /// Their send-buffer-full events.
+    pub buffer_full: u64,
+    /// Bytes they received.
+    pub bytes_in: u64,
+    /// Bytes they sent.
+    pub bytes_out: u64,
+}
+
+impl RetiredTotals {
+    /// Adds the last counters of a worker that exited.
+    pub(crate) fn add(&mut self, w: &WorkerStatus) {
+        self.workers += 1;
+        self.accepted += w.accepted;
+        self.total_request += w.total_request;
+        self.throw_exception += w.throw_exception;
+        self.rejected += w.rejected;
+        self.buffer_full += w.buffer_full;
+        self.bytes_in += w.bytes_in;
+        self.bytes_out += w.bytes_out;
+    }
+}

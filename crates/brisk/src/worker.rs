@@ -196,6 +196,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         };
         tracing::debug!(drain_ms = drain.as_millis() as u64, "worker stopping");
         worker.shut_down(drain).await;
+        let _ = write_msg(&mut tx, &ToMaster::Final(worker.snapshot())).await;
         context::set_current(None);
         crate::timer::del_all();
         if let Some(cb) = &svc.worker_callbacks.on_worker_stop {

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{ConnectionInfo, WorkerStatus};
+use crate::stats::{ConnectionInfo, RetiredTotals, WorkerStatus};
 
 /// Master to worker.
 #[derive(Debug, Serialize, Deserialize)]
@@ -35,6 +35,8 @@ pub(crate) enum ToMaster {
     Status(WorkerStatus),
     /// Answer to [`ToWorker::Connections`].
     Connections(Vec<ConnectionInfo>),
+    /// The worker's counters as it exits, after its connections are closed.
+    Final(WorkerStatus),
 }
 
 /// CLI to master.
@@ -69,6 +71,10 @@ pub struct MasterStatus {
     /// Broadcasts the master did not relay to a worker that had stopped reading them.
     #[serde(default)]
     pub dropped_broadcasts: u64,
+    /// The counters of the workers that have exited: add them to the rows' for the app's
+    /// totals since start.
+    #[serde(default)]
+    pub retired: RetiredTotals,
     /// One row per worker; workers that did not answer in time are missing and counted here.
     pub workers: Vec<WorkerStatus>,
     /// Workers that did not answer the status request in time.

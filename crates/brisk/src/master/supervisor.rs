@@ -36,6 +36,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const RELOAD_DRAIN: Duration = Duration::from_secs(5);
 /// How much longer than its drain time a stopping worker gets before it is killed.
 const STOP_MARGIN: Duration = Duration::from_secs(3);
+/// How often the master looks at its workers' counters.
+const COUNTERS_PERIOD: Duration = Duration::from_secs(1);
 /// Bytes of broadcasts the master queues for one worker; past it (the worker is stalled),
 /// further broadcasts to that worker are dropped, counted and logged.
 const MAX_QUEUED_BROADCASTS: usize = 16 << 20;
@@ -117,6 +119,8 @@ struct Supervisor {
     stopping: Cell<bool>,
     reloading: Cell<bool>,
     restarts: Cell<u64>,
+    /// The counters of workers that have exited.
+    retired: RefCell<crate::stats::RetiredTotals>,
     /// Broadcasts not relayed to a stalled worker.
     dropped_broadcasts: Cell<u64>,
     started: Instant,
@@ -146,6 +150,7 @@ pub(crate) fn run(plan: Plan) -> Result<()> {
             stopping: Cell::new(false),
             reloading: Cell::new(false),
             restarts: Cell::new(0),
+            retired: RefCell::default(),
             dropped_broadcasts: Cell::new(0),
             started: Instant::now(),
             exited: Notify::new(),
@@ -168,6 +173,7 @@ pub(crate) fn run(plan: Plan) -> Result<()> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        tokio::task::spawn_local(sup.clone().watch_counters());
         while let Some(ev) = rx.recv().await {
             match ev {
                 Event::Stop { graceful } => {
@@ -334,6 +340,8 @@ impl Supervisor {
         });
         let sup = self.clone();
         tokio::task::spawn_local(async move {
+            // The worker's counters as last seen: its totals once it has exited.
+            let mut last: Option<WorkerStatus> = None;
             while let Ok(Some(packet)) = read_packet::<_, ToMaster>(&mut rd).await {
                 let msg = match packet {
                     Packet::Broadcast { group, frames } => {
@@ -354,12 +362,20 @@ impl Supervisor {
                             let _ = r.send(Err(reason));
                         }
                     }
+                    ToMaster::Final(s) => last = Some(s),
                     reply => {
+                        if let ToMaster::Status(s) = &reply {
+                            last = Some(s.clone());
+                        }
                         if let Some(waiter) = channel.replies.borrow_mut().pop_front() {
                             let _ = waiter.send(reply);
                         }
                     }
                 }
+            }
+            // The channel closes when the worker exits: nothing more will come from it.
+            if let Some(s) = last {
+                sup.retired.borrow_mut().add(&s);
             }
         });
         let sup = self.clone();
@@ -508,6 +524,21 @@ impl Supervisor {
         ))
     }
 
+    /// Asks every worker for its counters each [`COUNTERS_PERIOD`], so that a worker that is
+    /// killed leaves its totals as of at most that long ago (one that stops in order reports
+    /// its final ones).
+    async fn watch_counters(self: Rc<Self>) {
+        let mut tick = tokio::time::interval(COUNTERS_PERIOD);
+        while !self.stopping.get() {
+            tick.tick().await;
+            let workers = self.current_workers();
+            let asks = workers
+                .iter()
+                .map(|w| w.ask(ToWorker::Status, COUNTERS_PERIOD));
+            futures_util::future::join_all(asks).await;
+        }
+    }
+
     /// Hands a broadcast's frames from worker `from` to every other current worker; a
     /// worker that has [`MAX_QUEUED_BROADCASTS`] waiting already (it is stalled) misses it.
     fn relay_broadcast(&self, from: i32, group: &str, frames: &BroadcastFrames) {
@@ -564,6 +595,7 @@ impl Supervisor {
             uptime_s: self.started.elapsed().as_secs(),
             restarts: self.restarts.get(),
             dropped_broadcasts: self.dropped_broadcasts.get(),
+            retired: self.retired.borrow().clone(),
             workers: rows,
             unresponsive,
         }
