@@ -521,11 +521,20 @@ impl MariaDb {
             std::os::unix::fs::chown(dir.path(), Some(user.uid.as_raw()), Some(user.gid.as_raw()))?;
         }
         let data = dir.path().join("data");
+        // Its own temporary directory: servers that tests install at the same moment in a
+        // shared /tmp collided over a temporary table's file ("Could not remove temporary
+        // table", then the installation failed).
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp)?;
+        if let Some(user) = &user {
+            std::os::unix::fs::chown(&tmp, Some(user.uid.as_raw()), Some(user.gid.as_raw()))?;
+        }
         // --no-defaults first: the distro's /etc/mysql config (its socket, pid file…) is not
         // for a test's own server.
         let common = [
             "--no-defaults".to_string(),
             format!("--datadir={}", data.display()),
+            format!("--tmpdir={}", tmp.display()),
             "--innodb-log-file-size=16M".into(),
         ];
         let user_arg = user.as_ref().map(|_| "--user=mysql");
