@@ -308,7 +308,8 @@ impl WsCodec {
             true => deflate::compressed_limit(self.max_message as u64),
             false => self.max_message as u64,
         };
-        if !control && so_far as u64 + len > limit {
+        // Saturating: a 64-bit length near its maximum must not wrap past the check.
+        if !control && (so_far as u64).saturating_add(len) > limit {
             return self.fail(close::TOO_BIG, "message over the size limit");
         }
         let total = header + 4 + len as usize;
@@ -702,6 +703,18 @@ mod tests {
                 "case {i}: {got:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_64_bit_length_near_its_maximum_after_a_fragment_is_too_big_not_a_panic() {
+        // Found by the websocket_frames fuzz target: the length added to the fragments so far
+        // wrapped past the size check.
+        let mut bytes = client_frame(false, 0x2, b"ab");
+        bytes.extend([0x80, 0x80 | 127]);
+        bytes.extend(u64::MAX.to_be_bytes());
+        bytes.extend([1, 2, 3, 4]);
+        let got = decode_one(&mut WsCodec::new(false, 1024), &bytes);
+        assert!(matches!(got, Some(WsFrame::Fail(1009, _))), "{got:?}");
     }
 
     #[test]
