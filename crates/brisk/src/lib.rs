@@ -56,6 +56,9 @@ pub mod cli;
 pub mod db;
 mod env;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 mod ipc;
 mod limits;

@@ -11,6 +11,9 @@ mod conn;
 mod file_body;
 mod framing;
 mod h1;
+/// The own path's head parser, for the fuzz targets.
+#[cfg(feature = "fuzzing")]
+pub(crate) use h1::parse as h1_head;
 mod handler;
 mod head_timeout;
 mod io;

@@ -14,7 +14,7 @@
 //! ```
 
 pub(crate) mod codec;
-mod deflate;
+pub(crate) mod deflate;
 mod endpoint;
 mod group;
 mod server;

@@ -15,7 +15,7 @@
 
 mod buffers;
 mod dispatch;
-mod parse;
+pub(crate) mod parse;
 mod write;
 
 use std::cell::Cell;

@@ -19,7 +19,7 @@ const BODY_MAX: usize = 64 * 1024;
 /// What parsing the start of the received bytes found.
 // The request is moved once, straight to the handler: boxing it would allocate per request.
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Parsed {
+pub(crate) enum Parsed {
     /// A complete request (head and body), `len` bytes long.
     Request {
         req: Request<RequestBody>,
@@ -38,7 +38,7 @@ pub(super) enum Parsed {
 }
 
 /// Parses the request at the start of `data`; bodies over `max_body` are hyper's (413).
-pub(super) fn parse(data: &Bytes, limits: &HttpLimits, max_body: usize) -> Parsed {
+pub(crate) fn parse(data: &Bytes, limits: &HttpLimits, max_body: usize) -> Parsed {
     let slots = limits.max_headers;
     if slots <= STACK_HEADERS {
         let mut headers = [const { MaybeUninit::uninit() }; STACK_HEADERS];

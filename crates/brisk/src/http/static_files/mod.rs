@@ -130,7 +130,7 @@ mod cache;
 mod conditional;
 mod config;
 mod lookup;
-mod path;
+pub(crate) mod path;
 mod range;
 mod response;
 mod service;

@@ -10,7 +10,7 @@ use http::StatusCode;
 
 /// Splits and decodes the URL path into a relative path that cannot leave the
 /// root. Returns whether it ended with `/` (a directory request).
-pub(super) fn parse_path(path: &str) -> Result<(PathBuf, bool), StatusCode> {
+pub(crate) fn parse_path(path: &str) -> Result<(PathBuf, bool), StatusCode> {
     // A raw '?' or '#' cannot be part of a path; be lenient if a caller passed
     // the query along.
     let path = path.split(['?', '#']).next().unwrap_or("");

@@ -1,0 +1,4 @@
+#![no_main]
+//! Fuzz target: see `brisk::fuzzing::websocket_round_trip`.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| brisk::fuzzing::websocket_round_trip(data));
