@@ -15,30 +15,29 @@ struct Demo {
     frame: u16,
 }
 
-fn demo(workers: usize) -> Demo {
+/// The demo's arguments with `workers` workers per server on free ports, and the Text and
+/// Frame ports.
+fn demo_args(workers: usize) -> (Vec<String>, u16, u16) {
     let (text, frame) = (free_port(), free_port());
-    let t = format!("text://127.0.0.1:{text}");
-    let f = format!("frame://127.0.0.1:{frame}");
-    let h = format!("http://127.0.0.1:{}", free_port());
-    let ws = format!("websocket://127.0.0.1:{}", free_port());
-    let w = workers.to_string();
-    let server = ServerProcess::start(
-        DEMO,
-        &[
-            "--workers",
-            &w,
-            "--text",
-            &t,
-            "--frame",
-            &f,
-            "--http",
-            &h,
-            "--websocket",
-            &ws,
-        ],
-        workers * 4,
-    )
-    .unwrap();
+    let args = [
+        "--workers".to_string(),
+        workers.to_string(),
+        "--text".into(),
+        format!("text://127.0.0.1:{text}"),
+        "--frame".into(),
+        format!("frame://127.0.0.1:{frame}"),
+        "--http".into(),
+        format!("http://127.0.0.1:{}", free_port()),
+        "--websocket".into(),
+        format!("websocket://127.0.0.1:{}", free_port()),
+    ];
+    (args.into(), text, frame)
+}
+
+fn demo(workers: usize) -> Demo {
+    let (args, text, frame) = demo_args(workers);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = ServerProcess::start(DEMO, &args, workers * 4).unwrap();
     Demo {
         server,
         text,
@@ -466,25 +465,8 @@ fn a_stale_pid_file_from_a_crash_does_not_block_a_start() {
         let run_dir = temp_dir("stale-pid");
         let pid_file = run_dir.path().join("brisk-demo.pid");
         std::fs::write(&pid_file, format!("{pid}\n")).unwrap();
-        let (t, f) = (free_port(), free_port());
-        let (t, f) = (
-            format!("text://127.0.0.1:{t}"),
-            format!("frame://127.0.0.1:{f}"),
-        );
-        let h = format!("http://127.0.0.1:{}", free_port());
-        let ws = format!("websocket://127.0.0.1:{}", free_port());
-        let args = [
-            "--workers",
-            "1",
-            "--text",
-            &t,
-            "--frame",
-            &f,
-            "--http",
-            &h,
-            "--websocket",
-            &ws,
-        ];
+        let (args, _, _) = demo_args(1);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut server = ServerProcess::spawn(DEMO, &args, run_dir.path().to_path_buf()).unwrap();
         server
             .wait_workers(4, Duration::from_secs(30))
