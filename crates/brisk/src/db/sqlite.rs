@@ -188,6 +188,11 @@ fn serve_jobs(path: &Path, options: &SqliteOptions, jobs: &Mutex<mpsc::Receiver<
             Ok(job) => job,
             Err(_) => return,
         };
+        // A database that could not be opened (a missing directory, a lock held by another
+        // process) is tried again for each job, so it heals once the cause goes away.
+        if conn.is_err() {
+            conn = open(path, options);
+        }
         match &mut conn {
             Ok(c) => job(Ok(c)),
             Err(e) => job(Err(e)),
@@ -195,6 +200,9 @@ fn serve_jobs(path: &Path, options: &SqliteOptions, jobs: &Mutex<mpsc::Receiver<
     }
 }
 
+/// Opens the database in WAL mode. Switching a new file to WAL takes an exclusive lock, and
+/// SQLite answers "database is locked" at once (without its busy handler) when several workers
+/// open the same new file together, so a busy open is tried again until `busy_timeout` passes.
 fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, DbError> {
     let fail = |e: rusqlite::Error| {
         DbError::Unavailable(format!(
@@ -202,14 +210,36 @@ fn open(path: &Path, options: &SqliteOptions) -> Result<Connection, DbError> {
             path.display()
         ))
     };
-    let conn = Connection::open(path).map_err(fail)?;
-    conn.busy_timeout(options.busy_timeout).map_err(fail)?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(fail)?;
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(fail)?;
+    let deadline = std::time::Instant::now() + options.busy_timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match open_once(path, options) {
+            Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            result => return result.map_err(fail),
+        }
+    }
+}
+
+fn open_once(path: &Path, options: &SqliteOptions) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(options.busy_timeout)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.set_prepared_statement_cache_capacity(256);
     Ok(conn)
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 fn query_rows(conn: &mut Connection, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
@@ -366,5 +396,40 @@ mod tests {
             "{err}"
         );
         assert_eq!(err.http_status(), 503);
+    }
+
+    #[tokio::test]
+    async fn a_database_that_could_not_be_opened_heals_once_its_directory_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("later");
+        let db = Sqlite::new(sub.join("x.sqlite"), SqliteOptions::default());
+        let err = db.query("SELECT 1", vec![]).await.unwrap_err();
+        assert!(matches!(err, DbError::Unavailable(_)), "{err:?}");
+        std::fs::create_dir(&sub).unwrap();
+        assert_eq!(db.query("SELECT 1", vec![]).await.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn many_connections_opening_one_new_file_together_all_get_wal() {
+        // As the demo's workers do at start: the first switches the new file to WAL while
+        // the others open it, which SQLite answers with "database is locked" at once.
+        for round in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("new.sqlite");
+            let barrier = std::sync::Barrier::new(8);
+            std::thread::scope(|s| {
+                for _ in 0..8 {
+                    s.spawn(|| {
+                        barrier.wait();
+                        let conn = open(&path, &SqliteOptions::default())
+                            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+                        let mode: String = conn
+                            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                            .unwrap();
+                        assert_eq!(mode, "wal");
+                    });
+                }
+            });
+        }
     }
 }
