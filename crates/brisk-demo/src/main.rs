@@ -16,15 +16,21 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use brisk::http::access_log::{AccessLog, LogFormat};
+use brisk::http::compression::Compression;
 use brisk::http::HttpServer;
+use brisk::template::{TemplateOptions, Templates};
 use brisk::tls::TlsConfig;
 use brisk::ws::{WsEndpoint, WsServer};
 use brisk::{App, Server};
 
 mod blocking;
+mod httpc;
 mod orm;
+mod pages;
 mod routes;
 mod techempower;
+mod views;
 use clap::Parser;
 use serde::Deserialize;
 
@@ -126,6 +132,39 @@ struct Args {
     /// it waits for the database, as a synchronous PHP worker does (report R5's comparison).
     #[arg(long, global = true)]
     blocking_db: bool,
+    /// Directory of the run-time (minijinja) templates (default: the demo's own
+    /// templates/jinja).
+    #[arg(long, global = true)]
+    templates: Option<PathBuf>,
+    /// Compile run-time templates on every render instead of once per worker (report R4's
+    /// "template cache off").
+    #[arg(long, global = true)]
+    no_template_cache: bool,
+    /// Development: recompile a run-time template when its file changes, and show template
+    /// errors in the 500 page.
+    #[arg(long, global = true)]
+    template_dev: bool,
+    /// The upstream of `/httpc/*` (`http://host:port`; default: the demo's own HTTP
+    /// listener, whose `/upstream?ms=N` answers after N ms).
+    #[arg(long, global = true)]
+    upstream: Option<String>,
+    /// Milliseconds an upstream call of `/httpc/*` may take before 504 (default 2000).
+    #[arg(long, global = true)]
+    upstream_timeout_ms: Option<u64>,
+    /// Send dynamic responses as they are, even to clients that accept gzip or brotli.
+    #[arg(long, global = true)]
+    no_compression: bool,
+    /// Log every HTTP request to this file (off the request path; `reopen-logs` or SIGHUP to
+    /// the master reopens it after logrotate).
+    #[arg(long, global = true)]
+    access_log: Option<PathBuf>,
+    /// Layout of the access log: common, combined (the default) or json.
+    #[arg(long, global = true)]
+    access_log_format: Option<String>,
+    /// Run HTTP handlers without a `request{conn}` tracing span (saves its cost per request;
+    /// the app's log lines then carry the worker id only).
+    #[arg(long, global = true)]
+    no_request_spans: bool,
     /// A TOML file with any of the settings above (flags win).
     #[arg(long, global = true)]
     config: Option<PathBuf>,
@@ -157,6 +196,14 @@ struct Config {
     db_max_pipeline: Option<usize>,
     db_acquire_timeout_ms: Option<u64>,
     db_query_timeout_ms: Option<u64>,
+    templates: Option<PathBuf>,
+    template_cache: Option<bool>,
+    template_dev: Option<bool>,
+    upstream: Option<String>,
+    upstream_timeout_ms: Option<u64>,
+    compression: Option<bool>,
+    access_log: Option<PathBuf>,
+    access_log_format: Option<String>,
 }
 
 /// The database options from the flags and the config file (flags win).
@@ -255,19 +302,65 @@ fn build(args: &Args) -> anyhow::Result<App> {
     if args.blocking_db {
         techempower = techempower.blocking(&database);
     }
+    let upstream = (args.upstream.clone().or(file.upstream))
+        .unwrap_or_else(|| http_addr.replace("0.0.0.0", "127.0.0.1"));
+    let upstream_timeout = (args.upstream_timeout_ms.or(file.upstream_timeout_ms)).unwrap_or(2000);
+    let templates = args
+        .templates
+        .clone()
+        .or(file.templates)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("templates/jinja"));
+    let mut template_options = if args.template_dev || file.template_dev == Some(true) {
+        TemplateOptions::development()
+    } else {
+        TemplateOptions::default()
+    };
+    template_options.cache = !args.no_template_cache && file.template_cache != Some(false);
+    // A template that does not compile stops the start here, naming its file and line.
+    let templates = Templates::new(&templates, template_options)
+        .with_context(|| format!("templates in {}", templates.display()))?;
     let routes = routes::Routes::new(
         &static_root,
         args.static_sendfile_min_size,
         techempower.clone(),
         orm::Orm::new(&database),
+        views::Views::new(templates),
+        httpc::Httpc::new(&upstream, Duration::from_millis(upstream_timeout)),
     )?;
     let ticker = routes.clone();
+    let compress = !args.no_compression && file.compression != Some(false);
+    let no_request_spans = args.no_request_spans;
+    let access_log = match args.access_log.clone().or(file.access_log) {
+        Some(path) => {
+            let format = args.access_log_format.clone().or(file.access_log_format);
+            let format = match format.as_deref().unwrap_or("combined") {
+                "common" => LogFormat::Common,
+                "combined" => LogFormat::Combined,
+                "json" => LogFormat::Json,
+                other => anyhow::bail!(
+                    "--access-log-format {other:?}: expected common, combined or json"
+                ),
+            };
+            Some(AccessLog::new(path, format))
+        }
+        None => None,
+    };
     let site = move |server: HttpServer| {
         let routes = routes.clone();
-        server.http_limits(limits).handler(move |req| {
+        let server = server.http_limits(limits).handler(move |req| {
             let routes = routes.clone();
             async move { routes.route(req).await }
-        })
+        });
+        let server = server.request_spans(!no_request_spans);
+        let server = match access_log.clone() {
+            Some(log) => server.access_log(log),
+            None => server,
+        };
+        if compress {
+            server.compression(Compression::default())
+        } else {
+            server
+        }
     };
     let mut http = site(HttpServer::new(&http_addr)?).on_worker_start(move |_| {
         ticker.start_ticking();

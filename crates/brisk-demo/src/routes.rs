@@ -8,8 +8,10 @@ use brisk::http::static_files::StaticFiles;
 use brisk::http::{Body, RequestBody};
 use brisk::ws::{self, WsEndpoint};
 
+use crate::httpc::Httpc;
 use crate::orm::Orm;
 use crate::techempower::Techempower;
+use crate::views::Views;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError};
 
@@ -26,6 +28,10 @@ pub(crate) struct Routes {
     techempower: Techempower,
     /// Report R3's ORM and query-builder legs (`/orm/db`, `/qb/db`).
     orm: Orm,
+    /// Report R2's template jobs and R4's view (`/tpl/*`, `/view`).
+    views: Views,
+    /// Report R4's HTTP client modes and their upstream (`/httpc/*`, `/upstream`).
+    httpc: Httpc,
     /// `/events` subscribers of this worker.
     pub events: Hub,
 }
@@ -39,6 +45,8 @@ impl Routes {
         sendfile_min_size: Option<u64>,
         techempower: Techempower,
         orm: Orm,
+        views: Views,
+        httpc: Httpc,
     ) -> anyhow::Result<Self> {
         let mut files = StaticFiles::new(static_root).map_err(|e| {
             anyhow::anyhow!(
@@ -65,6 +73,8 @@ impl Routes {
             chat,
             techempower,
             orm,
+            views,
+            httpc,
             events,
         })
     }
@@ -89,6 +99,13 @@ impl Routes {
         if get {
             // Boxed: the database calls' state would otherwise enlarge every request's future.
             if let Some(r) = Box::pin(self.techempower.route(path, req.uri().query())).await {
+                return r;
+            }
+            if let Some(r) = self.views.route(path, req.uri().query()) {
+                return r;
+            }
+            // Boxed, as above.
+            if let Some(r) = Box::pin(self.httpc.route(path, req.uri().query())).await {
                 return r;
             }
         }

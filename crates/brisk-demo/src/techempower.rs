@@ -10,11 +10,11 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use askama::Template;
 use brisk::db::{Db, DbError, DbKind, QueryCache, Row, Value};
 use brisk::http::Body;
 use brisk::redis::{Redis, RedisError};
 use http::{header, HeaderValue, Response, StatusCode};
+use sailfish::TemplateSimple;
 use serde::Serialize;
 
 use crate::blocking::BlockingDb;
@@ -61,9 +61,9 @@ struct Fortune {
     message: String,
 }
 
-/// The fortunes page; askama escapes `message` for HTML.
-#[derive(Template)]
-#[template(path = "fortunes.html")]
+/// The fortunes page; sailfish escapes `message` for HTML.
+#[derive(TemplateSimple)]
+#[template(path = "sailfish/fortunes.stpl")]
 struct FortunesPage<'a> {
     fortunes: &'a [Fortune],
 }
@@ -433,7 +433,7 @@ impl Techempower {
         let html = FortunesPage {
             fortunes: &fortunes,
         }
-        .render()
+        .render_once()
         .map_err(|e| DbError::Decode(format!("fortunes template: {e}")))?;
         Ok(typed(html, "text/html; charset=utf-8"))
     }

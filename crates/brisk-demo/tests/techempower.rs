@@ -2,58 +2,24 @@
 //! database: SQLite by default (a file under the run directory), and the same checks against
 //! a real PostgreSQL server started for the test.
 
-use std::io::Write;
-
 use brisk::db::{Db, DbOptions};
 use brisk_testkit::*;
 use serde_json::Value as Json;
 
-const DEMO: &str = env!("CARGO_BIN_EXE_brisk-demo");
-
-struct Demo {
-    server: ServerProcess,
-    http: u16,
-}
+mod common;
+use common::{get, Demo};
 
 fn demo(database: Option<&str>, workers: usize) -> Demo {
     demo_with(database, workers, &[])
 }
 
 fn demo_with(database: Option<&str>, workers: usize, extra: &[&str]) -> Demo {
-    let http = free_port();
-    let h = format!("http://127.0.0.1:{http}");
-    let w = format!("websocket://127.0.0.1:{}", free_port());
-    let t = format!("text://127.0.0.1:{}", free_port());
-    let f = format!("frame://127.0.0.1:{}", free_port());
-    let n = workers.to_string();
-    let mut args = vec![
-        "--workers",
-        &n,
-        "--http",
-        &h,
-        "--websocket",
-        &w,
-        "--text",
-        &t,
-        "--frame",
-        &f,
-    ];
+    let mut args = Vec::new();
     if let Some(url) = database {
         args.extend(["--database", url]);
     }
     args.extend(extra);
-    let server = ServerProcess::start(DEMO, &args, workers * 4).unwrap();
-    Demo { server, http }
-}
-
-fn get(port: u16, path: &str) -> HttpResponse {
-    let mut s = connect(port);
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    read_response(&mut s)
+    common::demo_with(workers, &args)
 }
 
 fn get_json(port: u16, path: &str) -> Json {

@@ -185,6 +185,7 @@ impl App {
             Command::Stop { graceful } => cli::stop(&paths, graceful_timeout, graceful),
             Command::Reload { graceful } => cli::reload(&paths, graceful_timeout, graceful),
             Command::Status { json } => cli::status(&paths, json),
+            Command::ReopenLogs => cli::reopen_logs(&paths),
             Command::Connections { json } => cli::connections(&paths, json),
         }
     }

@@ -56,6 +56,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Make every worker open its log files again (after logrotate moved them); the same as
+    /// `SIGHUP` to the master.
+    ReopenLogs,
     /// One row per open connection.
     Connections {
         /// Print JSON instead of a table.
@@ -153,6 +156,17 @@ pub(crate) fn stop(app: &RunPaths, graceful_timeout: Duration, graceful: bool) -
 pub(crate) fn reload(app: &RunPaths, graceful_timeout: Duration, graceful: bool) -> Result<()> {
     let timeout = graceful_timeout * 2 + Duration::from_secs(60);
     match request(app, ControlRequest::Reload { graceful }, timeout)? {
+        ControlReply::Done(msg) => {
+            println!("{msg}");
+            Ok(())
+        }
+        other => Err(unexpected(other)),
+    }
+}
+
+/// `reopen-logs`.
+pub(crate) fn reopen_logs(app: &RunPaths) -> Result<()> {
+    match request(app, ControlRequest::ReopenLogs, Duration::from_secs(10))? {
         ControlReply::Done(msg) => {
             println!("{msg}");
             Ok(())

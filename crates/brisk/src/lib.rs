@@ -64,6 +64,7 @@ mod ipc;
 mod limits;
 mod listen;
 mod log;
+mod log_file;
 mod master;
 pub mod protocol;
 #[cfg(feature = "redis")]
@@ -72,6 +73,8 @@ mod run_paths;
 mod runtime;
 mod server;
 pub mod stats;
+#[cfg(feature = "templates")]
+pub mod template;
 pub mod timer;
 pub mod tls;
 mod worker;

@@ -76,6 +76,9 @@ pub struct WorkerStatus {
     /// Times the worker stopped accepting because it held its max connections.
     #[serde(default)]
     pub accept_paused: u64,
+    /// Access-log lines dropped because the disk fell behind (see `brisk::http::access_log`).
+    #[serde(default)]
+    pub log_lines_dropped: u64,
     /// Query-cache lookups answered from the cache (`brisk::db::QueryCache`).
     #[serde(default)]
     pub cache_hits: u64,

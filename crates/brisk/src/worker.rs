@@ -188,6 +188,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                     let _ = write_msg(&mut tx, &ToMaster::Connections(worker.connection_list())).await;
                 }
                 Ok(Some(ToWorker::Stop { drain_ms })) => break Duration::from_millis(drain_ms),
+                Ok(Some(ToWorker::ReopenLogs)) => crate::log_file::reopen_all(),
                 Ok(None) | Err(_) => {
                     tracing::warn!("lost the master; stopping");
                     break Duration::ZERO;
@@ -196,6 +197,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         };
         tracing::debug!(drain_ms = drain.as_millis() as u64, "worker stopping");
         worker.shut_down(drain).await;
+        crate::log_file::flush_all();
         let _ = write_msg(&mut tx, &ToMaster::Final(worker.snapshot())).await;
         context::set_current(None);
         crate::timer::del_all();

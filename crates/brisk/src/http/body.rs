@@ -108,6 +108,16 @@ impl Body {
         matches!(self.kind, Kind::Boxed(_) | Kind::File(_))
     }
 
+    /// The bytes of a body held in memory in one piece (`None` for streams, files and no
+    /// body).
+    #[cfg(feature = "compression")]
+    pub(crate) fn as_full(&self) -> Option<&Bytes> {
+        match &self.kind {
+            Kind::Full(bytes) => bytes.as_ref(),
+            _ => None,
+        }
+    }
+
     /// Whether the body is a file range.
     pub(crate) fn is_file(&self) -> bool {
         matches!(self.kind, Kind::File(_))

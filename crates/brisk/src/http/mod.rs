@@ -6,7 +6,13 @@
 //! oversized bodies, 408 for heads that arrive too slowly; hyper answers malformed requests
 //! with 400.
 
+mod accept_encoding;
+pub mod access_log;
 pub mod body;
+#[cfg(feature = "client")]
+pub mod client;
+#[cfg(feature = "compression")]
+pub mod compression;
 mod conn;
 mod file_body;
 mod framing;

@@ -10,7 +10,9 @@ use std::task::Poll;
 
 use futures_util::FutureExt;
 use http::{header, HeaderValue, Request, Response, StatusCode};
+use tracing::Instrument;
 
+use super::access_log::RequestLine;
 use super::io::Activity;
 use super::state::{HttpConn, HttpShared};
 use super::{Body, RequestBody};
@@ -80,13 +82,25 @@ pub(super) fn closing(code: StatusCode, text: &'static str) -> Response<Body> {
     r
 }
 
-/// Runs the handler for one request, refusing ambiguous framing (400), enforcing the body
-/// limit and counting errors.
+/// Runs the handler for one request (see [`answer`]) and logs it to the access log, if the
+/// server has one.
 pub(super) async fn respond(
     shared: &HttpShared,
     conn: &HttpConn,
     req: Request<RequestBody>,
 ) -> Response<Body> {
+    let Some(log) = &shared.access_log else {
+        return answer(shared, conn, req).await;
+    };
+    let line = RequestLine::of(&req);
+    let resp = answer(shared, conn, req).await;
+    log.log(&line, &resp, conn.remote, shared.worker.info.id, conn.id);
+    resp
+}
+
+/// Runs the handler for one request, refusing ambiguous framing (400), enforcing the body
+/// limit and counting errors.
+async fn answer(shared: &HttpShared, conn: &HttpConn, req: Request<RequestBody>) -> Response<Body> {
     let stats = &shared.worker.stats;
     Stats::add(&stats.total_request, 1);
     conn.activity.head_done();
@@ -106,7 +120,15 @@ pub(super) async fn respond(
         Stats::add(&stats.rejected, 1);
         return closing(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
     }
-    let outcome = AssertUnwindSafe((shared.handler)(req)).catch_unwind().await;
+    let handling = (shared.handler)(req);
+    let outcome = if shared.request_spans {
+        let span = tracing::info_span!("request", conn = conn.id);
+        AssertUnwindSafe(handling.instrument(span))
+            .catch_unwind()
+            .await
+    } else {
+        AssertUnwindSafe(handling).catch_unwind().await
+    };
     let mut resp = match outcome {
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => {

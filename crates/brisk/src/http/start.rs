@@ -5,6 +5,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::access_log::AccessLogWriter;
 use super::conn::serve;
 use super::handler::DynHandler;
 use super::limits::HttpLimits;
@@ -26,8 +27,16 @@ pub(super) fn not_found_handler() -> DynHandler {
     })
 }
 
+/// How a server's requests are logged.
+pub(super) struct Logging {
+    /// This worker's open access log.
+    pub access_log: Option<AccessLogWriter>,
+    /// Handlers run in a `request{conn}` span.
+    pub request_spans: bool,
+}
+
 /// Serves `listener` in `worker` until the worker stops; `tls` is the rustls configuration
-/// and handshake timeout of an `https://` listener.
+/// and handshake timeout of an `https://` listener; `logging` how requests are logged.
 pub(super) fn start(
     worker: Rc<WorkerCtx>,
     listener: tokio::net::TcpListener,
@@ -35,6 +44,7 @@ pub(super) fn start(
     http: HttpLimits,
     handler: DynHandler,
     tls: Option<(Arc<rustls::ServerConfig>, Duration)>,
+    logging: Logging,
 ) {
     let mut builder = hyper::server::conn::http1::Builder::new();
     // Brisk times request heads itself (`sweep_http`): hyper's timer would arm and disarm a
@@ -53,6 +63,8 @@ pub(super) fn start(
         http,
         builder,
         tls: tls.map(|(c, handshake)| TlsShared::new(c, &http, handshake)),
+        access_log: logging.access_log,
+        request_spans: logging.request_spans,
     });
     tokio::task::spawn_local(sweep_http(
         worker,

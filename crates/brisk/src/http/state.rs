@@ -30,6 +30,10 @@ pub(crate) struct HttpShared {
     pub http: HttpLimits,
     pub builder: hyper::server::conn::http1::Builder,
     pub tls: Option<TlsShared>,
+    /// This worker's access log, when the server has one.
+    pub access_log: Option<super::access_log::AccessLogWriter>,
+    /// Handlers run in a `request{conn}` span.
+    pub request_spans: bool,
 }
 
 /// What an `https://` server adds: the TLS acceptor, and HTTP/2 settings for clients that

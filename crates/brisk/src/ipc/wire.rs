@@ -22,6 +22,8 @@ pub(crate) enum ToWorker {
     /// Stop: stop accepting, then let in-flight work finish for up to `drain_ms`
     /// milliseconds (0: close everything at once).
     Stop { drain_ms: u64 },
+    /// Open every log file again (after logrotate moved it).
+    ReopenLogs,
 }
 
 /// Worker to master.
@@ -46,6 +48,7 @@ pub(crate) enum ControlRequest {
     Connections,
     Stop { graceful: bool },
     Reload { graceful: bool },
+    ReopenLogs,
 }
 
 /// Master to CLI.

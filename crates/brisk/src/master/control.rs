@@ -23,6 +23,8 @@ pub(crate) trait Controlled: 'static {
     fn stop(&self, graceful: bool);
     /// Replaces every worker; resolves to what happened, or why it stopped.
     fn reload(&self, graceful: bool) -> impl Future<Output = Result<String, String>>;
+    /// Tells every worker to open its log files again; returns how many were told.
+    fn reopen_logs(&self) -> usize;
 }
 
 /// Listens on `path` until the returned handle is aborted or dropped with the runtime.
@@ -60,6 +62,10 @@ async fn handle<C: Controlled>(master: &C, req: ControlRequest) -> ControlReply 
         ControlRequest::Stop { graceful } => {
             master.stop(graceful);
             ControlReply::Done("stopping".into())
+        }
+        ControlRequest::ReopenLogs => {
+            let n = master.reopen_logs();
+            ControlReply::Done(format!("told {n} workers to reopen their log files"))
         }
         ControlRequest::Reload { graceful } => match master.reload(graceful).await {
             Ok(msg) => ControlReply::Done(msg),

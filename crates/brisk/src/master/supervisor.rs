@@ -239,6 +239,20 @@ impl Supervisor {
                 }
             });
         }
+        // SIGHUP: the workers reopen their log files (logrotate's postrotate).
+        let mut hup = signal(SignalKind::hangup())
+            .map_err(|e| Error::io("cannot install signal handlers", e))?;
+        let me = Rc::downgrade(self);
+        tokio::task::spawn_local(async move {
+            while hup.recv().await.is_some() {
+                match me.upgrade() {
+                    Some(sup) => {
+                        sup.reopen_logs();
+                    }
+                    None => return,
+                }
+            }
+        });
         Ok(())
     }
 
@@ -568,6 +582,16 @@ impl Supervisor {
         }
     }
 
+    /// Tells every worker to open its log files again; returns how many were told.
+    fn reopen_logs(&self) -> usize {
+        let workers = self.current_workers();
+        for w in &workers {
+            w.tell(ToWorker::ReopenLogs);
+        }
+        tracing::info!(workers = workers.len(), "reopening log files");
+        workers.len()
+    }
+
     fn current_workers(&self) -> Vec<Rc<Worker>> {
         self.current.borrow().iter().flatten().cloned().collect()
     }
@@ -643,6 +667,10 @@ impl Controlled for Supervisor {
             Ok(result) => result,
             Err(_) => Err("the master stopped during the reload".into()),
         }
+    }
+
+    fn reopen_logs(&self) -> usize {
+        Supervisor::reopen_logs(self)
     }
 }
 

@@ -241,6 +241,7 @@ impl WorkerCtx {
             rejected: s.rejected.get(),
             buffer_full: s.buffer_full.get(),
             accept_paused: s.accept_paused.get(),
+            log_lines_dropped: crate::log_file::dropped_lines(),
             cache_hits: s.cache_hits.get(),
             cache_misses: s.cache_misses.get(),
             timers: crate::timer::count() as u64,

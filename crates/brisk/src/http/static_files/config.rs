@@ -41,7 +41,18 @@ impl StaticFiles {
             allow_symlinks_outside_root: false,
             revalidate_after: DEFAULT_REVALIDATE_AFTER,
             cache: Arc::new(SharedCache::new(DEFAULT_CACHE_MAX_TOTAL_SIZE)),
+            precompressed: true,
+            missing: Arc::default(),
         })
+    }
+
+    /// Whether a precompressed sibling (`app.js.br`, `app.js.gz`) is sent in place of a
+    /// file of a type that compresses, to a client whose `Accept-Encoding` allows it
+    /// (default on). The sibling is served like any file (validators, ranges, cache) with
+    /// the original's `Content-Type`, `Content-Encoding` and `Vary: Accept-Encoding`.
+    pub fn precompressed(mut self, on: bool) -> Self {
+        self.precompressed = on;
+        self
     }
 
     /// The canonical root directory.

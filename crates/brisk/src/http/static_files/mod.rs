@@ -131,6 +131,7 @@ mod conditional;
 mod config;
 mod lookup;
 pub(crate) mod path;
+mod precompressed;
 mod range;
 mod response;
 mod service;
@@ -148,6 +149,7 @@ use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 
 use super::file_body::Chunks;
+use crate::http::accept_encoding::{compressible, vary_on_accept_encoding};
 use crate::http::Body;
 use cache::{Content, Entry, SharedCache};
 use lookup::{blocking, lookup, open_regular, read_small, Lookup};
@@ -200,6 +202,8 @@ pub struct StaticFiles {
     allow_symlinks_outside_root: bool,
     revalidate_after: Duration,
     cache: Arc<SharedCache>,
+    precompressed: bool,
+    missing: Arc<precompressed::Missing>,
 }
 
 impl std::fmt::Debug for StaticFiles {
@@ -215,6 +219,7 @@ impl std::fmt::Debug for StaticFiles {
                 &self.allow_symlinks_outside_root,
             )
             .field("revalidate_after", &self.revalidate_after)
+            .field("precompressed", &self.precompressed)
             .finish_non_exhaustive()
     }
 }
@@ -231,8 +236,57 @@ impl StaticFiles {
     }
 
     /// [`serve`](Self::serve), with a body that is `Send`; `relative_redirect`
-    /// for a `Location` that does not need the mount point.
+    /// for a `Location` that does not need the mount point. Sends a precompressed sibling
+    /// when there is one the client accepts (see [`precompressed`](Self::precompressed)).
     async fn answer<B>(
+        &self,
+        req: &Request<B>,
+        path: &str,
+        relative_redirect: bool,
+    ) -> Response<StaticBody> {
+        // The query (`/app.js?v=2`) names no other file.
+        let bare = path.split_once('?').map_or(path, |(bare, _)| bare);
+        let compresses =
+            (mime_guess::from_path(bare).first_raw()).is_some_and(|t| compressible(t.as_bytes()));
+        if !self.precompressed || bare.ends_with('/') || !compresses {
+            return self.answer_file(req, path, relative_redirect).await;
+        }
+        let accept = req.headers().get(header::ACCEPT_ENCODING);
+        for encoding in precompressed::candidates(accept) {
+            let sibling = format!("{bare}{}", precompressed::suffix(encoding));
+            if self.missing.recently(&sibling, self.revalidate_after) {
+                continue;
+            }
+            let mut resp = self.answer_file(req, &sibling, relative_redirect).await;
+            let status = resp.status();
+            let found = status.is_success()
+                || status == StatusCode::NOT_MODIFIED
+                || status == StatusCode::RANGE_NOT_SATISFIABLE;
+            if !found {
+                // Missing, a folder, unreadable: the original answers instead.
+                self.missing.insert(sibling);
+                continue;
+            }
+            let headers = resp.headers_mut();
+            if headers.contains_key(header::CONTENT_TYPE) {
+                headers.insert(header::CONTENT_TYPE, content_type(Path::new(bare)));
+            }
+            headers.insert(
+                header::CONTENT_ENCODING,
+                HeaderValue::from_static(encoding.token()),
+            );
+            vary_on_accept_encoding(headers);
+            return resp;
+        }
+        let mut resp = self.answer_file(req, path, relative_redirect).await;
+        if resp.status().is_success() || resp.status() == StatusCode::NOT_MODIFIED {
+            vary_on_accept_encoding(resp.headers_mut());
+        }
+        resp
+    }
+
+    /// The file at `path` (see [`answer`](Self::answer)).
+    async fn answer_file<B>(
         &self,
         req: &Request<B>,
         path: &str,
@@ -435,6 +489,75 @@ mod tests {
     use crate::http::static_files::testing::*;
     use crate::http::testing::{digest, noise};
     use http_body_util::BodyExt;
+
+    #[test]
+    fn a_precompressed_sibling_is_sent_to_clients_that_accept_it() {
+        let dir = TempDir::new();
+        dir.write("app.js", b"plain javascript");
+        dir.write("app.js.br", b"BROTLI");
+        dir.write("app.js.gz", b"GZIP");
+        dir.write("style.css", b"plain css");
+        dir.write("style.css.gz", b"GZIPPED CSS");
+        dir.write("only.txt", b"no siblings");
+        dir.write("logo.png", b"PNG");
+        dir.write("logo.png.gz", b"should not be used");
+        run(async {
+            let files = dir.files();
+            let ask = |accept: &'static str, path: &'static str| {
+                let files = files.clone();
+                async move {
+                    let resp = files
+                        .serve(&get(&[("accept-encoding", accept)]), path)
+                        .await;
+                    let enc = header(&resp, "content-encoding").to_string();
+                    let ty = header(&resp, "content-type").to_string();
+                    let vary = header(&resp, "vary").to_string();
+                    (enc, ty, vary, body(resp).await)
+                }
+            };
+            let (enc, ty, vary, bytes) = ask("gzip, br", "/app.js").await;
+            assert_eq!((enc.as_str(), bytes.as_slice()), ("br", &b"BROTLI"[..]));
+            assert!(ty.contains("javascript"), "{ty}");
+            assert_eq!(vary, "accept-encoding");
+            let (enc, _, _, bytes) = ask("gzip", "/app.js").await;
+            assert_eq!((enc.as_str(), bytes.as_slice()), ("gzip", &b"GZIP"[..]));
+            // br preferred but missing: the gzip sibling.
+            let (enc, ty, _, bytes) = ask("br, gzip", "/style.css").await;
+            assert_eq!(
+                (enc.as_str(), bytes.as_slice()),
+                ("gzip", &b"GZIPPED CSS"[..])
+            );
+            assert!(ty.starts_with("text/css"), "{ty}");
+            // No sibling, or not accepted: the file itself, still varying.
+            let (enc, _, vary, bytes) = ask("br, gzip", "/only.txt").await;
+            assert_eq!((enc.as_str(), bytes.as_slice()), ("", &b"no siblings"[..]));
+            assert_eq!(vary, "accept-encoding");
+            let (enc, _, _, bytes) = ask("identity", "/app.js").await;
+            assert_eq!(
+                (enc.as_str(), bytes.as_slice()),
+                ("", &b"plain javascript"[..])
+            );
+            // Images are compressed already: no sibling is looked for.
+            let (enc, _, vary, bytes) = ask("gzip", "/logo.png").await;
+            assert_eq!(
+                (enc.as_str(), vary.as_str(), bytes.as_slice()),
+                ("", "", &b"PNG"[..])
+            );
+            // A sibling that appears is found after the next check.
+            dir.write("only.txt.gz", b"LATE");
+            let files = files.clone().revalidate_after(std::time::Duration::ZERO);
+            let resp = files
+                .serve(&get(&[("accept-encoding", "gzip")]), "/only.txt")
+                .await;
+            assert_eq!(header(&resp, "content-encoding"), "gzip");
+            // Switched off: never.
+            let off = files.precompressed(false);
+            let resp = off
+                .serve(&get(&[("accept-encoding", "br")]), "/app.js")
+                .await;
+            assert_eq!(body(resp).await, b"plain javascript");
+        });
+    }
 
     #[test]
     fn serves_a_file() {

@@ -1,0 +1,72 @@
+//! Starting the demo for a test: every listener on a free loopback port, the run directory
+//! in a temporary folder, the whole process group killed on drop.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+
+use brisk_testkit::*;
+
+/// The demo binary.
+pub(crate) const DEMO: &str = env!("CARGO_BIN_EXE_brisk-demo");
+
+/// A running demo and its HTTP port.
+pub(crate) struct Demo {
+    pub(crate) server: ServerProcess,
+    pub(crate) http: u16,
+}
+
+/// The arguments that put each of the demo's listeners on a free port, the HTTP port, and
+/// `workers` workers.
+pub(crate) fn demo_args(workers: usize) -> (Vec<String>, u16) {
+    let http = free_port();
+    let args = vec![
+        "--workers".into(),
+        workers.to_string(),
+        "--http".into(),
+        format!("http://127.0.0.1:{http}"),
+        "--websocket".into(),
+        format!("websocket://127.0.0.1:{}", free_port()),
+        "--text".into(),
+        format!("text://127.0.0.1:{}", free_port()),
+        "--frame".into(),
+        format!("frame://127.0.0.1:{}", free_port()),
+    ];
+    (args, http)
+}
+
+/// The demo with `workers` workers and `extra` flags, started and waited for.
+pub(crate) fn demo_with(workers: usize, extra: &[&str]) -> Demo {
+    let (mut args, http) = demo_args(workers);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = ServerProcess::start(DEMO, &args, workers * 4).unwrap();
+    Demo { server, http }
+}
+
+/// `GET path` on a new connection, with its whole response.
+pub(crate) fn get(port: u16, path: &str) -> HttpResponse {
+    request(port, "GET", path, &[], "")
+}
+
+/// A request on a new connection (closed after it), with its whole response.
+pub(crate) fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> HttpResponse {
+    let mut s = connect(port);
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+    read_response(&mut s)
+}

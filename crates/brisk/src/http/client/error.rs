@@ -1,0 +1,112 @@
+//! [`ClientError`]: why an upstream call failed, and the status that answers it.
+
+use std::time::Duration;
+
+use http::StatusCode;
+
+/// Why a request of the [`HttpClient`](super::HttpClient) failed. Each names the upstream and
+/// says what went wrong; [`ClientError::status`] is the status a handler answers with (502
+/// for an upstream that refused or misbehaved, 504 for one that was too slow), and
+/// `brisk::http::IntoResponse` turns it into that response.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientError {
+    /// The request cannot be sent: a bad URL, scheme, header or body.
+    #[error("bad upstream request: {0}")]
+    InvalidRequest(String),
+    /// No connection could be made: refused, unreachable, or the TLS handshake failed.
+    #[error("cannot connect to {authority}: {reason}")]
+    Connect {
+        /// `host:port` of the upstream.
+        authority: String,
+        /// What the operating system or TLS said.
+        reason: String,
+    },
+    /// The TCP connection took longer than the connect timeout.
+    #[error("connecting to {authority} took longer than {} ms", .after.as_millis())]
+    ConnectTimeout {
+        /// `host:port` of the upstream.
+        authority: String,
+        /// The connect timeout.
+        after: Duration,
+    },
+    /// The exchange (connect, send, answer, body) took longer than the timeout.
+    #[error("{authority} did not answer within {} ms", .after.as_millis())]
+    Timeout {
+        /// `host:port` of the upstream.
+        authority: String,
+        /// The timeout.
+        after: Duration,
+    },
+    /// The response body is larger than the client's limit.
+    #[error("the response of {authority} is larger than {limit} bytes")]
+    BodyTooLarge {
+        /// `host:port` of the upstream.
+        authority: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// More redirects than the client follows.
+    #[error("more than {limit} redirects from {authority}")]
+    TooManyRedirects {
+        /// `host:port` of the upstream that sent the last redirect.
+        authority: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// The connection broke, or the upstream sent something that is not HTTP.
+    #[error("{authority} broke the exchange: {reason}")]
+    Upstream {
+        /// `host:port` of the upstream.
+        authority: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+impl ClientError {
+    /// The status that answers a request whose upstream call failed this way: 504 for the
+    /// timeouts, 500 for a request that could not be made, 502 for everything else.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ClientError::ConnectTimeout { .. } | ClientError::Timeout { .. } => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
+            ClientError::InvalidRequest(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// Whether this is one of the timeouts.
+    pub fn is_timeout(&self) -> bool {
+        self.status() == StatusCode::GATEWAY_TIMEOUT
+    }
+}
+
+/// An error and its sources, joined by `: `.
+pub(super) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let next = s.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// Whether an I/O error of `kind` is somewhere in `e`'s sources.
+pub(super) fn has_io_kind(e: &(dyn std::error::Error + 'static), kind: std::io::ErrorKind) -> bool {
+    let mut source = Some(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == kind)
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}

@@ -1,0 +1,116 @@
+//! [`ClientRequest`]: a request being built, sent with [`ClientRequest::send`].
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue};
+use http::{HeaderMap, Method, Uri};
+
+use super::{ClientError, ClientResponse, HttpClient};
+
+/// A request of an [`HttpClient`], built step by step; a bad URL or header is reported by
+/// [`send`](ClientRequest::send).
+///
+/// ```no_run
+/// # async fn f(client: brisk::http::client::HttpClient) -> Result<(), brisk::http::client::ClientError> {
+/// let created = client
+///     .post("http://127.0.0.1:9000/users")
+///     .header("x-request-id", "42")
+///     .json(&serde_json::json!({"name": "Ada"}))
+///     .timeout(std::time::Duration::from_millis(500))
+///     .send()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "a request does nothing until it is sent"]
+pub struct ClientRequest {
+    pub(super) client: HttpClient,
+    pub(super) parts: Result<Parts, ClientError>,
+}
+
+/// What a request is made of.
+#[derive(Debug, Clone)]
+pub(super) struct Parts {
+    pub method: Method,
+    pub uri: Uri,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub timeout: Option<Duration>,
+}
+
+impl ClientRequest {
+    pub(super) fn new(client: HttpClient, method: Method, url: &str) -> Self {
+        let parts = url
+            .parse::<Uri>()
+            .map_err(|e| ClientError::InvalidRequest(format!("{url}: {e}")))
+            .and_then(|uri| match uri.scheme_str() {
+                Some("http" | "https") if uri.authority().is_some() => Ok(uri),
+                _ => Err(ClientError::InvalidRequest(format!(
+                    "{url}: not an http:// or https:// URL"
+                ))),
+            })
+            .map(|uri| Parts {
+                method,
+                uri,
+                headers: HeaderMap::new(),
+                body: Bytes::new(),
+                timeout: None,
+            });
+        ClientRequest { client, parts }
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        if let Ok(parts) = &mut self.parts {
+            match (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+                (Ok(n), Ok(v)) => {
+                    parts.headers.append(n, v);
+                }
+                _ => {
+                    self.parts = Err(ClientError::InvalidRequest(format!(
+                        "bad header {name:?}: {value:?}"
+                    )))
+                }
+            }
+        }
+        self
+    }
+
+    /// Sets the body.
+    pub fn body(mut self, body: impl Into<Bytes>) -> Self {
+        if let Ok(parts) = &mut self.parts {
+            parts.body = body.into();
+        }
+        self
+    }
+
+    /// Sets the body to `value` as JSON, with `Content-Type: application/json`.
+    pub fn json<T: serde::Serialize + ?Sized>(mut self, value: &T) -> Self {
+        match serde_json::to_vec(value) {
+            Ok(body) => {
+                if let Ok(parts) = &mut self.parts {
+                    parts.body = body.into();
+                    parts.headers.insert(
+                        http::header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    );
+                }
+            }
+            Err(e) => self.parts = Err(ClientError::InvalidRequest(format!("JSON body: {e}"))),
+        }
+        self
+    }
+
+    /// This request's timeout instead of the client's.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        if let Ok(parts) = &mut self.parts {
+            parts.timeout = Some(timeout);
+        }
+        self
+    }
+
+    /// Sends the request and reads the whole response.
+    pub async fn send(self) -> Result<ClientResponse, ClientError> {
+        self.client.execute(self.parts?).await
+    }
+}
