@@ -37,6 +37,18 @@ impl Default for SqliteOptions {
     }
 }
 
+/// Where a call stands, shared by its caller (who may time out) and its job.
+enum Slot {
+    /// Waiting in the queue.
+    Queued,
+    /// On a connection: the handle that interrupts it.
+    Running(InterruptHandle),
+    /// Finished; interrupting now would hit the connection's next job.
+    Done,
+    /// Its caller timed out first: skip it.
+    Cancelled,
+}
+
 /// Work for a connection thread: the connection, or why it could not be opened.
 type Job = Box<dyn FnOnce(Result<&mut Connection, &DbError>) + Send>;
 
@@ -111,14 +123,22 @@ impl Sqlite {
         R: Send + 'static,
     {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let running: Arc<Mutex<Option<InterruptHandle>>> = Arc::default();
-        let handle = running.clone();
+        let slot: Arc<Mutex<Slot>> = Arc::new(Mutex::new(Slot::Queued));
+        let job_slot = slot.clone();
         let job: Job = Box::new(move |conn| {
             let result = match conn {
                 Ok(conn) => {
-                    *handle.lock().unwrap_or_else(|p| p.into_inner()) =
-                        Some(conn.get_interrupt_handle());
-                    f(conn)
+                    {
+                        let mut slot = job_slot.lock().unwrap_or_else(|p| p.into_inner());
+                        if matches!(*slot, Slot::Cancelled) {
+                            // Its caller gave up while it waited in the queue.
+                            return;
+                        }
+                        *slot = Slot::Running(conn.get_interrupt_handle());
+                    }
+                    let result = f(conn);
+                    *job_slot.lock().unwrap_or_else(|p| p.into_inner()) = Slot::Done;
+                    result
                 }
                 Err(e) => Err(e.clone()),
             };
@@ -132,8 +152,13 @@ impl Sqlite {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(DbError::Unavailable("the SQLite thread stopped".into())),
             Err(_) => {
-                if let Some(h) = running.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                    h.interrupt();
+                let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                match &*slot {
+                    Slot::Running(h) => h.interrupt(),
+                    // Not started yet (the thread is busy or still opening the file): it
+                    // must not run later for nobody.
+                    Slot::Queued => *slot = Slot::Cancelled,
+                    Slot::Cancelled | Slot::Done => {}
                 }
                 Err(DbError::Timeout(timeout))
             }
@@ -431,5 +456,42 @@ mod tests {
                 }
             });
         }
+    }
+
+    #[tokio::test]
+    async fn a_call_that_timed_out_in_the_queue_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteOptions {
+            query_timeout: Duration::from_millis(300),
+            threads: 1,
+            ..Default::default()
+        };
+        let db = db(&dir, options);
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ran_in_job = ran.clone();
+        // The only thread is busy for 800 ms (sleeping, which no interrupt stops).
+        let busy = db.call(|_| {
+            std::thread::sleep(Duration::from_millis(800));
+            Ok(())
+        });
+        let queued = db.call(move |conn| {
+            ran_in_job.store(true, std::sync::atomic::Ordering::SeqCst);
+            conn.execute_batch("CREATE TABLE ran (x)")
+                .map_err(query_error)
+        });
+        let (busy, queued) = tokio::join!(busy, queued);
+        assert!(matches!(busy, Err(DbError::Timeout(_))), "{busy:?}");
+        assert!(matches!(queued, Err(DbError::Timeout(_))), "{queued:?}");
+        // Once the thread is free, the next query runs; the abandoned one did not.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let tables = loop {
+            let sql = "SELECT name FROM sqlite_master WHERE name = 'ran'";
+            match db.query(sql, vec![]).await {
+                Ok(rows) => break rows,
+                Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
+            }
+        };
+        assert!(tables.is_empty(), "the abandoned call ran");
+        assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
     }
 }
