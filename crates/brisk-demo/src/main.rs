@@ -18,12 +18,14 @@ use std::time::Duration;
 use anyhow::Context;
 use brisk::http::access_log::{AccessLog, LogFormat};
 use brisk::http::compression::Compression;
+use brisk::http::session::Sessions;
 use brisk::http::HttpServer;
 use brisk::template::{TemplateOptions, Templates};
 use brisk::tls::TlsConfig;
 use brisk::ws::{WsEndpoint, WsServer};
 use brisk::{App, Server};
 
+mod admin;
 mod blocking;
 mod httpc;
 mod orm;
@@ -165,6 +167,11 @@ struct Args {
     /// the app's log lines then carry the worker id only).
     #[arg(long, global = true)]
     no_request_spans: bool,
+    /// A file holding the secret that signs session cookies (at least 32 bytes; default
+    /// RUN_DIR/session.key, created with random bytes on first start). `BRISK_SESSION_SECRET`
+    /// in the environment wins over both.
+    #[arg(long, global = true)]
+    session_secret_file: Option<PathBuf>,
     /// A TOML file with any of the settings above (flags win).
     #[arg(long, global = true)]
     config: Option<PathBuf>,
@@ -204,6 +211,7 @@ struct Config {
     compression: Option<bool>,
     access_log: Option<PathBuf>,
     access_log_format: Option<String>,
+    session_secret_file: Option<PathBuf>,
 }
 
 /// The database options from the flags and the config file (flags win).
@@ -298,7 +306,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         )?),
         None => None,
     };
-    let mut techempower = techempower::Techempower::new(db, redis);
+    let mut techempower = techempower::Techempower::new(db.clone(), redis);
     if args.blocking_db {
         techempower = techempower.blocking(&database);
     }
@@ -319,12 +327,19 @@ fn build(args: &Args) -> anyhow::Result<App> {
     // A template that does not compile stops the start here, naming its file and line.
     let templates = Templates::new(&templates, template_options)
         .with_context(|| format!("templates in {}", templates.display()))?;
+    let secret_file = (args.session_secret_file.clone())
+        .or(file.session_secret_file)
+        .unwrap_or_else(|| run_dir.join("session.key"));
+    let sessions = Sessions::new(&session_secret(&secret_file)?)
+        .with_context(|| format!("session secret from {}", secret_file.display()))?;
+    let admin = admin::Admin::new(sessions, templates.clone(), db.clone());
     let routes = routes::Routes::new(
         &static_root,
         args.static_sendfile_min_size,
         techempower.clone(),
         orm::Orm::new(&database),
         views::Views::new(templates),
+        admin,
         httpc::Httpc::new(&upstream, Duration::from_millis(upstream_timeout)),
     )?;
     let ticker = routes.clone();
@@ -437,6 +452,45 @@ fn build(args: &Args) -> anyhow::Result<App> {
         app = app.server(https).server(wss).server(tls_text);
     }
     Ok(app)
+}
+
+/// The secret that signs session cookies: `BRISK_SESSION_SECRET` if set, else the contents of
+/// `path`, which is created with 32 random bytes (mode 0600) if it does not exist. Every process
+/// of the demo runs this, so the file appears at once, whole, or not at all: it is written
+/// under a temporary name and linked into place.
+fn session_secret(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    if let Some(secret) = std::env::var_os("BRISK_SESSION_SECRET") {
+        return Ok(secret.into_encoded_bytes());
+    }
+    match std::fs::read(path) {
+        Ok(secret) => return Ok(secret),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("no random source: {e}"))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &secret));
+    written.with_context(|| format!("cannot write {}", tmp.display()))?;
+    // Fails if another process linked its key first; then that one is the key.
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(secret.to_vec()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot create {}", path.display())),
+    }
 }
 
 /// The WebSocket echo: every message goes back as it came (compressed for clients that

@@ -8,6 +8,7 @@ use brisk::http::static_files::StaticFiles;
 use brisk::http::{Body, RequestBody};
 use brisk::ws::{self, WsEndpoint};
 
+use crate::admin::Admin;
 use crate::httpc::Httpc;
 use crate::orm::Orm;
 use crate::techempower::Techempower;
@@ -32,6 +33,8 @@ pub(crate) struct Routes {
     views: Views,
     /// Report R4's HTTP client modes and their upstream (`/httpc/*`, `/upstream`).
     httpc: Httpc,
+    /// Report R4's admin area (`/admin`, `/admin/*`).
+    admin: Admin,
     /// `/events` subscribers of this worker.
     pub events: Hub,
 }
@@ -46,6 +49,7 @@ impl Routes {
         techempower: Techempower,
         orm: Orm,
         views: Views,
+        admin: Admin,
         httpc: Httpc,
     ) -> anyhow::Result<Self> {
         let mut files = StaticFiles::new(static_root).map_err(|e| {
@@ -75,6 +79,7 @@ impl Routes {
             orm,
             views,
             httpc,
+            admin,
             events,
         })
     }
@@ -94,6 +99,18 @@ impl Routes {
 
     /// Routes one request.
     pub(crate) async fn route(&self, req: Request<RequestBody>) -> Response<Body> {
+        if req.uri().path().starts_with("/admin") {
+            // Boxed, as the database calls below.
+            match Box::pin(self.admin.route(req)).await {
+                Ok(r) => return r,
+                Err(other) => return Box::pin(self.route_other(other)).await,
+            }
+        }
+        self.route_other(req).await
+    }
+
+    /// Routes a request that is not for the admin area.
+    async fn route_other(&self, req: Request<RequestBody>) -> Response<Body> {
         let get = matches!(*req.method(), Method::GET | Method::HEAD);
         let path = req.uri().path();
         if get {

@@ -28,6 +28,8 @@ mod request_body;
 mod respond;
 mod response_head;
 mod server;
+#[cfg(feature = "sessions")]
+pub mod session;
 pub mod sse;
 mod start;
 mod state;

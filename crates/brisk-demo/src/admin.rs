@@ -1,0 +1,385 @@
+//! Report R4's admin area: a login page (`GET /admin`, a run-time template, so the template
+//! cache on/off matrix applies), the sign-in form's target (`POST /admin/login`), a dashboard
+//! behind the login (`GET /admin/dashboard`: authentication, a redirect when anonymous,
+//! queries through `brisk::db`, a template) and `POST /admin/logout`.
+//!
+//! Sessions are Brisk's signed cookies; forms carry the session's CSRF token. Passwords are
+//! argon2id hashes checked off the event loop, at most [`VERIFY_SLOTS`] at a time per worker.
+//! An unknown user is checked against a dummy hash of the same cost, so a wrong user and a
+//! wrong password take the same time and get the same 401 page; failures are counted per
+//! worker (shown on the dashboard) and logged.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use argon2::{Argon2, PasswordHash, PasswordVerifier};
+use brisk::db::{Db, DbError, Value};
+use brisk::http::session::{login_redirect, safe_next, Session, Sessions};
+use brisk::http::{Body, RequestBody};
+use brisk::template::Templates;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+/// The demo's one account: user `admin`, password `brisk-demo-admin` (argon2id, m=19 MiB, t=2).
+const USERS: &[(&str, &str)] = &[(
+    "admin",
+    "$argon2id$v=19$m=19456,t=2,p=1$UbAWdcDi/FrHdqKpr90u2A$UJiB67SaEP+ap6ijNoitbXMO8VkPzD5uLkd7NbM9DXk",
+)];
+
+/// The hash an unknown user's password is checked against: same algorithm and cost as the real
+/// ones, of a random password nobody knows.
+const DUMMY_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$+i98h9iajBkfkZg4HOYCBg$LJ/TYYMoWbGXo65Vh15ayvESemlbMBLvx3pbSLRSmsw";
+
+/// Password checks running at once per worker (each takes ~19 MiB and a core for tens of ms).
+pub(crate) const VERIFY_SLOTS: usize = 2;
+
+/// The largest sign-in or sign-out form accepted, in bytes.
+const MAX_FORM: usize = 16 * 1024;
+
+/// Where anonymous visitors are sent.
+const LOGIN_PAGE: &str = "/admin";
+
+/// Where a sign-in goes without a `next`.
+const DASHBOARD: &str = "/admin/dashboard";
+
+/// The first World rows the dashboard lists.
+const DASHBOARD_ROWS: i32 = 10;
+
+/// The admin area of one worker; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Admin {
+    sessions: Sessions,
+    templates: Templates,
+    db: Db,
+    verify_slots: Rc<Semaphore>,
+    failed_logins: Rc<Cell<u64>>,
+}
+
+/// The fields of the sign-in form.
+#[derive(Deserialize)]
+struct LoginForm {
+    user: String,
+    password: String,
+    csrf: String,
+    #[serde(default)]
+    next: String,
+}
+
+/// The field of the sign-out form.
+#[derive(Deserialize)]
+struct LogoutForm {
+    csrf: String,
+}
+
+/// What the login page shows.
+#[derive(Serialize)]
+struct LoginPage<'a> {
+    csrf: &'a str,
+    next: &'a str,
+    name: &'a str,
+    error: Option<&'a str>,
+    worker: u32,
+}
+
+#[derive(Serialize)]
+struct WorldRow {
+    id: i32,
+    random_number: i32,
+}
+
+/// What the dashboard shows.
+#[derive(Serialize)]
+struct DashboardPage<'a> {
+    user: &'a str,
+    csrf: &'a str,
+    worlds: i64,
+    fortunes: i64,
+    rows: Vec<WorldRow>,
+    failed_logins: u64,
+    worker: u32,
+}
+
+impl Admin {
+    /// The admin area over `db` (the TechEmpower tables), rendering with `templates` and
+    /// signing sessions with `sessions`.
+    pub(crate) fn new(sessions: Sessions, templates: Templates, db: Db) -> Self {
+        Admin {
+            sessions,
+            templates,
+            db,
+            verify_slots: Rc::new(Semaphore::new(VERIFY_SLOTS)),
+            failed_logins: Rc::new(Cell::new(0)),
+        }
+    }
+
+    /// Answers `/admin` and `/admin/*`; `Err(req)` hands any other request back.
+    pub(crate) async fn route(
+        &self,
+        req: Request<RequestBody>,
+    ) -> Result<Response<Body>, Request<RequestBody>> {
+        let path = req.uri().path();
+        if path != LOGIN_PAGE && !path.starts_with("/admin/") {
+            return Err(req);
+        }
+        let get = matches!(*req.method(), Method::GET | Method::HEAD);
+        let post = req.method() == Method::POST;
+        Ok(match path {
+            LOGIN_PAGE if get => self.login_page(&req),
+            "/admin/login" if post => self.login(req).await,
+            DASHBOARD if get => self.dashboard(&req).await,
+            "/admin/logout" if post => self.logout(req).await,
+            LOGIN_PAGE | DASHBOARD => method_not_allowed("GET, HEAD"),
+            "/admin/login" | "/admin/logout" => method_not_allowed("POST"),
+            _ => text(StatusCode::NOT_FOUND, "not found\n"),
+        })
+    }
+
+    /// The sign-in form; a visitor who is signed in already goes on to the dashboard.
+    fn login_page(&self, req: &Request<RequestBody>) -> Response<Body> {
+        let next = query_param(req.uri().query(), "next");
+        let next = safe_next(next.as_deref(), DASHBOARD);
+        match self.sessions.read(req.headers()) {
+            Some(s) if s.user().is_some() => see_other(next),
+            Some(s) => self.form(&s, next, "", None, StatusCode::OK, false),
+            None => {
+                let s = self.sessions.anonymous();
+                self.form(&s, next, "", None, StatusCode::OK, true)
+            }
+        }
+    }
+
+    /// Checks the sign-in form: its CSRF token, then the password.
+    async fn login(&self, req: Request<RequestBody>) -> Response<Body> {
+        let Some(session) = self.sessions.read(req.headers()) else {
+            // No session cookie (expired, tampered, or cookies off): a fresh form.
+            let fresh = self.sessions.anonymous();
+            let error = "Your sign-in form expired. Please try again.";
+            return self.form(
+                &fresh,
+                DASHBOARD,
+                "",
+                Some(error),
+                StatusCode::FORBIDDEN,
+                true,
+            );
+        };
+        let form: LoginForm = match read_form(req).await {
+            Ok(form) => form,
+            Err(r) => return r,
+        };
+        let next = safe_next(Some(&form.next), DASHBOARD);
+        if !session.check_csrf(&form.csrf) {
+            let error = "Your sign-in form expired. Please try again.";
+            return self.form(
+                &session,
+                next,
+                &form.user,
+                Some(error),
+                StatusCode::FORBIDDEN,
+                false,
+            );
+        }
+        if self.verify(&form.user, form.password).await {
+            tracing::info!(user = %form.user, "signed in");
+            let mut r = see_other(next);
+            let cookie = self.sessions.set_cookie(&self.sessions.login(&form.user));
+            r.headers_mut().insert(header::SET_COOKIE, cookie);
+            return r;
+        }
+        let failures = self.failed_logins.get() + 1;
+        self.failed_logins.set(failures);
+        tracing::warn!(user = ?form.user, failures, "failed sign-in");
+        let error = "Wrong user name or password.";
+        self.form(
+            &session,
+            next,
+            &form.user,
+            Some(error),
+            StatusCode::UNAUTHORIZED,
+            false,
+        )
+    }
+
+    /// Whether `password` is `user`'s. Unknown users are checked against [`DUMMY_HASH`], so
+    /// both failures cost the same.
+    async fn verify(&self, user: &str, password: String) -> bool {
+        let known = USERS.iter().find(|(name, _)| *name == user);
+        let phc = known.map_or(DUMMY_HASH, |(_, phc)| *phc);
+        let Ok(_slot) = self.verify_slots.acquire().await else {
+            return false;
+        };
+        let matches = tokio::task::spawn_blocking(move || {
+            PasswordHash::new(phc)
+                .map(|hash| {
+                    Argon2::default()
+                        .verify_password(password.as_bytes(), &hash)
+                        .is_ok()
+                })
+                .unwrap_or(false)
+        })
+        .await
+        .unwrap_or(false);
+        matches && known.is_some()
+    }
+
+    /// The dashboard: signed-in users only, then three queries, then the template.
+    async fn dashboard(&self, req: &Request<RequestBody>) -> Response<Body> {
+        let session = match self.sessions.read(req.headers()) {
+            Some(s) if s.user().is_some() => s,
+            _ => return login_redirect(LOGIN_PAGE, req.uri()),
+        };
+        let (worlds, fortunes, rows) = tokio::join!(
+            self.count("SELECT COUNT(*) FROM world"),
+            self.count("SELECT COUNT(*) FROM fortune"),
+            self.db.query(
+                "SELECT id, randomnumber FROM world WHERE id <= $1 ORDER BY id",
+                vec![Value::from(DASHBOARD_ROWS)],
+            ),
+        );
+        let page = (|| {
+            let rows = rows?
+                .iter()
+                .map(|r| {
+                    Ok(WorldRow {
+                        id: r.get(0)?,
+                        random_number: r.get(1)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, DbError>>()?;
+            Ok::<_, DbError>(DashboardPage {
+                user: session.user().unwrap_or_default(),
+                csrf: session.csrf_token(),
+                worlds: worlds?,
+                fortunes: fortunes?,
+                rows,
+                failed_logins: self.failed_logins.get(),
+                worker: std::process::id(),
+            })
+        })();
+        match page {
+            Ok(page) => no_store(self.templates.page("admin/dashboard.html", page)),
+            Err(e) => {
+                tracing::warn!("dashboard: {e}");
+                let status = StatusCode::from_u16(e.http_status())
+                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                text(
+                    status,
+                    &format!("the dashboard's data is unavailable: {e}\n"),
+                )
+            }
+        }
+    }
+
+    async fn count(&self, sql: &str) -> Result<i64, DbError> {
+        match self.db.query_one(sql, vec![]).await? {
+            Some(row) => row.get(0),
+            None => Ok(0),
+        }
+    }
+
+    /// Signs out: the cookie is deleted; back to the login page.
+    async fn logout(&self, req: Request<RequestBody>) -> Response<Body> {
+        let Some(session) = self.sessions.read(req.headers()) else {
+            return see_other(LOGIN_PAGE);
+        };
+        let form: LogoutForm = match read_form(req).await {
+            Ok(form) => form,
+            Err(r) => return r,
+        };
+        if !session.check_csrf(&form.csrf) {
+            return text(StatusCode::FORBIDDEN, "invalid or missing CSRF token\n");
+        }
+        tracing::info!(user = ?session.user(), "signed out");
+        let mut r = see_other(LOGIN_PAGE);
+        r.headers_mut()
+            .insert(header::SET_COOKIE, self.sessions.clear_cookie());
+        r
+    }
+
+    /// The login page for `session` with `status`; `set_cookie` when the session is new.
+    fn form(
+        &self,
+        session: &Session,
+        next: &str,
+        name: &str,
+        error: Option<&str>,
+        status: StatusCode,
+        set_cookie: bool,
+    ) -> Response<Body> {
+        let page = LoginPage {
+            csrf: session.csrf_token(),
+            next,
+            name,
+            error,
+            worker: std::process::id(),
+        };
+        let mut r = self.templates.page("admin/login.html", page);
+        if r.status() == StatusCode::OK {
+            *r.status_mut() = status;
+        }
+        if set_cookie {
+            r.headers_mut()
+                .insert(header::SET_COOKIE, self.sessions.set_cookie(session));
+        }
+        no_store(r)
+    }
+}
+
+/// A urlencoded form from the request body: 413 past [`MAX_FORM`], 400 if it does not parse.
+async fn read_form<T: for<'de> Deserialize<'de>>(
+    req: Request<RequestBody>,
+) -> Result<T, Response<Body>> {
+    let body = match Limited::new(req.into_body(), MAX_FORM).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(e) if e.is::<LengthLimitError>() => {
+            return Err(text(StatusCode::PAYLOAD_TOO_LARGE, "form too large\n"))
+        }
+        Err(_) => return Err(text(StatusCode::BAD_REQUEST, "bad request body\n")),
+    };
+    serde_urlencoded::from_bytes(&body)
+        .map_err(|e| text(StatusCode::BAD_REQUEST, &format!("bad form: {e}\n")))
+}
+
+/// The value of `name` in a query string, decoded.
+fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+    serde_urlencoded::from_str::<Vec<(String, String)>>(query?)
+        .ok()?
+        .into_iter()
+        .find_map(|(k, v)| (k == name).then_some(v))
+}
+
+fn see_other(location: &str) -> Response<Body> {
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(v) = HeaderValue::try_from(location) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    no_store(r)
+}
+
+/// Pages that carry a session's CSRF token or its data stay out of shared caches.
+fn no_store(mut r: Response<Body>) -> Response<Body> {
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+fn text(status: StatusCode, message: &str) -> Response<Body> {
+    let mut r = Response::new(Body::from(message.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
