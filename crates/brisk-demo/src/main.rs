@@ -27,6 +27,7 @@ use brisk::{App, Server};
 
 mod admin;
 mod blocking;
+mod blocks;
 mod httpc;
 mod orm;
 mod pages;
@@ -114,8 +115,8 @@ struct Args {
     /// and seeded if missing).
     #[arg(long, global = true)]
     database: Option<String>,
-    /// A Redis server (`redis://host:port`): `/cached-queries` reads the World rows from it
-    /// instead of from each worker's memory.
+    /// A Redis server (`redis://host:port`): `/cached-queries` reads the World rows and
+    /// `/blocks` its blocks from it instead of from each worker's memory.
     #[arg(long, global = true)]
     redis: Option<String>,
     /// Database connections per worker (PostgreSQL, MySQL; default 1).
@@ -306,6 +307,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         )?),
         None => None,
     };
+    let blocks = blocks::Blocks::new(redis.clone());
     let mut techempower = techempower::Techempower::new(db.clone(), redis);
     if args.blocking_db {
         techempower = techempower.blocking(&database);
@@ -336,11 +338,14 @@ fn build(args: &Args) -> anyhow::Result<App> {
     let routes = routes::Routes::new(
         &static_root,
         args.static_sendfile_min_size,
-        techempower.clone(),
-        orm::Orm::new(&database),
-        views::Views::new(templates),
-        admin,
-        httpc::Httpc::new(&upstream, Duration::from_millis(upstream_timeout)),
+        routes::Apps {
+            techempower: techempower.clone(),
+            orm: orm::Orm::new(&database),
+            views: views::Views::new(templates),
+            admin,
+            blocks,
+            httpc: httpc::Httpc::new(&upstream, Duration::from_millis(upstream_timeout)),
+        },
     )?;
     let ticker = routes.clone();
     let compress = !args.no_compression && file.compression != Some(false);

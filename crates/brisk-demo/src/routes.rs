@@ -9,6 +9,7 @@ use brisk::http::{Body, RequestBody};
 use brisk::ws::{self, WsEndpoint};
 
 use crate::admin::Admin;
+use crate::blocks::Blocks;
 use crate::httpc::Httpc;
 use crate::orm::Orm;
 use crate::techempower::Techempower;
@@ -25,32 +26,35 @@ pub(crate) struct Routes {
     files: StaticFiles,
     echo: WsEndpoint,
     chat: WsEndpoint,
-    /// The TechEmpower test set.
-    techempower: Techempower,
-    /// Report R3's ORM and query-builder legs (`/orm/db`, `/qb/db`).
-    orm: Orm,
-    /// Report R2's template jobs and R4's view (`/tpl/*`, `/view`).
-    views: Views,
-    /// Report R4's HTTP client modes and their upstream (`/httpc/*`, `/upstream`).
-    httpc: Httpc,
-    /// Report R4's admin area (`/admin`, `/admin/*`).
-    admin: Admin,
+    apps: Apps,
     /// `/events` subscribers of this worker.
     pub events: Hub,
 }
 
+/// The parts of the demo that answer the published reports' routes.
+#[derive(Clone)]
+pub(crate) struct Apps {
+    /// The TechEmpower test set.
+    pub techempower: Techempower,
+    /// Report R3's ORM and query-builder legs (`/orm/db`, `/qb/db`).
+    pub orm: Orm,
+    /// Report R2's template jobs and R4's view (`/tpl/*`, `/view`).
+    pub views: Views,
+    /// Report R4's HTTP client modes and their upstream (`/httpc/*`, `/upstream`).
+    pub httpc: Httpc,
+    /// Report R2.3's cached blocks merged into JSON (`/blocks`).
+    pub blocks: Blocks,
+    /// Report R4's admin area (`/admin`, `/admin/*`).
+    pub admin: Admin,
+}
+
 impl Routes {
     /// Routes serving `/static/` from `static_root`, sending cached files from
-    /// `sendfile_min_size` on with sendfile (`None`: the library's default), and the
-    /// TechEmpower tests.
+    /// `sendfile_min_size` on with sendfile (`None`: the library's default), and `apps`.
     pub(crate) fn new(
         static_root: &Path,
         sendfile_min_size: Option<u64>,
-        techempower: Techempower,
-        orm: Orm,
-        views: Views,
-        admin: Admin,
-        httpc: Httpc,
+        apps: Apps,
     ) -> anyhow::Result<Self> {
         let mut files = StaticFiles::new(static_root).map_err(|e| {
             anyhow::anyhow!(
@@ -75,11 +79,7 @@ impl Routes {
             files,
             echo,
             chat,
-            techempower,
-            orm,
-            views,
-            httpc,
-            admin,
+            apps,
             events,
         })
     }
@@ -101,7 +101,7 @@ impl Routes {
     pub(crate) async fn route(&self, req: Request<RequestBody>) -> Response<Body> {
         if req.uri().path().starts_with("/admin") {
             // Boxed, as the database calls below.
-            match Box::pin(self.admin.route(req)).await {
+            match Box::pin(self.apps.admin.route(req)).await {
                 Ok(r) => return r,
                 Err(other) => return Box::pin(self.route_other(other)).await,
             }
@@ -115,14 +115,14 @@ impl Routes {
         let path = req.uri().path();
         if get {
             // Boxed: the database calls' state would otherwise enlarge every request's future.
-            if let Some(r) = Box::pin(self.techempower.route(path, req.uri().query())).await {
+            if let Some(r) = Box::pin(self.apps.techempower.route(path, req.uri().query())).await {
                 return r;
             }
-            if let Some(r) = self.views.route(path, req.uri().query()) {
+            if let Some(r) = self.apps.views.route(path, req.uri().query()) {
                 return r;
             }
             // Boxed, as above.
-            if let Some(r) = Box::pin(self.httpc.route(path, req.uri().query())).await {
+            if let Some(r) = Box::pin(self.apps.httpc.route(path, req.uri().query())).await {
                 return r;
             }
         }
@@ -133,8 +133,9 @@ impl Routes {
         }
         match path {
             "/" if get => with_type("Hello World", "text/plain"),
-            "/orm/db" if get => Box::pin(self.orm.db()).await,
-            "/qb/db" if get => Box::pin(self.orm.builder_db()).await,
+            "/orm/db" if get => Box::pin(self.apps.orm.db()).await,
+            "/qb/db" if get => Box::pin(self.apps.orm.builder_db()).await,
+            "/blocks" if get => Box::pin(self.apps.blocks.page(req.uri().query())).await,
             "/ws" => self.echo.upgrade(req),
             "/events" if get => self.events.subscribe(),
             "/chat" => self.chat.upgrade(req),
