@@ -17,6 +17,8 @@ use brisk::db::{Db, DbError, Value};
 use brisk::http::session::{login_redirect, safe_next, Session, Sessions};
 use brisk::http::{Body, RequestBody};
 use brisk::template::Templates;
+
+use crate::session_key::SessionKey;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::{Deserialize, Serialize};
@@ -51,7 +53,7 @@ const DASHBOARD_ROWS: i32 = 10;
 /// The admin area of one worker; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Admin {
-    sessions: Sessions,
+    key: SessionKey,
     templates: Templates,
     db: Db,
     verify_slots: Rc<Semaphore>,
@@ -104,10 +106,10 @@ struct DashboardPage<'a> {
 
 impl Admin {
     /// The admin area over `db` (the TechEmpower tables), rendering with `templates` and
-    /// signing sessions with `sessions`.
-    pub(crate) fn new(sessions: Sessions, templates: Templates, db: Db) -> Self {
+    /// signing sessions with `key`.
+    pub(crate) fn new(key: SessionKey, templates: Templates, db: Db) -> Self {
         Admin {
-            sessions,
+            key,
             templates,
             db,
             verify_slots: Rc::new(Semaphore::new(VERIFY_SLOTS)),
@@ -126,11 +128,19 @@ impl Admin {
         }
         let get = matches!(*req.method(), Method::GET | Method::HEAD);
         let post = req.method() == Method::POST;
+        let sessions = match self.key.sessions() {
+            Ok(sessions) => sessions,
+            Err(e) => {
+                tracing::error!("sessions: {e}");
+                let message = "sessions are unavailable: the session key cannot be read\n";
+                return Ok(text(StatusCode::INTERNAL_SERVER_ERROR, message));
+            }
+        };
         Ok(match path {
-            LOGIN_PAGE if get => self.login_page(&req),
-            "/admin/login" if post => self.login(req).await,
-            DASHBOARD if get => self.dashboard(&req).await,
-            "/admin/logout" if post => self.logout(req).await,
+            LOGIN_PAGE if get => self.login_page(sessions, &req),
+            "/admin/login" if post => self.login(sessions, req).await,
+            DASHBOARD if get => self.dashboard(sessions, &req).await,
+            "/admin/logout" if post => self.logout(sessions, req).await,
             LOGIN_PAGE | DASHBOARD => method_not_allowed("GET, HEAD"),
             "/admin/login" | "/admin/logout" => method_not_allowed("POST"),
             _ => text(StatusCode::NOT_FOUND, "not found\n"),
@@ -138,26 +148,27 @@ impl Admin {
     }
 
     /// The sign-in form; a visitor who is signed in already goes on to the dashboard.
-    fn login_page(&self, req: &Request<RequestBody>) -> Response<Body> {
+    fn login_page(&self, sessions: &Sessions, req: &Request<RequestBody>) -> Response<Body> {
         let next = query_param(req.uri().query(), "next");
         let next = safe_next(next.as_deref(), DASHBOARD);
-        match self.sessions.read(req.headers()) {
+        match sessions.read(req.headers()) {
             Some(s) if s.user().is_some() => see_other(next),
-            Some(s) => self.form(&s, next, "", None, StatusCode::OK, false),
+            Some(s) => self.form(sessions, &s, next, "", None, StatusCode::OK, false),
             None => {
-                let s = self.sessions.anonymous();
-                self.form(&s, next, "", None, StatusCode::OK, true)
+                let s = sessions.anonymous();
+                self.form(sessions, &s, next, "", None, StatusCode::OK, true)
             }
         }
     }
 
     /// Checks the sign-in form: its CSRF token, then the password.
-    async fn login(&self, req: Request<RequestBody>) -> Response<Body> {
-        let Some(session) = self.sessions.read(req.headers()) else {
+    async fn login(&self, sessions: &Sessions, req: Request<RequestBody>) -> Response<Body> {
+        let Some(session) = sessions.read(req.headers()) else {
             // No session cookie (expired, tampered, or cookies off): a fresh form.
-            let fresh = self.sessions.anonymous();
+            let fresh = sessions.anonymous();
             let error = "Your sign-in form expired. Please try again.";
             return self.form(
+                sessions,
                 &fresh,
                 DASHBOARD,
                 "",
@@ -174,6 +185,7 @@ impl Admin {
         if !session.check_csrf(&form.csrf) {
             let error = "Your sign-in form expired. Please try again.";
             return self.form(
+                sessions,
                 &session,
                 next,
                 &form.user,
@@ -185,7 +197,7 @@ impl Admin {
         if self.verify(&form.user, form.password).await {
             tracing::info!(user = %form.user, "signed in");
             let mut r = see_other(next);
-            let cookie = self.sessions.set_cookie(&self.sessions.login(&form.user));
+            let cookie = sessions.set_cookie(&sessions.login(&form.user));
             r.headers_mut().insert(header::SET_COOKIE, cookie);
             return r;
         }
@@ -194,6 +206,7 @@ impl Admin {
         tracing::warn!(user = ?form.user, failures, "failed sign-in");
         let error = "Wrong user name or password.";
         self.form(
+            sessions,
             &session,
             next,
             &form.user,
@@ -226,8 +239,8 @@ impl Admin {
     }
 
     /// The dashboard: signed-in users only, then three queries, then the template.
-    async fn dashboard(&self, req: &Request<RequestBody>) -> Response<Body> {
-        let session = match self.sessions.read(req.headers()) {
+    async fn dashboard(&self, sessions: &Sessions, req: &Request<RequestBody>) -> Response<Body> {
+        let session = match sessions.read(req.headers()) {
             Some(s) if s.user().is_some() => s,
             _ => return login_redirect(LOGIN_PAGE, req.uri()),
         };
@@ -281,8 +294,8 @@ impl Admin {
     }
 
     /// Signs out: the cookie is deleted; back to the login page.
-    async fn logout(&self, req: Request<RequestBody>) -> Response<Body> {
-        let Some(session) = self.sessions.read(req.headers()) else {
+    async fn logout(&self, sessions: &Sessions, req: Request<RequestBody>) -> Response<Body> {
+        let Some(session) = sessions.read(req.headers()) else {
             return see_other(LOGIN_PAGE);
         };
         let form: LogoutForm = match read_form(req).await {
@@ -295,13 +308,15 @@ impl Admin {
         tracing::info!(user = ?session.user(), "signed out");
         let mut r = see_other(LOGIN_PAGE);
         r.headers_mut()
-            .insert(header::SET_COOKIE, self.sessions.clear_cookie());
+            .insert(header::SET_COOKIE, sessions.clear_cookie());
         r
     }
 
     /// The login page for `session` with `status`; `set_cookie` when the session is new.
+    #[allow(clippy::too_many_arguments)]
     fn form(
         &self,
+        sessions: &Sessions,
         session: &Session,
         next: &str,
         name: &str,
@@ -322,7 +337,7 @@ impl Admin {
         }
         if set_cookie {
             r.headers_mut()
-                .insert(header::SET_COOKIE, self.sessions.set_cookie(session));
+                .insert(header::SET_COOKIE, sessions.set_cookie(session));
         }
         no_store(r)
     }

@@ -18,7 +18,6 @@ use std::time::Duration;
 use anyhow::Context;
 use brisk::http::access_log::{AccessLog, LogFormat};
 use brisk::http::compression::Compression;
-use brisk::http::session::Sessions;
 use brisk::http::HttpServer;
 use brisk::template::{TemplateOptions, Templates};
 use brisk::tls::TlsConfig;
@@ -32,6 +31,7 @@ mod httpc;
 mod orm;
 mod pages;
 mod routes;
+mod session_key;
 mod techempower;
 mod views;
 use clap::Parser;
@@ -119,8 +119,8 @@ struct Args {
     /// `/blocks` its blocks from it instead of from each worker's memory.
     #[arg(long, global = true)]
     redis: Option<String>,
-    /// Database connections per worker (PostgreSQL, MySQL; default 1).
-    #[arg(long, global = true)]
+    /// Database connections per worker (PostgreSQL, MySQL; SQLite threads; default 1).
+    #[arg(long, global = true, env = "DB_POOL")]
     db_pool_size: Option<usize>,
     /// Queries in flight on one PostgreSQL connection before more wait (default 256).
     #[arg(long, global = true)]
@@ -139,6 +139,10 @@ struct Args {
     /// templates/jinja).
     #[arg(long, global = true)]
     templates: Option<PathBuf>,
+    /// The engine of `/tpl/*` when the request names none: sailfish (compiled into the
+    /// program, the default) or minijinja (run time); `?engine=` picks one per request.
+    #[arg(long, global = true)]
+    template_engine: Option<String>,
     /// Compile run-time templates on every render instead of once per worker (report R4's
     /// "template cache off").
     #[arg(long, global = true)]
@@ -213,6 +217,7 @@ struct Config {
     access_log: Option<PathBuf>,
     access_log_format: Option<String>,
     session_secret_file: Option<PathBuf>,
+    template_engine: Option<String>,
 }
 
 /// The database options from the flags and the config file (flags win).
@@ -329,19 +334,26 @@ fn build(args: &Args) -> anyhow::Result<App> {
     // A template that does not compile stops the start here, naming its file and line.
     let templates = Templates::new(&templates, template_options)
         .with_context(|| format!("templates in {}", templates.display()))?;
+    let engine = args.template_engine.clone().or(file.template_engine);
+    let runtime_by_default = match engine.as_deref() {
+        None | Some("sailfish") => false,
+        Some("minijinja") => true,
+        Some(other) => {
+            anyhow::bail!("--template-engine {other:?}: expected sailfish or minijinja")
+        }
+    };
     let secret_file = (args.session_secret_file.clone())
         .or(file.session_secret_file)
         .unwrap_or_else(|| run_dir.join("session.key"));
-    let sessions = Sessions::new(&session_secret(&secret_file)?)
-        .with_context(|| format!("session secret from {}", secret_file.display()))?;
-    let admin = admin::Admin::new(sessions, templates.clone(), db.clone());
+    let session_key = session_key::SessionKey::new(secret_file)?;
+    let admin = admin::Admin::new(session_key, templates.clone(), db.clone());
     let routes = routes::Routes::new(
         &static_root,
         args.static_sendfile_min_size,
         routes::Apps {
             techempower: techempower.clone(),
             orm: orm::Orm::new(&database),
-            views: views::Views::new(templates),
+            views: views::Views::new(templates, runtime_by_default),
             admin,
             blocks,
             httpc: httpc::Httpc::new(&upstream, Duration::from_millis(upstream_timeout)),
@@ -457,45 +469,6 @@ fn build(args: &Args) -> anyhow::Result<App> {
         app = app.server(https).server(wss).server(tls_text);
     }
     Ok(app)
-}
-
-/// The secret that signs session cookies: `BRISK_SESSION_SECRET` if set, else the contents of
-/// `path`, which is created with 32 random bytes (mode 0600) if it does not exist. Every process
-/// of the demo runs this, so the file appears at once, whole, or not at all: it is written
-/// under a temporary name and linked into place.
-fn session_secret(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
-    if let Some(secret) = std::env::var_os("BRISK_SESSION_SECRET") {
-        return Ok(secret.into_encoded_bytes());
-    }
-    match std::fs::read(path) {
-        Ok(secret) => return Ok(secret),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-    }
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut secret = [0u8; 32];
-    getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("no random source: {e}"))?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, &secret));
-    written.with_context(|| format!("cannot write {}", tmp.display()))?;
-    // Fails if another process linked its key first; then that one is the key.
-    let linked = std::fs::hard_link(&tmp, path);
-    let _ = std::fs::remove_file(&tmp);
-    match linked {
-        Ok(()) => Ok(secret.to_vec()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
-        }
-        Err(e) => Err(e).with_context(|| format!("cannot create {}", path.display())),
-    }
 }
 
 /// The WebSocket echo: every message goes back as it came (compressed for clients that

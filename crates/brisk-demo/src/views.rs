@@ -1,6 +1,6 @@
 //! The template routes: report R2's three jobs on both engines (`/tpl/vars`, `/tpl/table`,
-//! `/tpl/page`; sailfish, or minijinja with `?engine=minijinja`) and report R4's view, a
-//! fixed HTML string (`/view`).
+//! `/tpl/page`; sailfish, or minijinja with `?engine=minijinja` or `--template-engine
+//! minijinja`) and report R4's view, a fixed HTML string (`/view`).
 
 use std::sync::Arc;
 
@@ -20,20 +20,29 @@ const VIEW: &str = "<!DOCTYPE html><html><head><title>Brisk</title></head>\
 pub(crate) struct Views {
     templates: Templates,
     data: Arc<R2Data>,
+    /// Render with minijinja unless the request asks for sailfish.
+    runtime_by_default: bool,
 }
 
 impl Views {
-    /// Views rendering with `templates` (the minijinja side) and R2's data.
-    pub(crate) fn new(templates: Templates) -> Self {
+    /// Views rendering with `templates` (the minijinja side) and R2's data; minijinja by
+    /// default when `runtime_by_default`, else sailfish.
+    pub(crate) fn new(templates: Templates, runtime_by_default: bool) -> Self {
         Views {
             templates,
             data: Arc::new(R2Data::new()),
+            runtime_by_default,
         }
     }
 
     /// The page for `path`, or `None` if it is not a template route.
     pub(crate) fn route(&self, path: &str, query: Option<&str>) -> Option<Response<Body>> {
-        let minijinja = query.is_some_and(|q| q.split('&').any(|kv| kv == "engine=minijinja"));
+        let asked = query.and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("engine=")));
+        let minijinja = match asked {
+            Some("minijinja") => true,
+            Some("sailfish") => false,
+            _ => self.runtime_by_default,
+        };
         let d = &*self.data;
         let t = &self.templates;
         Some(match (path, minijinja) {
