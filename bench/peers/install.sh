@@ -14,6 +14,8 @@ command -v php-fpm8.2 >/dev/null || command -v php-fpm >/dev/null || need_apt+=(
 # PHP peer's database tests: PDO pgsql, and APCu for /cached-queries.
 dpkg -s php-pgsql >/dev/null 2>&1 || need_apt+=(php-pgsql)
 dpkg -s php-apcu >/dev/null 2>&1 || need_apt+=(php-apcu)
+# PHP peer's templates (R2): Twig from Debian's packages.
+dpkg -s php-twig >/dev/null 2>&1 || need_apt+=(php-twig)
 # check-db.sh (checking a peer's database tests) needs jq and psql.
 command -v jq >/dev/null || need_apt+=(jq)
 command -v psql >/dev/null || need_apt+=(postgresql-client)
@@ -27,8 +29,9 @@ fi
 # apt may start the packaged services; the suite starts its own instances.
 for svc in nginx php8.2-fpm; do $SUDO service "$svc" stop >/dev/null 2>&1 || true; done
 
-# Node.js peer: ws and pg from npm.
-if [ ! -d "$HERE/node/node_modules/ws" ] || [ ! -d "$HERE/node/node_modules/pg" ]; then
+# Node.js peer: ws, pg and ejs from npm.
+if [ ! -d "$HERE/node/node_modules/ws" ] || [ ! -d "$HERE/node/node_modules/pg" ] \
+    || [ ! -d "$HERE/node/node_modules/ejs" ]; then
     (cd "$HERE/node" && npm install --no-audit --no-fund --silent)
 fi
 

@@ -3,7 +3,8 @@
 // PORT, STATIC_DIR; GOMAXPROCS sets the threads (one process). With
 // DATABASE_URL (postgres://...): the database tests of db.go (/db, /queries,
 // /fortunes, /updates, /cached-queries, /r5) on DB_POOL (default 4)
-// connections per GOMAXPROCS.
+// connections per GOMAXPROCS. The web application routes of web.go: /tpl/vars,
+// /tpl/table, /tpl/page (html/template), /blocks?n=N, /view.
 package main
 
 import (
@@ -122,6 +123,7 @@ func main() {
 		}
 	})
 	registerDB(mux)
+	registerWeb(mux)
 	// net/http adds Date; Server on every answer.
 	withServer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Server", "go")

@@ -3,7 +3,8 @@
 // of this process). PORT, WORKERS (cluster processes, default 1), STATIC_DIR.
 // With DATABASE_URL (postgres://...): the database tests of db.js (/db,
 // /queries, /fortunes, /updates, /cached-queries, /r5); DB_POOL connections
-// per process (default 4).
+// per process (default 4). The web application routes of web.js: /tpl/vars, /tpl/table,
+// /tpl/page (ejs), /blocks?n=N, /view.
 'use strict';
 const cluster = require('cluster');
 const fs = require('fs');
@@ -11,6 +12,7 @@ const http = require('http');
 const path = require('path');
 const { WebSocketServer, WebSocket } = require('ws');
 const db = require('./db');
+const web = require('./web');
 
 const port = Number(process.env.PORT || 8081);
 const workers = Number(process.env.WORKERS || 1);
@@ -33,6 +35,8 @@ if (cluster.isPrimary && workers > 1) {
     const url = q < 0 ? req.url : req.url.slice(0, q);
     if (tests.handles(url)) {
       tests.serve(url, q < 0 ? '' : req.url.slice(q + 1), res);
+    } else if (web.serve(url, q < 0 ? '' : req.url.slice(q + 1), res)) {
+      // /tpl/*, /view, /blocks: web.js
     } else if (url === '/') {
       res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': 11 });
       res.end('Hello World');

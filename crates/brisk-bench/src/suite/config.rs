@@ -12,7 +12,7 @@ use crate::error::BenchError;
 use crate::units::parse_duration;
 
 /// The names of every scenario the suite knows, in run order.
-pub const SCENARIO_NAMES: [&str; 13] = [
+pub const SCENARIO_NAMES: [&str; 18] = [
     "generator_check",
     "hello_keepalive",
     "hello_close",
@@ -26,6 +26,11 @@ pub const SCENARIO_NAMES: [&str; 13] = [
     "database_orm",
     "database_blocking",
     "templates",
+    "blocks",
+    "view",
+    "login_page",
+    "dashboard",
+    "http_client",
 ];
 
 /// The whole configuration file.
@@ -231,15 +236,25 @@ pub struct Scenarios {
     /// WebSocket broadcast (R1.5).
     pub ws_broadcast: Option<WsBroadcastScenario>,
     /// The TechEmpower database tests on PostgreSQL (R3's reference).
-    pub database: Option<DbScenario>,
+    pub database: Option<PathScenario>,
     /// HTTP with MySQL queries (R1.2).
-    pub database_mysql: Option<DbScenario>,
+    pub database_mysql: Option<PathScenario>,
     /// Raw queries against an ORM (R3).
-    pub database_orm: Option<DbScenario>,
+    pub database_orm: Option<PathScenario>,
     /// Blocking against asynchronous workers (R5).
-    pub database_blocking: Option<DbScenario>,
-    /// Template scenarios (R2, R4).
-    pub templates: Option<PendingScenario>,
+    pub database_blocking: Option<PathScenario>,
+    /// R2's three template jobs on each engine.
+    pub templates: Option<PathScenario>,
+    /// R2.3's page of cached blocks merged into JSON.
+    pub blocks: Option<PathScenario>,
+    /// R4's view (an HTML string) over a sweep of connection counts.
+    pub view: Option<PathScenario>,
+    /// R4's login page: template cache on and off × keep-alive on and off.
+    pub login_page: Option<PathScenario>,
+    /// R4's admin dashboard (signed in: a session check, queries, a template) by pool size.
+    pub dashboard: Option<PathScenario>,
+    /// R4's HTTP client modes: one connection per call, a reused one, several calls at once.
+    pub http_client: Option<PathScenario>,
 }
 
 /// A single-point HTTP scenario.
@@ -377,13 +392,14 @@ pub struct GeneratorCheck {
     pub reps: Option<usize>,
 }
 
-/// HTTP load on database endpoints: every combination of `paths`, `workers` and
-/// `connections` is one point, each target measured in turn, the database started once.
-#[derive(Clone, Debug, Deserialize)]
+/// HTTP load on application endpoints: every combination of `paths`, `workers`,
+/// `connections`, `keep_alive` and `db_pool` is one point, each target measured in turn; the
+/// database, when one is named, started once for the scenario.
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DbScenario {
-    /// The database server (a key of `[databases]`).
-    pub database: String,
+pub struct PathScenario {
+    /// The database server (a key of `[databases]`), if the scenario needs one.
+    pub database: Option<String>,
     /// Request paths, e.g. `/db` or `/queries?queries=20`.
     pub paths: Vec<String>,
     /// Paths with `--quick` (default: `paths`).
@@ -396,14 +412,30 @@ pub struct DbScenario {
     pub targets: Option<Vec<String>>,
     /// Repetitions (default: `settings.reps`).
     pub reps: Option<usize>,
+    /// Keep-alive on, off, or both as two points (default: on).
+    pub keep_alive: Option<Vec<bool>>,
+    /// Database connections per worker, given to each target as `DB_POOL` (default: the
+    /// target's own).
+    pub db_pool: Option<Vec<usize>>,
+    /// Time the first request after each start ("first call", before the warm-up).
+    #[serde(default)]
+    pub first_call: bool,
+    /// Sign in after each start and send the session cookie with every request.
+    pub login: Option<LoginConfig>,
 }
 
-/// A scenario that needs parts Brisk does not have yet.
+/// How the lab signs in to a target: it gets `form_path` (keeping its cookie and the
+/// `csrf` hidden field), then posts `form` plus `csrf` to `post_path`, and sends the cookie
+/// that answer sets with every request of the scenario.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PendingScenario {
-    /// Why it is not measured.
-    pub reason: String,
+pub struct LoginConfig {
+    /// The page with the sign-in form, e.g. `/admin`.
+    pub form_path: String,
+    /// Where the form is posted, e.g. `/admin/login`.
+    pub post_path: String,
+    /// The form's fields, urlencoded, e.g. `user=admin&password=…`.
+    pub form: String,
 }
 
 impl SuiteConfig {
@@ -440,11 +472,11 @@ impl SuiteConfig {
                 }
             }
         }
-        for (name, s) in self.db_scenarios() {
-            if !self.databases.contains_key(&s.database) {
+        for (name, s) in self.path_scenarios() {
+            let database = s.database.as_deref();
+            if let Some(database) = database.filter(|d| !self.databases.contains_key(*d)) {
                 return bad(format!(
-                    "scenario \"{name}\" names unknown database \"{}\" (configured: {})",
-                    s.database,
+                    "scenario \"{name}\" names unknown database \"{database}\" (configured: {})",
                     self.databases
                         .keys()
                         .cloned()
@@ -510,13 +542,19 @@ impl SuiteConfig {
     }
 
     /// The configured database scenarios with their names.
-    pub fn db_scenarios(&self) -> Vec<(&'static str, &DbScenario)> {
+    pub fn path_scenarios(&self) -> Vec<(&'static str, &PathScenario)> {
         let s = &self.scenarios;
         [
             ("database", &s.database),
             ("database_mysql", &s.database_mysql),
             ("database_orm", &s.database_orm),
             ("database_blocking", &s.database_blocking),
+            ("templates", &s.templates),
+            ("blocks", &s.blocks),
+            ("view", &s.view),
+            ("login_page", &s.login_page),
+            ("dashboard", &s.dashboard),
+            ("http_client", &s.http_client),
         ]
         .into_iter()
         .filter_map(|(n, s)| s.as_ref().map(|s| (n, s)))

@@ -11,6 +11,7 @@
 use super::runner::{for_duration, HttpLoad, Lab};
 use crate::http::run_http;
 use crate::report::HttpReport;
+use crate::suite::login::sign_in;
 use crate::suite::measure::Runs;
 use crate::suite::model::{Outcome, Row};
 use crate::suite::process::Running;
@@ -22,6 +23,8 @@ struct Contender {
     running: Running,
     config: crate::http::HttpConfig,
     runs: Runs<HttpReport>,
+    /// The first request after the start, ms, when the scenario times it.
+    first_call_ms: Option<f64>,
 }
 
 /// The order in which `n` contenders take their turns in repetition `rep`:
@@ -118,7 +121,9 @@ impl Lab<'_> {
         for mut c in contenders {
             c.running.stop();
             if rows[c.index].is_none() {
-                rows[c.index] = Some(self.http_row(&targets[c.index], point, x, &c.runs));
+                let mut row = self.http_row(&targets[c.index], point, x, &c.runs);
+                row.first_call_ms = c.first_call_ms;
+                rows[c.index] = Some(row);
             }
         }
         rows.into_iter()
@@ -138,8 +143,34 @@ impl Lab<'_> {
         target: &str,
         load: &HttpLoad,
     ) -> Result<Contender, String> {
-        let config = self.http_config(target, &load.path, load.connections, load.keep_alive)?;
-        let running = self.start(target, load.workers, &load.cpus)?;
+        let mut config = self.http_config(target, &load.path, load.connections, load.keep_alive)?;
+        self.point_env = load.extra.env.clone();
+        let started = self.start(target, load.workers, &load.cpus);
+        self.point_env.clear();
+        let mut running = started?;
+        if let Some(login) = &load.extra.login {
+            let port = self.config.targets[target].port;
+            match sign_in(port, login) {
+                Ok(cookie) => config.request.headers.push(("Cookie".to_string(), cookie)),
+                Err(e) => {
+                    running.stop();
+                    return Err(e);
+                }
+            }
+        }
+        let first_call_ms = if load.extra.first_call {
+            let mut once = config.clone();
+            once.connections = 1;
+            once.duration = None;
+            once.requests = Some(1);
+            let report = run_http(&once).map_err(|e| e.to_string())?;
+            if report.errors.total > 0 || report.latency_us.count == 0 {
+                return Err("the first request failed".into());
+            }
+            Some(report.latency_us.max as f64 / 1000.0)
+        } else {
+            None
+        };
         if !self.timing.warmup.is_zero() {
             run_http(&for_duration(&config, self.timing.warmup)).map_err(|e| e.to_string())?;
         }
@@ -149,6 +180,7 @@ impl Lab<'_> {
             running,
             config,
             runs,
+            first_call_ms,
         })
     }
 }

@@ -4,11 +4,12 @@
 //! `report.json`, `report.md` and a self-contained `report.html`.
 
 pub mod config;
-mod db_scenarios;
 pub mod environment;
 mod http_turns;
+mod login;
 pub mod measure;
 pub mod model;
+mod path_scenarios;
 pub mod process;
 pub mod procfs;
 pub mod progress;

@@ -170,6 +170,9 @@ pub struct Row {
     pub wrk_rate: Option<Spread>,
     /// Generator check: brisk-bench / wrk.
     pub ratio: Option<f64>,
+    /// The first request after the target started, ms (scenarios that time it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_call_ms: Option<f64>,
 }
 
 impl Row {
@@ -194,6 +197,7 @@ impl Row {
             efficiency: None,
             wrk_rate: None,
             ratio: None,
+            first_call_ms: None,
         }
     }
 }

@@ -68,7 +68,7 @@ pub fn for_scenario(scenario: &str) -> Vec<Published> {
                 ],
             },
         ],
-        "connections" => vec![Published {
+        "connections" | "view" => vec![Published {
             source: "R4 cf framework (Lua 5.3)",
             hardware: R4_HW,
             columns: &["clients", "latency (ms)", "requests/s", "CPU"],
@@ -176,27 +176,70 @@ pub fn for_scenario(scenario: &str) -> Vec<Published> {
         }],
         "templates" => vec![
             Published {
-                source: "R2 stack test, typical page under load",
+                source: "R2 stack test: the three jobs, one request each (ms)",
                 hardware: "nginx 1.0 + PHP-FPM 5.3 (2011-era hardware)",
-                columns: &["engine", "requests/s"],
+                columns: &["engine", "3 variables", "1,000-row table", "typical page"],
                 rows: &[
-                    &["CT++", "1531"],
-                    &["Smarty 3", "1213"],
-                    &["Twig 1", "1191"],
+                    &["CT++", "4-5", "33", "27 (under load)"],
+                    &["Smarty 3", "6-7", "79-112", "79-101 (under load)"],
+                    &["Twig 1", "6-7", "82-110", "82-104 (under load)"],
                 ],
             },
             Published {
-                source: "R4 cf framework, template page, 500 clients",
-                hardware: R4_HW,
-                columns: &["cache / keep-alive", "requests/s"],
+                source: "R2 stack test, typical page under load",
+                hardware: "nginx 1.0 + PHP-FPM 5.3 (2011-era hardware)",
+                columns: &["engine", "requests/s", "memory at full load"],
                 rows: &[
-                    &["both off", "1400-1700"],
-                    &["keep-alive only", "2030-2230"],
-                    &["cache only", "4238-6000"],
-                    &["both on", "7400-8500"],
+                    &["CT++", "1531", "324 MB"],
+                    &["Smarty 3", "1213", "387 MB"],
+                    &["Twig 1", "1191", "372 MB"],
                 ],
             },
         ],
+        "blocks" => vec![Published {
+            source: "R2 stack test, a page of cached blocks merged into JSON",
+            hardware: "nginx 1.0 + PHP-FPM 5.3 + Redis 2.2 (2011-era hardware)",
+            columns: &["blocks", "requests/s", "latency"],
+            rows: &[
+                &["5", "1222", "14 ms alone, 66-79 ms under ab -c 100"],
+                &["45", "1151", "66-79 ms under ab -c 100"],
+            ],
+        }],
+        "login_page" => vec![Published {
+            source: "R4 cf framework, template page, 500 clients",
+            hardware: R4_HW,
+            columns: &["cache / keep-alive", "requests/s"],
+            rows: &[
+                &["both off", "1400-1700"],
+                &["keep-alive only", "2030-2230"],
+                &["cache only", "4238-6000"],
+                &["both on", "7400-8500"],
+            ],
+        }],
+        "dashboard" => vec![Published {
+            source: "R4 cf framework, admin dashboard (auth, redirects, queries, template)",
+            hardware: R4_HW,
+            columns: &[
+                "DB pool",
+                "latency without keep-alive and cache",
+                "with them",
+            ],
+            rows: &[
+                &["100", "800-1313 ms", "~400-500 ms"],
+                &["500", "500-1100 ms", "~400-500 ms"],
+                &["1000", "211-620 ms", "~400-500 ms"],
+            ],
+        }],
+        "http_client" => vec![Published {
+            source: "R4 cf framework, HTTP client (the same work in each mode)",
+            hardware: R4_HW,
+            columns: &["mode", "time"],
+            rows: &[
+                &["a plain request each", "1.2 s"],
+                &["a reused connection", "1.0 s"],
+                &["several endpoints at once", "0.2 s"],
+            ],
+        }],
         "generator_check" => vec![Published {
             source: "Peers measured here, CPU per request",
             hardware: HERE_HW,

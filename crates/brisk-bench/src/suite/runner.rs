@@ -14,7 +14,8 @@ use crate::fd_limit::raise_fd_limit;
 use crate::http::{run_http, HttpConfig, RequestSpec};
 use crate::report::HttpReport;
 use crate::suite::config::{
-    config_dirs, expand, parse_cpu_list, parse_size, SuiteConfig, Timing, SCENARIO_NAMES,
+    config_dirs, expand, parse_cpu_list, parse_size, LoginConfig, SuiteConfig, Timing,
+    SCENARIO_NAMES,
 };
 use crate::suite::environment;
 use crate::suite::measure::Runs;
@@ -116,6 +117,7 @@ pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
         target_cpus: usable_cpus(parse_cpu_list(&config.settings.target_cpus)?),
         launches: 0,
         database_url: None,
+        point_env: Vec::new(),
     };
     lab.progress = Progress::new(lab.count_steps(), opts.progress);
     let mut header = lab.header(started, opts.command_line.clone(), reps);
@@ -167,6 +169,8 @@ pub(super) struct Lab<'a> {
     /// While a database scenario runs: its database's URL, given to every
     /// target it starts as `DATABASE_URL`.
     pub(super) database_url: Option<String>,
+    /// While a point that sets them starts its targets: more environment for them.
+    pub(super) point_env: Vec<(String, String)>,
 }
 
 /// The HTTP load of one point and how the target runs for it.
@@ -181,6 +185,19 @@ pub(super) struct HttpLoad {
     pub(super) workers: usize,
     /// CPUs the target runs on.
     pub(super) cpus: Vec<usize>,
+    /// What the path scenarios add: environment, a sign-in, the first call.
+    pub(super) extra: LoadExtras,
+}
+
+/// The parts of an HTTP load that only some scenarios use.
+#[derive(Clone, Debug, Default)]
+pub(super) struct LoadExtras {
+    /// Environment for the target's start (e.g. `DB_POOL`).
+    pub(super) env: Vec<(String, String)>,
+    /// Sign in after the start and send the session cookie.
+    pub(super) login: Option<LoginConfig>,
+    /// Time the first request after the start.
+    pub(super) first_call: bool,
 }
 
 /// `config` for a run of `duration`.
@@ -277,10 +294,10 @@ impl Lab<'_> {
                 .map_or(0, |w| pick(&w.points, &w.quick_points, q).len()),
             _ => self
                 .config
-                .db_scenarios()
+                .path_scenarios()
                 .into_iter()
                 .find(|(n, _)| *n == name)
-                .map_or(0, |(_, s)| self.db_points(s).len()),
+                .map_or(0, |(_, s)| self.path_points(s).len()),
         }
     }
 
@@ -345,10 +362,7 @@ impl Lab<'_> {
                 "static_files" => self.static_files(),
                 "ws_idle" => self.ws_idle(),
                 "ws_broadcast" => self.ws_broadcast(),
-                "database" | "database_mysql" | "database_orm" | "database_blocking" => {
-                    self.database(name)
-                }
-                _ => self.pending(name),
+                _ => self.path_scenario(name),
             };
             if let Some(r) = result {
                 out.push(r);
@@ -363,7 +377,7 @@ impl Lab<'_> {
     pub(super) fn scenario_targets(&self, scenario: &str) -> Vec<String> {
         let listed = self
             .config
-            .db_scenarios()
+            .path_scenarios()
             .into_iter()
             .find(|(n, _)| *n == scenario)
             .and_then(|(_, s)| s.targets.clone());
@@ -441,6 +455,7 @@ impl Lab<'_> {
                         .iter()
                         .map(|url| ("DATABASE_URL".to_string(), url.clone())),
                 )
+                .chain(self.point_env.iter().cloned())
                 .collect(),
             cpus: cpus.to_vec(),
             log: self
@@ -565,6 +580,7 @@ impl Lab<'_> {
             keep_alive,
             workers: self.config.settings.workers,
             cpus: self.target_cpus.clone(),
+            extra: LoadExtras::default(),
         }
     }
 
@@ -663,6 +679,7 @@ impl Lab<'_> {
                     keep_alive: true,
                     workers: n,
                     cpus: tcpus.clone(),
+                    extra: LoadExtras::default(),
                 })
             },
             reps,
@@ -818,30 +835,6 @@ impl Lab<'_> {
             }
             Err(e) => Row::empty(target, point, conns as f64, Outcome::Failed(e)),
         }
-    }
-
-    fn pending(&mut self, name: &str) -> Option<ScenarioResult> {
-        let s = self.config.scenarios.templates.clone()?;
-        let rows = self
-            .targets
-            .iter()
-            .map(|t| {
-                Row::empty(
-                    t,
-                    "all points",
-                    0.0,
-                    Outcome::NotYetMeasured(s.reason.clone()),
-                )
-            })
-            .collect();
-        Some(ScenarioResult {
-            name: name.into(),
-            title: "Template rendering".into(),
-            mirrors: "R2, R4".into(),
-            x_label: String::new(),
-            method: s.reason,
-            rows,
-        })
     }
 }
 

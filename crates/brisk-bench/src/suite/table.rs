@@ -78,6 +78,7 @@ pub fn scenario_table(s: &ScenarioResult) -> Table {
                 format!("{v:.3} ({verdict})")
             })
         }),
+        ("first call ms".into(), |r| r.first_call_ms.map(num)),
         ("p50 / p90 / p99 ms".into(), |r| {
             r.latency_ms
                 .filter(|_| completed(r))
