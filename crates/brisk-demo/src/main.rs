@@ -172,6 +172,10 @@ struct Args {
     /// the app's log lines then carry the worker id only).
     #[arg(long, global = true)]
     no_request_spans: bool,
+    /// Do not count HTTP handler times in the latency histograms (for measuring their cost;
+    /// `status` then shows no HTTP percentiles).
+    #[arg(long, global = true)]
+    no_latency_histograms: bool,
     /// A file holding the secret that signs session cookies (at least 32 bytes; default
     /// RUN_DIR/session.key, created with random bytes on first start). `BRISK_SESSION_SECRET`
     /// in the environment wins over both.
@@ -362,6 +366,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
     let ticker = routes.clone();
     let compress = !args.no_compression && file.compression != Some(false);
     let no_request_spans = args.no_request_spans;
+    let histograms = !args.no_latency_histograms;
     let access_log = match args.access_log.clone().or(file.access_log) {
         Some(path) => {
             let format = args.access_log_format.clone().or(file.access_log_format);
@@ -383,7 +388,9 @@ fn build(args: &Args) -> anyhow::Result<App> {
             let routes = routes.clone();
             async move { routes.route(req).await }
         });
-        let server = server.request_spans(!no_request_spans);
+        let server = server
+            .request_spans(!no_request_spans)
+            .latency_histograms(histograms);
         let server = match access_log.clone() {
             Some(log) => server.access_log(log),
             None => server,

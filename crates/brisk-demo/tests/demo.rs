@@ -353,13 +353,17 @@ fn status_lists_every_worker_with_live_counters_and_connections_lists_each_conne
         table.contains("connections") && table.contains("total"),
         "{table}"
     );
-    assert_eq!(
-        table
-            .lines()
-            .filter(|l| l.starts_with("text://") || l.starts_with("frame://"))
-            .count(),
-        4
-    );
+    // Two text and two frame workers, in the counters table and again in the KPI table.
+    let (counters, kpis) = table.split_at(table.find("\nkpis").expect("a KPI table"));
+    for part in [counters, kpis] {
+        assert_eq!(
+            part.lines()
+                .filter(|l| l.starts_with("text://") || l.starts_with("frame://"))
+                .count(),
+            4,
+            "{table}"
+        );
+    }
 
     let out = d.server.cli(&["connections", "--json"]);
     let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use crate::error::{Error, Result};
 use crate::ipc::codec::{read_msg, write_msg};
 use crate::ipc::{self, ControlReply, ControlRequest, MasterStatus};
+use crate::latency::LatencyWindow;
 use crate::master::pidfile;
 use crate::run_paths::RunPaths;
 use crate::stats::{ConnectionInfo, WorkerStatus};
@@ -222,12 +223,15 @@ fn mib(kib: u64) -> String {
 /// The `status` table.
 pub fn format_status(s: &MasterStatus) -> String {
     let mut out = format!(
-        "{}  master pid {}  uptime {}  workers {}  restarts {}\n",
+        "{}  master pid {}  uptime {}  workers {}  restarts {}  load {:.2} {:.2} {:.2}\n",
         s.name,
         s.master_pid,
         duration_short(s.uptime_s),
         s.workers.len(),
-        s.restarts
+        s.restarts,
+        s.load_average[0],
+        s.load_average[1],
+        s.load_average[2]
     );
     if s.dropped_broadcasts > 0 {
         out.insert_str(
@@ -284,6 +288,7 @@ pub fn format_status(s: &MasterStatus) -> String {
         sum(|w| w.timers),
         ""
     );
+    out += &format_kpis(s, width);
     let (hits, misses) = (sum(|w| w.cache_hits), sum(|w| w.cache_misses));
     if hits + misses > 0 {
         out += &format!("query cache: {hits} hits, {misses} misses\n");
@@ -298,6 +303,65 @@ pub fn format_status(s: &MasterStatus) -> String {
     for pid in &s.unresponsive {
         out += &format!("worker pid {pid} did not answer\n");
     }
+    out
+}
+
+/// The KPI table of `status`: per worker and in total, HTTP requests/s over the last 10 s and
+/// messages/s since start, HTTP latency percentiles over the last 10 s, the error rate, peak
+/// memory, WebSocket handler p99 and event-loop lag p99.
+fn format_kpis(s: &MasterStatus, width: usize) -> String {
+    let ms = |w: &LatencyWindow, q: f64| match w.quantile_ms(q) {
+        Some(v) => format!("{v:.2}"),
+        None => "-".into(),
+    };
+    let line = |name: &str, worker: String, rows: &[&WorkerStatus]| {
+        let mut http = LatencyWindow::default();
+        let mut ws = LatencyWindow::default();
+        let mut lag = LatencyWindow::default();
+        for w in rows {
+            http.merge(&w.http_latency);
+            ws.merge(&w.ws_latency);
+            lag.merge(&w.loop_lag);
+        }
+        let recent: f64 = rows.iter().map(|w| w.http_rate_recent()).sum();
+        let since: f64 = rows.iter().map(|w| w.rate_since_start()).sum();
+        let messages: u64 = rows.iter().map(|w| w.total_request).sum();
+        let errors: u64 = rows.iter().map(|w| w.throw_exception).sum();
+        let peak: u64 = rows.iter().map(|w| w.rss_peak_kib).sum();
+        format!(
+            "{:<width$}  {:>6}  {:>9.1}  {:>9.1}  {:>7}  {:>7}  {:>7}  {:>7.3}  {:>10}  {:>7}  {:>8}\n",
+            name,
+            worker,
+            recent,
+            since,
+            ms(&http, 0.5),
+            ms(&http, 0.95),
+            ms(&http, 0.99),
+            100.0 * errors as f64 / messages.max(1) as f64,
+            mib(peak),
+            ms(&ws, 0.99),
+            ms(&lag, 0.99),
+        )
+    };
+    let mut out = format!(
+        "{:<width$}  {:>6}  {:>9}  {:>9}  {:>7}  {:>7}  {:>7}  {:>7}  {:>10}  {:>7}  {:>8}\n",
+        "kpis (http over 10 s)",
+        "worker",
+        "req/s 10s",
+        "msg/s all",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "errors%",
+        "peak mem",
+        "ws p99",
+        "lag p99",
+    );
+    for w in &s.workers {
+        out += &line(&w.server, w.worker.to_string(), &[w]);
+    }
+    let all: Vec<&WorkerStatus> = s.workers.iter().collect();
+    out += &line("total", s.workers.len().to_string(), &all);
     out
 }
 

@@ -61,6 +61,7 @@ mod error;
 pub mod fuzzing;
 pub mod http;
 mod ipc;
+pub mod latency;
 mod limits;
 mod listen;
 mod log;

@@ -9,6 +9,8 @@ use std::cell::Cell;
 
 use serde::{Deserialize, Serialize};
 
+use crate::latency::{LatencyWindow, Recent};
+
 /// Live counters of one worker process.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
@@ -34,6 +36,12 @@ pub(crate) struct Stats {
     pub(crate) bytes_in: Cell<u64>,
     /// Bytes written to peers.
     pub(crate) bytes_out: Cell<u64>,
+    /// How long HTTP handlers took to produce a response head.
+    pub(crate) http_latency: Recent,
+    /// How long WebSocket `on_message` callbacks took.
+    pub(crate) ws_latency: Recent,
+    /// How late the worker's 10 ms tick fired: the event loop's lag.
+    pub(crate) loop_lag: Recent,
 }
 
 impl Stats {
@@ -93,6 +101,42 @@ pub struct WorkerStatus {
     pub bytes_out: u64,
     /// Seconds since the worker started.
     pub uptime_s: u64,
+    /// Peak resident memory in KiB (`VmHWM`).
+    #[serde(default)]
+    pub rss_peak_kib: u64,
+    /// HTTP requests answered since start (their response heads).
+    #[serde(default)]
+    pub http_requests: u64,
+    /// HTTP handler latency over the last 10 s (to the response head).
+    #[serde(default)]
+    pub http_latency: LatencyWindow,
+    /// WebSocket messages handled since start.
+    #[serde(default)]
+    pub ws_messages: u64,
+    /// WebSocket `on_message` latency over the last 10 s.
+    #[serde(default)]
+    pub ws_latency: LatencyWindow,
+    /// How late the worker's 10 ms tick fired over the last 10 s (event-loop lag).
+    #[serde(default)]
+    pub loop_lag: LatencyWindow,
+}
+
+impl WorkerStatus {
+    /// HTTP requests per second over the last 10 s (or since start, if younger).
+    pub fn http_rate_recent(&self) -> f64 {
+        let secs = self.uptime_s.clamp(1, crate::latency::WINDOW_S);
+        self.http_latency.count() as f64 / secs as f64
+    }
+
+    /// Messages (of every protocol) per second since start.
+    pub fn rate_since_start(&self) -> f64 {
+        self.total_request as f64 / self.uptime_s.max(1) as f64
+    }
+
+    /// Handler errors per message since start (Workerman's `throw_exception / total_request`).
+    pub fn error_rate(&self) -> f64 {
+        self.throw_exception as f64 / self.total_request.max(1) as f64
+    }
 }
 
 /// One row of `connections`.
@@ -114,6 +158,28 @@ pub struct ConnectionInfo {
     pub bytes_out: u64,
     /// Seconds since it opened.
     pub age_s: u64,
+}
+
+/// Peak resident set size of this process in KiB (`VmHWM` in `/proc/self/status`).
+pub fn self_rss_peak_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The system's load averages over 1, 5 and 15 minutes, from `/proc/loadavg`.
+pub fn load_average() -> [f64; 3] {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut it = text.split_whitespace().map(|v| v.parse().unwrap_or(0.0));
+    [
+        it.next().unwrap_or(0.0),
+        it.next().unwrap_or(0.0),
+        it.next().unwrap_or(0.0),
+    ]
 }
 
 /// Resident set size of this process in KiB, from `/proc/self/statm`.

@@ -141,6 +141,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         let worker = Rc::new(WorkerCtx::new(info.clone(), defaults, relay_tx));
         worker.set_max_connections(svc.listen.max_connections);
         context::set_current(Some(worker.clone()));
+        let lag = tokio::task::spawn_local(worker.clone().watch_loop_lag());
         let limits = svc.limits.apply(defaults);
         let started = listener.and_then(|l| (svc.start)(worker.clone(), l, limits));
         if let Err(e) = started {
@@ -196,6 +197,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             }
         };
         tracing::debug!(drain_ms = drain.as_millis() as u64, "worker stopping");
+        lag.abort();
         worker.shut_down(drain).await;
         crate::log_file::flush_all();
         let _ = write_msg(&mut tx, &ToMaster::Final(worker.snapshot())).await;

@@ -89,12 +89,22 @@ pub(super) async fn respond(
     conn: &HttpConn,
     req: Request<RequestBody>,
 ) -> Response<Body> {
+    let began = shared.latency_histograms.then(std::time::Instant::now);
+    let worker = &shared.worker;
+    let measured = || {
+        if let Some(began) = began {
+            worker.record_latency(&worker.stats.http_latency, began);
+        }
+    };
     let Some(log) = &shared.access_log else {
-        return answer(shared, conn, req).await;
+        let resp = answer(shared, conn, req).await;
+        measured();
+        return resp;
     };
     let line = RequestLine::of(&req);
     let resp = answer(shared, conn, req).await;
-    log.log(&line, &resp, conn.remote, shared.worker.info.id, conn.id);
+    measured();
+    log.log(&line, &resp, conn.remote, worker.info.id, conn.id);
     resp
 }
 

@@ -33,6 +33,8 @@ pub(super) struct Logging {
     pub access_log: Option<AccessLogWriter>,
     /// Handlers run in a `request{conn}` span.
     pub request_spans: bool,
+    /// Handler times are counted in the worker's latency histogram.
+    pub latency_histograms: bool,
 }
 
 /// Serves `listener` in `worker` until the worker stops; `tls` is the rustls configuration
@@ -65,6 +67,7 @@ pub(super) fn start(
         tls: tls.map(|(c, handshake)| TlsShared::new(c, &http, handshake)),
         access_log: logging.access_log,
         request_spans: logging.request_spans,
+        latency_histograms: logging.latency_histograms,
     });
     tokio::task::spawn_local(sweep_http(
         worker,

@@ -34,6 +34,8 @@ pub(crate) struct HttpShared {
     pub access_log: Option<super::access_log::AccessLogWriter>,
     /// Handlers run in a `request{conn}` span.
     pub request_spans: bool,
+    /// Handler times are counted in the worker's latency histogram.
+    pub latency_histograms: bool,
 }
 
 /// What an `https://` server adds: the TLS acceptor, and HTTP/2 settings for clients that

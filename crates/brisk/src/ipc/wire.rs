@@ -82,6 +82,9 @@ pub struct MasterStatus {
     pub workers: Vec<WorkerStatus>,
     /// Workers that did not answer the status request in time.
     pub unresponsive: Vec<i32>,
+    /// The machine's load averages over 1, 5 and 15 minutes.
+    #[serde(default)]
+    pub load_average: [f64; 3],
 }
 
 /// A broadcast message already encoded for every member of a group: as it is, and compressed

@@ -622,6 +622,7 @@ impl Supervisor {
             retired: self.retired.borrow().clone(),
             workers: rows,
             unresponsive,
+            load_average: crate::stats::load_average(),
         }
     }
 

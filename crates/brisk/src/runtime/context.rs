@@ -250,6 +250,36 @@ impl WorkerCtx {
             bytes_out: s.bytes_out.get()
                 + self.io.bytes_out.load(std::sync::atomic::Ordering::Relaxed),
             uptime_s: self.started.elapsed().as_secs(),
+            rss_peak_kib: stats::self_rss_peak_kib(),
+            http_requests: s.http_latency.total(),
+            http_latency: s.http_latency.window(self.uptime_secs_u64()),
+            ws_messages: s.ws_latency.total(),
+            ws_latency: s.ws_latency.window(self.uptime_secs_u64()),
+            loop_lag: s.loop_lag.window(self.uptime_secs_u64()),
+        }
+    }
+
+    /// Whole seconds since the worker started: the clock of its latency windows.
+    pub(crate) fn uptime_secs_u64(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+
+    /// Counts a duration that ended now in `histogram` (one of this worker's `stats`).
+    #[inline]
+    pub(crate) fn record_latency(&self, histogram: &crate::latency::Recent, began: Instant) {
+        let now = Instant::now();
+        let us = now.saturating_duration_since(began).as_micros() as u64;
+        histogram.record(now.saturating_duration_since(self.started).as_secs(), us);
+    }
+
+    /// Measures how late a 10 ms tick fires, for as long as the worker runs.
+    pub(crate) async fn watch_loop_lag(self: Rc<Self>) {
+        const TICK: Duration = Duration::from_millis(10);
+        let mut next = Instant::now() + TICK;
+        loop {
+            tokio::time::sleep_until(next.into()).await;
+            self.record_latency(&self.stats.loop_lag, next);
+            next = Instant::now() + TICK;
         }
     }
 

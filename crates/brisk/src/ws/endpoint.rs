@@ -295,10 +295,15 @@ impl WsEndpoint {
     }
 
     async fn deliver(&self, conn: Connection<WsCodec>, msg: Message) -> Result<(), BoxError> {
-        match &self.inner.on_message {
-            Some(f) => f(WsConnection { conn }, msg).await,
-            None => Ok(()),
+        let Some(f) = &self.inner.on_message else {
+            return Ok(());
+        };
+        let began = std::time::Instant::now();
+        let result = f(WsConnection { conn }, msg).await;
+        if let Some(worker) = crate::runtime::context::current() {
+            worker.record_latency(&worker.stats.ws_latency, began);
         }
+        result
     }
 
     /// Answers an HTTP request on a route with the WebSocket handshake and serves the
