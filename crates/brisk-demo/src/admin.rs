@@ -153,10 +153,10 @@ impl Admin {
         let next = safe_next(next.as_deref(), DASHBOARD);
         match sessions.read(req.headers()) {
             Some(s) if s.user().is_some() => see_other(next),
-            Some(s) => self.form(sessions, &s, next, "", None, StatusCode::OK, false),
+            Some(s) => self.form(&s, next, "", None, StatusCode::OK),
             None => {
                 let s = sessions.anonymous();
-                self.form(sessions, &s, next, "", None, StatusCode::OK, true)
+                with_session(sessions, &s, self.form(&s, next, "", None, StatusCode::OK))
             }
         }
     }
@@ -167,15 +167,8 @@ impl Admin {
             // No session cookie (expired, tampered, or cookies off): a fresh form.
             let fresh = sessions.anonymous();
             let error = "Your sign-in form expired. Please try again.";
-            return self.form(
-                sessions,
-                &fresh,
-                DASHBOARD,
-                "",
-                Some(error),
-                StatusCode::FORBIDDEN,
-                true,
-            );
+            let page = self.form(&fresh, DASHBOARD, "", Some(error), StatusCode::FORBIDDEN);
+            return with_session(sessions, &fresh, page);
         };
         let form: LoginForm = match read_form(req).await {
             Ok(form) => form,
@@ -185,13 +178,11 @@ impl Admin {
         if !session.check_csrf(&form.csrf) {
             let error = "Your sign-in form expired. Please try again.";
             return self.form(
-                sessions,
                 &session,
                 next,
                 &form.user,
                 Some(error),
                 StatusCode::FORBIDDEN,
-                false,
             );
         }
         if self.verify(&form.user, form.password).await {
@@ -206,13 +197,11 @@ impl Admin {
         tracing::warn!(user = ?form.user, failures, "failed sign-in");
         let error = "Wrong user name or password.";
         self.form(
-            sessions,
             &session,
             next,
             &form.user,
             Some(error),
             StatusCode::UNAUTHORIZED,
-            false,
         )
     }
 
@@ -312,17 +301,14 @@ impl Admin {
         r
     }
 
-    /// The login page for `session` with `status`; `set_cookie` when the session is new.
-    #[allow(clippy::too_many_arguments)]
+    /// The login page for `session` with `status`.
     fn form(
         &self,
-        sessions: &Sessions,
         session: &Session,
         next: &str,
         name: &str,
         error: Option<&str>,
         status: StatusCode,
-        set_cookie: bool,
     ) -> Response<Body> {
         let page = LoginPage {
             csrf: session.csrf_token(),
@@ -335,12 +321,19 @@ impl Admin {
         if r.status() == StatusCode::OK {
             *r.status_mut() = status;
         }
-        if set_cookie {
-            r.headers_mut()
-                .insert(header::SET_COOKIE, sessions.set_cookie(session));
-        }
         no_store(r)
     }
+}
+
+/// `page` with the cookie that stores a new `session`.
+fn with_session(
+    sessions: &Sessions,
+    session: &Session,
+    mut page: Response<Body>,
+) -> Response<Body> {
+    page.headers_mut()
+        .insert(header::SET_COOKIE, sessions.set_cookie(session));
+    page
 }
 
 /// A urlencoded form from the request body: 413 past [`MAX_FORM`], 400 if it does not parse.
