@@ -49,6 +49,22 @@ enum Slot {
     Cancelled,
 }
 
+/// Gives up a call when its caller stops waiting for it (a timeout, or the future dropped).
+struct AbandonOnDrop(Arc<Mutex<Slot>>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match &*slot {
+            Slot::Running(h) => h.interrupt(),
+            // Not started yet (the thread is busy or still opening the file): it must not run
+            // later for nobody.
+            Slot::Queued => *slot = Slot::Cancelled,
+            Slot::Cancelled | Slot::Done => {}
+        }
+    }
+}
+
 /// Work for a connection thread: the connection, or why it could not be opened.
 type Job = Box<dyn FnOnce(Result<&mut Connection, &DbError>) + Send>;
 
@@ -125,6 +141,9 @@ impl Sqlite {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let slot: Arc<Mutex<Slot>> = Arc::new(Mutex::new(Slot::Queued));
         let job_slot = slot.clone();
+        // Whether the call times out or its caller drops it, what is queued never runs and
+        // what runs is interrupted.
+        let _abandon = AbandonOnDrop(slot);
         let job: Job = Box::new(move |conn| {
             let result = match conn {
                 Ok(conn) => {
@@ -151,17 +170,7 @@ impl Sqlite {
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(DbError::Unavailable("the SQLite thread stopped".into())),
-            Err(_) => {
-                let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
-                match &*slot {
-                    Slot::Running(h) => h.interrupt(),
-                    // Not started yet (the thread is busy or still opening the file): it
-                    // must not run later for nobody.
-                    Slot::Queued => *slot = Slot::Cancelled,
-                    Slot::Cancelled | Slot::Done => {}
-                }
-                Err(DbError::Timeout(timeout))
-            }
+            Err(_) => Err(DbError::Timeout(timeout)),
         }
     }
 
@@ -493,5 +502,36 @@ mod tests {
         };
         assert!(tables.is_empty(), "the abandoned call ran");
         assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn a_call_dropped_by_its_caller_while_queued_never_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteOptions {
+            threads: 1,
+            ..Default::default()
+        };
+        let db = db(&dir, options);
+        let busy = db.call(|_| {
+            std::thread::sleep(Duration::from_millis(500));
+            Ok(())
+        });
+        // The caller gives up after 100 ms (its own timeout, not the query's 5 s): the call
+        // is dropped while it waits behind the busy one.
+        let queued = tokio::time::timeout(
+            Duration::from_millis(100),
+            db.call(|conn| {
+                conn.execute_batch("CREATE TABLE ran (x)")
+                    .map_err(query_error)
+            }),
+        );
+        let (busy, queued) = tokio::join!(busy, queued);
+        busy.unwrap();
+        assert!(queued.is_err(), "the caller's timeout fired");
+        let rows = db
+            .query("SELECT name FROM sqlite_master WHERE name = 'ran'", vec![])
+            .await
+            .unwrap();
+        assert!(rows.is_empty(), "the dropped call ran");
     }
 }
