@@ -38,6 +38,9 @@ const DUMMY_HASH: &str =
 /// Password checks running at once per worker (each takes ~19 MiB and a core for tens of ms).
 pub(crate) const VERIFY_SLOTS: usize = 2;
 
+/// How long a sign-in waits for a password-check slot before it fails.
+const VERIFY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The largest sign-in or sign-out form accepted, in bytes.
 const MAX_FORM: usize = 16 * 1024;
 
@@ -210,7 +213,11 @@ impl Admin {
     async fn verify(&self, user: &str, password: String) -> bool {
         let known = USERS.iter().find(|(name, _)| *name == user);
         let phc = known.map_or(DUMMY_HASH, |(_, phc)| *phc);
-        let Ok(_slot) = self.verify_slots.acquire().await else {
+        // A flood of sign-ins waits at most VERIFY_WAIT for a slot, then fails like a wrong
+        // password, so the queue behind the slots stays short.
+        let slot = tokio::time::timeout(VERIFY_WAIT, self.verify_slots.acquire()).await;
+        let Ok(Ok(_slot)) = slot else {
+            tracing::warn!("sign-in refused: every password-check slot was busy");
             return false;
         };
         let matches = tokio::task::spawn_blocking(move || {
@@ -233,6 +240,8 @@ impl Admin {
             Some(s) if s.user().is_some() => s,
             _ => return login_redirect(LOGIN_PAGE, req.uri()),
         };
+        // An active admin's cookie is renewed past half its life, as the layer does.
+        let renewed = sessions.renewed(&session);
         let (worlds, fortunes, rows) = tokio::join!(
             self.count("SELECT COUNT(*) FROM world"),
             self.count("SELECT COUNT(*) FROM fortune"),
@@ -262,7 +271,13 @@ impl Admin {
             })
         })();
         match page {
-            Ok(page) => no_store(self.templates.page("admin/dashboard.html", page)),
+            Ok(page) => {
+                let r = no_store(self.templates.page("admin/dashboard.html", page));
+                match &renewed {
+                    Some(s) => with_session(sessions, s, r),
+                    None => r,
+                }
+            }
             Err(e) => {
                 tracing::warn!("dashboard: {e}");
                 let status = StatusCode::from_u16(e.http_status())

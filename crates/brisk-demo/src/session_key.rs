@@ -16,7 +16,7 @@ use brisk::http::session::Sessions;
 #[derive(Clone)]
 pub(crate) struct SessionKey {
     source: Source,
-    sessions: Rc<OnceCell<Result<Sessions, String>>>,
+    sessions: Rc<OnceCell<Sessions>>,
 }
 
 #[derive(Clone)]
@@ -43,18 +43,22 @@ impl SessionKey {
         })
     }
 
-    /// This worker's sessions, or why the key could not be read or made.
-    pub(crate) fn sessions(&self) -> Result<&Sessions, &str> {
-        let made = self.sessions.get_or_init(|| match &self.source {
-            Source::Ready(sessions) => Ok(sessions.clone()),
+    /// This worker's sessions, or why the key could not be read or made (tried again on the
+    /// next call, so a passing failure heals).
+    pub(crate) fn sessions(&self) -> Result<&Sessions, String> {
+        if let Some(sessions) = self.sessions.get() {
+            return Ok(sessions);
+        }
+        let made = match &self.source {
+            Source::Ready(sessions) => sessions.clone(),
             Source::File(path) => read_or_create(path)
                 .and_then(|secret| {
                     Sessions::new(&secret)
                         .with_context(|| format!("session key {}", path.display()))
                 })
-                .map_err(|e| format!("{e:#}")),
-        });
-        made.as_ref().map_err(String::as_str)
+                .map_err(|e| format!("{e:#}"))?,
+        };
+        Ok(self.sessions.get_or_init(|| made))
     }
 }
 
@@ -70,6 +74,8 @@ fn read_or_create(path: &Path) -> anyhow::Result<Vec<u8>> {
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("no random source: {e}"))?;
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // A file of that name is a leftover of a crashed worker whose pid this one now has.
+    let _ = std::fs::remove_file(&tmp);
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -180,7 +180,21 @@ where
             RequireLoginFuture::Inner { future, renew } => {
                 let mut response = std::task::ready!(future.as_mut().poll(cx))?;
                 if let Some(cookie) = renew.take() {
-                    response.headers_mut().append(header::SET_COOKIE, cookie);
+                    // A handler that set the session cookie itself (a logout, a new login)
+                    // has the last word: a renewal after it would undo it.
+                    let name = cookie
+                        .as_bytes()
+                        .split(|&b| b == b'=')
+                        .next()
+                        .unwrap_or(b"");
+                    let set_by_handler = response
+                        .headers()
+                        .get_all(header::SET_COOKIE)
+                        .iter()
+                        .any(|v| v.as_bytes().split(|&b| b == b'=').next() == Some(name));
+                    if !set_by_handler {
+                        response.headers_mut().append(header::SET_COOKIE, cookie);
+                    }
                 }
                 Poll::Ready(Ok(response))
             }

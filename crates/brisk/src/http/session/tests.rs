@@ -212,6 +212,26 @@ mod layer {
     }
 
     #[tokio::test]
+    async fn a_renewal_never_undoes_a_logout_behind_the_layer() {
+        let sessions = Sessions::new(SECRET).unwrap();
+        let clearing = sessions.clear_cookie();
+        let router = Router::new()
+            .route(
+                "/admin/page",
+                get(move || {
+                    let clearing = clearing.clone();
+                    async move { ([(header::SET_COOKIE, clearing)], "bye") }
+                }),
+            )
+            .layer(sessions.require_login("/login"));
+        let old = sessions.login("ada").with_expiry(unix_now() + 60);
+        let r = call(router, Some(&sessions.set_cookie(&old))).await;
+        let set: Vec<_> = r.headers().get_all(header::SET_COOKIE).iter().collect();
+        assert_eq!(set.len(), 1, "{set:?}");
+        assert!(set[0].to_str().unwrap().contains("Max-Age=0"), "{set:?}");
+    }
+
+    #[tokio::test]
     async fn the_layer_renews_a_session_past_half_its_life() {
         let sessions = Sessions::new(SECRET).unwrap();
         let old = sessions.login("ada").with_expiry(unix_now() + 60);
