@@ -3,7 +3,7 @@
 //!
 //! Each block is a small JSON document (a title, a date and five linked items, ~500 bytes)
 //! stored ready-made. With `--redis` the blocks are fetched with one `MGET` of
-//! `brisk:block:1…n` (written by the first request that finds one missing); without, they come
+//! `brisk:block:1…n`; a request that finds one missing writes all 45 (over any that exist) and reads again; without, they come
 //! from this worker's memory. Either way they are merged as text, never parsed again.
 
 use std::fmt::Write;

@@ -50,10 +50,11 @@ fn status_shows_rates_latency_percentiles_memory_and_loop_lag() {
             .unwrap();
         assert!(ws.read().unwrap().is_text());
     }
-    // The 10 ms tick has fired many times by the time the window fills.
-    let row = wait_for(Duration::from_secs(5), "loop lag samples", || {
+    // The window holds complete seconds: wait until the second of the last request is over.
+    let row = wait_for(Duration::from_secs(5), "a complete second", || {
         let row = http_row(&d.server.status().unwrap());
-        (count(&row["loop_lag"]) >= 50).then_some(row)
+        let done = count(&row["http_latency"]) >= 301 && count(&row["ws_latency"]) == 20;
+        (done && count(&row["loop_lag"]) >= 50).then_some(row)
     });
     assert!(row["http_requests"].as_u64().unwrap() >= 301, "{row}");
     assert!(count(&row["http_latency"]) >= 301, "{row}");

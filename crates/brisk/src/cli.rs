@@ -307,8 +307,9 @@ pub fn format_status(s: &MasterStatus) -> String {
 }
 
 /// The KPI table of `status`: per worker and in total, HTTP requests/s over the last 10 s and
-/// messages/s since start, HTTP latency percentiles over the last 10 s, the error rate, peak
-/// memory, WebSocket handler p99 and event-loop lag p99.
+/// messages/s since start, HTTP latency percentiles over the last 10 s, the error rate since
+/// start (handler errors per message, every protocol), peak memory (the total row adds up each
+/// worker's peak), WebSocket handler p99 and event-loop lag p99.
 fn format_kpis(s: &MasterStatus, width: usize) -> String {
     let ms = |w: &LatencyWindow, q: f64| match w.quantile_ms(q) {
         Some(v) => format!("{v:.2}"),
@@ -325,8 +326,12 @@ fn format_kpis(s: &MasterStatus, width: usize) -> String {
         }
         let recent: f64 = rows.iter().map(|w| w.http_rate_recent()).sum();
         let since: f64 = rows.iter().map(|w| w.rate_since_start()).sum();
-        let messages: u64 = rows.iter().map(|w| w.total_request).sum();
-        let errors: u64 = rows.iter().map(|w| w.throw_exception).sum();
+        let errors = WorkerStatus {
+            total_request: rows.iter().map(|w| w.total_request).sum(),
+            throw_exception: rows.iter().map(|w| w.throw_exception).sum(),
+            ..WorkerStatus::default()
+        }
+        .error_rate();
         let peak: u64 = rows.iter().map(|w| w.rss_peak_kib).sum();
         format!(
             "{:<width$}  {:>6}  {:>9.1}  {:>9.1}  {:>7}  {:>7}  {:>7}  {:>7.3}  {:>10}  {:>7}  {:>8}\n",
@@ -337,7 +342,7 @@ fn format_kpis(s: &MasterStatus, width: usize) -> String {
             ms(&http, 0.5),
             ms(&http, 0.95),
             ms(&http, 0.99),
-            100.0 * errors as f64 / messages.max(1) as f64,
+            100.0 * errors,
             mib(peak),
             ms(&ws, 0.99),
             ms(&lag, 0.99),
@@ -352,7 +357,7 @@ fn format_kpis(s: &MasterStatus, width: usize) -> String {
         "p50 ms",
         "p95 ms",
         "p99 ms",
-        "errors%",
+        "err% all",
         "peak mem",
         "ws p99",
         "lag p99",

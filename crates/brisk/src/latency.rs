@@ -3,8 +3,9 @@
 //! 12.5 % of the truth), counted in `Cell`s of a single-threaded worker. Recording is a bucket
 //! index and two adds; nothing is allocated after the worker starts.
 //!
-//! A [`Recent`] histogram keeps the last ten seconds in one slot per second, so `status` can
-//! show p50 / p95 / p99 of what is happening now rather than since start. Snapshots travel to
+//! A [`Recent`] histogram keeps the last ten complete seconds (and the current one) in one
+//! slot per second, so `status` can show p50 / p95 / p99 of what is happening now rather than
+//! since start. Snapshots travel to
 //! the master as [`LatencyWindow`]s (only the buckets that hold something), which merge across
 //! workers.
 
@@ -20,8 +21,10 @@ const SUB: usize = 8;
 const MAX_EXP: u32 = 36;
 /// Buckets in one histogram.
 pub(crate) const BUCKETS: usize = EXACT as usize + (MAX_EXP as usize - 3) * SUB;
-/// Seconds a [`Recent`] histogram covers.
+/// Complete seconds a [`Recent`] histogram's window covers.
 pub const WINDOW_S: u64 = 10;
+/// Slots of a [`Recent`] histogram: the window and the second being filled.
+const SLOTS: u64 = WINDOW_S + 1;
 
 /// The bucket that counts `us` microseconds.
 #[inline]
@@ -77,20 +80,21 @@ impl Histogram {
     }
 }
 
-/// A histogram of the last [`WINDOW_S`] seconds, one slot per second, plus a count since start.
+/// A histogram of the last [`WINDOW_S`] complete seconds, one slot per second (plus the
+/// second being filled), and a count since start.
 #[derive(Default)]
 pub(crate) struct Recent {
     slots: Slots,
     total: Cell<u64>,
 }
 
-/// One histogram per second of the window, each tagged with the second it holds.
+/// One histogram per second, each tagged with the second it holds.
 struct Slots(Vec<(Cell<u64>, Histogram)>);
 
 impl Default for Slots {
     fn default() -> Self {
         Slots(
-            (0..WINDOW_S)
+            (0..SLOTS)
                 .map(|_| (Cell::new(u64::MAX), Histogram::default()))
                 .collect(),
         )
@@ -109,9 +113,9 @@ impl Recent {
     /// Counts a duration of `us` microseconds in second `now_s` (of any monotonic clock).
     #[inline]
     pub(crate) fn record(&self, now_s: u64, us: u64) {
-        let (second, h) = &self.slots.0[(now_s % WINDOW_S) as usize];
+        let (second, h) = &self.slots.0[(now_s % SLOTS) as usize];
         if second.get() != now_s {
-            // A new second for this slot: what it held is ten seconds old.
+            // A new second for this slot: what it held is out of the window.
             h.clear();
             second.set(now_s);
         }
@@ -124,12 +128,12 @@ impl Recent {
         self.total.get()
     }
 
-    /// The last [`WINDOW_S`] seconds up to `now_s`.
+    /// The [`WINDOW_S`] complete seconds before second `now_s` (which is still filling).
     pub(crate) fn window(&self, now_s: u64) -> LatencyWindow {
         let mut sums = vec![0u64; BUCKETS];
         for (second, h) in &self.slots.0 {
             let s = second.get();
-            if s != u64::MAX && s <= now_s && now_s - s < WINDOW_S {
+            if s != u64::MAX && s < now_s && now_s - s <= WINDOW_S {
                 h.add_to(&mut sums);
             }
         }
@@ -232,7 +236,9 @@ mod tests {
         for ms in 1..=1000u64 {
             r.record(5, ms * 1000);
         }
-        let w = r.window(5);
+        // Second 5 is in the window once it is complete.
+        assert_eq!(r.window(5).count(), 0);
+        let w = r.window(6);
         assert_eq!(w.count(), 1000);
         for (q, want) in [(0.5, 500.0), (0.95, 950.0), (0.99, 990.0)] {
             let got = w.quantile_ms(q).unwrap();
@@ -249,15 +255,16 @@ mod tests {
         let r = Recent::default();
         r.record(100, 50);
         r.record(105, 5_000);
-        assert_eq!(r.window(105).count(), 2);
-        assert_eq!(r.window(109).count(), 2);
-        // Second 100 is out of the window from 110 on, 105 from 115 on.
-        assert_eq!(r.window(110).count(), 1);
-        assert_eq!(r.window(115).count(), 0);
-        // A slot reused for a new second starts empty.
-        r.record(110, 7);
+        assert_eq!(r.window(105).count(), 1);
+        assert_eq!(r.window(106).count(), 2);
         assert_eq!(r.window(110).count(), 2);
-        assert_eq!(r.window(110).quantile_us(0.0), Some(7));
+        // Second 100 is out of the window from 111 on, 105 from 116 on.
+        assert_eq!(r.window(111).count(), 1);
+        assert_eq!(r.window(116).count(), 0);
+        // A slot reused for a new second (111 takes 100's) starts empty.
+        r.record(111, 7);
+        assert_eq!(r.window(112).count(), 2);
+        assert_eq!(r.window(112).quantile_us(0.0), Some(7));
         assert_eq!(r.total(), 3);
     }
 
@@ -270,8 +277,8 @@ mod tests {
         for _ in 0..10 {
             b.record(1, 100_000);
         }
-        let mut total = a.window(1);
-        total.merge(&b.window(1));
+        let mut total = a.window(2);
+        total.merge(&b.window(2));
         assert_eq!(total.count(), 100);
         assert!(total.quantile_us(0.5).unwrap() < 120);
         assert!(total.quantile_us(0.99).unwrap() > 90_000);

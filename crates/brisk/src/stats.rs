@@ -107,25 +107,27 @@ pub struct WorkerStatus {
     /// HTTP requests answered since start (their response heads).
     #[serde(default)]
     pub http_requests: u64,
-    /// HTTP handler latency over the last 10 s (to the response head).
+    /// HTTP handler latency over the last 10 complete seconds (to the response head).
     #[serde(default)]
     pub http_latency: LatencyWindow,
     /// WebSocket messages handled since start.
     #[serde(default)]
     pub ws_messages: u64,
-    /// WebSocket `on_message` latency over the last 10 s.
+    /// WebSocket `on_message` latency over the last 10 complete seconds.
     #[serde(default)]
     pub ws_latency: LatencyWindow,
-    /// How late the worker's 10 ms tick fired over the last 10 s (event-loop lag).
+    /// How late the worker's 10 ms tick fired over the last 10 complete seconds (event-loop
+    /// lag; tokio's timer rounds up to the millisecond, so up to 1 ms of it is the timer's).
     #[serde(default)]
     pub loop_lag: LatencyWindow,
 }
 
 impl WorkerStatus {
-    /// HTTP requests per second over the last 10 s (or since start, if younger).
+    /// HTTP requests per second over the last 10 complete seconds (fewer in a worker's first
+    /// 10 s; 0 in its first second).
     pub fn http_rate_recent(&self) -> f64 {
-        let secs = self.uptime_s.clamp(1, crate::latency::WINDOW_S);
-        self.http_latency.count() as f64 / secs as f64
+        let secs = self.uptime_s.min(crate::latency::WINDOW_S);
+        self.http_latency.count() as f64 / secs.max(1) as f64
     }
 
     /// Messages (of every protocol) per second since start.

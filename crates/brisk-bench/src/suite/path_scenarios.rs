@@ -285,7 +285,7 @@ impl Lab<'_> {
             ));
         }
         if s.first_call {
-            extras.push_str("; first call: the first request after each start, before the warm-up (median over starts)");
+            extras.push_str("; first call: the first request after the target's start at each point, before the warm-up (one sample per target and point)");
         }
         Some(ScenarioResult {
             name: name.into(),
