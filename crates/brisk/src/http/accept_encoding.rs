@@ -1,6 +1,6 @@
 //! `Accept-Encoding`: which encoding a client prefers, which types compress, and `Vary`.
-//! Shared by dynamic [`compression`](super::compression) and the precompressed siblings of
-//! [`static_files`](super::static_files).
+//! Shared by dynamic compression (`http::compression`) and the precompressed siblings of
+//! static files (`http::static_files`).
 
 use http::header::{self, HeaderMap, HeaderValue};
 

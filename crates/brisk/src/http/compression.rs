@@ -9,7 +9,7 @@
 //! then gzip) and gets `Content-Encoding` and a new length. Every response that could have
 //! been compressed carries `Vary: Accept-Encoding`, so caches keep the encodings apart.
 //! Streamed bodies (SSE, proxies) and files are sent as they are: static files have their
-//! own precompressed `.br`/`.gz` siblings (see [`static_files`](super::static_files)).
+//! own precompressed `.br`/`.gz` siblings (see `http::static_files`).
 //!
 //! ```no_run
 //! use brisk::http::{compression::Compression, Body, HttpServer};
