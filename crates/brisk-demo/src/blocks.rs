@@ -21,6 +21,8 @@ pub(crate) const MAX_BLOCKS: usize = 45;
 pub(crate) struct Blocks {
     /// Every block, in order: the in-worker cache, and what Redis is filled with.
     local: Rc<[String]>,
+    /// Their Redis keys, `brisk:block:1…45`, made once.
+    keys: Rc<[String]>,
     redis: Option<Redis>,
 }
 
@@ -29,6 +31,9 @@ impl Blocks {
     pub(crate) fn new(redis: Option<Redis>) -> Self {
         Blocks {
             local: (1..=MAX_BLOCKS).map(block).collect(),
+            keys: (1..=MAX_BLOCKS)
+                .map(|i| format!("brisk:block:{i}"))
+                .collect(),
             redis,
         }
     }
@@ -40,58 +45,57 @@ impl Blocks {
             Ok(n) => n,
             Err(message) => return json_error(StatusCode::BAD_REQUEST, &message),
         };
-        let blocks = match &self.redis {
-            Some(redis) => match self.read_redis(redis, n).await {
-                Ok(blocks) => blocks,
-                Err(e) => {
-                    tracing::warn!("/blocks: {e}");
-                    let status = StatusCode::from_u16(e.http_status())
-                        .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-                    return json_error(status, &e.to_string());
-                }
-            },
-            None => self.local[..n].to_vec(),
+        let Some(redis) = &self.redis else {
+            return merged(n, &self.local[..n]);
         };
-        let mut body =
-            String::with_capacity(16 + blocks.iter().map(|b| b.len() + 1).sum::<usize>());
-        let _ = write!(body, r#"{{"n":{n},"blocks":["#);
-        for (i, b) in blocks.iter().enumerate() {
-            if i > 0 {
-                body.push(',');
+        match self.read_redis(redis, n).await {
+            Ok(blocks) => merged(n, &blocks),
+            Err(e) => {
+                tracing::warn!("/blocks: {e}");
+                let status = StatusCode::from_u16(e.http_status())
+                    .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+                json_error(status, &e.to_string())
             }
-            body.push_str(b);
         }
-        body.push_str("]}");
-        let mut r = Response::new(Body::from(body));
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        r
     }
 
-    /// Blocks 1…n from Redis in one MGET; fills Redis once if any is missing (first use, or
-    /// after a flush or restart) and reads again.
+    /// Blocks 1…n from Redis in one MGET; if any is missing (first use, or after a flush or
+    /// restart), writes all of them and reads again.
     async fn read_redis(&self, redis: &Redis, n: usize) -> Result<Vec<String>, RedisError> {
-        let keys: Vec<String> = (1..=n).map(key).collect();
-        let held: Vec<Option<String>> = redis.mget(&keys).await?;
+        let keys = &self.keys[..n];
+        let held: Vec<Option<String>> = redis.mget(keys).await?;
         if let Some(all) = held.into_iter().collect::<Option<Vec<_>>>() {
             return Ok(all);
         }
         let mut mset = brisk::redis::cmd("MSET");
-        for (i, b) in self.local.iter().enumerate() {
-            mset.arg(key(i + 1)).arg(b);
+        for (k, b) in self.keys.iter().zip(self.local.iter()) {
+            mset.arg(k).arg(b);
         }
         redis.run::<()>(&mset).await?;
-        let held: Vec<Option<String>> = redis.mget(&keys).await?;
+        let held: Vec<Option<String>> = redis.mget(keys).await?;
         held.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| {
             RedisError::Unavailable("blocks vanished from Redis as they were written".into())
         })
     }
 }
 
-fn key(i: usize) -> String {
-    format!("brisk:block:{i}")
+/// `{"n":N,"blocks":[…]}` with the blocks written in as they are, not parsed again.
+fn merged(n: usize, blocks: &[String]) -> Response<Body> {
+    let mut body = String::with_capacity(16 + blocks.iter().map(|b| b.len() + 1).sum::<usize>());
+    let _ = write!(body, r#"{{"n":{n},"blocks":["#);
+    for (i, b) in blocks.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(b);
+    }
+    body.push_str("]}");
+    let mut r = Response::new(Body::from(body));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
 }
 
 /// Block `i`: a titled list of five links, as a news site's side boxes are.
