@@ -176,6 +176,10 @@ struct Args {
     /// `status` then shows no HTTP percentiles).
     #[arg(long, global = true)]
     no_latency_histograms: bool,
+    /// Serve Prometheus metrics from the master at this address (e.g.
+    /// http://127.0.0.1:9100; `GET /metrics`).
+    #[arg(long, global = true)]
+    metrics: Option<String>,
     /// A file holding the secret that signs session cookies (at least 32 bytes; default
     /// RUN_DIR/session.key, created with random bytes on first start). `BRISK_SESSION_SECRET`
     /// in the environment wins over both.
@@ -222,6 +226,7 @@ struct Config {
     access_log_format: Option<String>,
     session_secret_file: Option<PathBuf>,
     template_engine: Option<String>,
+    metrics: Option<String>,
 }
 
 /// The database options from the flags and the config file (flags win).
@@ -474,6 +479,9 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .server(websocket);
     if let Some((https, wss, tls_text)) = secure {
         app = app.server(https).server(wss).server(tls_text);
+    }
+    if let Some(address) = args.metrics.clone().or(file.metrics) {
+        app = app.metrics(address);
     }
     Ok(app)
 }

@@ -41,6 +41,7 @@ pub struct App {
     pub(crate) user: Option<String>,
     pub(crate) group: Option<String>,
     pub(crate) logging: Logging,
+    pub(crate) metrics: Option<String>,
 }
 
 /// Who sets up logging: see [`App::logging`].
@@ -63,6 +64,7 @@ impl App {
             user: None,
             group: None,
             logging: Logging::Default,
+            metrics: None,
         }
     }
 
@@ -117,6 +119,23 @@ impl App {
     /// ```
     pub fn logging(mut self, on: bool) -> Self {
         self.logging = if on { Logging::Default } else { Logging::Off };
+        self
+    }
+
+    /// Serves the app's metrics from the master at `address` (`http://host:port`):
+    /// `GET /metrics` answers in Prometheus's text format with the totals of every worker
+    /// (those that have exited included, so counters never go backwards), latency histograms,
+    /// and each process's memory and CPU. The start fails if the address cannot be bound.
+    ///
+    /// ```no_run
+    /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
+    /// brisk::App::new("app")
+    ///     .server(server)
+    ///     .metrics("http://127.0.0.1:9100")
+    ///     .run();
+    /// ```
+    pub fn metrics(mut self, address: impl Into<String>) -> Self {
+        self.metrics = Some(address.into());
         self
     }
 
@@ -200,6 +219,7 @@ impl App {
             user: self.user,
             group: self.group,
             graceful_timeout: self.graceful_timeout,
+            metrics: self.metrics.as_deref().map(metrics_address).transpose()?,
         })
     }
 
@@ -224,6 +244,19 @@ impl App {
 }
 
 /// Whether the master started this process as a worker.
+/// The socket address of a metrics listener written `http://host:port`.
+fn metrics_address(text: &str) -> Result<std::net::SocketAddr> {
+    let address: crate::address::Address = text
+        .parse()
+        .map_err(|e| Error::Config(format!("metrics listener: {e}")))?;
+    match (address.scheme(), address.socket_addr()) {
+        (crate::address::Scheme::Http, Some(addr)) => Ok(addr),
+        _ => Err(Error::Config(format!(
+            "metrics listener {text:?}: write it http://host:port"
+        ))),
+    }
+}
+
 fn is_worker() -> bool {
     env::worker_spec().is_some()
 }

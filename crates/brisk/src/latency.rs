@@ -1,13 +1,13 @@
 //! Latency histograms cheap enough for every request: fixed log-linear buckets over
 //! microseconds (exact below 16 µs, then 8 buckets per power of two, so a quantile is within
 //! 12.5 % of the truth), counted in `Cell`s of a single-threaded worker. Recording is a bucket
-//! index and two adds; nothing is allocated after the worker starts.
+//! index and four adds; nothing is allocated after the worker starts.
 //!
 //! A [`Recent`] histogram keeps the last ten complete seconds (and the current one) in one
 //! slot per second, so `status` can show p50 / p95 / p99 of what is happening now rather than
-//! since start. Snapshots travel to
-//! the master as [`LatencyWindow`]s (only the buckets that hold something), which merge across
-//! workers.
+//! since start, and a histogram since start with the sum of the durations, which Prometheus's
+//! cumulative histograms need. Snapshots travel to the master as [`LatencyWindow`]s (only the
+//! buckets that hold something) and [`LatencyTotals`], which merge across workers.
 
 use std::cell::Cell;
 
@@ -62,8 +62,8 @@ impl Default for Histogram {
 
 impl Histogram {
     #[inline]
-    fn record(&self, us: u64) {
-        let c = &self.counts[bucket(us)];
+    fn record(&self, index: usize) {
+        let c = &self.counts[index];
         c.set(c.get() + 1);
     }
 
@@ -81,11 +81,13 @@ impl Histogram {
 }
 
 /// A histogram of the last [`WINDOW_S`] complete seconds, one slot per second (plus the
-/// second being filled), and a count since start.
+/// second being filled), and one since start with the sum of its durations.
 #[derive(Default)]
 pub(crate) struct Recent {
     slots: Slots,
+    since_start: Histogram,
     total: Cell<u64>,
+    sum_us: Cell<u64>,
 }
 
 /// One histogram per second, each tagged with the second it holds.
@@ -119,8 +121,21 @@ impl Recent {
             h.clear();
             second.set(now_s);
         }
-        h.record(us);
+        let index = bucket(us);
+        h.record(index);
+        self.since_start.record(index);
         self.total.set(self.total.get() + 1);
+        self.sum_us.set(self.sum_us.get().wrapping_add(us));
+    }
+
+    /// Everything counted since start.
+    pub(crate) fn totals(&self) -> LatencyTotals {
+        let mut counts = vec![0u64; BUCKETS];
+        self.since_start.add_to(&mut counts);
+        LatencyTotals {
+            histogram: LatencyWindow::from_counts(&counts),
+            sum_us: self.sum_us.get(),
+        }
     }
 
     /// How many durations were counted since start.
@@ -209,6 +224,62 @@ impl LatencyWindow {
     }
 }
 
+/// A histogram since start and the sum of its durations: what a Prometheus histogram shows.
+/// Merges across workers, and never goes down while its worker lives.
+///
+/// ```
+/// use brisk::latency::LatencyTotals;
+///
+/// let t = LatencyTotals::default();
+/// assert_eq!(t.count(), 0);
+/// // Cumulative counts at 1 µs, 2 µs, 4 µs, ... up to about 16.8 s, all 0 when empty.
+/// assert!(t.cumulative().iter().all(|&(_, n)| n == 0));
+/// ```
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LatencyTotals {
+    /// The durations counted since start.
+    pub histogram: LatencyWindow,
+    /// Their sum in microseconds.
+    pub sum_us: u64,
+}
+
+/// The largest power of two (in µs) [`LatencyTotals::cumulative`] reports a bound at: 2^24 µs,
+/// about 16.8 s.
+const CUMULATIVE_MAX_EXP: u32 = 24;
+
+impl LatencyTotals {
+    /// How many durations it holds.
+    pub fn count(&self) -> u64 {
+        self.histogram.count()
+    }
+
+    /// Adds `other`'s counts and sum to these.
+    pub fn merge(&mut self, other: &LatencyTotals) {
+        self.histogram.merge(&other.histogram);
+        self.sum_us = self.sum_us.wrapping_add(other.sum_us);
+    }
+
+    /// How many durations were under each power of two microseconds from 1 µs to 2^24 µs
+    /// (about 16.8 s), as `(bound in µs, count)`. The bounds are edges of the fine buckets, so
+    /// the counts are exact, not interpolated.
+    pub fn cumulative(&self) -> Vec<(u64, u64)> {
+        (0..=CUMULATIVE_MAX_EXP)
+            .map(|exp| {
+                let bound = 1u64 << exp;
+                let first_above = bucket(bound);
+                let under = self
+                    .histogram
+                    .buckets
+                    .iter()
+                    .take_while(|(i, _)| (*i as usize) < first_above)
+                    .map(|(_, n)| n)
+                    .sum();
+                (bound, under)
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +337,36 @@ mod tests {
         assert_eq!(r.window(112).count(), 2);
         assert_eq!(r.window(112).quantile_us(0.0), Some(7));
         assert_eq!(r.total(), 3);
+    }
+
+    #[test]
+    fn totals_count_since_start_with_exact_power_of_two_bounds() {
+        let r = Recent::default();
+        // 3 µs, 1023 µs and 1024 µs in second 1; 5 s in second 50 (the first left the window).
+        for us in [3, 1023, 1024] {
+            r.record(1, us);
+        }
+        r.record(50, 5_000_000);
+        let t = r.totals();
+        assert_eq!(t.count(), 4);
+        assert_eq!(t.sum_us, 3 + 1023 + 1024 + 5_000_000);
+        let at = |bound: u64| {
+            t.cumulative()
+                .into_iter()
+                .find(|(b, _)| *b == bound)
+                .unwrap()
+                .1
+        };
+        assert_eq!(at(2), 0);
+        assert_eq!(at(4), 1);
+        // Under 1024 µs: 3 and 1023; 1024 itself is in the next bound's count.
+        assert_eq!(at(1024), 2);
+        assert_eq!(at(2048), 3);
+        assert_eq!(at(1 << 22), 3);
+        assert_eq!(at(1 << 23), 4);
+        let mut both = t.clone();
+        both.merge(&t);
+        assert_eq!((both.count(), both.sum_us), (8, 2 * t.sum_us));
     }
 
     #[test]

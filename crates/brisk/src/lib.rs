@@ -39,7 +39,8 @@
 //!  worker runtime   runtime/ (worker context and registry, streams and TLS sessions,
 //!                   connections, accept loops, sweeps, UDP, Service), timer.rs
 //!  core types       address, error, limits, listen, stats, env, run_paths, tls (config),
-//!                   ipc/ (wire types and codec), log
+//!                   ipc/ (wire types and codec), log, latency, response_counts,
+//!                   process_sample
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -67,9 +68,11 @@ mod listen;
 mod log;
 mod log_file;
 mod master;
+mod process_sample;
 pub mod protocol;
 #[cfg(feature = "redis")]
 pub mod redis;
+pub mod response_counts;
 mod run_paths;
 mod runtime;
 mod server;

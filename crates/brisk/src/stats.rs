@@ -9,7 +9,8 @@ use std::cell::Cell;
 
 use serde::{Deserialize, Serialize};
 
-use crate::latency::{LatencyWindow, Recent};
+use crate::latency::{LatencyTotals, LatencyWindow, Recent};
+use crate::response_counts::{self, ResponseCount, ResponseCounts};
 
 /// Live counters of one worker process.
 #[derive(Debug, Default)]
@@ -42,6 +43,12 @@ pub(crate) struct Stats {
     pub(crate) ws_latency: Recent,
     /// How late the worker's 10 ms tick fired: the event loop's lag.
     pub(crate) loop_lag: Recent,
+    /// HTTP responses by request method and status class.
+    pub(crate) http_responses: ResponseCounts,
+    /// WebSocket messages sent to peers (broadcasts aside).
+    pub(crate) ws_sent: Cell<u64>,
+    /// Broadcast frames handed to members of a group in this worker.
+    pub(crate) broadcast_deliveries: Cell<u64>,
 }
 
 impl Stats {
@@ -120,6 +127,18 @@ pub struct WorkerStatus {
     /// lag; tokio's timer rounds up to the millisecond, so up to 1 ms of it is the timer's).
     #[serde(default)]
     pub loop_lag: LatencyWindow,
+    /// HTTP responses since start by request method and status class.
+    #[serde(default)]
+    pub http_responses: Vec<ResponseCount>,
+    /// HTTP handler latency since start (empty with the histograms off).
+    #[serde(default)]
+    pub http_duration: LatencyTotals,
+    /// WebSocket messages sent since start (broadcasts aside).
+    #[serde(default)]
+    pub ws_sent: u64,
+    /// Broadcast frames handed to members of a group in this worker since start.
+    #[serde(default)]
+    pub broadcast_deliveries: u64,
 }
 
 impl WorkerStatus {
@@ -222,6 +241,30 @@ pub struct RetiredTotals {
     pub bytes_in: u64,
     /// Bytes they sent.
     pub bytes_out: u64,
+    /// Times they stopped accepting at their max connections.
+    #[serde(default)]
+    pub accept_paused: u64,
+    /// Access-log lines they dropped.
+    #[serde(default)]
+    pub log_lines_dropped: u64,
+    /// HTTP requests they answered.
+    #[serde(default)]
+    pub http_requests: u64,
+    /// Their HTTP responses by request method and status class.
+    #[serde(default)]
+    pub http_responses: Vec<ResponseCount>,
+    /// Their HTTP handler latency.
+    #[serde(default)]
+    pub http_duration: LatencyTotals,
+    /// WebSocket messages they handled.
+    #[serde(default)]
+    pub ws_messages: u64,
+    /// WebSocket messages they sent (broadcasts aside).
+    #[serde(default)]
+    pub ws_sent: u64,
+    /// Broadcast frames they handed to group members.
+    #[serde(default)]
+    pub broadcast_deliveries: u64,
 }
 
 impl RetiredTotals {
@@ -235,5 +278,13 @@ impl RetiredTotals {
         self.buffer_full += w.buffer_full;
         self.bytes_in += w.bytes_in;
         self.bytes_out += w.bytes_out;
+        self.accept_paused += w.accept_paused;
+        self.log_lines_dropped += w.log_lines_dropped;
+        self.http_requests += w.http_requests;
+        response_counts::merge(&mut self.http_responses, &w.http_responses);
+        self.http_duration.merge(&w.http_duration);
+        self.ws_messages += w.ws_messages;
+        self.ws_sent += w.ws_sent;
+        self.broadcast_deliveries += w.broadcast_deliveries;
     }
 }

@@ -16,6 +16,7 @@ use super::access_log::RequestLine;
 use super::io::Activity;
 use super::state::{HttpConn, HttpShared};
 use super::{Body, RequestBody};
+use crate::response_counts::MethodRow;
 use crate::runtime::handler::panic_message;
 use crate::stats::Stats;
 
@@ -96,14 +97,22 @@ pub(super) async fn respond(
             worker.record_latency(&worker.stats.http_latency, began);
         }
     };
+    let method = MethodRow::of(req.method());
+    let counted = |resp: &Response<Body>| {
+        measured();
+        worker
+            .stats
+            .http_responses
+            .count(method, resp.status().as_u16());
+    };
     let Some(log) = &shared.access_log else {
         let resp = answer(shared, conn, req).await;
-        measured();
+        counted(&resp);
         return resp;
     };
     let line = RequestLine::of(&req);
     let resp = answer(shared, conn, req).await;
-    measured();
+    counted(&resp);
     log.log(&line, &resp, conn.remote, worker.info.id, conn.id);
     resp
 }

@@ -54,7 +54,7 @@ pub(crate) enum ControlRequest {
 /// Master to CLI.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum ControlReply {
-    Status(MasterStatus),
+    Status(Box<MasterStatus>),
     Connections(Vec<ConnectionInfo>),
     Done(String),
     Error(String),

@@ -57,7 +57,7 @@ pub(crate) fn serve<C: Controlled>(
 
 async fn handle<C: Controlled>(master: &C, req: ControlRequest) -> ControlReply {
     match req {
-        ControlRequest::Status => ControlReply::Status(master.status().await),
+        ControlRequest::Status => ControlReply::Status(Box::new(master.status().await)),
         ControlRequest::Connections => ControlReply::Connections(master.connections().await),
         ControlRequest::Stop { graceful } => {
             master.stop(graceful);

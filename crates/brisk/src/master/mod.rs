@@ -4,6 +4,8 @@
 
 mod control;
 pub(crate) mod daemon;
+mod metrics;
+mod metrics_listener;
 pub(crate) mod pidfile;
 mod supervisor;
 
@@ -30,6 +32,8 @@ pub(crate) struct MasterConfig {
     pub group: Option<String>,
     /// How long a graceful stop or reload lets in-flight work run.
     pub graceful_timeout: Duration,
+    /// Where the metrics listener listens, if the app has one.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// What the supervisor needs to start one server's workers.
@@ -63,6 +67,8 @@ pub(crate) struct Plan {
     /// Owns the sockets of [`ServicePlan::listen_fds`]; emptied when a stop begins, so that
     /// the last worker to stop accepting closes each.
     pub listeners: std::cell::RefCell<Vec<Listener>>,
+    /// The metrics listener, bound before the workers start.
+    pub metrics: Option<std::net::TcpListener>,
 }
 
 impl Plan {
@@ -140,6 +146,15 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
             listen_fds,
         });
     }
+    let metrics = match config.metrics {
+        Some(addr) => Some(
+            std::net::TcpListener::bind(addr).map_err(|source| Error::Listen {
+                address: format!("metrics listener http://{addr}"),
+                source,
+            })?,
+        ),
+        None => None,
+    };
     let (uid, gid) = resolve_identity(config.user.as_deref(), config.group.as_deref())?;
     let plan = Plan {
         name: paths.name.clone(),
@@ -151,6 +166,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         graceful_timeout: config.graceful_timeout,
         control_socket: paths.control_socket(),
         listeners: std::cell::RefCell::new(listeners),
+        metrics,
     };
     pidfile::write(&pid_file)
         .map_err(|e| Error::io(format!("cannot write pid file {}", pid_file.display()), e))?;

@@ -19,6 +19,8 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::control::{self, Controlled};
+use super::metrics::{self, Scrape};
+use super::metrics_listener::{self, Observed};
 use super::Plan;
 use crate::env::{ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
 use crate::error::{Error, Result};
@@ -121,6 +123,10 @@ struct Supervisor {
     restarts: Cell<u64>,
     /// The counters of workers that have exited.
     retired: RefCell<crate::stats::RetiredTotals>,
+    /// The latest counters of each worker whose channel is open, by pid. When the channel
+    /// closes they move into `retired` in the same step, so the sum of the two never goes
+    /// backwards.
+    looks: RefCell<HashMap<i32, WorkerStatus>>,
     /// Broadcasts not relayed to a stalled worker.
     dropped_broadcasts: Cell<u64>,
     started: Instant,
@@ -129,7 +135,7 @@ struct Supervisor {
 }
 
 /// Starts the workers and supervises them until a stop; the master's whole life.
-pub(crate) fn run(plan: Plan) -> Result<()> {
+pub(crate) fn run(mut plan: Plan) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -139,6 +145,7 @@ pub(crate) fn run(plan: Plan) -> Result<()> {
     let _entered = span.enter();
     local.block_on(&rt, async move {
         let (events, mut rx) = mpsc::unbounded_channel();
+        let metrics_socket = plan.metrics.take();
         let slots = plan.slots();
         let n = slots.len();
         let sup = Rc::new(Supervisor {
@@ -151,6 +158,7 @@ pub(crate) fn run(plan: Plan) -> Result<()> {
             reloading: Cell::new(false),
             restarts: Cell::new(0),
             retired: RefCell::default(),
+            looks: RefCell::default(),
             dropped_broadcasts: Cell::new(0),
             started: Instant::now(),
             exited: Notify::new(),
@@ -162,6 +170,10 @@ pub(crate) fn run(plan: Plan) -> Result<()> {
             return Err(Error::Config(msg));
         }
         let control = control::serve(sup.clone(), &sup.plan.control_socket)?;
+        let metrics_server = match metrics_socket {
+            Some(socket) => Some(metrics_listener::serve(sup.clone(), socket)?),
+            None => None,
+        };
         tracing::info!(
             "{} started: master pid {}, {}",
             sup.plan.name,
@@ -205,6 +217,9 @@ pub(crate) fn run(plan: Plan) -> Result<()> {
             }
         }
         drop(control);
+        if let Some(m) = metrics_server {
+            m.abort();
+        }
         let _ = std::fs::remove_file(&sup.plan.control_socket);
         tracing::info!("{} stopped", sup.plan.name);
         Ok(())
@@ -354,8 +369,6 @@ impl Supervisor {
         });
         let sup = self.clone();
         tokio::task::spawn_local(async move {
-            // The worker's counters as last seen: its totals once it has exited.
-            let mut last: Option<WorkerStatus> = None;
             while let Ok(Some(packet)) = read_packet::<_, ToMaster>(&mut rd).await {
                 let msg = match packet {
                     Packet::Broadcast { group, frames } => {
@@ -376,10 +389,12 @@ impl Supervisor {
                             let _ = r.send(Err(reason));
                         }
                     }
-                    ToMaster::Final(s) => last = Some(s),
+                    ToMaster::Final(s) => {
+                        sup.looks.borrow_mut().insert(pid, s);
+                    }
                     reply => {
                         if let ToMaster::Status(s) = &reply {
-                            last = Some(s.clone());
+                            sup.looks.borrow_mut().insert(pid, s.clone());
                         }
                         if let Some(waiter) = channel.replies.borrow_mut().pop_front() {
                             let _ = waiter.send(reply);
@@ -387,8 +402,9 @@ impl Supervisor {
                     }
                 }
             }
-            // The channel closes when the worker exits: nothing more will come from it.
-            if let Some(s) = last {
+            // The channel closes when the worker exits: nothing more will come from it, and
+            // its counters as last seen are its totals.
+            if let Some(s) = sup.looks.borrow_mut().remove(&pid) {
                 sup.retired.borrow_mut().add(&s);
             }
         });
@@ -626,6 +642,29 @@ impl Supervisor {
         }
     }
 
+    /// The metrics exposition: asks every live worker (those being retired too) for fresh
+    /// counters, then adds what the master kept of the workers that have exited. A worker that
+    /// does not answer in time counts as of its last answer.
+    async fn metrics(&self) -> String {
+        let workers: Vec<_> = self.live.borrow().values().cloned().collect();
+        futures_util::future::join_all(
+            workers
+                .iter()
+                .map(|w| w.ask(ToWorker::Status, Duration::from_secs(2))),
+        )
+        .await;
+        let mut rows: Vec<WorkerStatus> = self.looks.borrow().values().cloned().collect();
+        rows.sort_by(|a, b| (&a.server, a.worker, a.pid).cmp(&(&b.server, b.worker, b.pid)));
+        let retired = self.retired.borrow().clone();
+        metrics::exposition(&Scrape {
+            retired: &retired,
+            workers: &rows,
+            restarts: self.restarts.get(),
+            dropped_broadcasts: self.dropped_broadcasts.get(),
+            master_pid: std::process::id() as i32,
+        })
+    }
+
     /// Asks every worker for its connections.
     async fn connections(&self) -> Vec<ConnectionInfo> {
         let workers = self.current_workers();
@@ -642,6 +681,12 @@ impl Supervisor {
                 _ => Vec::new(),
             })
             .collect()
+    }
+}
+
+impl Observed for Supervisor {
+    async fn metrics(&self) -> String {
+        Supervisor::metrics(self).await
     }
 }
 

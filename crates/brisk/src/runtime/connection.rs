@@ -216,6 +216,11 @@ impl<P: Protocol> Connection<P> {
         self.inner.protocol.borrow_mut()
     }
 
+    /// The counters of the worker that holds the connection.
+    pub(crate) fn worker_stats(&self) -> &Stats {
+        &self.inner.server.worker.stats
+    }
+
     /// Counts a protocol violation handled by a protocol layer (it closes the connection).
     pub(crate) fn count_rejected(&self) {
         Stats::add(&self.inner.server.worker.stats.rejected, 1);

@@ -256,6 +256,10 @@ impl WorkerCtx {
             ws_messages: s.ws_latency.total(),
             ws_latency: s.ws_latency.window(self.uptime_secs_u64()),
             loop_lag: s.loop_lag.window(self.uptime_secs_u64()),
+            http_responses: s.http_responses.snapshot(),
+            http_duration: s.http_latency.totals(),
+            ws_sent: s.ws_sent.get(),
+            broadcast_deliveries: s.broadcast_deliveries.get(),
         }
     }
 

@@ -21,6 +21,7 @@ use crate::runtime::handler::{boxed, BoxError, HandlerFuture, HandlerOutput};
 use crate::runtime::stream::{PeerAddr, Stream};
 use crate::runtime::sweep::close_stalled_handshakes;
 use crate::runtime::tls_stream::TlsSocket;
+use crate::stats::Stats;
 
 type OpenFn = Rc<dyn Fn(WsConnection, Handshake) -> HandlerFuture>;
 type MessageFn = Rc<dyn Fn(WsConnection, Message) -> HandlerFuture>;
@@ -479,19 +480,26 @@ impl WsConnection {
     /// Sends a message.
     pub fn send(&self, msg: Message) -> Result<(), SendError> {
         match msg {
-            Message::Text(t) => self.conn.send(WsFrame::Text(t)),
-            Message::Binary(b) => self.conn.send(WsFrame::Binary(b)),
+            Message::Text(t) => self.send_frame(WsFrame::Text(t)),
+            Message::Binary(b) => self.send_frame(WsFrame::Binary(b)),
         }
     }
 
     /// Sends a text message.
     pub fn send_text(&self, text: impl Into<Utf8Bytes>) -> Result<(), SendError> {
-        self.conn.send(WsFrame::Text(text.into()))
+        self.send_frame(WsFrame::Text(text.into()))
     }
 
     /// Sends a binary message.
     pub fn send_binary(&self, data: impl Into<Bytes>) -> Result<(), SendError> {
-        self.conn.send(WsFrame::Binary(data.into()))
+        self.send_frame(WsFrame::Binary(data.into()))
+    }
+
+    /// Sends a data frame and counts it in the worker's `ws_sent`.
+    fn send_frame(&self, frame: WsFrame) -> Result<(), SendError> {
+        self.conn.send(frame)?;
+        Stats::add(&self.conn.worker_stats().ws_sent, 1);
+        Ok(())
     }
 
     /// Starts the closing handshake with `code` (1000 is normal) and a short reason.

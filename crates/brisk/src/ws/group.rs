@@ -17,6 +17,7 @@ use super::deflate::{self, Agreement, MAX_WINDOW_BITS};
 use super::Message;
 use crate::ipc::BroadcastFrames;
 use crate::runtime::context as worker;
+use crate::stats::Stats;
 
 #[derive(Default)]
 struct Groups {
@@ -127,7 +128,7 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
     let Some(w) = worker::current() else {
         return 0;
     };
-    members
+    let delivered = members
         .into_iter()
         .filter(|&(id, deflate)| {
             let frame = match &frames.deflated {
@@ -136,7 +137,9 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
             };
             w.send_raw_to(id, frame)
         })
-        .count()
+        .count();
+    Stats::add(&w.stats.broadcast_deliveries, delivered as u64);
+    delivered
 }
 
 /// Sends `msg` to every member of `group`, in this worker and in all others (through the

@@ -1,0 +1,422 @@
+//! The metrics listener over a real demo (`--metrics`): the exposition passes
+//! `promtool check metrics`, counts exactly the requests and messages a test sent, never goes
+//! backwards across a reload and a killed worker, fails the start when its address is taken,
+//! and a real Prometheus server scraping it agrees on the request count.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use brisk_testkit::*;
+
+mod common;
+use common::{demo_with, Demo, DEMO};
+
+/// A demo with `workers` workers per server and a metrics listener; its metrics port.
+fn demo_with_metrics(workers: usize) -> (Demo, u16) {
+    let port = free_port();
+    let address = format!("http://127.0.0.1:{port}");
+    (demo_with(workers, &["--metrics", &address]), port)
+}
+
+/// The text of `GET /metrics`.
+fn scrape(port: u16) -> String {
+    let (status, body) = http_get(port, "/metrics").expect("the metrics listener answers");
+    assert_eq!(status, 200);
+    String::from_utf8(body).unwrap()
+}
+
+/// Every sample of an exposition: `name{labels}` → value.
+fn samples(text: &str) -> HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (key, value) = l.rsplit_once(' ').unwrap();
+            (key.to_string(), value.parse().unwrap())
+        })
+        .collect()
+}
+
+/// What `promtool check metrics` says of `text`; panics (with its words) if it finds fault.
+fn promtool_check(text: &str) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus package: scripts/install-test-servers)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}\n--- exposition ---\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_exposition_is_valid_and_counts_what_was_sent() {
+    let (d, metrics) = demo_with_metrics(1);
+    let before = samples(&scrape(metrics));
+
+    // 40 GET / and 5 GET /nope on one keep-alive connection, 3 DELETE / on another.
+    let mut s = connect(d.http);
+    for i in 0..45 {
+        let path = if i % 9 == 8 { "/nope" } else { "/" };
+        write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        let want = if path == "/" { 200 } else { 404 };
+        assert_eq!(read_response(&mut s).status, want);
+    }
+    let mut s = connect(d.http);
+    for _ in 0..3 {
+        s.write_all(b"DELETE / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let status = read_response(&mut s).status;
+        assert!((400..500).contains(&status), "{status}");
+    }
+    // 12 echoes through /ws; 2 members of /chat, 3 messages: 6 deliveries.
+    let ws = connect(d.http);
+    let (mut ws, _) = tungstenite::client(format!("ws://127.0.0.1:{}/ws", d.http), ws).unwrap();
+    for i in 0..12 {
+        ws.send(tungstenite::Message::text(format!("m{i}")))
+            .unwrap();
+        assert!(ws.read().unwrap().is_text());
+    }
+    let chat = || {
+        let s = connect(d.http);
+        tungstenite::client(format!("ws://127.0.0.1:{}/chat", d.http), s)
+            .unwrap()
+            .0
+    };
+    let (mut a, mut b) = (chat(), chat());
+    for i in 0..3 {
+        a.send(tungstenite::Message::text(format!("c{i}"))).unwrap();
+        assert!(a.read().unwrap().is_text());
+        assert!(b.read().unwrap().is_text());
+    }
+
+    let text = scrape(metrics);
+    promtool_check(&text);
+    let after = samples(&text);
+    let delta = |key: &str| {
+        after.get(key).copied().unwrap_or(0.0) - before.get(key).copied().unwrap_or(0.0)
+    };
+    assert_eq!(
+        delta(r#"brisk_http_requests_total{code="2xx",method="GET"}"#),
+        40.0,
+        "{text}"
+    );
+    // The WebSocket handshakes are GETs answered 101.
+    assert_eq!(
+        delta(r#"brisk_http_requests_total{code="1xx",method="GET"}"#),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        delta(r#"brisk_http_requests_total{code="4xx",method="GET"}"#),
+        5.0,
+        "{text}"
+    );
+    assert_eq!(
+        delta(r#"brisk_http_requests_total{code="4xx",method="DELETE"}"#),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        delta("brisk_http_request_duration_seconds_count"),
+        51.0,
+        "{text}"
+    );
+    assert_eq!(
+        delta(r#"brisk_http_request_duration_seconds_bucket{le="+Inf"}"#),
+        51.0,
+        "{text}"
+    );
+    assert!(
+        delta("brisk_http_request_duration_seconds_sum") > 0.0,
+        "{text}"
+    );
+    // /ws echoes 12 and /chat's 3 are handled; /ws sends 12 back, /chat's go out as broadcasts.
+    assert_eq!(
+        delta(r#"brisk_ws_messages_total{direction="in"}"#),
+        15.0,
+        "{text}"
+    );
+    assert_eq!(
+        delta(r#"brisk_ws_messages_total{direction="out"}"#),
+        12.0,
+        "{text}"
+    );
+    assert_eq!(delta("brisk_broadcast_deliveries_total"), 6.0, "{text}");
+    assert_eq!(
+        delta(r#"brisk_errors_total{kind="handler"}"#),
+        0.0,
+        "{text}"
+    );
+
+    // The gauges: 4 open connections on the HTTP worker (the first keep-alive one is closed by
+    // now or still open: 4 or 5), a lag and each process's memory.
+    let http_worker = after
+        .iter()
+        .find(|(k, _)| k.starts_with("brisk_connections{") && k.contains("server=\"http://"))
+        .map(|(_, v)| *v)
+        .expect("the HTTP worker's connections");
+    assert!((3.0..=5.0).contains(&http_worker), "{text}");
+    for family in [
+        "brisk_event_loop_lag_seconds{",
+        "process_resident_memory_bytes{",
+        "process_cpu_seconds_total{",
+        "process_open_fds{",
+    ] {
+        // Four servers' workers and the master.
+        let n = after.keys().filter(|k| k.starts_with(family)).count();
+        let want = if family.starts_with("process") { 5 } else { 4 };
+        assert_eq!(n, want, "{family} in {text}");
+    }
+    assert!(text.contains(r#"worker="master""#), "{text}");
+
+    // Anything but GET and HEAD, or another path, gets a clear answer.
+    let mut s = connect(metrics);
+    s.write_all(b"POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut s);
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow"), Some("GET, HEAD"));
+    assert_eq!(http_get(metrics, "/nothing").unwrap().0, 404);
+}
+
+/// A client that sends `GET /` in a loop on keep-alive connections (a new one after any
+/// error) until told to stop, counting the 200s it got.
+struct HttpLoad {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl HttpLoad {
+    fn start(port: u16) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicU64::new(0));
+        let (st, k) = (stop.clone(), ok.clone());
+        let thread = std::thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut buf = [0u8; 4096];
+                while !st.load(Ordering::Relaxed) {
+                    if s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").is_err() {
+                        break;
+                    }
+                    // The demo's / is small: one read holds the whole response.
+                    match s.read(&mut buf) {
+                        Ok(n) if n > 12 && buf.starts_with(b"HTTP/1.1 200") => {
+                            k.fetch_add(1, Ordering::Relaxed);
+                        }
+                        _ => break,
+                    }
+                }
+            }
+        });
+        HttpLoad { stop, ok, thread }
+    }
+
+    fn ok(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed)
+    }
+
+    fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap();
+        self.ok.load(Ordering::Relaxed)
+    }
+}
+
+/// The counters of an exposition: every sample of a `_total`, `_count`, `_sum` or `_bucket`
+/// series except the per-process CPU time (a process's own counter, which ends with it).
+fn counters(text: &str) -> HashMap<String, f64> {
+    samples(text)
+        .into_iter()
+        .filter(|(k, _)| {
+            let name = k.split('{').next().unwrap();
+            !name.starts_with("process_")
+                && ["_total", "_count", "_sum", "_bucket"]
+                    .iter()
+                    .any(|s| name.ends_with(s))
+        })
+        .collect()
+}
+
+#[test]
+fn counters_never_go_backwards_across_a_reload_and_a_killed_worker() {
+    let (d, metrics) = demo_with_metrics(2);
+    let load = HttpLoad::start(d.http);
+    wait_until(Duration::from_secs(10), "requests answered", || {
+        load.ok() > 200
+    });
+
+    // Scrape all along, checking each scrape against the one before.
+    let stop = Arc::new(AtomicBool::new(false));
+    let scraper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut texts = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                texts.push(scrape(metrics));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            texts.push(scrape(metrics));
+            texts
+        })
+    };
+    let out = d.server.cli(&["reload"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let served = load.ok();
+    wait_until(Duration::from_secs(10), "requests after the reload", || {
+        load.ok() > served + 200
+    });
+    // Kill one HTTP worker as a crash would; the master starts another.
+    let status = d.server.status().unwrap();
+    let victim = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["server"].as_str().unwrap().starts_with("http://"))
+        .unwrap()["pid"]
+        .as_i64()
+        .unwrap() as i32;
+    let answered_before_kill = load.ok();
+    // SAFETY: kill(2) on a pid the test just read from status.
+    assert_eq!(unsafe { libc::kill(victim, libc::SIGKILL) }, 0);
+    wait_until(Duration::from_secs(10), "a replacement worker", || {
+        d.server.status().is_ok_and(|s| {
+            let pids: Vec<i64> = s["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w["pid"].as_i64().unwrap())
+                .collect();
+            pids.len() == 8 && !pids.contains(&(victim as i64))
+        })
+    });
+    let served = load.ok();
+    wait_until(
+        Duration::from_secs(10),
+        "requests after the respawn",
+        || load.ok() > served + 200,
+    );
+    let answered = load.stop();
+    stop.store(true, Ordering::Relaxed);
+    let texts = scraper.join().unwrap();
+    assert!(texts.len() >= 10, "only {} scrapes", texts.len());
+
+    let mut last = counters(&texts[0]);
+    for (i, text) in texts.iter().enumerate().skip(1) {
+        let now = counters(text);
+        for (key, before) in &last {
+            let after = now.get(key).copied().unwrap_or(0.0);
+            assert!(
+                after >= *before,
+                "scrape {i}: {key} went from {before} to {after}\n{text}"
+            );
+        }
+        last = now;
+    }
+    // Every scrape is a complete, valid exposition, the ones during the reload too.
+    for text in texts.iter().step_by(texts.len().div_ceil(40)) {
+        promtool_check(text);
+    }
+    promtool_check(texts.last().unwrap());
+    // The killed worker's last second may be lost; what was answered before the kill is not.
+    let total = last[r#"brisk_http_requests_total{code="2xx",method="GET"}"#];
+    assert!(
+        total >= answered_before_kill as f64 && total <= answered as f64 + 1.0,
+        "counted {total}, answered {answered} ({answered_before_kill} before the kill)"
+    );
+    assert_eq!(last["brisk_worker_restarts_total"], 1.0);
+    assert!(last["brisk_workers_exited_total"] >= 9.0, "{last:?}");
+}
+
+#[test]
+fn a_metrics_address_in_use_fails_the_start_with_a_clear_message() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let (mut args, _) = common::demo_args(1);
+    args.extend(["--metrics".into(), format!("http://127.0.0.1:{port}")]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run_dir = temp_dir("metrics-taken");
+    let mut p = ServerProcess::spawn(DEMO, &args, run_dir.path().to_path_buf()).unwrap();
+    // wait_exit: whether it exited successfully; it must exit, and fail.
+    assert!(!p.wait_exit(Duration::from_secs(20)).unwrap(), "it started");
+    let log = p.log();
+    assert!(
+        log.contains(&format!("metrics listener http://127.0.0.1:{port}"))
+            && log.contains("Address already in use"),
+        "{log}"
+    );
+
+    let mut args: Vec<&str> = args.clone();
+    let n = args.len();
+    args[n - 1] = "tcp://127.0.0.1:9";
+    let second = run_dir.path().join("second");
+    std::fs::create_dir(&second).unwrap();
+    let mut p = ServerProcess::spawn(DEMO, &args, second).unwrap();
+    // wait_exit: whether it exited successfully; it must exit, and fail.
+    assert!(!p.wait_exit(Duration::from_secs(20)).unwrap(), "it started");
+    let log = p.log();
+    assert!(
+        log.contains("metrics listener \"tcp://127.0.0.1:9\""),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_request_count() {
+    let (d, metrics) = demo_with_metrics(1);
+    let prometheus = Prometheus::start(&[format!("127.0.0.1:{metrics}")]).unwrap();
+    let mut s = connect(d.http);
+    for _ in 0..150 {
+        s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        assert_eq!(read_response(&mut s).status, 200);
+    }
+    let ours = samples(&scrape(metrics));
+    let sent = ours[r#"brisk_http_requests_total{code="2xx",method="GET"}"#];
+    assert!(sent >= 150.0);
+    // Prometheus scrapes every second: within a few it holds the same figure.
+    let query = r#"sum(brisk_http_requests_total{code="2xx",method="GET"})"#;
+    let seen = poll(Duration::from_secs(20), || {
+        prometheus.query(query).filter(|v| *v == sent)
+    });
+    assert_eq!(
+        seen,
+        Some(sent),
+        "Prometheus says {:?}; targets {:?}; log:\n{}",
+        prometheus.query(query),
+        prometheus.targets(),
+        prometheus.log()
+    );
+    let targets = prometheus.targets();
+    assert_eq!(targets.len(), 1);
+    assert_eq!(targets[0].1, "up", "{targets:?}");
+    // The histogram arrives whole: its count is the requests answered.
+    let count = prometheus
+        .query("sum(brisk_http_request_duration_seconds_count)")
+        .unwrap();
+    assert!(count >= 150.0, "{count}");
+}

@@ -1,0 +1,330 @@
+//! The app's figures in Prometheus's text exposition format (version 0.0.4, which
+//! `promtool check metrics` reads), built from the workers' snapshots and the totals of the
+//! workers that have exited, so that no counter goes backwards when a worker is replaced.
+//!
+//! Counters and the latency histogram are the app's totals (labelled by what they count, never
+//! by worker); gauges and `process_*` are per process, labelled `server`, `worker` and `pid`
+//! (during a reload the old and the new worker of one index are both there, told apart by
+//! their pid).
+
+use prometheus::proto::{
+    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
+};
+
+use crate::latency::LatencyTotals;
+use crate::process_sample::ProcessSample;
+use crate::response_counts::{self, ResponseCount};
+use crate::stats::{RetiredTotals, WorkerStatus};
+
+/// What one scrape shows.
+pub(crate) struct Scrape<'a> {
+    /// The totals of the workers that have exited.
+    pub retired: &'a RetiredTotals,
+    /// Every live worker's latest snapshot (those being retired too).
+    pub workers: &'a [WorkerStatus],
+    /// Workers restarted after an unexpected exit.
+    pub restarts: u64,
+    /// Broadcasts the master dropped for a stalled worker.
+    pub dropped_broadcasts: u64,
+    /// The master's pid.
+    pub master_pid: i32,
+}
+
+/// The exposition of `scrape`.
+pub(crate) fn exposition(scrape: &Scrape<'_>) -> String {
+    let families = families(scrape);
+    let mut out = String::new();
+    if let Err(e) = prometheus::TextEncoder::new().encode_utf8(&families, &mut out) {
+        // Only a malformed family fails; the families here are built to be valid.
+        tracing::error!("cannot encode the metrics: {e}");
+    }
+    out
+}
+
+/// The content type of [`exposition`]'s text.
+pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
+    let r = s.retired;
+    let sum = |f: fn(&WorkerStatus) -> u64| s.workers.iter().map(f).sum::<u64>();
+    let mut responses: Vec<ResponseCount> = r.http_responses.clone();
+    let mut duration: LatencyTotals = r.http_duration.clone();
+    for w in s.workers {
+        response_counts::merge(&mut responses, &w.http_responses);
+        duration.merge(&w.http_duration);
+    }
+    responses.sort_by(|a, b| (&a.method, &a.code).cmp(&(&b.method, &b.code)));
+
+    let mut out = vec![
+        family(
+            "brisk_http_requests_total",
+            "HTTP responses sent, by request method and status class.",
+            MetricType::COUNTER,
+            responses
+                .iter()
+                .map(|c| counter(&[("code", &c.code), ("method", &c.method)], c.count as f64))
+                .collect(),
+        ),
+        family(
+            "brisk_http_request_duration_seconds",
+            "How long HTTP handlers took to produce a response head.",
+            MetricType::HISTOGRAM,
+            vec![histogram(&duration)],
+        ),
+        family(
+            "brisk_requests_total",
+            "Messages of every protocol handed to a handler (Workerman's total_request).",
+            MetricType::COUNTER,
+            vec![counter(
+                &[],
+                (r.total_request + sum(|w| w.total_request)) as f64,
+            )],
+        ),
+        family(
+            "brisk_ws_messages_total",
+            "WebSocket messages received and handled (in) and sent (out; broadcasts aside).",
+            MetricType::COUNTER,
+            vec![
+                counter(
+                    &[("direction", "in")],
+                    (r.ws_messages + sum(|w| w.ws_messages)) as f64,
+                ),
+                counter(
+                    &[("direction", "out")],
+                    (r.ws_sent + sum(|w| w.ws_sent)) as f64,
+                ),
+            ],
+        ),
+        family(
+            "brisk_broadcast_deliveries_total",
+            "Broadcast frames handed to members of a group.",
+            MetricType::COUNTER,
+            vec![counter(
+                &[],
+                (r.broadcast_deliveries + sum(|w| w.broadcast_deliveries)) as f64,
+            )],
+        ),
+        family(
+            "brisk_errors_total",
+            "Errors by kind: handler errors and panics, protocol violations, send buffers that \
+             filled, accepts paused at the max connections, access-log lines dropped, \
+             broadcasts dropped for a stalled worker.",
+            MetricType::COUNTER,
+            [
+                ("handler", r.throw_exception + sum(|w| w.throw_exception)),
+                ("protocol", r.rejected + sum(|w| w.rejected)),
+                ("send_buffer_full", r.buffer_full + sum(|w| w.buffer_full)),
+                ("accept_paused", r.accept_paused + sum(|w| w.accept_paused)),
+                (
+                    "log_lines_dropped",
+                    r.log_lines_dropped + sum(|w| w.log_lines_dropped),
+                ),
+                ("broadcast_dropped", s.dropped_broadcasts),
+            ]
+            .iter()
+            .map(|(kind, n)| counter(&[("kind", kind)], *n as f64))
+            .collect(),
+        ),
+        family(
+            "brisk_connections_accepted_total",
+            "Connections accepted.",
+            MetricType::COUNTER,
+            vec![counter(&[], (r.accepted + sum(|w| w.accepted)) as f64)],
+        ),
+        family(
+            "brisk_network_bytes_total",
+            "Bytes received from (in) and sent to (out) peers.",
+            MetricType::COUNTER,
+            vec![
+                counter(
+                    &[("direction", "in")],
+                    (r.bytes_in + sum(|w| w.bytes_in)) as f64,
+                ),
+                counter(
+                    &[("direction", "out")],
+                    (r.bytes_out + sum(|w| w.bytes_out)) as f64,
+                ),
+            ],
+        ),
+        family(
+            "brisk_worker_restarts_total",
+            "Workers restarted after an unexpected exit.",
+            MetricType::COUNTER,
+            vec![counter(&[], s.restarts as f64)],
+        ),
+        family(
+            "brisk_workers_exited_total",
+            "Workers that have exited (replaced by a reload, or after a crash).",
+            MetricType::COUNTER,
+            vec![counter(&[], r.workers as f64)],
+        ),
+    ];
+
+    let per_worker = |f: fn(&WorkerStatus) -> f64| -> Vec<Metric> {
+        s.workers
+            .iter()
+            .map(|w| gauge(&worker_labels(w), f(w)))
+            .collect()
+    };
+    out.push(family(
+        "brisk_connections",
+        "Connections open now.",
+        MetricType::GAUGE,
+        per_worker(|w| w.connections as f64),
+    ));
+    out.push(family(
+        "brisk_event_loop_lag_seconds",
+        "How late the worker's 10 ms tick fired: the 99th percentile over the last 10 complete \
+         seconds.",
+        MetricType::GAUGE,
+        per_worker(|w| w.loop_lag.quantile_us(0.99).unwrap_or(0) as f64 / 1e6),
+    ));
+    out.push(family(
+        "brisk_timers",
+        "Live timers.",
+        MetricType::GAUGE,
+        per_worker(|w| w.timers as f64),
+    ));
+
+    let mut processes: Vec<(Vec<(&str, String)>, ProcessSample)> = s
+        .workers
+        .iter()
+        .filter_map(|w| Some((worker_labels(w), ProcessSample::of(w.pid)?)))
+        .collect();
+    if let Some(me) = ProcessSample::of(s.master_pid) {
+        let labels = vec![
+            ("server", String::new()),
+            ("worker", "master".to_string()),
+            ("pid", s.master_pid.to_string()),
+        ];
+        processes.push((labels, me));
+    }
+    let process = |name: &str, help: &str, kind: MetricType, f: fn(&ProcessSample) -> f64| {
+        let metrics = processes
+            .iter()
+            .map(|(labels, p)| {
+                let v = f(p);
+                match kind {
+                    MetricType::COUNTER => counter_owned(labels, v),
+                    _ => gauge(labels, v),
+                }
+            })
+            .collect();
+        family(name, help, kind, metrics)
+    };
+    out.push(process(
+        "process_cpu_seconds_total",
+        "User and system CPU time spent, in seconds.",
+        MetricType::COUNTER,
+        |p| p.cpu_seconds,
+    ));
+    out.push(process(
+        "process_resident_memory_bytes",
+        "Resident memory size in bytes.",
+        MetricType::GAUGE,
+        |p| p.resident_bytes as f64,
+    ));
+    out.push(process(
+        "process_virtual_memory_bytes",
+        "Virtual memory size in bytes.",
+        MetricType::GAUGE,
+        |p| p.virtual_bytes as f64,
+    ));
+    out.push(process(
+        "process_open_fds",
+        "Open file descriptors.",
+        MetricType::GAUGE,
+        |p| p.open_fds as f64,
+    ));
+    out.push(process(
+        "process_max_fds",
+        "The limit on open file descriptors.",
+        MetricType::GAUGE,
+        |p| p.max_fds as f64,
+    ));
+    out.push(process(
+        "process_start_time_seconds",
+        "Start time of the process since the Unix epoch, in seconds.",
+        MetricType::GAUGE,
+        |p| p.start_time_seconds,
+    ));
+    out.push(family(
+        "brisk_resident_memory_peak_bytes",
+        "Peak resident memory of each worker (VmHWM), in bytes.",
+        MetricType::GAUGE,
+        per_worker(|w| (w.rss_peak_kib * 1024) as f64),
+    ));
+    // A family with no sample (no worker answered yet) is left out: the format has no empty
+    // family.
+    out.retain(|f| !f.get_metric().is_empty());
+    out
+}
+
+fn worker_labels(w: &WorkerStatus) -> Vec<(&'static str, String)> {
+    vec![
+        ("server", w.server.clone()),
+        ("worker", w.worker.to_string()),
+        ("pid", w.pid.to_string()),
+    ]
+}
+
+fn family(name: &str, help: &str, kind: MetricType, metrics: Vec<Metric>) -> MetricFamily {
+    let mut f = MetricFamily::default();
+    f.set_name(name.to_string());
+    f.set_help(help.to_string());
+    f.set_field_type(kind);
+    f.set_metric(metrics);
+    f
+}
+
+fn labels<K: AsRef<str>, V: AsRef<str>>(pairs: &[(K, V)]) -> Vec<LabelPair> {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            let mut p = LabelPair::default();
+            p.set_name(k.as_ref().to_string());
+            p.set_value(v.as_ref().to_string());
+            p
+        })
+        .collect()
+}
+
+fn counter(pairs: &[(&str, &str)], v: f64) -> Metric {
+    counter_owned(pairs, v)
+}
+
+fn counter_owned<K: AsRef<str>, V: AsRef<str>>(pairs: &[(K, V)], v: f64) -> Metric {
+    let mut c = Counter::default();
+    c.set_value(v);
+    let mut m = Metric::from_label(labels(pairs));
+    m.set_counter(c);
+    m
+}
+
+fn gauge<K: AsRef<str>, V: AsRef<str>>(pairs: &[(K, V)], v: f64) -> Metric {
+    let mut g = Gauge::default();
+    g.set_value(v);
+    let mut m = Metric::from_gauge(g);
+    m.set_label(labels(pairs));
+    m
+}
+
+fn histogram(t: &LatencyTotals) -> Metric {
+    let mut h = Histogram::default();
+    h.set_sample_count(t.count());
+    h.set_sample_sum(t.sum_us as f64 / 1e6);
+    h.set_bucket(
+        t.cumulative()
+            .into_iter()
+            .map(|(bound_us, n)| {
+                let mut b = Bucket::default();
+                b.set_upper_bound(bound_us as f64 / 1e6);
+                b.set_cumulative_count(n);
+                b
+            })
+            .collect(),
+    );
+    let mut m = Metric::default();
+    m.set_histogram(h);
+    m
+}

@@ -1,0 +1,90 @@
+//! The metrics listener: a small HTTP/1.1 server in the master (see `App::metrics`) that
+//! answers `GET /metrics` with the Prometheus exposition. It knows the master only through
+//! [`Observed`], like the control socket knows it through its own trait.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper_util::rt::{TokioIo, TokioTimer};
+
+use crate::error::{Error, Result};
+
+/// How long a client may take to send a request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the metrics listener asks of the master.
+pub(crate) trait Observed: 'static {
+    /// The exposition of the app's metrics, from fresh snapshots of the workers.
+    fn metrics(&self) -> impl Future<Output = String>;
+}
+
+/// Serves `listener` until the returned handle is aborted or dropped with the runtime.
+pub(crate) fn serve<O: Observed>(
+    master: Rc<O>,
+    listener: std::net::TcpListener,
+) -> Result<tokio::task::JoinHandle<()>> {
+    let cannot = |e| Error::io("cannot serve the metrics listener", e);
+    listener.set_nonblocking(true).map_err(cannot)?;
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(cannot)?;
+    Ok(tokio::task::spawn_local(async move {
+        loop {
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, most likely: wait for some to close.
+                    tracing::warn!("metrics listener: cannot accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let master = master.clone();
+            tokio::task::spawn_local(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let master = master.clone();
+                    async move { Ok::<_, Infallible>(answer(&*master, req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEAD_TIMEOUT)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    }))
+}
+
+async fn answer<O: Observed, B>(master: &O, req: Request<B>) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    match req.uri().path() {
+        "/metrics" => {
+            let mut r = Response::new(Full::new(Bytes::from(master.metrics().await)));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(super::metrics::CONTENT_TYPE),
+            );
+            r
+        }
+        "/" => text(StatusCode::OK, "Brisk metrics: /metrics (Prometheus)\n"),
+        _ => text(StatusCode::NOT_FOUND, "not found: try /metrics\n"),
+    }
+}
+
+fn text(code: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
