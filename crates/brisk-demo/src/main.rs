@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use brisk::alerts::Alerts;
 use brisk::http::access_log::{AccessLog, LogFormat};
 use brisk::http::compression::Compression;
 use brisk::http::HttpServer;
@@ -180,6 +181,25 @@ struct Args {
     /// http://127.0.0.1:9100; `GET /metrics`).
     #[arg(long, global = true)]
     metrics: Option<String>,
+    /// Alert when fewer messages than this are answered per second (every protocol).
+    #[arg(long, global = true)]
+    alert_throughput_below: Option<f64>,
+    /// Alert when the HTTP p99 over the last 10 s is above this many milliseconds.
+    #[arg(long, global = true)]
+    alert_p99_ms: Option<f64>,
+    /// Alert when the workers' resident memory, added up, is above this many MiB.
+    #[arg(long, global = true)]
+    alert_memory_mib: Option<u64>,
+    /// Alert when handler errors per message over the last 10 s are above this fraction.
+    #[arg(long, global = true)]
+    alert_error_rate: Option<f64>,
+    /// How many seconds a condition must hold before its alert fires, and be clear before it
+    /// resolves (default 10).
+    #[arg(long, global = true)]
+    alert_hold_s: Option<u64>,
+    /// POST each alert's firing and resolution as JSON to this URL.
+    #[arg(long, global = true)]
+    alert_webhook: Option<String>,
     /// A file holding the secret that signs session cookies (at least 32 bytes; default
     /// RUN_DIR/session.key, created with random bytes on first start). `BRISK_SESSION_SECRET`
     /// in the environment wins over both.
@@ -227,6 +247,41 @@ struct Config {
     session_secret_file: Option<PathBuf>,
     template_engine: Option<String>,
     metrics: Option<String>,
+    alert_throughput_below: Option<f64>,
+    alert_p99_ms: Option<f64>,
+    alert_memory_mib: Option<u64>,
+    alert_error_rate: Option<f64>,
+    alert_hold_s: Option<u64>,
+    alert_webhook: Option<String>,
+}
+
+/// The alert thresholds from the flags and the config file (flags win); `None` if none is set.
+fn alerts(args: &Args, file: &Config) -> Option<Alerts> {
+    let mut a = Alerts::new();
+    let mut any = false;
+    if let Some(v) = args.alert_throughput_below.or(file.alert_throughput_below) {
+        a = a.throughput_below(v);
+        any = true;
+    }
+    if let Some(ms) = args.alert_p99_ms.or(file.alert_p99_ms) {
+        a = a.p99_above(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+        any = true;
+    }
+    if let Some(mib) = args.alert_memory_mib.or(file.alert_memory_mib) {
+        a = a.memory_above(mib << 20);
+        any = true;
+    }
+    if let Some(f) = args.alert_error_rate.or(file.alert_error_rate) {
+        a = a.error_rate_above(f);
+        any = true;
+    }
+    if let Some(s) = args.alert_hold_s.or(file.alert_hold_s) {
+        a = a.hold(Duration::from_secs(s));
+    }
+    if let Some(url) = args.alert_webhook.clone().or(file.alert_webhook.clone()) {
+        a = a.webhook(url);
+    }
+    any.then_some(a)
 }
 
 /// The database options from the flags and the config file (flags win).
@@ -265,6 +320,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         None => Config::default(),
     };
     let db_options = db_options(args, &file);
+    let alerts = alerts(args, &file);
     let text = args
         .text
         .clone()
@@ -480,8 +536,11 @@ fn build(args: &Args) -> anyhow::Result<App> {
     if let Some((https, wss, tls_text)) = secure {
         app = app.server(https).server(wss).server(tls_text);
     }
-    if let Some(address) = args.metrics.clone().or(file.metrics) {
+    if let Some(address) = args.metrics.clone().or(file.metrics.clone()) {
         app = app.metrics(address);
+    }
+    if let Some(alerts) = alerts {
+        app = app.alerts(alerts);
     }
     Ok(app)
 }

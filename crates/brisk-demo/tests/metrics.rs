@@ -185,6 +185,18 @@ fn the_exposition_is_valid_and_counts_what_was_sent() {
     }
     assert!(text.contains(r#"worker="master""#), "{text}");
 
+    // The status page: the figures now, a chart per KPI, a row per worker.
+    let (status, body) = http_get(metrics, "/status").unwrap();
+    assert_eq!(status, 200);
+    let html = String::from_utf8(body).unwrap();
+    assert_eq!(html.matches("<svg").count(), 6, "{html}");
+    assert_eq!(html.matches("<tr><td>").count(), 4, "{html}");
+    assert!(
+        html.contains(&format!("http://127.0.0.1:{}", d.http)),
+        "{html}"
+    );
+    assert!(html.contains("http-equiv=\"refresh\""), "{html}");
+
     // Anything but GET and HEAD, or another path, gets a clear answer.
     let mut s = connect(metrics);
     s.write_all(b"POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n")

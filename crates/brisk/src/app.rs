@@ -42,6 +42,7 @@ pub struct App {
     pub(crate) group: Option<String>,
     pub(crate) logging: Logging,
     pub(crate) metrics: Option<String>,
+    pub(crate) alerts: Option<crate::alerts::Alerts>,
 }
 
 /// Who sets up logging: see [`App::logging`].
@@ -65,6 +66,7 @@ impl App {
             group: None,
             logging: Logging::Default,
             metrics: None,
+            alerts: None,
         }
     }
 
@@ -136,6 +138,23 @@ impl App {
     /// ```
     pub fn metrics(mut self, address: impl Into<String>) -> Self {
         self.metrics = Some(address.into());
+        self
+    }
+
+    /// Watches the app's KPIs in the master and raises alerts (see [`crate::alerts`]): logged
+    /// once when they fire and once when they resolve, and POSTed to a webhook if given.
+    ///
+    /// ```no_run
+    /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
+    /// use std::time::Duration;
+    /// use brisk::alerts::Alerts;
+    /// brisk::App::new("app")
+    ///     .server(server)
+    ///     .alerts(Alerts::new().p99_above(Duration::from_millis(200)).memory_above(1 << 30))
+    ///     .run();
+    /// ```
+    pub fn alerts(mut self, alerts: crate::alerts::Alerts) -> Self {
+        self.alerts = Some(alerts);
         self
     }
 
@@ -220,6 +239,7 @@ impl App {
             group: self.group,
             graceful_timeout: self.graceful_timeout,
             metrics: self.metrics.as_deref().map(metrics_address).transpose()?,
+            alerts: self.alerts,
         })
     }
 

@@ -40,7 +40,7 @@
 //!                   connections, accept loops, sweeps, UDP, Service), timer.rs
 //!  core types       address, error, limits, listen, stats, env, run_paths, tls (config),
 //!                   ipc/ (wire types and codec), log, latency, response_counts,
-//!                   process_sample
+//!                   process_sample, alerts (thresholds and their hysteresis)
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -51,6 +51,7 @@
 #![warn(missing_docs)]
 
 mod address;
+pub mod alerts;
 mod app;
 pub mod cli;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]

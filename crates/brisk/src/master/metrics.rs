@@ -28,6 +28,10 @@ pub(crate) struct Scrape<'a> {
     pub dropped_broadcasts: u64,
     /// The master's pid.
     pub master_pid: i32,
+    /// Each alert rule and whether it is firing.
+    pub alerts: Vec<(&'static str, bool)>,
+    /// Alert webhook calls that failed.
+    pub webhook_failures: u64,
 }
 
 /// The exposition of `scrape`.
@@ -160,6 +164,23 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
         ),
     ];
 
+    if !s.alerts.is_empty() {
+        out.push(family(
+            "brisk_alert_firing",
+            "1 while the alert is firing, 0 otherwise.",
+            MetricType::GAUGE,
+            s.alerts
+                .iter()
+                .map(|(name, firing)| gauge(&[("alert", *name)], f64::from(u8::from(*firing))))
+                .collect(),
+        ));
+        out.push(family(
+            "brisk_alert_webhook_failures_total",
+            "Alert webhook calls that failed, timed out or were dropped.",
+            MetricType::COUNTER,
+            vec![counter(&[], s.webhook_failures as f64)],
+        ));
+    }
     let per_worker = |f: fn(&WorkerStatus) -> f64| -> Vec<Metric> {
         s.workers
             .iter()

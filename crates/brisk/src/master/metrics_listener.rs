@@ -1,5 +1,6 @@
 //! The metrics listener: a small HTTP/1.1 server in the master (see `App::metrics`) that
-//! answers `GET /metrics` with the Prometheus exposition. It knows the master only through
+//! answers `GET /metrics` with the Prometheus exposition and `GET /status` with the status
+//! page. It knows the master only through
 //! [`Observed`], like the control socket knows it through its own trait.
 
 use std::convert::Infallible;
@@ -21,6 +22,8 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) trait Observed: 'static {
     /// The exposition of the app's metrics, from fresh snapshots of the workers.
     fn metrics(&self) -> impl Future<Output = String>;
+    /// The status page's HTML, from fresh snapshots of the workers.
+    fn status_page(&self) -> impl Future<Output = String>;
 }
 
 /// Serves `listener` until the returned handle is aborted or dropped with the runtime.
@@ -74,8 +77,22 @@ async fn answer<O: Observed, B>(master: &O, req: Request<B>) -> Response<Full<By
             );
             r
         }
-        "/" => text(StatusCode::OK, "Brisk metrics: /metrics (Prometheus)\n"),
-        _ => text(StatusCode::NOT_FOUND, "not found: try /metrics\n"),
+        "/status" => {
+            let mut r = Response::new(Full::new(Bytes::from(master.status_page().await)));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            r
+        }
+        "/" => text(
+            StatusCode::OK,
+            "Brisk: /metrics (Prometheus), /status (the status page)\n",
+        ),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found: try /metrics or /status\n",
+        ),
     }
 }
 

@@ -2,12 +2,16 @@
 //! file, starts and supervises the workers, and answers the control CLI. It never serves
 //! traffic.
 
+mod alerting;
 mod control;
 pub(crate) mod daemon;
+mod kpi_history;
 mod metrics;
 mod metrics_listener;
 pub(crate) mod pidfile;
+mod status_page;
 mod supervisor;
+mod webhook;
 
 use std::os::fd::RawFd;
 use std::path::PathBuf;
@@ -34,6 +38,8 @@ pub(crate) struct MasterConfig {
     pub graceful_timeout: Duration,
     /// Where the metrics listener listens, if the app has one.
     pub metrics: Option<std::net::SocketAddr>,
+    /// The app's alert thresholds, if any.
+    pub alerts: Option<crate::alerts::Alerts>,
 }
 
 /// What the supervisor needs to start one server's workers.
@@ -69,6 +75,8 @@ pub(crate) struct Plan {
     pub listeners: std::cell::RefCell<Vec<Listener>>,
     /// The metrics listener, bound before the workers start.
     pub metrics: Option<std::net::TcpListener>,
+    /// The alert rules, checked before the workers start.
+    pub alerting: Option<alerting::Alerting>,
 }
 
 impl Plan {
@@ -155,6 +163,10 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         ),
         None => None,
     };
+    let alerting = match &config.alerts {
+        Some(a) => Some(alerting::Alerting::new(&paths.name, a)?),
+        None => None,
+    };
     let (uid, gid) = resolve_identity(config.user.as_deref(), config.group.as_deref())?;
     let plan = Plan {
         name: paths.name.clone(),
@@ -167,6 +179,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         control_socket: paths.control_socket(),
         listeners: std::cell::RefCell::new(listeners),
         metrics,
+        alerting,
     };
     pidfile::write(&pid_file)
         .map_err(|e| Error::io(format!("cannot write pid file {}", pid_file.display()), e))?;

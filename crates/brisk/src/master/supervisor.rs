@@ -18,9 +18,12 @@ use nix::unistd::Pid;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, oneshot, Notify};
 
+use super::alerting::Alerting;
 use super::control::{self, Controlled};
+use super::kpi_history::KpiHistory;
 use super::metrics::{self, Scrape};
 use super::metrics_listener::{self, Observed};
+use super::status_page::{self, StatusView};
 use super::Plan;
 use crate::env::{ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
 use crate::error::{Error, Result};
@@ -127,6 +130,10 @@ struct Supervisor {
     /// closes they move into `retired` in the same step, so the sum of the two never goes
     /// backwards.
     looks: RefCell<HashMap<i32, WorkerStatus>>,
+    /// The KPIs of the last minutes, a sample a second.
+    history: RefCell<KpiHistory>,
+    /// The alert rules, if the app has any.
+    alerting: RefCell<Option<Alerting>>,
     /// Broadcasts not relayed to a stalled worker.
     dropped_broadcasts: Cell<u64>,
     started: Instant,
@@ -146,6 +153,7 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
     local.block_on(&rt, async move {
         let (events, mut rx) = mpsc::unbounded_channel();
         let metrics_socket = plan.metrics.take();
+        let alerting = plan.alerting.take();
         let slots = plan.slots();
         let n = slots.len();
         let sup = Rc::new(Supervisor {
@@ -159,6 +167,8 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             restarts: Cell::new(0),
             retired: RefCell::default(),
             looks: RefCell::default(),
+            history: RefCell::default(),
+            alerting: RefCell::new(alerting),
             dropped_broadcasts: Cell::new(0),
             started: Instant::now(),
             exited: Notify::new(),
@@ -566,6 +576,23 @@ impl Supervisor {
                 .iter()
                 .map(|w| w.ask(ToWorker::Status, COUNTERS_PERIOD));
             futures_util::future::join_all(asks).await;
+            self.take_kpi_sample(&workers);
+        }
+    }
+
+    /// Adds a second to the KPI history from the latest looks, and judges it for alerts.
+    fn take_kpi_sample(&self, current: &[Rc<Worker>]) {
+        let looks = self.looks.borrow();
+        let now: Vec<WorkerStatus> = current
+            .iter()
+            .filter_map(|w| looks.get(&w.pid).cloned())
+            .collect();
+        let all: Vec<WorkerStatus> = looks.values().cloned().collect();
+        drop(looks);
+        let mut history = self.history.borrow_mut();
+        let sample = history.add(&now, &all, &self.retired.borrow());
+        if let Some(alerting) = self.alerting.borrow_mut().as_mut() {
+            alerting.observe(sample);
         }
     }
 
@@ -646,6 +673,25 @@ impl Supervisor {
     /// counters, then adds what the master kept of the workers that have exited. A worker that
     /// does not answer in time counts as of its last answer.
     async fn metrics(&self) -> String {
+        self.refresh_looks().await;
+        let mut rows: Vec<WorkerStatus> = self.looks.borrow().values().cloned().collect();
+        rows.sort_by(|a, b| (&a.server, a.worker, a.pid).cmp(&(&b.server, b.worker, b.pid)));
+        let retired = self.retired.borrow().clone();
+        let alerting = self.alerting.borrow();
+        metrics::exposition(&Scrape {
+            retired: &retired,
+            workers: &rows,
+            restarts: self.restarts.get(),
+            dropped_broadcasts: self.dropped_broadcasts.get(),
+            master_pid: std::process::id() as i32,
+            alerts: alerting.as_ref().map(Alerting::states).unwrap_or_default(),
+            webhook_failures: alerting.as_ref().map_or(0, Alerting::webhook_failures),
+        })
+    }
+
+    /// Asks every live worker (those being retired too) for fresh counters, which land in
+    /// `looks`; one that does not answer within 2 s keeps its last look.
+    async fn refresh_looks(&self) {
         let workers: Vec<_> = self.live.borrow().values().cloned().collect();
         futures_util::future::join_all(
             workers
@@ -653,15 +699,29 @@ impl Supervisor {
                 .map(|w| w.ask(ToWorker::Status, Duration::from_secs(2))),
         )
         .await;
-        let mut rows: Vec<WorkerStatus> = self.looks.borrow().values().cloned().collect();
-        rows.sort_by(|a, b| (&a.server, a.worker, a.pid).cmp(&(&b.server, b.worker, b.pid)));
-        let retired = self.retired.borrow().clone();
-        metrics::exposition(&Scrape {
-            retired: &retired,
-            workers: &rows,
-            restarts: self.restarts.get(),
-            dropped_broadcasts: self.dropped_broadcasts.get(),
-            master_pid: std::process::id() as i32,
+    }
+
+    /// The status page, from fresh looks at the current workers and the KPI history.
+    async fn status_page(&self) -> String {
+        self.refresh_looks().await;
+        let looks = self.looks.borrow();
+        let mut workers: Vec<WorkerStatus> = self
+            .current_workers()
+            .iter()
+            .filter_map(|w| looks.get(&w.pid).cloned())
+            .collect();
+        drop(looks);
+        workers.sort_by(|a, b| (&a.server, a.worker).cmp(&(&b.server, b.worker)));
+        let history = self.history.borrow();
+        let alerting = self.alerting.borrow();
+        let alerts = alerting.as_ref().map(Alerting::states).unwrap_or_default();
+        status_page::render(&StatusView {
+            name: &self.plan.name,
+            uptime_s: self.started.elapsed().as_secs(),
+            workers: &workers,
+            history: history.samples().iter().collect(),
+            alerts: &alerts,
+            load_average: crate::stats::load_average(),
         })
     }
 
@@ -687,6 +747,10 @@ impl Supervisor {
 impl Observed for Supervisor {
     async fn metrics(&self) -> String {
         Supervisor::metrics(self).await
+    }
+
+    async fn status_page(&self) -> String {
+        Supervisor::status_page(self).await
     }
 }
 
