@@ -119,18 +119,15 @@ fn summary(v: &StatusView<'_>) -> String {
     };
     let since_start: f64 = v.workers.iter().map(WorkerStatus::rate_since_start).sum();
     let last = v.history.last();
-    let ms = |q: f64| {
-        http.quantile_ms(q)
-            .map_or("–".into(), |x| format!("{x:.2} ms"))
-    };
+    let at = |q: f64| http.quantile_us(q).map_or("–".into(), latency);
     let rss: u64 = v.workers.iter().map(|w| w.rss_kib).sum();
     let peak: u64 = v.workers.iter().map(|w| w.rss_peak_kib).sum();
     let tiles = [
         (format!("{rate:.0}/s"), "requests, last 10 s".to_string()),
         (format!("{since_start:.0}/s"), "since start".to_string()),
-        (ms(0.5), "p50, last 10 s".to_string()),
-        (ms(0.95), "p95".to_string()),
-        (ms(0.99), "p99".to_string()),
+        (at(0.5), "p50, last 10 s".to_string()),
+        (at(0.95), "p95".to_string()),
+        (at(0.99), "p99".to_string()),
         (
             last.and_then(|s| s.error_rate)
                 .map_or("–".into(), |r| format!("{:.2} %", r * 100.0)),
@@ -147,7 +144,7 @@ fn summary(v: &StatusView<'_>) -> String {
         ),
         (
             last.and_then(|s| s.loop_lag_p99_ms)
-                .map_or("–".into(), |x| format!("{x:.2} ms")),
+                .map_or("–".into(), |ms| latency((ms * 1000.0) as u64)),
             "loop lag p99".to_string(),
         ),
     ];
@@ -260,11 +257,10 @@ fn chart(title: &str, unit: &str, series: &[Series<'_>]) -> String {
 fn workers_table(workers: &[WorkerStatus]) -> String {
     let mut h = String::from(
         "<table><tr><th>server</th><th>worker</th><th>pid</th><th>req/s (10 s)</th>\
-         <th>p50 ms</th><th>p99 ms</th><th>errors</th><th>memory</th><th>peak</th>\
-         <th>connections</th><th>loop lag p99 ms</th><th>uptime</th></tr>",
+         <th>p50</th><th>p99</th><th>errors</th><th>memory</th><th>peak</th>\
+         <th>connections</th><th>loop lag p99</th><th>uptime</th></tr>",
     );
-    let ms =
-        |w: &LatencyWindow, q: f64| w.quantile_ms(q).map_or("–".into(), |x| format!("{x:.2}"));
+    let ms = |w: &LatencyWindow, q: f64| w.quantile_us(q).map_or("–".into(), latency);
     for w in workers {
         let _ = write!(
             h,
@@ -312,6 +308,15 @@ fn short(v: f64) -> String {
 fn trim(v: f64) -> String {
     let s = format!("{v:.2}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A duration given in µs, in µs below a millisecond and in ms above.
+fn latency(us: u64) -> String {
+    if us < 1000 {
+        format!("{us} µs")
+    } else {
+        format!("{:.2} ms", us as f64 / 1000.0)
+    }
 }
 
 fn mib(kib: u64) -> String {
@@ -404,5 +409,7 @@ mod tests {
         assert_eq!(nice_ceiling(0.07), 0.1);
         assert_eq!(short(1500.0), "1.5k");
         assert_eq!(short(0.25), "0.25");
+        assert_eq!(latency(7), "7 µs");
+        assert_eq!(latency(2500), "2.50 ms");
     }
 }
