@@ -13,6 +13,7 @@ use crate::env;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::master::{self, daemon, MasterConfig};
+use crate::process::Process;
 use crate::run_paths::RunPaths;
 use crate::runtime::Service;
 use crate::worker::{self, WorkerSpec};
@@ -80,6 +81,13 @@ impl App {
     /// Adds a server.
     pub fn server(mut self, server: impl Into<Service>) -> Self {
         self.services.push(server.into());
+        self
+    }
+
+    /// Adds a custom process: workers without a listener, supervised like the servers' (see
+    /// [`Process`]).
+    pub fn process(mut self, process: Process) -> Self {
+        self.services.push(process.into());
         self
     }
 
@@ -234,7 +242,15 @@ impl App {
         }
         master::run(MasterConfig {
             paths: self.paths(),
-            listeners: self.services.iter().map(|s| s.listen.clone()).collect(),
+            services: self
+                .services
+                .iter()
+                .map(|s| master::ServiceConfig {
+                    name: s.name.clone(),
+                    workers: s.workers,
+                    listen: s.listen.clone(),
+                })
+                .collect(),
             user: self.user,
             group: self.group,
             graceful_timeout: self.graceful_timeout,

@@ -32,7 +32,8 @@
 //!  process roles    master/ (plan, supervisor, control socket, daemon, pid file),
 //!                   worker.rs (the worker entry: takes its spec, answers the master)
 //!  builders         server.rs (Server, UdpServer), http/server.rs (HttpServer),
-//!                   ws/server.rs (WsServer): each turns into a runtime Service
+//!                   ws/server.rs (WsServer), process.rs (Process, no listener): each
+//!                   turns into a runtime Service
 //!  protocols        protocol/ (the Protocol trait; text, frame, raw), http/ (own HTTP/1.1
 //!                   path, hyper glue, static files, SSE), ws/ (codec, deflate, endpoint,
 //!                   groups): each owns its set-up and its sweeps
@@ -69,6 +70,7 @@ mod listen;
 mod log;
 mod log_file;
 mod master;
+pub mod process;
 mod process_sample;
 pub mod protocol;
 #[cfg(feature = "redis")]
@@ -91,6 +93,7 @@ pub use cli::Command;
 pub use error::{Error, Result};
 pub use ipc::MasterStatus;
 pub use limits::Limits;
+pub use process::Process;
 pub use runtime::connection::{Connection, SendError};
 pub use runtime::context::WorkerInfo;
 pub use runtime::handler::{BoxError, HandlerOutput};

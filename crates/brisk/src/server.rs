@@ -68,7 +68,15 @@ macro_rules! builder_setters {
             self
         }
 
-        /// Runs in each worker after its listener is open, before it reports ready.
+        $crate::server::worker_callback_setters!();
+    };
+}
+pub(crate) use builder_setters;
+
+/// `on_worker_start` and `on_worker_stop`, for builders with a `worker_callbacks` field.
+macro_rules! worker_callback_setters {
+    () => {
+        /// Runs in each worker after its listener (if any) is open, before it reports ready.
         pub fn on_worker_start<F, Fut>(mut self, f: F) -> Self
         where
             F: Fn($crate::WorkerInfo) -> Fut + 'static,
@@ -81,7 +89,8 @@ macro_rules! builder_setters {
             self
         }
 
-        /// Runs in each worker when it stops, after its connections are closed.
+        /// Runs in each worker when it stops, after its connections are closed; the worker
+        /// exits when it returns (or is killed when the drain time and 3 s more have passed).
         pub fn on_worker_stop<F, Fut>(mut self, f: F) -> Self
         where
             F: Fn($crate::WorkerInfo) -> Fut + 'static,
@@ -95,7 +104,7 @@ macro_rules! builder_setters {
         }
     };
 }
-pub(crate) use builder_setters;
+pub(crate) use worker_callback_setters;
 
 /// The `tls` setter of the TCP-based server builders.
 macro_rules! tls_setter {
@@ -307,11 +316,11 @@ impl<P: Protocol> From<Server<P>> for Service {
         } = server;
         let tls = listen.tls_config(&[]);
         let tls_handshake = listen.tls.as_ref().map(|t| t.handshake_deadline());
-        Service {
+        Service::listening(
             listen,
             worker_callbacks,
             limits,
-            start: Box::new(move |worker, listener, limits| {
+            Box::new(move |worker, listener, limits| {
                 let shared = Rc::new(ServerShared {
                     worker: worker.clone(),
                     callbacks,
@@ -337,7 +346,7 @@ impl<P: Protocol> From<Server<P>> for Service {
                 }
                 Ok(())
             }),
-        }
+        )
     }
 }
 
@@ -348,11 +357,11 @@ impl From<UdpServer> for Service {
             worker_callbacks,
             on_message,
         } = server;
-        Service {
+        Service::listening(
             listen,
             worker_callbacks,
-            limits: LimitOverrides::default(),
-            start: Box::new(move |worker, listener, _limits| {
+            LimitOverrides::default(),
+            Box::new(move |worker, listener, _limits| {
                 let Listener::Udp(s) = listener else {
                     unreachable!("UdpServer only takes udp:// addresses")
                 };
@@ -360,6 +369,6 @@ impl From<UdpServer> for Service {
                 tokio::task::spawn_local(udp::serve(worker, s, on_message));
                 Ok(())
             }),
-        }
+        )
     }
 }

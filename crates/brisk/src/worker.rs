@@ -96,7 +96,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         defaults,
     } = spec;
     let info = WorkerInfo {
-        server: svc.listen.address.to_string(),
+        server: svc.name.clone(),
         id: index,
         pid: std::process::id() as i32,
     };
@@ -130,20 +130,28 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         };
         let (rx, tx) = ipc.into_split();
         let (mut rx, mut tx) = (ipc::reader(rx), ipc::writer(tx));
-        let listener = match env::fd(ENV_LISTEN_FD) {
-            // SAFETY: the master bound this socket for us and passed it down.
-            Some(fd) => Ok(unsafe { Listener::from_fd(svc.listen.address.scheme(), fd) }),
-            None => Err(std::io::Error::other(format!(
-                "{ENV_LISTEN_FD} is not set: the master passes each worker its socket"
-            ))),
-        };
         let (relay_tx, mut relay_rx) = mpsc::unbounded_channel();
         let worker = Rc::new(WorkerCtx::new(info.clone(), defaults, relay_tx));
-        worker.set_max_connections(svc.listen.max_connections);
         context::set_current(Some(worker.clone()));
         let lag = tokio::task::spawn_local(worker.clone().watch_loop_lag());
         let limits = svc.limits.apply(defaults);
-        let started = listener.and_then(|l| (svc.start)(worker.clone(), l, limits));
+        // A custom process has no listener: nothing to start but its callbacks.
+        let started = match &svc.listen {
+            None => Ok(()),
+            Some(listen) => {
+                worker.set_max_connections(listen.max_connections);
+                match env::fd(ENV_LISTEN_FD) {
+                    Some(fd) => {
+                        // SAFETY: the master bound this socket for us and passed it down.
+                        let l = unsafe { Listener::from_fd(listen.address.scheme(), fd) };
+                        (svc.start)(worker.clone(), l, limits)
+                    }
+                    None => Err(std::io::Error::other(format!(
+                        "{ENV_LISTEN_FD} is not set: the master passes each worker its socket"
+                    ))),
+                }
+            }
+        };
         if let Err(e) = started {
             let msg = format!("cannot listen on {}: {e}", info.server);
             let _ = write_msg(&mut tx, &ToMaster::Failed(msg)).await;

@@ -11,6 +11,9 @@
 //!
 //! `--http ADDR` adds an HTTP server whose routes exercise response framing; see
 //! [`http_route`].
+//!
+//! `--process N --process-log FILE` adds a custom process `ticker` with N workers; see
+//! [`ticker`].
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -20,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use brisk::http::{Body, HttpLimits, HttpServer, RequestBody};
 use brisk::timer::{self, TimerId};
-use brisk::{App, Connection, Server, UdpServer};
+use brisk::{App, Connection, Process, Server, UdpServer};
 use bytes::Bytes;
 
 fn flag(args: &[String], name: &str) -> Option<String> {
@@ -201,6 +204,54 @@ async fn http_route(req: http::Request<RequestBody>) -> http::Response<Body> {
     }
 }
 
+/// Appends `line` to `path`.
+fn append(path: &std::path::Path, line: &str) {
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+/// The custom process `ticker`: each worker appends `tick PID` to `log` every 20 ms until it
+/// is told to stop, then takes 200 ms to finish (`finished PID`); `on_worker_stop` waits for
+/// that and appends `stopped PID`.
+fn ticker(workers: usize, log: PathBuf) -> Process {
+    let task: Rc<RefCell<Option<tokio::task::JoinHandle<()>>>> = Rc::default();
+    let (start, stop) = (task.clone(), task);
+    let (log_start, log_stop) = (log.clone(), log);
+    Process::new("ticker")
+        .count(workers)
+        .on_worker_start(move |w| {
+            let log = log_start.clone();
+            *start.borrow_mut() = Some(tokio::task::spawn_local(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(20));
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => append(&log, &format!("tick {}", w.pid)),
+                        _ = brisk::process::stopping() => break,
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                append(&log, &format!("finished {}", w.pid));
+            }));
+            async {}
+        })
+        .on_worker_stop(move |w| {
+            let task = stop.borrow_mut().take();
+            let log = log_stop.clone();
+            async move {
+                if let Some(task) = task {
+                    let _ = task.await;
+                }
+                append(&log, &format!("stopped {}", w.pid));
+            }
+        })
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let command = match args.last().map(String::as_str) {
@@ -295,6 +346,10 @@ fn main() -> ExitCode {
             })
             .handler(http_route);
         app = app.server(s);
+    }
+    if let Some(n) = flag(&args, "--process").and_then(|v| v.parse().ok()) {
+        let log = flag(&args, "--process-log").expect("--process-log FILE");
+        app = app.process(ticker(n, PathBuf::from(log)));
     }
     if let Some(addr) = flag(&args, "--udp") {
         let s = UdpServer::new(&addr)

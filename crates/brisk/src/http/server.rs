@@ -313,11 +313,11 @@ impl From<HttpServer> for Service {
             Some(c) => compressing(handler, c),
             None => handler,
         };
-        Service {
+        Service::listening(
             listen,
             worker_callbacks,
-            limits: overrides,
-            start: Box::new(move |worker, listener, limits| {
+            overrides,
+            Box::new(move |worker, listener, limits| {
                 let Listener::Tcp(l) = listener else {
                     unreachable!("HttpServer only takes http:// and https:// addresses")
                 };
@@ -340,7 +340,7 @@ impl From<HttpServer> for Service {
                 super::start::start(worker, l, limits, http, handler, tls, logging);
                 Ok(())
             }),
-        }
+        )
     }
 }
 

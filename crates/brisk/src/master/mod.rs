@@ -28,8 +28,9 @@ use crate::runtime::listener::Listener;
 pub(crate) struct MasterConfig {
     /// Where the pid file and control socket go.
     pub paths: RunPaths,
-    /// One per server, in the order the app added them (a worker's spec names the index).
-    pub listeners: Vec<ListenConfig>,
+    /// One per server or custom process, in the order the app added them (a worker's spec
+    /// names the index).
+    pub services: Vec<ServiceConfig>,
     /// Run workers as this user (when the master runs as root).
     pub user: Option<String>,
     /// Run workers with this group (when the master runs as root).
@@ -42,21 +43,35 @@ pub(crate) struct MasterConfig {
     pub alerts: Option<crate::alerts::Alerts>,
 }
 
-/// What the supervisor needs to start one server's workers.
+/// One server or custom process, as the master sees it.
+pub(crate) struct ServiceConfig {
+    /// Its listener's address, or the process's name.
+    pub name: String,
+    /// How many workers (`None`: one per CPU).
+    pub workers: Option<usize>,
+    /// Its listener; `None` for a custom process.
+    pub listen: Option<ListenConfig>,
+}
+
+/// What the supervisor needs to start one server's (or custom process's) workers.
 pub(crate) struct ServicePlan {
-    pub address: String,
+    /// Its listener's address, or the process's name.
+    pub name: String,
     pub workers: usize,
     /// The sockets the master bound for this server: one that every worker shares, or
     /// (SO_REUSEPORT) one per worker index. A worker that replaces another inherits the
     /// same socket, so a reload or a respawn never closes a listening socket, and no
-    /// connection queued on one is lost.
+    /// connection queued on one is lost. Empty for a custom process.
     pub listen_fds: Vec<RawFd>,
 }
 
 impl ServicePlan {
-    /// The socket of worker `index`.
-    pub(crate) fn listen_fd(&self, index: usize) -> RawFd {
-        self.listen_fds[index % self.listen_fds.len()]
+    /// The socket of worker `index`; `None` for a custom process.
+    pub(crate) fn listen_fd(&self, index: usize) -> Option<RawFd> {
+        if self.listen_fds.is_empty() {
+            return None;
+        }
+        Some(self.listen_fds[index % self.listen_fds.len()])
     }
 }
 
@@ -101,8 +116,11 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
             pid,
         });
     }
-    if config.listeners.is_empty() {
-        return Err(Error::Config(format!("{} defines no servers", paths.name)));
+    if config.services.is_empty() {
+        return Err(Error::Config(format!(
+            "{} defines no servers and no processes",
+            paths.name
+        )));
     }
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -110,15 +128,23 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
     let mut services = Vec::new();
     let mut listeners = Vec::new();
     let mut unix_paths = Vec::new();
-    for l in &config.listeners {
-        l.check_tls()?;
-        let workers = l.workers.unwrap_or(cpus);
+    for service in &config.services {
+        let workers = service.workers.unwrap_or(cpus);
         if workers == 0 {
             return Err(Error::Config(format!(
                 "{}: workers must be at least 1",
-                l.address
+                service.name
             )));
         }
+        let Some(l) = &service.listen else {
+            services.push(ServicePlan {
+                name: service.name.clone(),
+                workers,
+                listen_fds: Vec::new(),
+            });
+            continue;
+        };
+        l.check_tls()?;
         let listen_err = |source| Error::Listen {
             address: l.address.to_string(),
             source,
@@ -149,7 +175,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
             unix_paths.push(p.clone());
         }
         services.push(ServicePlan {
-            address: l.address.to_string(),
+            name: service.name.clone(),
             workers,
             listen_fds,
         });

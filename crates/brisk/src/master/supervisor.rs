@@ -191,7 +191,7 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             sup.plan
                 .services
                 .iter()
-                .map(|s| format!("{} × {} workers", s.address, s.workers))
+                .map(|s| format!("{} × {} workers", s.name, s.workers))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -306,13 +306,21 @@ impl Supervisor {
         // the dup2 calls after fork cannot clobber each other.
         let ipc_hi = dup_high(theirs.as_raw_fd())?;
         drop(theirs);
-        let listen_hi = dup_high(plan.services[service].listen_fd(index))?;
+        // A custom process has no socket.
+        let listen_hi = plan.services[service]
+            .listen_fd(index)
+            .map(dup_high)
+            .transpose()?;
         let mut cmd = tokio::process::Command::new(&plan.exe);
         cmd.args(&plan.args)
             .env(ENV_WORKER, format!("{service}:{index}"))
             .env(ENV_IPC_FD, "3")
-            .env(ENV_LISTEN_FD, "4")
             .stdin(Stdio::null());
+        if listen_hi.is_some() {
+            cmd.env(ENV_LISTEN_FD, "4");
+        } else {
+            cmd.env_remove(ENV_LISTEN_FD);
+        }
         // Workers are not background masters, whatever the master is.
         cmd.env_remove(ENV_DAEMON);
         if let Some(gid) = plan.gid {
@@ -322,7 +330,7 @@ impl Supervisor {
             cmd.as_std_mut().uid(uid);
         }
         let ipc_raw = ipc_hi.as_raw_fd();
-        let listen_raw = listen_hi.as_raw_fd();
+        let listen_raw = listen_hi.as_ref().map(|fd| fd.as_raw_fd());
         // SAFETY: only async-signal-safe calls (prctl, dup2) run between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -330,8 +338,10 @@ impl Supervisor {
                 if libc::dup2(ipc_raw, 3) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if libc::dup2(listen_raw, 4) < 0 {
-                    return Err(std::io::Error::last_os_error());
+                if let Some(fd) = listen_raw {
+                    if libc::dup2(fd, 4) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
@@ -429,7 +439,7 @@ impl Supervisor {
 
     fn describe(&self, slot: usize) -> String {
         let (service, index) = self.slots[slot];
-        format!("worker {index} of {}", self.plan.services[service].address)
+        format!("worker {index} of {}", self.plan.services[service].name)
     }
 
     fn on_exit(self: &Rc<Self>, pid: i32, status: Option<ExitStatus>) {

@@ -61,11 +61,11 @@ impl From<WsServer> for Service {
             endpoint,
         } = server;
         let tls = listen.tls_config(&[b"http/1.1"]);
-        Service {
+        Service::listening(
             listen,
             worker_callbacks,
             limits,
-            start: Box::new(move |worker, listener, limits| {
+            Box::new(move |worker, listener, limits| {
                 let Listener::Tcp(l) = listener else {
                     unreachable!("WsServer only takes websocket:// and wss:// addresses")
                 };
@@ -74,6 +74,6 @@ impl From<WsServer> for Service {
                 tokio::task::spawn_local(accept_tcp(shared, l, tls));
                 Ok(())
             }),
-        }
+        )
     }
 }

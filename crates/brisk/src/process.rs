@@ -1,0 +1,93 @@
+//! [`Process`]: Workerman's listener-less worker, webman's custom process. Workers that serve
+//! no socket and run what their callbacks start: queue consumers, periodic jobs, anything
+//! long-running. The master supervises them like any server's workers: it restarts one that
+//! dies, replaces them on `reload`, stops them with the graceful timeout on `stop -g`, and
+//! `status` lists them under the process's name. Their callbacks run on the same
+//! single-threaded runtime as a server's, so Brisk's database, Redis and HTTP clients work
+//! in them as in a handler.
+
+use crate::runtime::context;
+use crate::runtime::{Service, WorkerCallbacks};
+
+/// A custom process: `count` workers running `on_worker_start` and, when they stop,
+/// `on_worker_stop`.
+///
+/// A task that should run for the worker's life is spawned from `on_worker_start` (which
+/// must return for the worker to count as started), and ends when [`stopping`] resolves;
+/// `on_worker_stop` can wait for it, so that a graceful stop or a reload lets the task finish
+/// what it is doing.
+///
+/// ```no_run
+/// use std::cell::RefCell;
+/// use std::rc::Rc;
+/// use brisk::{App, Process};
+///
+/// let job = Rc::new(RefCell::new(None));
+/// let (start, stop) = (job.clone(), job);
+/// let ticker = Process::new("ticker")
+///     .count(1)
+///     .on_worker_start(move |_| {
+///         let start = start.clone();
+///         async move {
+///             *start.borrow_mut() = Some(tokio::task::spawn_local(async {
+///                 let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+///                 loop {
+///                     tokio::select! {
+///                         _ = tick.tick() => tracing::info!("tick"),
+///                         _ = brisk::process::stopping() => return,
+///                     }
+///                 }
+///             }));
+///         }
+///     })
+///     .on_worker_stop(move |_| {
+///         let task = stop.borrow_mut().take();
+///         async move {
+///             if let Some(task) = task {
+///                 let _ = task.await;
+///             }
+///         }
+///     });
+/// App::new("app").process(ticker).run();
+/// ```
+pub struct Process {
+    name: String,
+    count: usize,
+    worker_callbacks: WorkerCallbacks,
+}
+
+impl Process {
+    /// A process called `name` (what `status` and the logs call its workers), with one worker.
+    pub fn new(name: impl Into<String>) -> Self {
+        Process {
+            name: name.into(),
+            count: 1,
+            worker_callbacks: WorkerCallbacks::default(),
+        }
+    }
+
+    /// How many workers run it (default 1; 0 fails the start).
+    pub fn count(mut self, n: usize) -> Self {
+        self.count = n;
+        self
+    }
+
+    crate::server::worker_callback_setters!();
+}
+
+impl From<Process> for Service {
+    fn from(p: Process) -> Self {
+        Service::without_listener(p.name, p.count, p.worker_callbacks)
+    }
+}
+
+/// Resolves when the worker running the caller begins to stop (`stop`, `reload`, or its
+/// master gone); at once when called outside a worker. For loops started by a custom
+/// process's `on_worker_start` (or a server's).
+pub async fn stopping() {
+    let Some(worker) = context::current() else {
+        return;
+    };
+    let mut signal = worker.stop_signal();
+    let _ = signal.wait_for(|stopping| *stopping).await;
+}
