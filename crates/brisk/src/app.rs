@@ -16,6 +16,7 @@ use crate::master::{self, daemon, MasterConfig};
 use crate::process::Process;
 use crate::run_paths::RunPaths;
 use crate::runtime::Service;
+use crate::schedule::{self, Schedule};
 use crate::worker::{self, WorkerSpec};
 
 /// A Brisk program: servers, shared settings, and the `start | stop | restart | reload |
@@ -44,6 +45,7 @@ pub struct App {
     pub(crate) logging: Logging,
     pub(crate) metrics: Option<String>,
     pub(crate) alerts: Option<crate::alerts::Alerts>,
+    pub(crate) schedules: Vec<Schedule>,
 }
 
 /// Who sets up logging: see [`App::logging`].
@@ -68,6 +70,7 @@ impl App {
             logging: Logging::Default,
             metrics: None,
             alerts: None,
+            schedules: Vec::new(),
         }
     }
 
@@ -88,6 +91,13 @@ impl App {
     /// [`Process`]).
     pub fn process(mut self, process: Process) -> Self {
         self.services.push(process.into());
+        self
+    }
+
+    /// Adds a schedule (see [`crate::schedule`]): the app gets a process called `schedules`
+    /// whose worker runs each job when the master says it is due.
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.schedules.push(schedule);
         self
     }
 
@@ -203,11 +213,13 @@ impl App {
         if matches!(self.logging, Logging::Default) {
             crate::log::init();
         }
+        let mut app = self;
+        app.add_schedules_process();
         if is_worker() {
-            return self.run_as_worker();
+            return app.run_as_worker();
         }
-        let name = self.name.clone();
-        match self.dispatch(command) {
+        let name = app.name.clone();
+        match app.dispatch(command) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("{name}: {e}");
@@ -236,7 +248,25 @@ impl App {
         }
     }
 
+    /// With schedules, adds the process that runs them, last (master and workers alike, so a
+    /// worker's index names the same service in both).
+    fn add_schedules_process(&mut self) {
+        if self.schedules.is_empty() {
+            return;
+        }
+        let mut service = crate::runtime::Service::without_listener(
+            schedule::PROCESS_NAME.to_string(),
+            1,
+            Default::default(),
+        );
+        service.jobs = self.schedules.iter().map(|s| s.job.clone()).collect();
+        self.services.push(service);
+    }
+
     fn start(self, daemon: bool) -> Result<()> {
+        if let Some(why) = self.schedules.iter().find_map(Schedule::problem) {
+            return Err(Error::Config(why.to_string()));
+        }
         if daemon && !daemon::is_daemon_child() {
             return daemon::start(&self.paths());
         }
@@ -256,6 +286,7 @@ impl App {
             graceful_timeout: self.graceful_timeout,
             metrics: self.metrics.as_deref().map(metrics_address).transpose()?,
             alerts: self.alerts,
+            schedules: self.schedules,
         })
     }
 

@@ -300,6 +300,20 @@ pub fn format_status(s: &MasterStatus) -> String {
             r.workers, r.total_request, r.throw_exception, r.rejected
         );
     }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    for sc in &s.schedules {
+        let next = match sc.next_unix_s {
+            Some(t) => format!("next in {}", duration_short(t.saturating_sub(now))),
+            None => "no next run".into(),
+        };
+        out += &format!(
+            "schedule {} ({}): {next}, {} runs, {} failed, {} skipped, {} running\n",
+            sc.name, sc.spec, sc.runs, sc.failures, sc.skipped, sc.running
+        );
+    }
     for pid in &s.unresponsive {
         out += &format!("worker pid {pid} did not answer\n");
     }

@@ -33,7 +33,7 @@
 //!                   worker.rs (the worker entry: takes its spec, answers the master)
 //!  builders         server.rs (Server, UdpServer), http/server.rs (HttpServer),
 //!                   ws/server.rs (WsServer), process.rs (Process, no listener): each
-//!                   turns into a runtime Service
+//!                   turns into a runtime Service; schedule.rs (Schedule)
 //!  protocols        protocol/ (the Protocol trait; text, frame, raw), http/ (own HTTP/1.1
 //!                   path, hyper glue, static files, SSE), ws/ (codec, deflate, endpoint,
 //!                   groups): each owns its set-up and its sweeps
@@ -78,6 +78,7 @@ pub mod redis;
 pub mod response_counts;
 mod run_paths;
 mod runtime;
+pub mod schedule;
 mod server;
 pub mod stats;
 #[cfg(feature = "templates")]
@@ -91,7 +92,7 @@ pub use address::{Address, Endpoint, Scheme};
 pub use app::{run_all, App};
 pub use cli::Command;
 pub use error::{Error, Result};
-pub use ipc::MasterStatus;
+pub use ipc::{MasterStatus, ScheduleStatus};
 pub use limits::Limits;
 pub use process::Process;
 pub use runtime::connection::{Connection, SendError};

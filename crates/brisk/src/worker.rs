@@ -131,6 +131,8 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         let (rx, tx) = ipc.into_split();
         let (mut rx, mut tx) = (ipc::reader(rx), ipc::writer(tx));
         let (relay_tx, mut relay_rx) = mpsc::unbounded_channel();
+        // Jobs the master asked for report here when they end.
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<ToMaster>();
         let worker = Rc::new(WorkerCtx::new(info.clone(), defaults, relay_tx));
         context::set_current(Some(worker.clone()));
         let lag = tokio::task::spawn_local(worker.clone().watch_loop_lag());
@@ -175,6 +177,10 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                     let _ = write_broadcast(&mut tx, &group, &frames).await;
                     continue;
                 }
+                Some(done) = done_rx.recv() => {
+                    let _ = write_msg(&mut tx, &done).await;
+                    continue;
+                }
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break Duration::ZERO,
             };
             let msg = match msg {
@@ -198,6 +204,9 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 }
                 Ok(Some(ToWorker::Stop { drain_ms })) => break Duration::from_millis(drain_ms),
                 Ok(Some(ToWorker::ReopenLogs)) => crate::log_file::reopen_all(),
+                Ok(Some(ToWorker::RunJob { job, run })) => {
+                    run_job(&worker, svc.jobs.get(job).cloned(), job, run, done_tx.clone());
+                }
                 Ok(None) | Err(_) => {
                     tracing::warn!("lost the master; stopping");
                     break Duration::ZERO;
@@ -218,4 +227,37 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         }
         ExitCode::SUCCESS
     })
+}
+
+/// Runs job `job` (one of the service's schedules) as its own task, and reports how it ended
+/// on `done`: an error or a panic is logged, counted as `throw_exception`, and reported.
+fn run_job(
+    worker: &Rc<WorkerCtx>,
+    f: Option<crate::runtime::context::WorkerCallback>,
+    job: usize,
+    run: u64,
+    done: mpsc::UnboundedSender<ToMaster>,
+) {
+    use futures_util::FutureExt;
+    let worker = worker.clone();
+    tokio::task::spawn_local(async move {
+        let error = match f {
+            None => Some(format!("this worker has no job {job}")),
+            Some(f) => match std::panic::AssertUnwindSafe(f(worker.info.clone()))
+                .catch_unwind()
+                .await
+            {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(panic) => Some(format!(
+                    "panicked: {}",
+                    crate::runtime::handler::panic_message(&panic)
+                )),
+            },
+        };
+        if error.is_some() {
+            Stats::add(&worker.stats.throw_exception, 1);
+        }
+        let _ = done.send(ToMaster::JobDone { job, run, error });
+    });
 }

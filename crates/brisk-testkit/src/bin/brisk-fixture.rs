@@ -13,7 +13,9 @@
 //! [`http_route`].
 //!
 //! `--process N --process-log FILE` adds a custom process `ticker` with N workers; see
-//! [`ticker`].
+//! [`ticker`]. `--schedule-log FILE` with `--schedule-every-ms MS` (and
+//! `--schedule-sleep-ms MS`), `--schedule-panic-every-ms MS` or `--schedule-cron EXPR` adds
+//! schedules; see [`schedules`].
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -252,6 +254,63 @@ fn ticker(workers: usize, log: PathBuf) -> Process {
         })
 }
 
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+/// The fixture's schedules, each logging to `log`: `beat` (every `--schedule-every-ms`,
+/// appending `start PID MS`, sleeping `--schedule-sleep-ms`, then `end PID MS`), `boom` (every
+/// `--schedule-panic-every-ms`, appending `boom PID` and panicking) and `cron` (on
+/// `--schedule-cron`, appending `cron PID`).
+fn schedules(args: &[String], log: PathBuf) -> Vec<brisk::schedule::Schedule> {
+    use brisk::schedule::Schedule;
+    let ms = |name: &str| flag(args, name).and_then(|v| v.parse::<u64>().ok());
+    let mut out = Vec::new();
+    if let Some(every) = ms("--schedule-every-ms") {
+        let sleep = Duration::from_millis(ms("--schedule-sleep-ms").unwrap_or(0));
+        let log = log.clone();
+        out.push(Schedule::every(
+            "beat",
+            Duration::from_millis(every),
+            move |w| {
+                let log = log.clone();
+                async move {
+                    append(&log, &format!("start {} {}", w.pid, now_ms()));
+                    tokio::time::sleep(sleep).await;
+                    append(&log, &format!("end {} {}", w.pid, now_ms()));
+                }
+            },
+        ));
+    }
+    if let Some(every) = ms("--schedule-panic-every-ms") {
+        let log = log.clone();
+        out.push(Schedule::every(
+            "boom",
+            Duration::from_millis(every),
+            move |w| {
+                let log = log.clone();
+                async move {
+                    append(&log, &format!("boom {}", w.pid));
+                    if !log.as_os_str().is_empty() {
+                        panic!("requested panic");
+                    }
+                }
+            },
+        ));
+    }
+    if let Some(expr) = flag(args, "--schedule-cron") {
+        out.push(Schedule::cron("cron", &expr, move |w| {
+            let log = log.clone();
+            async move { append(&log, &format!("cron {}", w.pid)) }
+        }));
+    }
+    out
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let command = match args.last().map(String::as_str) {
@@ -350,6 +409,11 @@ fn main() -> ExitCode {
     if let Some(n) = flag(&args, "--process").and_then(|v| v.parse().ok()) {
         let log = flag(&args, "--process-log").expect("--process-log FILE");
         app = app.process(ticker(n, PathBuf::from(log)));
+    }
+    if let Some(log) = flag(&args, "--schedule-log") {
+        for s in schedules(&args, PathBuf::from(log)) {
+            app = app.schedule(s);
+        }
     }
     if let Some(addr) = flag(&args, "--udp") {
         let s = UdpServer::new(&addr)

@@ -5,5 +5,5 @@ pub(crate) mod codec;
 pub(crate) mod wire;
 
 pub(crate) use codec::{reader, writer};
-pub use wire::MasterStatus;
 pub(crate) use wire::{BroadcastFrames, ControlReply, ControlRequest, Packet, ToMaster, ToWorker};
+pub use wire::{MasterStatus, ScheduleStatus};

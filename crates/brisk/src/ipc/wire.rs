@@ -24,6 +24,9 @@ pub(crate) enum ToWorker {
     Stop { drain_ms: u64 },
     /// Open every log file again (after logrotate moved it).
     ReopenLogs,
+    /// Run job `job` of the worker's service (a schedule); reply [`ToMaster::JobDone`] with
+    /// the same `run`.
+    RunJob { job: usize, run: u64 },
 }
 
 /// Worker to master.
@@ -39,6 +42,12 @@ pub(crate) enum ToMaster {
     Connections(Vec<ConnectionInfo>),
     /// The worker's counters as it exits, after its connections are closed.
     Final(WorkerStatus),
+    /// A job the master asked for has ended; `error` says how it failed, if it did.
+    JobDone {
+        job: usize,
+        run: u64,
+        error: Option<String>,
+    },
 }
 
 /// CLI to master.
@@ -85,6 +94,29 @@ pub struct MasterStatus {
     /// The machine's load averages over 1, 5 and 15 minutes.
     #[serde(default)]
     pub load_average: [f64; 3],
+    /// The app's schedules.
+    #[serde(default)]
+    pub schedules: Vec<ScheduleStatus>,
+}
+
+/// One schedule as the master sees it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ScheduleStatus {
+    /// Its name.
+    pub name: String,
+    /// `every 10s` or `cron EXPRESSION`.
+    pub spec: String,
+    /// Its next due time, in seconds since the Unix epoch.
+    pub next_unix_s: Option<u64>,
+    /// Runs that ended.
+    pub runs: u64,
+    /// Of those, the ones that failed, panicked or lost their worker.
+    pub failures: u64,
+    /// Due times skipped: the previous run was still going (and overlap is off), or no worker
+    /// was there to run it.
+    pub skipped: u64,
+    /// Runs going now.
+    pub running: u64,
 }
 
 /// A broadcast message already encoded for every member of a group: as it is, and compressed

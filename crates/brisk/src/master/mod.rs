@@ -9,6 +9,7 @@ mod kpi_history;
 mod metrics;
 mod metrics_listener;
 pub(crate) mod pidfile;
+mod scheduler;
 mod status_page;
 mod supervisor;
 mod webhook;
@@ -41,6 +42,8 @@ pub(crate) struct MasterConfig {
     pub metrics: Option<std::net::SocketAddr>,
     /// The app's alert thresholds, if any.
     pub alerts: Option<crate::alerts::Alerts>,
+    /// The app's schedules, run by the last service (the `schedules` process) if any.
+    pub schedules: Vec<crate::schedule::Schedule>,
 }
 
 /// One server or custom process, as the master sees it.
@@ -92,6 +95,8 @@ pub(crate) struct Plan {
     pub metrics: Option<std::net::TcpListener>,
     /// The alert rules, checked before the workers start.
     pub alerting: Option<alerting::Alerting>,
+    /// The app's schedules; their jobs run in worker 0 of the last service.
+    pub schedules: Vec<crate::schedule::Schedule>,
 }
 
 impl Plan {
@@ -206,6 +211,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         listeners: std::cell::RefCell::new(listeners),
         metrics,
         alerting,
+        schedules: config.schedules,
     };
     pidfile::write(&pid_file)
         .map_err(|e| Error::io(format!("cannot write pid file {}", pid_file.display()), e))?;

@@ -23,6 +23,7 @@ use super::control::{self, Controlled};
 use super::kpi_history::KpiHistory;
 use super::metrics::{self, Scrape};
 use super::metrics_listener::{self, Observed};
+use super::scheduler::Scheduler;
 use super::status_page::{self, StatusView};
 use super::Plan;
 use crate::env::{ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
@@ -134,6 +135,9 @@ struct Supervisor {
     history: RefCell<KpiHistory>,
     /// The alert rules, if the app has any.
     alerting: RefCell<Option<Alerting>>,
+    /// The app's schedules and the slot of the worker that runs them (worker 0 of the last
+    /// service, the `schedules` process).
+    scheduler: Option<(Rc<Scheduler>, usize)>,
     /// Broadcasts not relayed to a stalled worker.
     dropped_broadcasts: Cell<u64>,
     started: Instant,
@@ -154,8 +158,17 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
         let (events, mut rx) = mpsc::unbounded_channel();
         let metrics_socket = plan.metrics.take();
         let alerting = plan.alerting.take();
+        let schedules = std::mem::take(&mut plan.schedules);
         let slots = plan.slots();
         let n = slots.len();
+        let scheduler = (!schedules.is_empty()).then(|| {
+            let last = plan.services.len() - 1;
+            let slot = slots
+                .iter()
+                .position(|s| *s == (last, 0))
+                .expect("the schedules process has a worker 0");
+            (Rc::new(Scheduler::new(schedules)), slot)
+        });
         let sup = Rc::new(Supervisor {
             plan,
             slots,
@@ -169,6 +182,7 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             looks: RefCell::default(),
             history: RefCell::default(),
             alerting: RefCell::new(alerting),
+            scheduler,
             dropped_broadcasts: Cell::new(0),
             started: Instant::now(),
             exited: Notify::new(),
@@ -196,6 +210,11 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                 .join(", ")
         );
         tokio::task::spawn_local(sup.clone().watch_counters());
+        if let Some((scheduler, _)) = &sup.scheduler {
+            for i in 0..scheduler.len() {
+                tokio::task::spawn_local(sup.clone().keep_schedule(i));
+            }
+        }
         while let Some(ev) = rx.recv().await {
             match ev {
                 Event::Stop { graceful } => {
@@ -412,6 +431,11 @@ impl Supervisor {
                     ToMaster::Final(s) => {
                         sup.looks.borrow_mut().insert(pid, s);
                     }
+                    ToMaster::JobDone { job, run, error } => {
+                        if let Some((scheduler, _)) = &sup.scheduler {
+                            scheduler.end_run(pid, job, run, error);
+                        }
+                    }
                     reply => {
                         if let ToMaster::Status(s) = &reply {
                             sup.looks.borrow_mut().insert(pid, s.clone());
@@ -426,6 +450,9 @@ impl Supervisor {
             // its counters as last seen are its totals.
             if let Some(s) = sup.looks.borrow_mut().remove(&pid) {
                 sup.retired.borrow_mut().add(&s);
+            }
+            if let Some((scheduler, _)) = &sup.scheduler {
+                scheduler.worker_gone(pid);
             }
         });
         let sup = self.clone();
@@ -590,6 +617,32 @@ impl Supervisor {
         }
     }
 
+    /// Runs schedule `i` for as long as the master does: sleeps until each due time, then tells
+    /// the current worker of the schedules slot to run it (unless the scheduler skips it).
+    async fn keep_schedule(self: Rc<Self>, i: usize) {
+        let Some((scheduler, slot)) = self.scheduler.clone() else {
+            return;
+        };
+        while !self.stopping.get() {
+            let Some(due) = scheduler.next_due(i) else {
+                return;
+            };
+            let wait = due
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default();
+            tokio::time::sleep(wait).await;
+            if self.stopping.get() {
+                return;
+            }
+            let worker = self.current.borrow()[slot].clone();
+            if let Some(run) = scheduler.begin_run(i, worker.as_ref().map(|w| w.pid)) {
+                if let Some(w) = worker {
+                    w.tell(ToWorker::RunJob { job: i, run });
+                }
+            }
+        }
+    }
+
     /// Adds a second to the KPI history from the latest looks, and judges it for alerts.
     fn take_kpi_sample(&self, current: &[Rc<Worker>]) {
         let looks = self.looks.borrow();
@@ -676,6 +729,11 @@ impl Supervisor {
             workers: rows,
             unresponsive,
             load_average: crate::stats::load_average(),
+            schedules: self
+                .scheduler
+                .as_ref()
+                .map(|(s, _)| s.status())
+                .unwrap_or_default(),
         }
     }
 

@@ -6,7 +6,7 @@
 use std::io;
 use std::rc::Rc;
 
-use super::context::{WorkerCallbacks, WorkerCtx};
+use super::context::{WorkerCallback, WorkerCallbacks, WorkerCtx};
 use super::listener::Listener;
 use crate::limits::{LimitOverrides, Limits};
 use crate::listen::ListenConfig;
@@ -29,6 +29,9 @@ pub struct Service {
     pub(crate) limits: LimitOverrides,
     /// Starts serving on the listener (never called for a custom process).
     pub(crate) start: Start,
+    /// Jobs the master may tell this service's workers to run (the app's schedules, in the
+    /// `schedules` process), by index.
+    pub(crate) jobs: Vec<WorkerCallback>,
 }
 
 impl Service {
@@ -46,6 +49,7 @@ impl Service {
             worker_callbacks,
             limits,
             start,
+            jobs: Vec::new(),
         }
     }
 
@@ -62,6 +66,7 @@ impl Service {
             worker_callbacks,
             limits: LimitOverrides::default(),
             start: Box::new(|_, _, _| Ok(())),
+            jobs: Vec::new(),
         }
     }
 }
