@@ -300,6 +300,17 @@ pub fn format_status(s: &MasterStatus) -> String {
             r.workers, r.total_request, r.throw_exception, r.rejected
         );
     }
+    let jobs = |f: fn(&WorkerStatus) -> u64| sum(f);
+    if jobs(|w| w.jobs.pushed + w.jobs.done + w.jobs.retried + w.jobs.dead + w.jobs.running) > 0 {
+        out += &format!(
+            "jobs: {} pushed, {} done, {} retried, {} dead, {} running\n",
+            jobs(|w| w.jobs.pushed),
+            jobs(|w| w.jobs.done),
+            jobs(|w| w.jobs.retried),
+            jobs(|w| w.jobs.dead),
+            jobs(|w| w.jobs.running)
+        );
+    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -74,6 +74,8 @@ pub mod process;
 mod process_sample;
 pub mod protocol;
 #[cfg(feature = "redis")]
+pub mod queue;
+#[cfg(feature = "redis")]
 pub mod redis;
 pub mod response_counts;
 mod run_paths;

@@ -85,9 +85,5 @@ impl From<Process> for Service {
 /// master gone); at once when called outside a worker. For loops started by a custom
 /// process's `on_worker_start` (or a server's).
 pub async fn stopping() {
-    let Some(worker) = context::current() else {
-        return;
-    };
-    let mut signal = worker.stop_signal();
-    let _ = signal.wait_for(|stopping| *stopping).await;
+    context::stopping().await
 }

@@ -49,6 +49,16 @@ pub(crate) struct Stats {
     pub(crate) ws_sent: Cell<u64>,
     /// Broadcast frames handed to members of a group in this worker.
     pub(crate) broadcast_deliveries: Cell<u64>,
+    /// Jobs this worker pushed to a queue.
+    pub(crate) jobs_pushed: Cell<u64>,
+    /// Jobs this worker ran to the end.
+    pub(crate) jobs_done: Cell<u64>,
+    /// Jobs this worker saw fail and put back for a retry.
+    pub(crate) jobs_retried: Cell<u64>,
+    /// Jobs this worker sent to the dead-letter list.
+    pub(crate) jobs_dead: Cell<u64>,
+    /// Jobs this worker is running now.
+    pub(crate) jobs_running: Cell<u64>,
 }
 
 impl Stats {
@@ -139,6 +149,33 @@ pub struct WorkerStatus {
     /// Broadcast frames handed to members of a group in this worker since start.
     #[serde(default)]
     pub broadcast_deliveries: u64,
+    /// Queue jobs: pushed, done, retried, dead-lettered since start, and running now.
+    #[serde(default)]
+    pub jobs: JobCounts,
+}
+
+/// A worker's queue jobs (see `brisk::queue`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JobCounts {
+    /// Jobs pushed.
+    pub pushed: u64,
+    /// Jobs run to the end.
+    pub done: u64,
+    /// Failed runs put back for a retry.
+    pub retried: u64,
+    /// Jobs sent to the dead-letter list.
+    pub dead: u64,
+    /// Jobs running now (not added up in the retired totals).
+    pub running: u64,
+}
+
+impl JobCounts {
+    fn add(&mut self, o: &JobCounts) {
+        self.pushed += o.pushed;
+        self.done += o.done;
+        self.retried += o.retried;
+        self.dead += o.dead;
+    }
 }
 
 impl WorkerStatus {
@@ -265,6 +302,9 @@ pub struct RetiredTotals {
     /// Broadcast frames they handed to group members.
     #[serde(default)]
     pub broadcast_deliveries: u64,
+    /// Their queue jobs.
+    #[serde(default)]
+    pub jobs: JobCounts,
 }
 
 impl RetiredTotals {
@@ -286,5 +326,6 @@ impl RetiredTotals {
         self.ws_messages += w.ws_messages;
         self.ws_sent += w.ws_sent;
         self.broadcast_deliveries += w.broadcast_deliveries;
+        self.jobs.add(&w.jobs);
     }
 }

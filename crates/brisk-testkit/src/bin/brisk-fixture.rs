@@ -15,7 +15,10 @@
 //! `--process N --process-log FILE` adds a custom process `ticker` with N workers; see
 //! [`ticker`]. `--schedule-log FILE` with `--schedule-every-ms MS` (and
 //! `--schedule-sleep-ms MS`), `--schedule-panic-every-ms MS` or `--schedule-cron EXPR` adds
-//! schedules; see [`schedules`].
+//! schedules; see [`schedules`]. `--queue-redis URL` adds the job queue `work` on that Redis:
+//! the Text commands `push JSON` and `pushdelay MS JSON` push to it (replying `pushed ID` or
+//! `error …`), and `--queue-consumers N` adds a process `consumer` that runs its jobs N at a
+//! time; see [`run_job`].
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -36,6 +39,48 @@ fn flag(args: &[String], name: &str) -> Option<String> {
 
 thread_local! {
     static IDLE_TIMERS: RefCell<Vec<TimerId>> = const { RefCell::new(Vec::new()) };
+    static QUEUE: RefCell<Option<brisk::queue::Queue>> = const { RefCell::new(None) };
+}
+
+/// The fixture's queue `work` on `url`: retries after 50 ms, 1 s visibility timeout.
+fn work_queue(url: &str) -> brisk::queue::Queue {
+    let redis =
+        brisk::redis::Redis::new(url, brisk::redis::RedisOptions::default()).expect("a Redis URL");
+    let options = brisk::queue::QueueOptions {
+        backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(200),
+        visibility_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    brisk::queue::Queue::new(redis, "work", options)
+}
+
+/// Runs one job of `work`, whose payload is JSON `{"do": "ok" | "fail" | "sleep", "ms": N}`:
+/// `ok` (and `sleep`, after N ms) records `HSET brisk:test:results ID PID`; `fail` fails; a
+/// payload that is not such JSON is malformed.
+async fn run_job(
+    job: brisk::queue::Job,
+    redis: brisk::redis::Redis,
+) -> Result<(), brisk::BoxError> {
+    let v: serde_json::Value = job.json()?;
+    match v["do"].as_str() {
+        Some("fail") => return Err("this job always fails".into()),
+        Some("sleep") => {
+            let ms = v["ms"].as_u64().unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        Some("ok") => {}
+        _ => return Err(brisk::queue::Malformed(format!("no \"do\" in {v}")).into()),
+    }
+    let _: i64 = redis
+        .run(
+            brisk::redis::cmd("HSET")
+                .arg("brisk:test:results")
+                .arg(job.id)
+                .arg(std::process::id()),
+        )
+        .await?;
+    Ok(())
 }
 
 async fn text_command(conn: Connection, line: Bytes) -> Result<(), brisk::BoxError> {
@@ -107,6 +152,25 @@ async fn text_command(conn: Connection, line: Bytes) -> Result<(), brisk::BoxErr
                     .count()
             });
             conn.send(format!("deleted {deleted} left {}", timer::count()))?;
+        }
+        "push" | "pushdelay" => {
+            let Some(queue) = QUEUE.with(|q| q.borrow().clone()) else {
+                return Err("no queue: start with --queue-redis".into());
+            };
+            let rest: Vec<&str> = words.collect();
+            let pushed = if text.starts_with("pushdelay") {
+                let ms = rest.first().and_then(|v| v.parse().ok()).unwrap_or(0);
+                let payload = rest.get(1..).map(|w| w.join(" ")).unwrap_or_default();
+                queue
+                    .push_delayed(payload.into_bytes(), Duration::from_millis(ms))
+                    .await
+            } else {
+                queue.push(rest.join(" ").into_bytes()).await
+            };
+            match pushed {
+                Ok(id) => conn.send(format!("pushed {id}"))?,
+                Err(e) => conn.send(format!("error {e}"))?,
+            }
         }
         "close" => {
             conn.send("bye")?;
@@ -409,6 +473,33 @@ fn main() -> ExitCode {
     if let Some(n) = flag(&args, "--process").and_then(|v| v.parse().ok()) {
         let log = flag(&args, "--process-log").expect("--process-log FILE");
         app = app.process(ticker(n, PathBuf::from(log)));
+    }
+    if let Some(url) = flag(&args, "--queue-redis") {
+        QUEUE.with(|q| *q.borrow_mut() = Some(work_queue(&url)));
+        if let Some(n) = flag(&args, "--queue-consumers").and_then(|v| v.parse().ok()) {
+            let task: Rc<RefCell<Option<tokio::task::JoinHandle<()>>>> = Rc::default();
+            let (start, stop) = (task.clone(), task);
+            let consumer = Process::new("consumer")
+                .on_worker_start(move |_| {
+                    let queue = work_queue(&url);
+                    let redis = brisk::redis::Redis::new(&url, Default::default()).unwrap();
+                    *start.borrow_mut() = Some(tokio::task::spawn_local(async move {
+                        queue
+                            .consume(n, move |job| run_job(job, redis.clone()))
+                            .await
+                    }));
+                    async {}
+                })
+                .on_worker_stop(move |_| {
+                    let task = stop.borrow_mut().take();
+                    async move {
+                        if let Some(task) = task {
+                            let _ = task.await;
+                        }
+                    }
+                });
+            app = app.process(consumer);
+        }
     }
     if let Some(log) = flag(&args, "--schedule-log") {
         for s in schedules(&args, PathBuf::from(log)) {

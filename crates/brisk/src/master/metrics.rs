@@ -130,6 +130,21 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
             .collect(),
         ),
         family(
+            "brisk_jobs_total",
+            "Queue jobs by what happened: pushed, done, retried (a failed run put back), dead \
+             (sent to the dead-letter list).",
+            MetricType::COUNTER,
+            [
+                ("pushed", r.jobs.pushed + sum(|w| w.jobs.pushed)),
+                ("done", r.jobs.done + sum(|w| w.jobs.done)),
+                ("retried", r.jobs.retried + sum(|w| w.jobs.retried)),
+                ("dead", r.jobs.dead + sum(|w| w.jobs.dead)),
+            ]
+            .iter()
+            .map(|(outcome, n)| counter(&[("outcome", outcome)], *n as f64))
+            .collect(),
+        ),
+        family(
             "brisk_connections_accepted_total",
             "Connections accepted.",
             MetricType::COUNTER,
@@ -199,6 +214,12 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
          seconds.",
         MetricType::GAUGE,
         per_worker(|w| w.loop_lag.quantile_us(0.99).unwrap_or(0) as f64 / 1e6),
+    ));
+    out.push(family(
+        "brisk_jobs_running",
+        "Queue jobs running now.",
+        MetricType::GAUGE,
+        per_worker(|w| w.jobs.running as f64),
     ));
     out.push(family(
         "brisk_timers",

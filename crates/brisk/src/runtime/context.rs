@@ -77,6 +77,27 @@ pub(crate) fn current() -> Option<Rc<WorkerCtx>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
+/// Runs `f` on the counters of the worker running the caller (nothing outside a worker).
+pub(crate) fn with_stats(f: impl FnOnce(&Stats)) {
+    if let Some(w) = current() {
+        f(&w.stats);
+    }
+}
+
+/// Whether the worker running the caller has begun to stop (false outside a worker).
+pub(crate) fn is_stopping() -> bool {
+    current().is_some_and(|w| w.is_stopping())
+}
+
+/// Resolves when the worker running the caller begins to stop; at once outside a worker.
+pub(crate) async fn stopping() {
+    let Some(worker) = current() else {
+        return;
+    };
+    let mut signal = worker.stop_signal();
+    let _ = signal.wait_for(|stopping| *stopping).await;
+}
+
 impl WorkerStatus {
     /// A snapshot of the counters of the worker running the caller (`None` outside a worker):
     /// the same row `status` shows for it.
@@ -260,6 +281,13 @@ impl WorkerCtx {
             http_duration: s.http_latency.totals(),
             ws_sent: s.ws_sent.get(),
             broadcast_deliveries: s.broadcast_deliveries.get(),
+            jobs: stats::JobCounts {
+                pushed: s.jobs_pushed.get(),
+                done: s.jobs_done.get(),
+                retried: s.jobs_retried.get(),
+                dead: s.jobs_dead.get(),
+                running: s.jobs_running.get(),
+            },
         }
     }
 

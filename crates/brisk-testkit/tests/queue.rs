@@ -1,0 +1,193 @@
+//! The Redis job queue (`brisk::queue`) on a real Redis, through the fixture: jobs pushed from
+//! a Text handler run once each in a consumer process, failing jobs are retried then
+//! dead-lettered, malformed ones are dead-lettered at once, delayed ones wait, a job whose
+//! consumer is killed runs again, and Redis going down fails pushes at once and loses nothing
+//! it kept.
+
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use brisk_testkit::*;
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_brisk-fixture");
+
+/// The fixture with a Text server and a consumer process running `consumers` jobs at a time.
+fn with_queue(redis: &Redis, consumers: usize) -> (ServerProcess, u16) {
+    let port = free_port();
+    let text = format!("text://127.0.0.1:{port}");
+    let url = redis.url();
+    let n = consumers.to_string();
+    let args = [
+        "--text",
+        &text,
+        "--queue-redis",
+        &url,
+        "--queue-consumers",
+        &n,
+    ];
+    (ServerProcess::start(FIXTURE, &args, 2).unwrap(), port)
+}
+
+/// Pushes `payload` through the Text server; the job's id.
+fn push(s: &mut TcpStream, payload: &str) -> u64 {
+    let reply = text_round_trip(s, &format!("push {payload}"));
+    reply
+        .strip_prefix("pushed ")
+        .unwrap_or_else(|| panic!("{reply}"))
+        .parse()
+        .unwrap()
+}
+
+fn cli(redis: &Redis, args: &[&str]) -> String {
+    redis.cli(args).unwrap().trim().to_string()
+}
+
+fn results(redis: &Redis) -> u64 {
+    cli(redis, &["HLEN", "brisk:test:results"]).parse().unwrap()
+}
+
+fn job_field(redis: &Redis, id: u64, field: &str) -> String {
+    cli(
+        redis,
+        &["HGET", &format!("brisk:queue:work:job:{id}"), field],
+    )
+}
+
+#[test]
+fn jobs_run_once_each_failing_ones_retry_then_die_and_malformed_ones_die_at_once() {
+    let redis = Redis::start().unwrap();
+    let (server, port) = with_queue(&redis, 4);
+    let mut s = connect(port);
+    let ids: Vec<u64> = (0..30).map(|_| push(&mut s, r#"{"do":"ok"}"#)).collect();
+    let failing = push(&mut s, r#"{"do":"fail"}"#);
+    let malformed = push(&mut s, "not json at all");
+    wait_until(
+        Duration::from_secs(20),
+        "30 results and 2 dead jobs",
+        || results(&redis) == 30 && cli(&redis, &["LLEN", "brisk:queue:work:dead"]) == "2",
+    );
+    for id in &ids {
+        assert_eq!(job_field(&redis, *id, "state"), "done");
+        assert_eq!(job_field(&redis, *id, "attempts"), "1");
+    }
+    // Three attempts (the default), then the dead-letter list with the payload and the error.
+    assert_eq!(job_field(&redis, failing, "attempts"), "3");
+    assert_eq!(job_field(&redis, failing, "state"), "dead");
+    assert_eq!(
+        job_field(&redis, failing, "last_error"),
+        "this job always fails"
+    );
+    assert_eq!(job_field(&redis, failing, "payload"), r#"{"do":"fail"}"#);
+    // A payload that cannot be read is not retried.
+    assert_eq!(job_field(&redis, malformed, "attempts"), "1");
+    let error = job_field(&redis, malformed, "last_error");
+    assert!(error.starts_with("malformed payload: "), "{error}");
+    // The counters in status: pushed by the Text worker, run by the consumer.
+    let status = server.status().unwrap();
+    let sum = |f: &str| -> u64 {
+        status["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["jobs"][f].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(
+        (
+            sum("pushed"),
+            sum("done"),
+            sum("retried"),
+            sum("dead"),
+            sum("running")
+        ),
+        (32, 30, 2, 2, 0),
+        "{status}"
+    );
+    let consumer = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["server"] == "consumer")
+        .unwrap()["pid"]
+        .to_string();
+    // Every result came from the consumer process.
+    let recorded = cli(&redis, &["HVALS", "brisk:test:results"]);
+    assert!(recorded.lines().all(|p| p == consumer), "{recorded}");
+}
+
+#[test]
+fn a_delayed_job_waits_its_time() {
+    let redis = Redis::start().unwrap();
+    let (_server, port) = with_queue(&redis, 1);
+    let mut s = connect(port);
+    let pushed = Instant::now();
+    let reply = text_round_trip(&mut s, r#"pushdelay 1000 {"do":"ok"}"#);
+    let id: u64 = reply.strip_prefix("pushed ").unwrap().parse().unwrap();
+    assert_eq!(job_field(&redis, id, "state"), "delayed");
+    wait_until(Duration::from_secs(10), "the delayed job's result", || {
+        results(&redis) == 1
+    });
+    assert!(
+        pushed.elapsed() >= Duration::from_millis(1000),
+        "{:?}",
+        pushed.elapsed()
+    );
+}
+
+#[test]
+fn a_job_whose_consumer_is_killed_runs_again_and_is_recorded_once() {
+    let redis = Redis::start().unwrap();
+    let (server, port) = with_queue(&redis, 1);
+    let mut s = connect(port);
+    let id = push(&mut s, r#"{"do":"sleep","ms":1500}"#);
+    wait_until(Duration::from_secs(10), "the job running", || {
+        job_field(&redis, id, "state") == "running"
+    });
+    let status = server.status().unwrap();
+    let consumer = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["server"] == "consumer")
+        .unwrap()["pid"]
+        .as_i64()
+        .unwrap() as i32;
+    // SAFETY: kill(2) on a pid status just listed.
+    assert_eq!(unsafe { libc::kill(consumer, libc::SIGKILL) }, 0);
+    // After the 1 s visibility timeout the new consumer takes it again.
+    wait_until(Duration::from_secs(15), "the job done", || {
+        job_field(&redis, id, "state") == "done"
+    });
+    assert_eq!(results(&redis), 1);
+    assert_eq!(job_field(&redis, id, "attempts"), "2");
+    let by = cli(&redis, &["HGET", "brisk:test:results", &id.to_string()]);
+    assert_ne!(by, consumer.to_string());
+}
+
+#[test]
+fn with_redis_down_a_push_fails_at_once_and_kept_jobs_run_after_it_returns() {
+    let mut redis = Redis::start_with(&["--appendonly", "yes"]).unwrap();
+    let (_server, port) = with_queue(&redis, 2);
+    let mut s = connect(port);
+    // Five jobs that wait, so that they are still queued when Redis goes down.
+    let due = r#"pushdelay 1500 {"do":"ok"}"#;
+    for _ in 0..5 {
+        assert!(text_round_trip(&mut s, due).starts_with("pushed "));
+    }
+    redis.kill();
+    let t = Instant::now();
+    let reply = text_round_trip(&mut s, r#"push {"do":"ok"}"#);
+    assert!(reply.starts_with("error Redis is unavailable"), "{reply}");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    redis.start_again().unwrap();
+    // The consumers resume, and the jobs Redis kept (appendonly) all run.
+    wait_until(Duration::from_secs(20), "the kept jobs' results", || {
+        results(&redis) == 5
+    });
+    wait_until(Duration::from_secs(10), "a push after the restart", || {
+        text_round_trip(&mut s, r#"push {"do":"ok"}"#).starts_with("pushed ")
+    });
+    wait_until(Duration::from_secs(10), "its result", || {
+        results(&redis) == 6
+    });
+}

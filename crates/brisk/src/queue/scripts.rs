@@ -1,0 +1,81 @@
+//! The queue's Lua scripts: each step that touches more than one key runs as one script, so a
+//! consumer that dies between two commands cannot lose a job or leave it half moved.
+//!
+//! Keys: `PREFIX` is `brisk:queue:NAME:`; `PREFIXseq` (the last id), `PREFIXready` (a list of
+//! ids), `PREFIXdelayed` (a sorted set of ids by due time in ms), `PREFIXactive` (a sorted set
+//! of the ids being run, by the time their consumer must be done, in ms), `PREFIXdead` (a
+//! list of ids) and `PREFIXjob:ID` (a hash: `payload`, `attempts`, `state`, `last_error`,
+//! `created_ms`). The scripts name the job hashes themselves, so the queue wants a single
+//! Redis server, not a cluster.
+
+/// KEYS: seq, ready, delayed. ARGV: payload, due ms (0: now), prefix, now ms. Returns the id.
+pub(super) const PUSH: &str = r#"
+local id = redis.call('INCR', KEYS[1])
+local key = ARGV[3] .. 'job:' .. id
+redis.call('HSET', key, 'payload', ARGV[1], 'attempts', 0, 'state', 'queued', 'created_ms', ARGV[4])
+if tonumber(ARGV[2]) > 0 then
+  redis.call('ZADD', KEYS[3], ARGV[2], id)
+  redis.call('HSET', key, 'state', 'delayed')
+else
+  redis.call('RPUSH', KEYS[2], id)
+end
+return id
+"#;
+
+/// KEYS: ready, delayed, active. ARGV: now ms, visibility ms, prefix. Moves due delayed jobs
+/// and jobs whose consumer ran out of time to `ready`, then takes the first ready job: returns
+/// `{id, payload, attempts}` (the attempt count including this one), or nil.
+pub(super) const TAKE: &str = r#"
+local function requeue(set, why)
+  local ids = redis.call('ZRANGEBYSCORE', set, '-inf', ARGV[1], 'LIMIT', 0, 100)
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', set, id)
+    redis.call('RPUSH', KEYS[1], id)
+    redis.call('HSET', ARGV[3] .. 'job:' .. id, 'state', 'queued')
+    if why then
+      redis.call('HSET', ARGV[3] .. 'job:' .. id, 'last_error', why)
+    end
+  end
+end
+requeue(KEYS[2], nil)
+requeue(KEYS[3], 'its consumer did not finish it within the visibility timeout')
+local id = redis.call('LPOP', KEYS[1])
+if not id then
+  return nil
+end
+local key = ARGV[3] .. 'job:' .. id
+local attempts = redis.call('HINCRBY', key, 'attempts', 1)
+redis.call('ZADD', KEYS[3], tonumber(ARGV[1]) + tonumber(ARGV[2]), id)
+redis.call('HSET', key, 'state', 'running')
+local payload = redis.call('HGET', key, 'payload')
+if not payload then
+  payload = ''
+end
+return {id, payload, attempts}
+"#;
+
+/// KEYS: active. ARGV: id, prefix, seconds to keep the done job. Returns 1 if the job was
+/// still this consumer's (0: its visibility timeout passed and it went back to the queue).
+pub(super) const FINISH: &str = r#"
+local mine = redis.call('ZREM', KEYS[1], ARGV[1])
+local key = ARGV[2] .. 'job:' .. ARGV[1]
+redis.call('HSET', key, 'state', 'done')
+redis.call('EXPIRE', key, ARGV[3])
+return mine
+"#;
+
+/// KEYS: active, delayed, dead. ARGV: id, prefix, error, retry at ms (0: dead-letter it).
+/// Returns `retry` or `dead`.
+pub(super) const FAIL: &str = r#"
+redis.call('ZREM', KEYS[1], ARGV[1])
+local key = ARGV[2] .. 'job:' .. ARGV[1]
+redis.call('HSET', key, 'last_error', ARGV[3])
+if tonumber(ARGV[4]) > 0 then
+  redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
+  redis.call('HSET', key, 'state', 'retrying')
+  return 'retry'
+end
+redis.call('RPUSH', KEYS[3], ARGV[1])
+redis.call('HSET', key, 'state', 'dead')
+return 'dead'
+"#;
