@@ -38,6 +38,19 @@ fn push(s: &mut TcpStream, payload: &str) -> u64 {
         .unwrap()
 }
 
+/// The pid of the consumer process's worker.
+fn consumer_pid(server: &ServerProcess) -> i32 {
+    let status = server.status().unwrap();
+    status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["server"] == "consumer")
+        .unwrap()["pid"]
+        .as_i64()
+        .unwrap() as i32
+}
+
 fn cli(redis: &Redis, args: &[&str]) -> String {
     redis.cli(args).unwrap().trim().to_string()
 }
@@ -103,13 +116,7 @@ fn jobs_run_once_each_failing_ones_retry_then_die_and_malformed_ones_die_at_once
         (32, 30, 2, 2, 0),
         "{status}"
     );
-    let consumer = status["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["server"] == "consumer")
-        .unwrap()["pid"]
-        .to_string();
+    let consumer = consumer_pid(&server).to_string();
     // Every result came from the consumer process.
     let recorded = cli(&redis, &["HVALS", "brisk:test:results"]);
     assert!(recorded.lines().all(|p| p == consumer), "{recorded}");
@@ -143,15 +150,7 @@ fn a_job_whose_consumer_is_killed_runs_again_and_is_recorded_once() {
     wait_until(Duration::from_secs(10), "the job running", || {
         job_field(&redis, id, "state") == "running"
     });
-    let status = server.status().unwrap();
-    let consumer = status["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["server"] == "consumer")
-        .unwrap()["pid"]
-        .as_i64()
-        .unwrap() as i32;
+    let consumer = consumer_pid(&server);
     // SAFETY: kill(2) on a pid status just listed.
     assert_eq!(unsafe { libc::kill(consumer, libc::SIGKILL) }, 0);
     // After the 1 s visibility timeout the new consumer takes it again.
