@@ -29,6 +29,7 @@ mod admin;
 mod blocking;
 mod blocks;
 mod httpc;
+mod jobs;
 mod orm;
 mod pages;
 mod routes;
@@ -378,6 +379,8 @@ fn build(args: &Args) -> anyhow::Result<App> {
         None => None,
     };
     let blocks = blocks::Blocks::new(redis.clone());
+    let jobs = jobs::Jobs::new(redis.clone());
+    let jobs_consumer = redis.clone().map(jobs::consumer);
     let mut techempower = techempower::Techempower::new(db.clone(), redis);
     if args.blocking_db {
         techempower = techempower.blocking(&database);
@@ -421,6 +424,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
             views: views::Views::new(templates, runtime_by_default),
             admin,
             blocks,
+            jobs,
             httpc: httpc::Httpc::new(&upstream, Duration::from_millis(upstream_timeout)),
         },
     )?;
@@ -541,6 +545,9 @@ fn build(args: &Args) -> anyhow::Result<App> {
     }
     if let Some(alerts) = alerts {
         app = app.alerts(alerts);
+    }
+    if let Some(consumer) = jobs_consumer {
+        app = app.process(consumer);
     }
     Ok(app)
 }

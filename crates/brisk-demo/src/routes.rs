@@ -46,6 +46,8 @@ pub(crate) struct Apps {
     pub blocks: Blocks,
     /// Report R4's admin area (`/admin`, `/admin/*`).
     pub admin: Admin,
+    /// Background jobs through the Redis queue (`/jobs`, `/jobs/ID`).
+    pub jobs: crate::jobs::Jobs,
 }
 
 impl Routes {
@@ -102,6 +104,13 @@ impl Routes {
         if req.uri().path().starts_with("/admin") {
             // Boxed, as the database calls below.
             match Box::pin(self.apps.admin.route(req)).await {
+                Ok(r) => return r,
+                Err(other) => return Box::pin(self.route_other(other)).await,
+            }
+        }
+        if req.uri().path().starts_with("/jobs") {
+            // Boxed, as above.
+            match Box::pin(self.apps.jobs.route(req)).await {
                 Ok(r) => return r,
                 Err(other) => return Box::pin(self.route_other(other)).await,
             }

@@ -6,6 +6,9 @@
 //! single-threaded runtime as a server's, so Brisk's database, Redis and HTTP clients work
 //! in them as in a handler.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use crate::runtime::context;
 use crate::runtime::{Service, WorkerCallbacks};
 
@@ -73,6 +76,43 @@ impl Process {
     }
 
     crate::server::worker_callback_setters!();
+
+    /// Runs `task` for each worker's life: spawned when the worker starts, and awaited when
+    /// it stops, so it should end soon after [`stopping`] resolves (a queue's `consume` does).
+    /// It sets both `on_worker_start` and `on_worker_stop`.
+    ///
+    /// ```no_run
+    /// use brisk::{App, Process};
+    /// let beat = Process::new("beat").run(|_| async {
+    ///     while tokio::time::timeout(std::time::Duration::from_secs(1), brisk::process::stopping())
+    ///         .await
+    ///         .is_err()
+    ///     {
+    ///         tracing::info!("beat");
+    ///     }
+    /// });
+    /// App::new("app").process(beat).run();
+    /// ```
+    pub fn run<F, Fut>(self, task: F) -> Self
+    where
+        F: Fn(crate::WorkerInfo) -> Fut + 'static,
+        Fut: std::future::Future<Output = ()> + 'static,
+    {
+        let running: Rc<RefCell<Option<tokio::task::JoinHandle<()>>>> = Rc::default();
+        let (start, stop) = (running.clone(), running);
+        self.on_worker_start(move |info| {
+            *start.borrow_mut() = Some(tokio::task::spawn_local(task(info)));
+            async {}
+        })
+        .on_worker_stop(move |_| {
+            let task = stop.borrow_mut().take();
+            async move {
+                if let Some(task) = task {
+                    let _ = task.await;
+                }
+            }
+        })
+    }
 }
 
 impl From<Process> for Service {

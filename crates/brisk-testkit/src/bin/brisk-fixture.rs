@@ -477,27 +477,15 @@ fn main() -> ExitCode {
     if let Some(url) = flag(&args, "--queue-redis") {
         QUEUE.with(|q| *q.borrow_mut() = Some(work_queue(&url)));
         if let Some(n) = flag(&args, "--queue-consumers").and_then(|v| v.parse().ok()) {
-            let task: Rc<RefCell<Option<tokio::task::JoinHandle<()>>>> = Rc::default();
-            let (start, stop) = (task.clone(), task);
-            let consumer = Process::new("consumer")
-                .on_worker_start(move |_| {
-                    let queue = work_queue(&url);
-                    let redis = brisk::redis::Redis::new(&url, Default::default()).unwrap();
-                    *start.borrow_mut() = Some(tokio::task::spawn_local(async move {
-                        queue
-                            .consume(n, move |job| run_job(job, redis.clone()))
-                            .await
-                    }));
-                    async {}
-                })
-                .on_worker_stop(move |_| {
-                    let task = stop.borrow_mut().take();
-                    async move {
-                        if let Some(task) = task {
-                            let _ = task.await;
-                        }
-                    }
-                });
+            let consumer = Process::new("consumer").run(move |_| {
+                let queue = work_queue(&url);
+                let redis = brisk::redis::Redis::new(&url, Default::default()).unwrap();
+                async move {
+                    queue
+                        .consume(n, move |job| run_job(job, redis.clone()))
+                        .await
+                }
+            });
             app = app.process(consumer);
         }
     }

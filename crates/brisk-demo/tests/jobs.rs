@@ -1,0 +1,55 @@
+//! The demo's `/jobs` over a real Redis: a job pushed by `POST /jobs` runs in the demo's
+//! `jobs` process and `GET /jobs/ID` shows its result; bad input gets 400 or 404; without
+//! `--redis` the routes answer 503 naming the flag.
+
+use std::time::Duration;
+
+use brisk_testkit::*;
+use serde_json::Value as Json;
+
+mod common;
+use common::{demo_with, get, request};
+
+fn json(r: &HttpResponse) -> Json {
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{e}: {}", r.text()))
+}
+
+#[test]
+fn a_posted_job_runs_in_the_jobs_process_and_its_result_is_shown() {
+    let redis = Redis::start().unwrap();
+    let d = demo_with(1, &["--redis", &redis.url()]);
+    let status = d.server.status().unwrap();
+    assert!(
+        status["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["server"] == "jobs"),
+        "{status}"
+    );
+    let r = request(d.http, "POST", "/jobs", &[], r#"{"n": 1000}"#);
+    assert_eq!(r.status, 202, "{}", r.text());
+    let id = json(&r)["id"].as_u64().unwrap();
+    let done = wait_for(Duration::from_secs(10), "the job done", || {
+        let v = json(&get(d.http, &format!("/jobs/{id}")));
+        (v["state"] == "done").then_some(v)
+    });
+    // 1² + 2² + … + 1000².
+    assert_eq!(done["result"], "333833500", "{done}");
+    assert_eq!(done["attempts"], 1, "{done}");
+
+    let bad = request(d.http, "POST", "/jobs", &[], r#"{"n": "many"}"#);
+    assert_eq!(bad.status, 400);
+    assert!(bad.text().contains("send JSON"), "{}", bad.text());
+    assert_eq!(get(d.http, "/jobs/abc").status, 400);
+    assert_eq!(get(d.http, "/jobs/999999").status, 404);
+}
+
+#[test]
+fn without_redis_jobs_answer_503_naming_the_flag() {
+    let d = demo_with(1, &[]);
+    let r = request(d.http, "POST", "/jobs", &[], r#"{"n": 1}"#);
+    assert_eq!(r.status, 503);
+    assert!(r.text().contains("--redis"), "{}", r.text());
+    assert_eq!(get(d.http, "/jobs/1").status, 503);
+}
