@@ -28,6 +28,7 @@ use brisk::{App, Server};
 mod admin;
 mod blocking;
 mod blocks;
+mod heartbeat;
 mod httpc;
 mod jobs;
 mod orm;
@@ -178,6 +179,9 @@ struct Args {
     /// `status` then shows no HTTP percentiles).
     #[arg(long, global = true)]
     no_latency_histograms: bool,
+    /// With `--redis`, how often the heartbeat schedule writes its row (default 10000 ms).
+    #[arg(long, global = true)]
+    heartbeat_ms: Option<u64>,
     /// Serve Prometheus metrics from the master at this address (e.g.
     /// http://127.0.0.1:9100; `GET /metrics`).
     #[arg(long, global = true)]
@@ -248,6 +252,7 @@ struct Config {
     session_secret_file: Option<PathBuf>,
     template_engine: Option<String>,
     metrics: Option<String>,
+    heartbeat_ms: Option<u64>,
     alert_throughput_below: Option<f64>,
     alert_p99_ms: Option<f64>,
     alert_memory_mib: Option<u64>,
@@ -381,6 +386,11 @@ fn build(args: &Args) -> anyhow::Result<App> {
     let blocks = blocks::Blocks::new(redis.clone());
     let jobs = jobs::Jobs::new(redis.clone());
     let jobs_consumer = redis.clone().map(jobs::consumer);
+    let heartbeat_every =
+        Duration::from_millis(args.heartbeat_ms.or(file.heartbeat_ms).unwrap_or(10_000));
+    let heartbeat = redis
+        .is_some()
+        .then(|| heartbeat::schedule(db.clone(), heartbeat_every));
     let mut techempower = techempower::Techempower::new(db.clone(), redis);
     if args.blocking_db {
         techempower = techempower.blocking(&database);
@@ -425,6 +435,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
             admin,
             blocks,
             jobs,
+            db: db.clone(),
             httpc: httpc::Httpc::new(&upstream, Duration::from_millis(upstream_timeout)),
         },
     )?;
@@ -548,6 +559,9 @@ fn build(args: &Args) -> anyhow::Result<App> {
     }
     if let Some(consumer) = jobs_consumer {
         app = app.process(consumer);
+    }
+    if let Some(heartbeat) = heartbeat {
+        app = app.schedule(heartbeat);
     }
     Ok(app)
 }

@@ -1,6 +1,7 @@
-//! The demo's `/jobs` over a real Redis: a job pushed by `POST /jobs` runs in the demo's
-//! `jobs` process and `GET /jobs/ID` shows its result; bad input gets 400 or 404; without
-//! `--redis` the routes answer 503 naming the flag.
+//! The demo's background work over a real Redis: a job pushed by `POST /jobs` runs in the
+//! demo's `jobs` process and `GET /jobs/ID` shows its result; bad input gets 400 or 404;
+//! without `--redis` the routes answer 503 naming the flag. The heartbeat schedule writes its
+//! rows from the `schedules` process.
 
 use std::time::Duration;
 
@@ -52,4 +53,27 @@ fn without_redis_jobs_answer_503_naming_the_flag() {
     assert_eq!(r.status, 503);
     assert!(r.text().contains("--redis"), "{}", r.text());
     assert_eq!(get(d.http, "/jobs/1").status, 503);
+}
+
+#[test]
+fn the_heartbeat_schedule_writes_rows_from_the_schedules_process() {
+    let redis = Redis::start().unwrap();
+    let d = demo_with(2, &["--redis", &redis.url(), "--heartbeat-ms", "200"]);
+    let beats = wait_for(Duration::from_secs(15), "3 heartbeat rows", || {
+        let v = json(&get(d.http, "/heartbeat"));
+        (v["beats"].as_i64().unwrap() >= 3).then_some(v)
+    });
+    let status = d.server.status().unwrap();
+    let runner = d.server.pids_of("schedules").unwrap();
+    assert_eq!(runner.len(), 1, "{status}");
+    assert_eq!(beats["last_pid"], runner[0], "{beats}");
+    let heartbeat = status["schedules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "heartbeat")
+        .unwrap()
+        .clone();
+    assert_eq!(heartbeat["failures"], 0, "{heartbeat}");
+    assert!(heartbeat["runs"].as_u64().unwrap() >= 2, "{heartbeat}");
 }

@@ -205,6 +205,21 @@ impl ServerProcess {
         Ok(pids)
     }
 
+    /// Pids of the workers `status` lists under `server` (an address, or a custom process's
+    /// name), sorted.
+    pub fn pids_of(&self, server: &str) -> Result<Vec<i32>> {
+        let s = self.status()?;
+        let mut pids: Vec<i32> = s["workers"]
+            .as_array()
+            .context("workers")?
+            .iter()
+            .filter(|w| w["server"] == server)
+            .map(|w| w["pid"].as_i64().unwrap_or(0) as i32)
+            .collect();
+        pids.sort();
+        Ok(pids)
+    }
+
     /// Sum of one numeric field over all workers in `status`.
     pub fn total(&self, field: &str) -> Result<u64> {
         let s = self.status()?;

@@ -19,16 +19,8 @@ fn with_ticker(log: &Path) -> ServerProcess {
 
 /// The pids `status` lists under the process `ticker`, sorted.
 fn ticker_pids(server: &ServerProcess) -> Vec<i64> {
-    let status = server.status().unwrap();
-    let mut pids: Vec<i64> = status["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|w| w["server"] == "ticker")
-        .map(|w| w["pid"].as_i64().unwrap())
-        .collect();
-    pids.sort();
-    pids
+    let pids = server.pids_of("ticker").unwrap();
+    pids.into_iter().map(i64::from).collect()
 }
 
 /// The lines `pid` logged.

@@ -40,15 +40,7 @@ fn push(s: &mut TcpStream, payload: &str) -> u64 {
 
 /// The pid of the consumer process's worker.
 fn consumer_pid(server: &ServerProcess) -> i32 {
-    let status = server.status().unwrap();
-    status["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["server"] == "consumer")
-        .unwrap()["pid"]
-        .as_i64()
-        .unwrap() as i32
+    server.pids_of("consumer").unwrap()[0]
 }
 
 fn cli(redis: &Redis, args: &[&str]) -> String {

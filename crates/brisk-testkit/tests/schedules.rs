@@ -63,15 +63,8 @@ fn a_schedule_runs_in_one_process_and_never_overlaps_itself() {
     assert!(next >= now.saturating_sub(1) && next <= now + 2, "{s}");
 
     // Every run came from the one worker of the `schedules` process, one after another.
-    let status = server.status().unwrap();
-    let runner: Vec<i64> = status["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|w| w["server"] == "schedules")
-        .map(|w| w["pid"].as_i64().unwrap())
-        .collect();
-    assert_eq!(runner.len(), 1, "{status}");
+    let runner = server.pids_of("schedules").unwrap();
+    assert_eq!(runner.len(), 1, "{runner:?}");
     let lines = log_lines(&log);
     let mut open: Option<u128> = None;
     let mut ends = 0;

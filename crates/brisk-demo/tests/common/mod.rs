@@ -36,12 +36,12 @@ pub(crate) fn demo_args(workers: usize) -> (Vec<String>, u16) {
 }
 
 /// The demo with `workers` workers per server and `extra` flags, started and waited for
-/// (with `--redis`, the `jobs` process's worker too).
+/// (with `--redis`, the workers of the `jobs` and `schedules` processes too).
 pub(crate) fn demo_with(workers: usize, extra: &[&str]) -> Demo {
     let (mut args, http) = demo_args(workers);
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let processes = usize::from(extra.contains(&"--redis"));
+    let processes = 2 * usize::from(extra.contains(&"--redis"));
     let server = ServerProcess::start(DEMO, &args, workers * 4 + processes).unwrap();
     Demo { server, http }
 }
