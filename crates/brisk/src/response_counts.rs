@@ -7,9 +7,18 @@ use std::cell::Cell;
 
 use serde::{Deserialize, Serialize};
 
-/// The methods counted under their own name; any other counts as `OTHER`.
-const METHODS: [&str; 9] = [
-    "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
+/// The methods counted under their own name; any other counts as `OTHER`. Comparing
+/// standard `Method`s compares their tags, not their names: cheap on every response.
+const METHODS: [http::Method; 9] = [
+    http::Method::GET,
+    http::Method::HEAD,
+    http::Method::POST,
+    http::Method::PUT,
+    http::Method::DELETE,
+    http::Method::PATCH,
+    http::Method::OPTIONS,
+    http::Method::CONNECT,
+    http::Method::TRACE,
 ];
 /// The status classes; a code outside 100..=599 counts as `other`.
 const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "other"];
@@ -42,11 +51,10 @@ impl MethodRow {
     /// The row of `method`.
     #[inline]
     pub(crate) fn of(method: &http::Method) -> Self {
-        let name = method.as_str();
         MethodRow(
             METHODS
                 .iter()
-                .position(|m| *m == name)
+                .position(|m| m == method)
                 .unwrap_or(METHODS.len()),
         )
     }
@@ -71,7 +79,7 @@ impl ResponseCounts {
             for (c, n) in cells.iter().enumerate() {
                 if n.get() > 0 {
                     rows.push(ResponseCount {
-                        method: METHODS.get(m).copied().unwrap_or("OTHER").to_string(),
+                        method: METHODS.get(m).map_or("OTHER", |m| m.as_str()).to_string(),
                         code: CLASSES[c].to_string(),
                         count: n.get(),
                     });
