@@ -155,11 +155,13 @@ fn redis_error(e: RedisError) -> Response<Body> {
     error(status, &e.to_string())
 }
 
-fn error(status: StatusCode, message: &str) -> Response<Body> {
+/// A JSON error answer `{"error": message}`.
+pub(crate) fn error(status: StatusCode, message: &str) -> Response<Body> {
     json(status, serde_json::json!({ "error": message }).to_string())
 }
 
-fn json(status: StatusCode, body: String) -> Response<Body> {
+/// A JSON answer.
+pub(crate) fn json(status: StatusCode, body: String) -> Response<Body> {
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = status;
     r.headers_mut().insert(

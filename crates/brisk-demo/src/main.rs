@@ -31,6 +31,7 @@ mod blocks;
 mod heartbeat;
 mod httpc;
 mod jobs;
+mod mail;
 mod orm;
 mod pages;
 mod routes;
@@ -122,6 +123,14 @@ struct Args {
     /// `/blocks` its blocks from it instead of from each worker's memory.
     #[arg(long, global = true)]
     redis: Option<String>,
+    /// An SMTP server for `POST /mail`: `smtp://host:port` (plain),
+    /// `smtp://host:port?tls=required` (STARTTLS) or `smtps://host:port` (TLS), with
+    /// `user:password@` before the host if it asks for a login.
+    #[arg(long, global = true)]
+    smtp: Option<String>,
+    /// A PEM certificate to trust for `--smtp`'s TLS besides the usual roots.
+    #[arg(long, global = true)]
+    smtp_ca: Option<PathBuf>,
     /// Database connections per worker (PostgreSQL, MySQL; SQLite threads; default 1).
     #[arg(long, global = true, env = "DB_POOL")]
     db_pool_size: Option<usize>,
@@ -237,6 +246,8 @@ struct Config {
     shared_listener: Option<bool>,
     database: Option<String>,
     redis: Option<String>,
+    smtp: Option<String>,
+    smtp_ca: Option<PathBuf>,
     db_pool_size: Option<usize>,
     db_max_pipeline: Option<usize>,
     db_acquire_timeout_ms: Option<u64>,
@@ -383,6 +394,18 @@ fn build(args: &Args) -> anyhow::Result<App> {
         )?),
         None => None,
     };
+    let mailer = match args.smtp.clone().or(file.smtp) {
+        Some(url) => {
+            let mut options = brisk::mail::MailOptions::default();
+            if let Some(ca) = args.smtp_ca.clone().or(file.smtp_ca) {
+                let pem =
+                    std::fs::read(&ca).with_context(|| format!("--smtp-ca {}", ca.display()))?;
+                options.root_certificate = Some(pem);
+            }
+            Some(brisk::mail::Mailer::new(&url, options)?)
+        }
+        None => None,
+    };
     let blocks = blocks::Blocks::new(redis.clone());
     let jobs = jobs::Jobs::new(redis.clone());
     let jobs_consumer = redis.clone().map(jobs::consumer);
@@ -435,6 +458,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
             admin,
             blocks,
             jobs,
+            mail: mail::Mail::new(mailer),
             db: db.clone(),
             httpc: httpc::Httpc::new(&upstream, Duration::from_millis(upstream_timeout)),
         },

@@ -48,6 +48,8 @@ pub(crate) struct Apps {
     pub admin: Admin,
     /// Background jobs through the Redis queue (`/jobs`, `/jobs/ID`).
     pub jobs: crate::jobs::Jobs,
+    /// Mail through `--smtp` (`POST /mail`).
+    pub mail: crate::mail::Mail,
     /// The demo's database, for `/heartbeat`.
     pub db: brisk::db::Db,
 }
@@ -148,6 +150,7 @@ impl Routes {
             "/qb/db" if get => Box::pin(self.apps.orm.builder_db()).await,
             "/blocks" if get => Box::pin(self.apps.blocks.page(req.uri().query())).await,
             "/heartbeat" if get => Box::pin(crate::heartbeat::page(&self.apps.db)).await,
+            "/mail" if req.method() == Method::POST => Box::pin(self.apps.mail.send(req)).await,
             "/ws" => self.echo.upgrade(req),
             "/events" if get => self.events.subscribe(),
             "/chat" => self.chat.upgrade(req),

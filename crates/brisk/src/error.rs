@@ -75,3 +75,21 @@ impl Error {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error and its sources, joined by `: ` (a source whose text the error already holds is not
+/// repeated): what the HTTP client and the mailer report, as their libraries' own text leaves
+/// out the cause.
+#[cfg_attr(not(any(feature = "client", feature = "mail")), allow(dead_code))]
+pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let next = s.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = s.source();
+    }
+    text
+}

@@ -69,6 +69,8 @@ mod limits;
 mod listen;
 mod log;
 mod log_file;
+#[cfg(feature = "mail")]
+pub mod mail;
 mod master;
 pub mod process;
 mod process_sample;

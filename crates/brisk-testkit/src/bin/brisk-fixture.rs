@@ -17,8 +17,11 @@
 //! `--schedule-sleep-ms MS`), `--schedule-panic-every-ms MS` or `--schedule-cron EXPR` adds
 //! schedules; see [`schedules`]. `--queue-redis URL` adds the job queue `work` on that Redis:
 //! the Text commands `push JSON` and `pushdelay MS JSON` push to it (replying `pushed ID` or
-//! `error …`), and `--queue-consumers N` adds a process `consumer` that runs its jobs N at a
-//! time; see [`run_job`].
+//! `error …`), `--queue-attempts N` sets its attempts (3), and `--queue-consumers N` adds a process `consumer` that runs its jobs N at a
+//! time; see [`run_job`]. `--mail-url URL` (with `--mail-ca PEM_FILE` to trust a test
+//! certificate) gives the fixture a mailer (3 s per message): the Text command
+//! `mail TO` sends a message from the handler (replying `sent CODE` or `error …`), and jobs
+//! `{"do": "mail", "to": TO}` send one from the consumer.
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -40,24 +43,41 @@ fn flag(args: &[String], name: &str) -> Option<String> {
 thread_local! {
     static IDLE_TIMERS: RefCell<Vec<TimerId>> = const { RefCell::new(Vec::new()) };
     static QUEUE: RefCell<Option<brisk::queue::Queue>> = const { RefCell::new(None) };
+    static MAILER: RefCell<Option<brisk::mail::Mailer>> = const { RefCell::new(None) };
 }
 
-/// The fixture's queue `work` on `url`: retries after 50 ms, 1 s visibility timeout.
-fn work_queue(url: &str) -> brisk::queue::Queue {
+/// The fixture's queue `work` on `url`: `max_attempts` attempts, retries after 50 ms doubling
+/// to 200 ms, 1 s visibility timeout.
+fn work_queue(url: &str, max_attempts: u32) -> brisk::queue::Queue {
     let redis =
         brisk::redis::Redis::new(url, brisk::redis::RedisOptions::default()).expect("a Redis URL");
     let options = brisk::queue::QueueOptions {
         backoff: Duration::from_millis(50),
         max_backoff: Duration::from_millis(200),
         visibility_timeout: Duration::from_secs(1),
+        max_attempts,
         ..Default::default()
     };
     brisk::queue::Queue::new(redis, "work", options)
 }
 
-/// Runs one job of `work`, whose payload is JSON `{"do": "ok" | "fail" | "sleep", "ms": N}`:
-/// `ok` (and `sleep`, after N ms) records `HSET brisk:test:results ID PID`; `fail` fails; a
-/// payload that is not such JSON is malformed.
+/// The fixture's mailer (from `--mail-url`), or an error naming the flag.
+fn mailer() -> Result<brisk::mail::Mailer, brisk::BoxError> {
+    MAILER
+        .with(|m| m.borrow().clone())
+        .ok_or_else(|| "no mailer: start with --mail-url".into())
+}
+
+/// Sends the fixture's message to `to`, with `subject`.
+async fn send_mail(to: &str, subject: &str) -> Result<brisk::mail::Delivered, brisk::BoxError> {
+    let message = brisk::mail::text("fixture@brisk.test", to, subject, "sent by the fixture")?;
+    Ok(mailer()?.send(message).await?)
+}
+
+/// Runs one job of `work`, whose payload is JSON `{"do": "ok" | "fail" | "sleep" | "mail",
+/// "ms": N, "to": TO}`: `ok` (and `sleep`, after N ms, and `mail`, once the SMTP server
+/// accepted the message `job ID` to TO) records `HSET brisk:test:results ID PID`; `fail` fails;
+/// a payload that is not such JSON is malformed.
 async fn run_job(
     job: brisk::queue::Job,
     redis: brisk::redis::Redis,
@@ -68,6 +88,10 @@ async fn run_job(
         Some("sleep") => {
             let ms = v["ms"].as_u64().unwrap_or(0);
             tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        Some("mail") => {
+            let to = v["to"].as_str().unwrap_or_default();
+            send_mail(to, &format!("job {}", job.id)).await?;
         }
         Some("ok") => {}
         _ => return Err(brisk::queue::Malformed(format!("no \"do\" in {v}")).into()),
@@ -172,6 +196,10 @@ async fn text_command(conn: Connection, line: Bytes) -> Result<(), brisk::BoxErr
                 Err(e) => conn.send(format!("error {e}"))?,
             }
         }
+        "mail" => match send_mail(words.next().unwrap_or_default(), "from a handler").await {
+            Ok(d) => conn.send(format!("sent {}", d.code))?,
+            Err(e) => conn.send(format!("error {e}"))?,
+        },
         "close" => {
             conn.send("bye")?;
             conn.close();
@@ -477,11 +505,22 @@ fn main() -> ExitCode {
         let log = flag(&args, "--process-log").expect("--process-log FILE");
         app = app.process(ticker(n, PathBuf::from(log)));
     }
+    if let Some(url) = flag(&args, "--mail-url") {
+        let options = brisk::mail::MailOptions {
+            connect_timeout: Duration::from_secs(1),
+            send_timeout: Duration::from_secs(3),
+            root_certificate: flag(&args, "--mail-ca")
+                .map(|f| std::fs::read(f).expect("--mail-ca PEM_FILE")),
+        };
+        let mailer = brisk::mail::Mailer::new(&url, options).expect("--mail-url");
+        MAILER.with(|m| *m.borrow_mut() = Some(mailer));
+    }
     if let Some(url) = flag(&args, "--queue-redis") {
-        QUEUE.with(|q| *q.borrow_mut() = Some(work_queue(&url)));
+        let attempts = flag(&args, "--queue-attempts").map_or(3, |v| v.parse().expect("a count"));
+        QUEUE.with(|q| *q.borrow_mut() = Some(work_queue(&url, attempts)));
         if let Some(n) = flag(&args, "--queue-consumers").and_then(|v| v.parse().ok()) {
             let consumer = Process::new("consumer").run(move |_| {
-                let queue = work_queue(&url);
+                let queue = work_queue(&url, attempts);
                 let redis = brisk::redis::Redis::new(&url, Default::default()).unwrap();
                 async move {
                     queue

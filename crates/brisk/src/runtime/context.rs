@@ -78,6 +78,7 @@ pub(crate) fn current() -> Option<Rc<WorkerCtx>> {
 }
 
 /// Runs `f` on the counters of the worker running the caller (nothing outside a worker).
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) fn with_stats(f: impl FnOnce(&Stats)) {
     if let Some(w) = current() {
         f(&w.stats);
@@ -85,6 +86,7 @@ pub(crate) fn with_stats(f: impl FnOnce(&Stats)) {
 }
 
 /// Whether the worker running the caller has begun to stop (false outside a worker).
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) fn is_stopping() -> bool {
     current().is_some_and(|w| w.is_stopping())
 }

@@ -82,21 +82,6 @@ impl ClientError {
     }
 }
 
-/// An error and its sources, joined by `: `.
-pub(super) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let next = s.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = s.source();
-    }
-    text
-}
-
 /// Whether an I/O error of `kind` is somewhere in `e`'s sources.
 pub(super) fn has_io_kind(e: &(dyn std::error::Error + 'static), kind: std::io::ErrorKind) -> bool {
     let mut source = Some(e);

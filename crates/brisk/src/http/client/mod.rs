@@ -49,7 +49,8 @@ pub use options::ClientOptions;
 pub use request::ClientRequest;
 pub use response::ClientResponse;
 
-use error::{chain, has_io_kind};
+use crate::error::chain;
+use error::has_io_kind;
 use request::Parts;
 
 /// hyper-util's pooled client over TCP or rustls.
