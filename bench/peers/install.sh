@@ -29,8 +29,9 @@ fi
 # apt may start the packaged services; the suite starts its own instances.
 for svc in nginx php8.2-fpm; do $SUDO service "$svc" stop >/dev/null 2>&1 || true; done
 
-# Node.js peer: ws, pg and ejs from npm.
+# Node.js peer: ws, pg, ejs, and bullmq with ioredis (the job-queue lab) from npm.
 if [ ! -d "$HERE/node/node_modules/ws" ] || [ ! -d "$HERE/node/node_modules/pg" ] \
+    || [ ! -d "$HERE/node/node_modules/bullmq" ] || [ ! -d "$HERE/node/node_modules/ioredis" ] \
     || [ ! -d "$HERE/node/node_modules/ejs" ]; then
     (cd "$HERE/node" && npm install --no-audit --no-fund --silent)
 fi
