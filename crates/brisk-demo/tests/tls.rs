@@ -137,6 +137,29 @@ fn https_serves_http1_with_keep_alive() {
 }
 
 #[test]
+fn https_refuses_a_request_with_both_lengths_after_answering_the_one_before() {
+    let d = demo();
+    let mut s = tls_connect(&d, d.https, &[]);
+    s.sock
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    // One request, then one with both lengths, pipelined in one write: hyper alone would read
+    // the second by Transfer-Encoding and answer it.
+    s.write_all(
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\
+          POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\
+          Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    )
+    .unwrap();
+    let (head, body) = read_http_response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"Hello World");
+    let rest = read_until_closed(&mut s, Duration::from_secs(5));
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.starts_with("HTTP/1.1 400"), "{rest}");
+}
+
+#[test]
 fn https_speaks_http2_when_alpn_picks_it() {
     let d = demo();
     let config = client_config(Some(&d.cert), &[b"h2", b"http/1.1"]);

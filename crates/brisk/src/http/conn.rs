@@ -1,4 +1,5 @@
-//! One HTTP connection: hyper's HTTP/1.1 state machine on an [`HttpIo`] (through rustls for
+//! One HTTP connection: hyper's HTTP/1.1 state machine on an [`HttpIo`] (under a
+//! [`FramingGuard`], through rustls for
 //! `https://`, with HTTP/2 when ALPN picks it), registered with the worker for stats,
 //! `connections`, idle timeout and graceful stop.
 
@@ -18,6 +19,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::framing_guard::FramingGuard;
 use super::h1;
 use super::head_timeout::HeadTimeoutIo;
 use super::io::{Activity, HttpIo};
@@ -68,6 +70,7 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
         None => match drive(&conn, pin!(h1::serve(&shared, &conn, io)), Shutdown::AtOnce, |_| {}).await {
             // Boxed: a connection that never needs hyper does not carry its state.
             Some(h1::Exit::Handover(io)) => {
+                let io = TokioIo::new(FramingGuard::new(io));
                 let http = Box::pin(shared.builder.serve_connection(io, svc).with_upgrades());
                 drive(&conn, http, Shutdown::AfterGrace, |c| c.graceful_shutdown())
                     .await
@@ -93,7 +96,8 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
                         drive(&conn, http, Shutdown::AtOnce, |c| c.graceful_shutdown()).await
                     } else {
                         conn.tls_h1.set(true);
-                        let io = TokioIo::new(HeadTimeoutIo::new(stream, conn.activity.clone()));
+                        let io = HeadTimeoutIo::new(stream, conn.activity.clone());
+                        let io = TokioIo::new(FramingGuard::new(io));
                         let http = pin!(shared.builder.serve_connection(io, svc).with_upgrades());
                         drive(&conn, http, Shutdown::AfterGrace, |c| c.graceful_shutdown()).await
                     }

@@ -16,6 +16,7 @@ pub mod compression;
 mod conn;
 mod file_body;
 mod framing;
+mod framing_guard;
 mod h1;
 /// The own path's head parser, for the fuzz targets.
 #[cfg(feature = "fuzzing")]
@@ -37,6 +38,7 @@ pub mod static_files;
 mod sys;
 #[cfg(test)]
 mod testing;
+mod write_through;
 
 pub use body::Body;
 pub use io::HttpIo;
@@ -44,5 +46,6 @@ pub use limits::HttpLimits;
 pub use request_body::RequestBody;
 pub use server::{HttpServer, IntoResponse};
 
+pub(crate) use framing_guard::FramingGuard;
 pub(crate) use head_timeout::HeadTimeoutIo;
 pub(crate) use response_head::has_token;

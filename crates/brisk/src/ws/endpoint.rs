@@ -13,7 +13,7 @@ use super::codec::{Handshake, WsCodec, WsFrame};
 use super::deflate::{self, Agreement};
 use super::{group, Message, Utf8Bytes};
 use crate::error::Result;
-use crate::http::{has_token, Body, HeadTimeoutIo, HttpIo};
+use crate::http::{has_token, Body, FramingGuard, HeadTimeoutIo, HttpIo};
 use crate::limits::Limits;
 use crate::runtime::connection::{serve_with, Callbacks, Connection, SendError, ServerShared};
 use crate::runtime::context::{self as worker, WorkerCtx};
@@ -437,25 +437,30 @@ async fn heartbeat(worker: Rc<WorkerCtx>, ping: Duration, dead: Duration, handsh
 /// The socket under an upgraded HTTP connection (plain or TLS), and the bytes hyper read
 /// past the handshake, copied so that hyper's buffer goes.
 fn take_upgraded(upgraded: hyper::upgrade::Upgraded) -> Option<(Stream, BytesMut)> {
-    type Tls = hyper_util::rt::TokioIo<HeadTimeoutIo<tokio_rustls::server::TlsStream<HttpIo>>>;
-    match upgraded.downcast::<HttpIo>() {
+    type Plain = hyper_util::rt::TokioIo<FramingGuard<HttpIo>>;
+    type Tls = hyper_util::rt::TokioIo<
+        FramingGuard<HeadTimeoutIo<tokio_rustls::server::TlsStream<HttpIo>>>,
+    >;
+    match upgraded.downcast::<Plain>() {
         Ok(parts) => {
-            // Bytes hyper read come first, then any it had not read yet.
-            let (stream, unread) = parts.io.into_parts();
+            // Bytes hyper read come first, then those the guard held, then any not read yet.
+            let (io, held) = parts.io.into_inner().into_parts();
+            let (stream, unread) = io.into_parts();
             let mut initial = BytesMut::from(&parts.read_buf[..]);
+            initial.extend_from_slice(&held);
             initial.extend_from_slice(&unread);
             Some((Stream::Tcp(stream), initial))
         }
         Err(upgraded) => {
             let parts = upgraded.downcast::<Tls>().ok()?;
-            let (io, session) = parts.io.into_inner().into_inner().into_inner();
+            let (guarded, held) = parts.io.into_inner().into_parts();
+            let (io, session) = guarded.into_inner().into_inner();
             // TLS connections never take Brisk's own HTTP/1.1 path, so nothing was unread.
             let (stream, _) = io.into_parts();
             let tls = TlsSocket::from_parts(stream, session);
-            Some((
-                Stream::Tls(Box::new(tls)),
-                BytesMut::from(&parts.read_buf[..]),
-            ))
+            let mut initial = BytesMut::from(&parts.read_buf[..]);
+            initial.extend_from_slice(&held);
+            Some((Stream::Tls(Box::new(tls)), initial))
         }
     }
 }

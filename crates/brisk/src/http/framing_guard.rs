@@ -1,0 +1,360 @@
+//! Strict framing on hyper's path. hyper reads a request that carries both `Content-Length`
+//! and `Transfer-Encoding` by its `Transfer-Encoding` (RFC 9112 allows it) and drops the
+//! `Content-Length` before Brisk sees the request, so the handler cannot refuse it. A proxy in
+//! front that chose the other length would see a different request boundary: the stuff of
+//! request smuggling.
+//!
+//! [`FramingGuard`] sits under hyper on the connections hyper serves (TLS, and those Brisk's
+//! own path handed over) and follows the request stream: it holds each request head back
+//! until the head is whole, reads its framing, and hands it on. A head with both lengths
+//! reaches hyper as a request line hyper refuses, so hyper answers 400 and closes, after the
+//! responses to any requests before it. Bodies pass through, followed by their length
+//! (`Content-Length`, or chunk by chunk). After anything it does not follow (an upgrade,
+//! `CONNECT`, a head it cannot parse or larger than its limit) it steps aside and passes
+//! everything through: hyper judges those itself.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// What hyper reads instead of a head with both lengths: a request line it answers with 400.
+const REFUSED: &[u8] = b"\x01 / HTTP/1.1\r\n\r\n";
+/// The largest head the guard holds back; past it, hyper's own limit answers (431).
+const MAX_HEAD: usize = 64 * 1024;
+/// Headers read from one head; a head with more is left to hyper.
+const MAX_HEADERS: usize = 128;
+
+/// Where the request stream stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Between requests: the next bytes are a head.
+    Head,
+    /// In a body of this many bytes still to come.
+    Body(u64),
+    /// In a chunked body.
+    Chunked(Chunk),
+    /// Not following any more: everything passes.
+    Through,
+    /// A refused head was replaced: the stream ends once [`REFUSED`] is read.
+    Refused,
+}
+
+/// Where a chunked body stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    /// In a chunk-size line (`ext`: in its extensions).
+    Size {
+        n: u64,
+        ext: bool,
+    },
+    /// After the size line's CR.
+    SizeLf {
+        n: u64,
+    },
+    /// In a chunk's data, this many bytes to come.
+    Data(u64),
+    /// After a chunk's data: its CR, then its LF.
+    DataCr,
+    DataLf,
+    /// At the start of a trailer line (or of the empty line that ends the body).
+    TrailerStart,
+    /// In a trailer line.
+    TrailerLine,
+    /// After a trailer line's CR (`empty`: the line was empty, so the body ends).
+    TrailerLf {
+        empty: bool,
+    },
+}
+
+/// A stream under hyper that refuses requests with both `Content-Length` and
+/// `Transfer-Encoding` (see the [module](self)). Writes pass through unchanged.
+pub(crate) struct FramingGuard<T> {
+    inner: T,
+    state: State,
+    /// Bytes read from `inner` and not yet given to hyper.
+    held: BytesMut,
+    /// How many bytes at the front of `held` have been looked at and may go to hyper.
+    approved: usize,
+}
+
+impl<T> FramingGuard<T> {
+    pub(crate) fn new(inner: T) -> Self {
+        FramingGuard {
+            inner,
+            state: State::Head,
+            held: BytesMut::new(),
+            approved: 0,
+        }
+    }
+
+    /// The stream underneath and the bytes read from it that hyper has not had (for a
+    /// WebSocket upgrade, which leaves HTTP behind).
+    pub(crate) fn into_parts(self) -> (T, BytesMut) {
+        (self.inner, self.held)
+    }
+
+    /// Looks at the held bytes not yet approved, as far as they go.
+    fn follow(&mut self) {
+        while self.approved < self.held.len() {
+            let rest = &self.held[self.approved..];
+            match self.state {
+                State::Through | State::Refused => self.approved = self.held.len(),
+                State::Body(n) => {
+                    let k = n.min(rest.len() as u64);
+                    self.approved += k as usize;
+                    self.state = if k == n {
+                        State::Head
+                    } else {
+                        State::Body(n - k)
+                    };
+                }
+                State::Chunked(chunk) => {
+                    let (used, next) = follow_chunked(chunk, rest);
+                    self.approved += used;
+                    self.state = next;
+                }
+                State::Head => {
+                    let Some(end) = rest.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        if rest.len() > MAX_HEAD {
+                            self.state = State::Through;
+                            continue;
+                        }
+                        return;
+                    };
+                    let end = end + 4;
+                    match next_after_head(&rest[..end]) {
+                        Some(next) => {
+                            self.approved += end;
+                            self.state = next;
+                        }
+                        None => {
+                            // Requests before it still go to hyper; this one becomes a line
+                            // hyper refuses, and nothing after it is read.
+                            self.held.truncate(self.approved);
+                            self.held.extend_from_slice(REFUSED);
+                            self.approved = self.held.len();
+                            self.state = State::Refused;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The state after a whole head: `None` if the head has both lengths.
+fn next_after_head(head: &[u8]) -> Option<State> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        // Only empty lines (allowed before a request line): still between requests.
+        Ok(httparse::Status::Partial) if head.iter().all(|b| matches!(b, b'\r' | b'\n')) => {
+            return Some(State::Head)
+        }
+        // hyper answers what it cannot parse itself.
+        _ => return Some(State::Through),
+    }
+    let values = |name: &'static str| -> Vec<&[u8]> {
+        (req.headers.iter())
+            .filter(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value)
+            .collect()
+    };
+    let lengths = values("content-length");
+    let codings = values("transfer-encoding");
+    if !lengths.is_empty() && !codings.is_empty() {
+        return None;
+    }
+    if req.method == Some("CONNECT") || !values("upgrade").is_empty() {
+        return Some(State::Through);
+    }
+    if let Some(last) = codings.last() {
+        let last_coding = last.rsplit(|&b| b == b',').next().unwrap_or_default();
+        return Some(
+            if last_coding.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+                State::Chunked(Chunk::Size { n: 0, ext: false })
+            } else {
+                State::Through
+            },
+        );
+    }
+    let Some(first) = lengths.first() else {
+        return Some(State::Head);
+    };
+    // One value, digits only, the same in every field; anything else is hyper's to refuse.
+    let parsed = std::str::from_utf8(first)
+        .ok()
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|v| v.parse::<u64>().ok());
+    match parsed {
+        Some(n) if lengths.iter().all(|l| l == first) => {
+            Some(if n == 0 { State::Head } else { State::Body(n) })
+        }
+        _ => Some(State::Through),
+    }
+}
+
+/// Follows a chunked body over `bytes`: how many of them belong to it, and the state after.
+fn follow_chunked(mut chunk: Chunk, bytes: &[u8]) -> (usize, State) {
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Chunk::Data(n) = chunk {
+            let k = n.min((bytes.len() - i) as u64);
+            i += k as usize;
+            chunk = if k == n {
+                Chunk::DataCr
+            } else {
+                Chunk::Data(n - k)
+            };
+            continue;
+        }
+        let b = bytes[i];
+        i += 1;
+        chunk = match (chunk, b) {
+            (Chunk::Size { n, ext: false }, b) if b.is_ascii_hexdigit() => {
+                let digit = (b as char).to_digit(16).unwrap_or(0) as u64;
+                match n.checked_mul(16).and_then(|n| n.checked_add(digit)) {
+                    Some(n) => Chunk::Size { n, ext: false },
+                    None => return (i, State::Through),
+                }
+            }
+            (Chunk::Size { n, .. }, b'\r') => Chunk::SizeLf { n },
+            (Chunk::Size { n, .. }, b';') | (Chunk::Size { n, ext: true }, _) => {
+                Chunk::Size { n, ext: true }
+            }
+            (Chunk::SizeLf { n: 0 }, b'\n') => Chunk::TrailerStart,
+            (Chunk::SizeLf { n }, b'\n') => Chunk::Data(n),
+            (Chunk::DataCr, b'\r') => Chunk::DataLf,
+            (Chunk::DataLf, b'\n') => Chunk::Size { n: 0, ext: false },
+            (Chunk::TrailerStart, b'\r') => Chunk::TrailerLf { empty: true },
+            (Chunk::TrailerLine, b'\r') => Chunk::TrailerLf { empty: false },
+            (Chunk::TrailerStart | Chunk::TrailerLine, _) => Chunk::TrailerLine,
+            (Chunk::TrailerLf { empty: true }, b'\n') => return (i, State::Head),
+            (Chunk::TrailerLf { empty: false }, b'\n') => Chunk::TrailerStart,
+            // Anything else is a body hyper will refuse: stop following.
+            _ => return (i, State::Through),
+        };
+    }
+    (i, State::Chunked(chunk))
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for FramingGuard<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if this.approved > 0 {
+                let n = this.approved.min(buf.remaining());
+                buf.put_slice(&this.held[..n]);
+                this.held.advance(n);
+                this.approved -= n;
+                return Poll::Ready(Ok(()));
+            }
+            if this.state == State::Refused {
+                return Poll::Ready(Ok(()));
+            }
+            if this.state == State::Through && this.held.is_empty() {
+                return Pin::new(&mut this.inner).poll_read(cx, buf);
+            }
+            let mut scratch = [0u8; 8192];
+            let mut more = ReadBuf::new(&mut scratch);
+            ready!(Pin::new(&mut this.inner).poll_read(cx, &mut more))?;
+            if more.filled().is_empty() {
+                // The end: a head cut short is dropped, so hyper sees the stream end between
+                // requests and closes quietly.
+                this.held.clear();
+                return Poll::Ready(Ok(()));
+            }
+            this.held.extend_from_slice(more.filled());
+            this.follow();
+        }
+    }
+}
+
+super::write_through::write_through!(FramingGuard);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What hyper reads from `input`, given in pieces of `step` bytes.
+    fn seen(input: &[u8], step: usize) -> Vec<u8> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            use tokio::io::AsyncReadExt;
+            let (mut client, server) = tokio::io::duplex(1 << 20);
+            for piece in input.chunks(step) {
+                tokio::io::AsyncWriteExt::write_all(&mut client, piece)
+                    .await
+                    .unwrap();
+            }
+            drop(client);
+            let mut guard = FramingGuard::new(server);
+            let mut out = Vec::new();
+            guard.read_to_end(&mut out).await.unwrap();
+            out
+        })
+    }
+
+    const GOOD: &[u8] = b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello\
+        POST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\
+        5;ext=1\r\nhello\r\n0\r\nTrailer: t\r\n\r\n\
+        GET /c HTTP/1.1\r\nHost: x\r\n\r\n";
+
+    #[test]
+    fn well_framed_requests_pass_unchanged_however_they_arrive() {
+        for step in [1, 3, 7, 64, GOOD.len()] {
+            assert_eq!(seen(GOOD, step), GOOD, "step {step}");
+        }
+    }
+
+    #[test]
+    fn a_head_with_both_lengths_becomes_a_refused_line_after_the_requests_before_it() {
+        let bad = b"POST /d HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /e HTTP/1.1\r\n\r\n";
+        let input = [GOOD, &bad[..]].concat();
+        for step in [1, 5, input.len()] {
+            assert_eq!(seen(&input, step), [GOOD, REFUSED].concat(), "step {step}");
+        }
+        // Either order of the two fields.
+        let swapped = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n";
+        assert_eq!(seen(swapped, 2), REFUSED);
+    }
+
+    #[test]
+    fn a_body_that_looks_like_a_head_is_not_read_as_one() {
+        let body = b"POST /x HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let head = format!("POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n", body.len());
+        let input = [head.as_bytes(), &body[..], b"GET / HTTP/1.1\r\n\r\n"].concat();
+        assert_eq!(seen(&input, 9), input);
+    }
+
+    #[test]
+    fn what_it_cannot_follow_passes_through() {
+        for input in [
+            &b"GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\nanything",
+            b"POST / HTTP/1.1\r\nContent-Length: +5\r\n\r\nanything",
+            b"\x00garbage\r\n\r\nmore",
+            b"\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(seen(input, 4), input);
+        }
+    }
+
+    #[test]
+    fn a_head_cut_short_by_the_end_of_the_stream_is_dropped() {
+        assert_eq!(
+            seen(b"GET / HTTP/1.1\r\n\r\nGET /half HTTP/1.1\r\nHo", 6),
+            b"GET / HTTP/1.1\r\n\r\n"
+        );
+    }
+}
