@@ -160,6 +160,56 @@ fn a_graceful_stop_under_load_answers_every_request_sent_before_it_with_one_shar
     graceful_stop_loses_nothing(&["--shared-listener"]);
 }
 
+/// The pids and open connections of the HTTP server's workers, as `status` shows them.
+fn http_workers(d: &Demo) -> Vec<(i32, u64)> {
+    let status = d.server.status().unwrap();
+    (status["workers"].as_array().unwrap().iter())
+        .filter(|w| w["server"].as_str().unwrap().starts_with("http://"))
+        .map(|w| {
+            (
+                w["pid"].as_i64().unwrap() as i32,
+                w["connections"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Crashes (issue 15, item 2): a worker killed with SIGKILL under keep-alive load is replaced
+/// within a second, and only its own connections lose a request: at most one each.
+#[test]
+fn a_worker_killed_under_load_is_replaced_within_a_second_and_only_its_connections_fail() {
+    let d = demo(&[]);
+    let run = load(d.http, 20, true, 6);
+    wait_until(Duration::from_secs(5), "both workers busy", || {
+        let w = http_workers(&d);
+        w.len() == 2 && w.iter().all(|&(_, conns)| conns > 0)
+    });
+    thread::sleep(Duration::from_millis(500));
+    let workers = http_workers(&d);
+    let (victim, its_connections) = workers[0];
+    // SAFETY: killing our own test server's worker.
+    unsafe { libc::kill(victim, libc::SIGKILL) };
+    let killed = std::time::Instant::now();
+    wait_until(Duration::from_secs(1), "a replacement worker", || {
+        let w = http_workers(&d);
+        w.len() == 2 && w.iter().all(|&(pid, _)| pid != victim)
+    });
+    let replaced = killed.elapsed();
+    let r = run.join().unwrap();
+    eprintln!(
+        "replaced after {replaced:?}; the killed worker held {its_connections} of 20 \
+         connections; {} requests, errors {:?}",
+        r.requests, r.errors
+    );
+    assert!(r.requests > 1000, "only {} requests", r.requests);
+    assert!(
+        lost(&r) <= its_connections,
+        "{} requests lost, more than the killed worker's {its_connections} connections: {:?}",
+        lost(&r),
+        r.errors
+    );
+}
+
 fn ws_client(port: u16) -> WebSocket<TcpStream> {
     let s = connect(port);
     let (ws, resp) = tungstenite::client(format!("ws://127.0.0.1:{port}/"), s).expect("handshake");

@@ -66,6 +66,8 @@ struct Channel {
     queued: Rc<Cell<usize>>,
     replies: RefCell<VecDeque<oneshot::Sender<ToMaster>>>,
     ready: RefCell<Option<oneshot::Sender<std::result::Result<(), String>>>>,
+    /// The worker's end closed (it exited): nothing it is asked now will be answered.
+    closed: Cell<bool>,
 }
 
 /// One worker process.
@@ -82,6 +84,9 @@ struct Worker {
 impl Worker {
     /// Sends a request and waits for its reply.
     async fn ask(&self, msg: ToWorker, timeout: Duration) -> Option<ToMaster> {
+        if self.channel.closed.get() {
+            return None;
+        }
         let (tx, rx) = oneshot::channel();
         self.channel.replies.borrow_mut().push_back(tx);
         self.channel.tx.send(msg).ok()?;
@@ -380,6 +385,7 @@ impl Supervisor {
             tx,
             queued: queued.clone(),
             replies: RefCell::new(VecDeque::new()),
+            closed: Cell::new(false),
             ready: RefCell::new(Some(ready_tx)),
         });
         let worker = Rc::new(Worker {
@@ -446,8 +452,11 @@ impl Supervisor {
                     }
                 }
             }
-            // The channel closes when the worker exits: nothing more will come from it, and
-            // its counters as last seen are its totals.
+            // The channel closes when the worker exits: nothing more will come from it (those
+            // waiting on an answer get none at once, instead of at their timeout), and its
+            // counters as last seen are its totals.
+            channel.closed.set(true);
+            channel.replies.borrow_mut().clear();
             if let Some(s) = sup.looks.borrow_mut().remove(&pid) {
                 sup.retired.borrow_mut().add(&s);
             }
