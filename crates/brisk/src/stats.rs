@@ -49,6 +49,8 @@ pub(crate) struct Stats {
     pub(crate) ws_sent: Cell<u64>,
     /// Broadcast frames handed to members of a group in this worker.
     pub(crate) broadcast_deliveries: Cell<u64>,
+    /// Broadcasts not handed to the master for the other workers: its queue was full.
+    pub(crate) broadcasts_dropped: Cell<u64>,
     /// Jobs this worker pushed to a queue.
     pub(crate) jobs_pushed: Cell<u64>,
     /// Jobs this worker ran to the end.
@@ -149,6 +151,9 @@ pub struct WorkerStatus {
     /// Broadcast frames handed to members of a group in this worker since start.
     #[serde(default)]
     pub broadcast_deliveries: u64,
+    /// Broadcasts this worker could not hand to the master (the master was not reading).
+    #[serde(default)]
+    pub broadcasts_dropped: u64,
     /// Queue jobs: pushed, done, retried, dead-lettered since start, and running now.
     #[serde(default)]
     pub jobs: JobCounts,
@@ -302,6 +307,9 @@ pub struct RetiredTotals {
     /// Broadcast frames they handed to group members.
     #[serde(default)]
     pub broadcast_deliveries: u64,
+    /// Broadcasts they could not hand to the master.
+    #[serde(default)]
+    pub broadcasts_dropped: u64,
     /// Their queue jobs.
     #[serde(default)]
     pub jobs: JobCounts,
@@ -326,6 +334,7 @@ impl RetiredTotals {
         self.ws_messages += w.ws_messages;
         self.ws_sent += w.ws_sent;
         self.broadcast_deliveries += w.broadcast_deliveries;
+        self.broadcasts_dropped += w.broadcasts_dropped;
         self.jobs.add(&w.jobs);
     }
 }

@@ -175,6 +175,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 m = read_packet::<_, ToWorker>(&mut rx) => m,
                 Some((group, frames)) = relay_rx.recv() => {
                     let _ = write_broadcast(&mut tx, &group, &frames).await;
+                    worker.relay_sent(frames.len());
                     continue;
                 }
                 Some(done) = done_rx.recv() => {

@@ -80,7 +80,8 @@ pub struct MasterStatus {
     pub uptime_s: u64,
     /// Worker restarts after unexpected exits.
     pub restarts: u64,
-    /// Broadcasts the master did not relay to a worker that had stopped reading them.
+    /// Broadcasts lost on the way between workers: those the master did not relay to a worker
+    /// that had stopped reading them, and those a worker could not hand to a master that had.
     #[serde(default)]
     pub dropped_broadcasts: u64,
     /// The counters of the workers that have exited: add them to the rows' for the app's

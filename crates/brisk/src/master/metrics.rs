@@ -24,7 +24,8 @@ pub(crate) struct Scrape<'a> {
     pub workers: &'a [WorkerStatus],
     /// Workers restarted after an unexpected exit.
     pub restarts: u64,
-    /// Broadcasts the master dropped for a stalled worker.
+    /// Broadcasts dropped between workers: by the master for a stalled worker, and by workers
+    /// for a stalled master.
     pub dropped_broadcasts: u64,
     /// The master's pid.
     pub master_pid: i32,
@@ -112,7 +113,7 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
             "brisk_errors_total",
             "Errors by kind: handler errors and panics, protocol violations, send buffers that \
              filled, accepts paused at the max connections, access-log lines dropped, \
-             broadcasts dropped for a stalled worker.",
+             broadcasts dropped for a stalled worker or master.",
             MetricType::COUNTER,
             [
                 ("handler", r.throw_exception + sum(|w| w.throw_exception)),

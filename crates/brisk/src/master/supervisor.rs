@@ -733,7 +733,9 @@ impl Supervisor {
             master_pid: std::process::id() as i32,
             uptime_s: self.started.elapsed().as_secs(),
             restarts: self.restarts.get(),
-            dropped_broadcasts: self.dropped_broadcasts.get(),
+            dropped_broadcasts: self.dropped_broadcasts.get()
+                + self.retired.borrow().broadcasts_dropped
+                + rows.iter().map(|w| w.broadcasts_dropped).sum::<u64>(),
             retired: self.retired.borrow().clone(),
             workers: rows,
             unresponsive,
@@ -759,7 +761,9 @@ impl Supervisor {
             retired: &retired,
             workers: &rows,
             restarts: self.restarts.get(),
-            dropped_broadcasts: self.dropped_broadcasts.get(),
+            dropped_broadcasts: self.dropped_broadcasts.get()
+                + retired.broadcasts_dropped
+                + rows.iter().map(|w| w.broadcasts_dropped).sum::<u64>(),
             master_pid: std::process::id() as i32,
             alerts: alerting.as_ref().map(Alerting::states).unwrap_or_default(),
             webhook_failures: alerting.as_ref().map_or(0, Alerting::webhook_failures),

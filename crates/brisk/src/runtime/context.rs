@@ -66,6 +66,10 @@ pub(crate) struct WorkerCtx {
     limits: Limits,
     /// Broadcast frames for other workers, sent to the master by the worker loop.
     relay: mpsc::UnboundedSender<(String, BroadcastFrames)>,
+    /// Bytes of broadcasts in `relay`, not yet written to the master.
+    relay_queued: Cell<usize>,
+    /// When dropping broadcasts was last logged.
+    relay_warned: Cell<Option<Instant>>,
 }
 
 thread_local! {
@@ -121,6 +125,9 @@ pub(crate) fn set_current(worker: Option<Rc<WorkerCtx>>) {
     CURRENT.with(|c| *c.borrow_mut() = worker);
 }
 
+/// Bytes of broadcasts a worker keeps for the master before it drops them.
+pub(crate) const RELAY_LIMIT: usize = 16 << 20;
+
 /// How long a graceful stop waits for a connection's first (or unfinished) message.
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
@@ -133,6 +140,8 @@ impl WorkerCtx {
         WorkerCtx {
             limits,
             relay,
+            relay_queued: Cell::new(0),
+            relay_warned: Cell::new(None),
             info,
             stats: Stats::default(),
             registry: RefCell::new(HashMap::new()),
@@ -160,9 +169,35 @@ impl WorkerCtx {
         conn.is_some_and(|c| c.send_raw(bytes))
     }
 
-    /// Hands a broadcast's frames to the master for the other workers.
+    /// Hands a broadcast's frames to the master for the other workers. Past
+    /// [`RELAY_LIMIT`] bytes waiting for the master (it is not reading), the broadcast is
+    /// dropped for the other workers, counted and logged (at most every 10 s).
     pub(crate) fn relay_broadcast(&self, group: &str, frames: BroadcastFrames) {
+        let size = frames.len();
+        if self.relay_queued.get() + size > RELAY_LIMIT {
+            Stats::add(&self.stats.broadcasts_dropped, 1);
+            let now = Instant::now();
+            if self
+                .relay_warned
+                .get()
+                .is_none_or(|t| now - t >= Duration::from_secs(10))
+            {
+                self.relay_warned.set(Some(now));
+                tracing::warn!(
+                    dropped = self.stats.broadcasts_dropped.get(),
+                    "the master is not reading broadcasts: dropping them for the other workers"
+                );
+            }
+            return;
+        }
+        self.relay_queued.set(self.relay_queued.get() + size);
         let _ = self.relay.send((group.to_string(), frames));
+    }
+
+    /// A relayed broadcast of `size` bytes was written to the master.
+    pub(crate) fn relay_sent(&self, size: usize) {
+        self.relay_queued
+            .set(self.relay_queued.get().saturating_sub(size));
     }
 
     pub(crate) fn next_connection_id(&self) -> u64 {
@@ -283,6 +318,7 @@ impl WorkerCtx {
             http_duration: s.http_latency.totals(),
             ws_sent: s.ws_sent.get(),
             broadcast_deliveries: s.broadcast_deliveries.get(),
+            broadcasts_dropped: s.broadcasts_dropped.get(),
             jobs: stats::JobCounts {
                 pushed: s.jobs_pushed.get(),
                 done: s.jobs_done.get(),
