@@ -123,6 +123,10 @@ struct Args {
     /// `/blocks` its blocks from it instead of from each worker's memory.
     #[arg(long, global = true)]
     redis: Option<String>,
+    /// Close `/chat` members that cannot keep up (their send buffer is full) with this close
+    /// code (1008 or 1013), instead of dropping messages to them.
+    #[arg(long, global = true)]
+    slow_consumer_close: Option<u16>,
     /// An SMTP server for `POST /mail`: `smtp://host:port` (plain),
     /// `smtp://host:port?tls=required` (STARTTLS) or `smtps://host:port` (TLS), with
     /// `user:password@` before the host if it asks for a login.
@@ -248,6 +252,7 @@ struct Config {
     redis: Option<String>,
     smtp: Option<String>,
     smtp_ca: Option<PathBuf>,
+    slow_consumer_close: Option<u16>,
     db_pool_size: Option<usize>,
     db_max_pipeline: Option<usize>,
     db_acquire_timeout_ms: Option<u64>,
@@ -451,6 +456,10 @@ fn build(args: &Args) -> anyhow::Result<App> {
     let routes = routes::Routes::new(
         &static_root,
         args.static_sendfile_min_size,
+        match args.slow_consumer_close.or(file.slow_consumer_close) {
+            Some(code) => brisk::ws::SlowConsumer::Close(code),
+            None => brisk::ws::SlowConsumer::Drop,
+        },
         routes::Apps {
             techempower: techempower.clone(),
             orm: orm::Orm::new(&database),

@@ -56,10 +56,12 @@ pub(crate) struct Apps {
 
 impl Routes {
     /// Routes serving `/static/` from `static_root`, sending cached files from
-    /// `sendfile_min_size` on with sendfile (`None`: the library's default), and `apps`.
+    /// `sendfile_min_size` on with sendfile (`None`: the library's default), `/chat` with
+    /// `chat_slow` for members that cannot keep up, and `apps`.
     pub(crate) fn new(
         static_root: &Path,
         sendfile_min_size: Option<u64>,
+        chat_slow: ws::SlowConsumer,
         apps: Apps,
     ) -> anyhow::Result<Self> {
         let mut files = StaticFiles::new(static_root).map_err(|e| {
@@ -76,6 +78,7 @@ impl Routes {
             .on_message(|ws, msg| async move { ws.send(msg) });
         let chat = WsEndpoint::new()
             .permessage_deflate(true)
+            .slow_consumer(chat_slow)
             .on_open(|ws, _| async move { ws.join(ROOM) })
             .on_message(|_ws, msg| async move {
                 ws::broadcast(ROOM, msg);

@@ -20,29 +20,31 @@ struct Demo {
 }
 
 fn demo(workers: usize) -> Demo {
+    demo_with(workers, &[])
+}
+
+/// The demo with `workers` workers per server and `extra` flags.
+fn demo_with(workers: usize, extra: &[&str]) -> Demo {
     let (http, ws) = (free_port(), free_port());
     let h = format!("http://127.0.0.1:{http}");
     let w = format!("websocket://127.0.0.1:{ws}");
     let t = format!("text://127.0.0.1:{}", free_port());
     let f = format!("frame://127.0.0.1:{}", free_port());
     let n = workers.to_string();
-    let server = ServerProcess::start(
-        DEMO,
-        &[
-            "--workers",
-            &n,
-            "--http",
-            &h,
-            "--websocket",
-            &w,
-            "--text",
-            &t,
-            "--frame",
-            &f,
-        ],
-        workers * 4,
-    )
-    .unwrap();
+    let args = [
+        "--workers",
+        &n,
+        "--http",
+        &h,
+        "--websocket",
+        &w,
+        "--text",
+        &t,
+        "--frame",
+        &f,
+    ];
+    let args: Vec<&str> = args.iter().chain(extra).copied().collect();
+    let server = ServerProcess::start(DEMO, &args, workers * 4).unwrap();
     Demo { server, http, ws }
 }
 
@@ -842,4 +844,111 @@ fn with_the_master_stalled_a_worker_drops_broadcasts_for_the_others_instead_of_g
     // The worker still serves.
     publisher.send(Message::text("after")).unwrap();
     assert_eq!(publisher.read().unwrap(), Message::text("after"));
+}
+
+/// Slow consumers (issue 17, item 2): 3 members that read and one that does not, in one
+/// `/chat` room; a publisher sends `count` messages of 64 KiB, and each member that reads gets
+/// every one, in order. `sent(i, slow)` runs after each message is sent. Returns the slow
+/// member's connection.
+fn room_with_a_slow_member(
+    d: &Demo,
+    count: usize,
+    mut sent: impl FnMut(usize, &mut Option<WebSocket<TcpStream>>),
+) -> Option<WebSocket<TcpStream>> {
+    let mut slow = Some(client(d.http, "/chat"));
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let mut ws = client(d.http, "/chat");
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                let mut got = 0;
+                while got < count {
+                    match ws.read().unwrap() {
+                        Message::Binary(b) => {
+                            assert_eq!(b[..8], (got as u64).to_be_bytes(), "in order");
+                            got += 1;
+                        }
+                        Message::Ping(_) | Message::Pong(_) => {}
+                        other => panic!("{other:?}"),
+                    }
+                }
+                start.elapsed()
+            })
+        })
+        .collect();
+    let mut publisher = client(d.http, "/chat");
+    let mut message = noise(64 << 10);
+    for i in 0..count {
+        message[..8].copy_from_slice(&(i as u64).to_be_bytes());
+        publisher.send(Message::binary(message.clone())).unwrap();
+        // The publisher is a member too: it reads its own, so it keeps up.
+        assert!(matches!(publisher.read().unwrap(), Message::Binary(_)));
+        sent(i, &mut slow);
+    }
+    for r in readers {
+        let took = r.join().unwrap();
+        // Every message reached every member that reads, in order, while one did not read.
+        eprintln!("a reading member had all {count} messages after {took:?}");
+    }
+    slow
+}
+
+#[test]
+fn a_member_that_does_not_read_loses_messages_counted_and_the_others_get_them_all() {
+    let d = demo(1);
+    // 400 × 64 KiB = 25 MiB: far past the slow member's 2 MiB send buffer and its socket's.
+    let mut slow = room_with_a_slow_member(&d, 400, |_, _| {}).unwrap();
+    let dropped = wait_for(Duration::from_secs(5), "sends_dropped in status", || {
+        let status = d.server.status().ok()?;
+        let n: u64 = (status["workers"].as_array()?.iter())
+            .map(|w| w["sends_dropped"].as_u64().unwrap_or(0))
+            .sum();
+        (n > 0).then_some(n)
+    });
+    assert!(dropped >= 100, "{dropped} dropped");
+    // It is still connected: once it reads, it gets what was queued for it, then new ones.
+    slow.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut first = None;
+    let mut n = 0;
+    while n < 400 - dropped as usize {
+        if let Message::Binary(b) = slow.read().unwrap() {
+            first.get_or_insert(b[..8].to_vec());
+            n += 1;
+        }
+    }
+    assert_eq!(
+        first.unwrap(),
+        0u64.to_be_bytes(),
+        "it got the oldest first"
+    );
+    eprintln!("the slow member missed {dropped} of 400 and got the other {n}");
+}
+
+#[test]
+fn with_close_a_member_that_does_not_read_is_closed_with_the_code() {
+    let d = demo_with(1, &["--slow-consumer-close", "1013"]);
+    // After 300 messages (19 MiB, past its buffers) the slow member starts reading, well
+    // within the 5 s it has once closed.
+    let mut reader = None;
+    room_with_a_slow_member(&d, 400, |i, slow| {
+        if i == 300 {
+            let mut ws = slow.take().unwrap();
+            reader = Some(std::thread::spawn(move || {
+                let limit = Some(Duration::from_secs(10));
+                ws.get_ref().set_read_timeout(limit).unwrap();
+                loop {
+                    match ws.read() {
+                        Ok(Message::Close(frame)) => return frame,
+                        Ok(_) => {}
+                        Err(e) => panic!("no close frame: {e}"),
+                    }
+                }
+            }));
+        }
+    });
+    let frame = (reader.unwrap().join().unwrap()).expect("a close frame with a code");
+    assert_eq!(u16::from(frame.code), 1013, "{frame:?}");
+    assert!(frame.reason.contains("too slow"), "{frame:?}");
 }

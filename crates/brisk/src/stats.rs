@@ -27,6 +27,8 @@ pub(crate) struct Stats {
     pub(crate) rejected: Cell<u64>,
     /// Times a connection's send buffer filled up.
     pub(crate) buffer_full: Cell<u64>,
+    /// Messages not sent because the connection's send buffer was full.
+    pub(crate) sends_dropped: Cell<u64>,
     /// Times accepting paused at the max connections.
     pub(crate) accept_paused: Cell<u64>,
     /// Query-cache lookups answered from the cache.
@@ -100,6 +102,10 @@ pub struct WorkerStatus {
     pub rejected: u64,
     /// Send-buffer-full events.
     pub buffer_full: u64,
+    /// Messages not sent because a connection's send buffer was full (a slow consumer's
+    /// broadcasts, sends that failed with `BufferFull`).
+    #[serde(default)]
+    pub sends_dropped: u64,
     /// Times the worker stopped accepting because it held its max connections.
     #[serde(default)]
     pub accept_paused: u64,
@@ -279,6 +285,9 @@ pub struct RetiredTotals {
     pub rejected: u64,
     /// Their send-buffer-full events.
     pub buffer_full: u64,
+    /// Messages they did not send because a send buffer was full.
+    #[serde(default)]
+    pub sends_dropped: u64,
     /// Bytes they received.
     pub bytes_in: u64,
     /// Bytes they sent.
@@ -324,6 +333,7 @@ impl RetiredTotals {
         self.throw_exception += w.throw_exception;
         self.rejected += w.rejected;
         self.buffer_full += w.buffer_full;
+        self.sends_dropped += w.sends_dropped;
         self.bytes_in += w.bytes_in;
         self.bytes_out += w.bytes_out;
         self.accept_paused += w.accept_paused;

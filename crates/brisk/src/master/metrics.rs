@@ -112,13 +112,15 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
         family(
             "brisk_errors_total",
             "Errors by kind: handler errors and panics, protocol violations, send buffers that \
-             filled, accepts paused at the max connections, access-log lines dropped, \
+             filled and the messages they dropped, accepts paused at the max connections, \
+             access-log lines dropped, \
              broadcasts dropped for a stalled worker or master.",
             MetricType::COUNTER,
             [
                 ("handler", r.throw_exception + sum(|w| w.throw_exception)),
                 ("protocol", r.rejected + sum(|w| w.rejected)),
                 ("send_buffer_full", r.buffer_full + sum(|w| w.buffer_full)),
+                ("send_dropped", r.sends_dropped + sum(|w| w.sends_dropped)),
                 ("accept_paused", r.accept_paused + sum(|w| w.accept_paused)),
                 (
                     "log_lines_dropped",

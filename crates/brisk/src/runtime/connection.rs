@@ -211,6 +211,20 @@ impl<P: Protocol> Connection<P> {
         self.inner.send(msg.into())
     }
 
+    /// Queues `msg` even past the max send buffer, after what is queued (a close frame for a
+    /// peer that stopped reading); fails only once the connection is closing.
+    pub(crate) fn send_past_limit(&self, msg: impl Into<P::Message>) -> Result<(), SendError> {
+        let inner = &self.inner;
+        if inner.has(flag::CLOSING | flag::DESTROYED) {
+            return Err(SendError::Closed);
+        }
+        let mut bytes = BytesMut::new();
+        inner.protocol.borrow_mut().encode(msg.into(), &mut bytes)?;
+        inner.out.borrow_mut().extend_from_slice(&bytes);
+        inner.notify();
+        Ok(())
+    }
+
     /// The connection's protocol state (crate-internal protocols keep flags there).
     pub(crate) fn protocol(&self) -> std::cell::RefMut<'_, P> {
         self.inner.protocol.borrow_mut()
@@ -288,6 +302,7 @@ impl<P: Protocol> Inner<P> {
             return Err(SendError::Closed);
         }
         if inner.out.borrow().len() >= inner.server.limits.max_send_buffer {
+            Stats::add(&inner.server.worker.stats.sends_dropped, 1);
             return Err(SendError::BufferFull);
         }
         WRITE_SCRATCH.with(|scratch| {
@@ -312,6 +327,7 @@ impl<P: Protocol> Inner<P> {
         let limit = inner.server.limits.max_send_buffer;
         let mut out = inner.out.borrow_mut();
         if out.len() >= limit {
+            Stats::add(&inner.server.worker.stats.sends_dropped, 1);
             return false;
         }
         if out.is_empty() {

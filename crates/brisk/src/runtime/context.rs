@@ -298,6 +298,7 @@ impl WorkerCtx {
             throw_exception: s.throw_exception.get() + crate::timer::panics(),
             rejected: s.rejected.get(),
             buffer_full: s.buffer_full.get(),
+            sends_dropped: s.sends_dropped.get(),
             accept_paused: s.accept_paused.get(),
             log_lines_dropped: crate::log_file::dropped_lines(),
             cache_hits: s.cache_hits.get(),

@@ -27,7 +27,27 @@ type OpenFn = Rc<dyn Fn(WsConnection, Handshake) -> HandlerFuture>;
 type MessageFn = Rc<dyn Fn(WsConnection, Message) -> HandlerFuture>;
 type CloseFn = Rc<dyn Fn(WsConnection) -> HandlerFuture>;
 
+/// What an endpoint does with a connection that cannot keep up: its send buffer (the limits'
+/// `max_send_buffer`, 2 MiB by default) is full. Either way the other connections never wait
+/// for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlowConsumer {
+    /// Drop further messages to it (sends fail with `BufferFull`, broadcasts skip it) until it
+    /// catches up, each counted in `sends_dropped` (`status --json`, and `/metrics` as
+    /// `brisk_errors_total{kind="send_dropped"}`). The default.
+    Drop,
+    /// Close it with this close code (1008: policy violation, 1013: try again later). The
+    /// close frame goes after what is queued; a peer that has not read it all within
+    /// [`SLOW_CLOSE_GRACE`] is disconnected.
+    Close(u16),
+}
+
+/// How long a slow connection closed with [`SlowConsumer::Close`] has to read what was queued
+/// and the close frame.
+pub const SLOW_CLOSE_GRACE: Duration = Duration::from_secs(5);
+
 struct EndpointInner {
+    slow: SlowConsumer,
     on_open: Option<OpenFn>,
     on_message: Option<MessageFn>,
     on_close: Option<CloseFn>,
@@ -60,6 +80,7 @@ impl WsEndpoint {
     pub fn new() -> Self {
         WsEndpoint {
             inner: Rc::new(EndpointInner {
+                slow: SlowConsumer::Drop,
                 on_open: None,
                 on_message: None,
                 on_close: None,
@@ -154,6 +175,17 @@ impl WsEndpoint {
         self.edit(|e| e.deflate = on)
     }
 
+    /// What to do with a connection whose send buffer is full (default
+    /// [`SlowConsumer::Drop`]).
+    ///
+    /// ```
+    /// use brisk::ws::{SlowConsumer, WsEndpoint};
+    /// let chat = WsEndpoint::new().slow_consumer(SlowConsumer::Close(1013));
+    /// ```
+    pub fn slow_consumer(self, policy: SlowConsumer) -> Self {
+        self.edit(|e| e.slow = policy)
+    }
+
     /// The permessage-deflate agreement for a handshake's `Sec-WebSocket-Extensions` values:
     /// None when this endpoint does not offer it or no offer can be honoured.
     fn negotiate<'a>(&self, offers: impl IntoIterator<Item = &'a str>) -> Option<Agreement> {
@@ -214,6 +246,23 @@ impl WsEndpoint {
                 }
             })
         }));
+        if let SlowConsumer::Close(code) = self.inner.slow {
+            cb.on_buffer_full = Some(Rc::new(move |conn: Connection<WsCodec>| {
+                tracing::debug!(
+                    conn = conn.id(),
+                    code,
+                    "closing a connection that cannot keep up"
+                );
+                let reason = Utf8Bytes::from_static("too slow: messages could not be delivered");
+                let _ = conn.send_past_limit(WsFrame::Close(Some((code, reason))));
+                conn.close();
+                tokio::task::spawn_local(async move {
+                    tokio::time::sleep(SLOW_CLOSE_GRACE).await;
+                    conn.destroy();
+                });
+                Box::pin(async { Ok(()) })
+            }));
+        }
         let ep = self.clone();
         cb.on_close = Some(Rc::new(move |conn: Connection<WsCodec>| {
             group::leave_all(conn.id());

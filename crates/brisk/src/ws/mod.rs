@@ -20,7 +20,7 @@ mod group;
 mod server;
 
 pub use codec::Handshake;
-pub use endpoint::{WsConnection, WsEndpoint};
+pub use endpoint::{SlowConsumer, WsConnection, WsEndpoint, SLOW_CLOSE_GRACE};
 pub(crate) use group::deliver_local;
 pub use group::{broadcast, local_members};
 pub use server::WsServer;
