@@ -392,7 +392,8 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()))
         .unwrap_or_else(|| format!("sqlite:{}", run_dir.join("brisk-demo.sqlite").display()));
     let db = brisk::db::Db::open(&database, db_options)?;
-    let redis = match args.redis.clone().or(file.redis) {
+    let redis_url = args.redis.clone().or(file.redis);
+    let redis = match redis_url.clone() {
         Some(url) => Some(brisk::redis::Redis::new(
             &url,
             brisk::redis::RedisOptions::default(),
@@ -595,6 +596,10 @@ fn build(args: &Args) -> anyhow::Result<App> {
     }
     if let Some(heartbeat) = heartbeat {
         app = app.schedule(heartbeat);
+    }
+    if let Some(url) = redis_url {
+        // Instances on the same Redis share `/chat` rooms.
+        app = app.cluster(url);
     }
     Ok(app)
 }

@@ -45,6 +45,7 @@ pub struct App {
     pub(crate) logging: Logging,
     pub(crate) metrics: Option<String>,
     pub(crate) alerts: Option<crate::alerts::Alerts>,
+    pub(crate) cluster: Option<String>,
     pub(crate) schedules: Vec<Schedule>,
 }
 
@@ -70,6 +71,7 @@ impl App {
             logging: Logging::Default,
             metrics: None,
             alerts: None,
+            cluster: None,
             schedules: Vec::new(),
         }
     }
@@ -173,6 +175,24 @@ impl App {
     /// ```
     pub fn alerts(mut self, alerts: crate::alerts::Alerts) -> Self {
         self.alerts = Some(alerts);
+        self
+    }
+
+    /// Spans machines (feature `redis`): `brisk::ws::broadcast` reaches the members of a
+    /// group on every instance of the app that uses the same Redis server, once each. The
+    /// master holds the Redis subscription: see the README's "Beyond one machine". While Redis
+    /// is unreachable, broadcasts reach this instance only, and what could not be published or
+    /// was missed is counted in `status --json` (`cluster`).
+    ///
+    /// ```no_run
+    /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
+    /// brisk::App::new("chat")
+    ///     .server(server)
+    ///     .cluster("redis://10.0.0.5:6379")
+    ///     .run();
+    /// ```
+    pub fn cluster(mut self, redis_url: impl Into<String>) -> Self {
+        self.cluster = Some(redis_url.into());
         self
     }
 
@@ -287,6 +307,7 @@ impl App {
             metrics: self.metrics.as_deref().map(metrics_address).transpose()?,
             alerts: self.alerts,
             schedules: self.schedules,
+            cluster: self.cluster,
         })
     }
 

@@ -239,6 +239,19 @@ pub fn format_status(s: &MasterStatus) -> String {
             &format!("  dropped broadcasts {}", s.dropped_broadcasts),
         );
     }
+    if let Some(c) = &s.cluster {
+        out += &format!(
+            "cluster {}  {}  groups {}  published {}  received {}  publish failed {}  lost {}  reconnects {}\n",
+            c.url,
+            if c.connected { "connected" } else { "NOT CONNECTED" },
+            c.groups,
+            c.published,
+            c.received,
+            c.publish_failed,
+            c.lost,
+            c.reconnects
+        );
+    }
     let width = s
         .workers
         .iter()

@@ -348,3 +348,24 @@ impl RetiredTotals {
         self.jobs.add(&w.jobs);
     }
 }
+
+/// The cluster bus's counters (`App::cluster`), as `status --json` shows them.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct ClusterStatus {
+    /// The Redis server.
+    pub url: String,
+    /// Whether the subscription is connected now.
+    pub connected: bool,
+    /// Groups this instance holds members of (and is subscribed to).
+    pub groups: usize,
+    /// Broadcasts published for the other instances.
+    pub published: u64,
+    /// Broadcasts that could not be published (Redis down): they reached no other instance.
+    pub publish_failed: u64,
+    /// Broadcasts received from other instances and handed to this instance's workers.
+    pub received: u64,
+    /// Broadcasts of other instances missed while the subscription was cut off.
+    pub lost: u64,
+    /// Times the subscription connected again after losing Redis.
+    pub reconnects: u64,
+}

@@ -131,9 +131,14 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         let (rx, tx) = ipc.into_split();
         let (mut rx, mut tx) = (ipc::reader(rx), ipc::writer(tx));
         let (relay_tx, mut relay_rx) = mpsc::unbounded_channel();
-        // Jobs the master asked for report here when they end.
+        // Jobs the master asked for report here when they end, and group membership.
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<ToMaster>();
-        let worker = Rc::new(WorkerCtx::new(info.clone(), defaults, relay_tx));
+        let worker = Rc::new(WorkerCtx::new(
+            info.clone(),
+            defaults,
+            relay_tx,
+            done_tx.clone(),
+        ));
         context::set_current(Some(worker.clone()));
         let lag = tokio::task::spawn_local(worker.clone().watch_loop_lag());
         let limits = svc.limits.apply(defaults);

@@ -48,6 +48,11 @@ pub(crate) enum ToMaster {
         run: u64,
         error: Option<String>,
     },
+    /// The worker now holds members of this broadcast group (it held none). Sent only when
+    /// the app spans machines.
+    GroupJoined(String),
+    /// The worker holds no members of this group any more.
+    GroupLeft(String),
 }
 
 /// CLI to master.
@@ -98,6 +103,9 @@ pub struct MasterStatus {
     /// The app's schedules.
     #[serde(default)]
     pub schedules: Vec<ScheduleStatus>,
+    /// The cluster bus, if the app spans machines (`App::cluster`).
+    #[serde(default)]
+    pub cluster: Option<crate::stats::ClusterStatus>,
 }
 
 /// One schedule as the master sees it.

@@ -3,6 +3,11 @@
 //! traffic.
 
 mod alerting;
+#[cfg(feature = "redis")]
+mod cluster_bus;
+#[cfg(not(feature = "redis"))]
+#[path = "no_cluster_bus.rs"]
+mod cluster_bus;
 mod control;
 pub(crate) mod daemon;
 mod kpi_history;
@@ -44,6 +49,8 @@ pub(crate) struct MasterConfig {
     pub alerts: Option<crate::alerts::Alerts>,
     /// The app's schedules, run by the last service (the `schedules` process) if any.
     pub schedules: Vec<crate::schedule::Schedule>,
+    /// The Redis server of the cluster bus, if the app spans machines.
+    pub cluster: Option<String>,
 }
 
 /// One server or custom process, as the master sees it.
@@ -97,6 +104,8 @@ pub(crate) struct Plan {
     pub alerting: Option<alerting::Alerting>,
     /// The app's schedules; their jobs run in worker 0 of the last service.
     pub schedules: Vec<crate::schedule::Schedule>,
+    /// The cluster bus, if the app spans machines.
+    pub cluster: Option<std::rc::Rc<cluster_bus::ClusterBus>>,
 }
 
 impl Plan {
@@ -198,6 +207,17 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         Some(a) => Some(alerting::Alerting::new(&paths.name, a)?),
         None => None,
     };
+    let cluster = match &config.cluster {
+        #[cfg(feature = "redis")]
+        Some(url) => Some(cluster_bus::ClusterBus::new(url).map_err(Error::Config)?),
+        #[cfg(not(feature = "redis"))]
+        Some(_) => {
+            return Err(Error::Config(
+                "App::cluster needs the `redis` feature".into(),
+            ))
+        }
+        None => None,
+    };
     let (uid, gid) = resolve_identity(config.user.as_deref(), config.group.as_deref())?;
     let plan = Plan {
         name: paths.name.clone(),
@@ -212,6 +232,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         metrics,
         alerting,
         schedules: config.schedules,
+        cluster,
     };
     pidfile::write(&pid_file)
         .map_err(|e| Error::io(format!("cannot write pid file {}", pid_file.display()), e))?;

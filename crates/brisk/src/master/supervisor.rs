@@ -26,7 +26,7 @@ use super::metrics_listener::{self, Observed};
 use super::scheduler::Scheduler;
 use super::status_page::{self, StatusView};
 use super::Plan;
-use crate::env::{ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
+use crate::env::{ENV_CLUSTER, ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
 use crate::error::{Error, Result};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
 use crate::ipc::{self, BroadcastFrames, MasterStatus, Packet, ToMaster, ToWorker};
@@ -145,6 +145,8 @@ struct Supervisor {
     scheduler: Option<(Rc<Scheduler>, usize)>,
     /// Broadcasts not relayed to a stalled worker.
     dropped_broadcasts: Cell<u64>,
+    /// The cluster bus, if the app spans machines.
+    cluster: Option<Rc<super::cluster_bus::ClusterBus>>,
     started: Instant,
     exited: Notify,
     events: mpsc::UnboundedSender<Event>,
@@ -164,6 +166,7 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
         let metrics_socket = plan.metrics.take();
         let alerting = plan.alerting.take();
         let schedules = std::mem::take(&mut plan.schedules);
+        let cluster = plan.cluster.take();
         let slots = plan.slots();
         let n = slots.len();
         let scheduler = (!schedules.is_empty()).then(|| {
@@ -189,10 +192,20 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             alerting: RefCell::new(alerting),
             scheduler,
             dropped_broadcasts: Cell::new(0),
+            cluster,
             started: Instant::now(),
             exited: Notify::new(),
             events,
         });
+        if let Some(bus) = &sup.cluster {
+            // Broadcasts from other instances go to every worker of this one.
+            let weak = Rc::downgrade(&sup);
+            bus.start(move |group, frames| {
+                if let Some(sup) = weak.upgrade() {
+                    sup.relay_broadcast(0, group, frames);
+                }
+            });
+        }
         sup.install_signal_handlers()?;
         if let Err(msg) = sup.start_all().await {
             sup.stop_all(false).await;
@@ -347,6 +360,11 @@ impl Supervisor {
         }
         // Workers are not background masters, whatever the master is.
         cmd.env_remove(ENV_DAEMON);
+        if self.cluster.is_some() {
+            cmd.env(ENV_CLUSTER, "1");
+        } else {
+            cmd.env_remove(ENV_CLUSTER);
+        }
         if let Some(gid) = plan.gid {
             cmd.as_std_mut().gid(gid);
         }
@@ -418,6 +436,9 @@ impl Supervisor {
                 let msg = match packet {
                     Packet::Broadcast { group, frames } => {
                         sup.relay_broadcast(pid, &group, &frames);
+                        if let Some(bus) = &sup.cluster {
+                            bus.publish(&group, &frames);
+                        }
                         continue;
                     }
                     Packet::Msg(m) => m,
@@ -436,6 +457,16 @@ impl Supervisor {
                     }
                     ToMaster::Final(s) => {
                         sup.looks.borrow_mut().insert(pid, s);
+                    }
+                    ToMaster::GroupJoined(group) => {
+                        if let Some(bus) = &sup.cluster {
+                            bus.joined(pid, &group);
+                        }
+                    }
+                    ToMaster::GroupLeft(group) => {
+                        if let Some(bus) = &sup.cluster {
+                            bus.left(pid, &group);
+                        }
                     }
                     ToMaster::JobDone { job, run, error } => {
                         if let Some((scheduler, _)) = &sup.scheduler {
@@ -457,6 +488,9 @@ impl Supervisor {
             // counters as last seen are its totals.
             channel.closed.set(true);
             channel.replies.borrow_mut().clear();
+            if let Some(bus) = &sup.cluster {
+                bus.worker_gone(pid);
+            }
             if let Some(s) = sup.looks.borrow_mut().remove(&pid) {
                 sup.retired.borrow_mut().add(&s);
             }
@@ -745,6 +779,7 @@ impl Supervisor {
                 .as_ref()
                 .map(|(s, _)| s.status())
                 .unwrap_or_default(),
+            cluster: self.cluster.as_ref().map(|bus| bus.status()),
         }
     }
 

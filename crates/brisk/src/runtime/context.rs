@@ -68,6 +68,10 @@ pub(crate) struct WorkerCtx {
     relay: mpsc::UnboundedSender<(String, BroadcastFrames)>,
     /// Bytes of broadcasts in `relay`, not yet written to the master.
     relay_queued: Cell<usize>,
+    /// Messages for the master (jobs that ended, group membership), sent by the worker loop.
+    to_master: mpsc::UnboundedSender<crate::ipc::ToMaster>,
+    /// The app spans machines: the master wants to know which groups have members here.
+    cluster: bool,
     /// When dropping broadcasts was last logged.
     relay_warned: Cell<Option<Instant>>,
 }
@@ -136,10 +140,13 @@ impl WorkerCtx {
         info: WorkerInfo,
         limits: Limits,
         relay: mpsc::UnboundedSender<(String, BroadcastFrames)>,
+        to_master: mpsc::UnboundedSender<crate::ipc::ToMaster>,
     ) -> Self {
         WorkerCtx {
             limits,
             relay,
+            to_master,
+            cluster: std::env::var_os(crate::env::ENV_CLUSTER).is_some(),
             relay_queued: Cell::new(0),
             relay_warned: Cell::new(None),
             info,
@@ -192,6 +199,19 @@ impl WorkerCtx {
         }
         self.relay_queued.set(self.relay_queued.get() + size);
         let _ = self.relay.send((group.to_string(), frames));
+    }
+
+    /// Tells the master (when the app spans machines) that this worker now holds members of
+    /// `group` (`joined`), or none any more.
+    pub(crate) fn group_membership(&self, group: &str, joined: bool) {
+        if self.cluster {
+            let group = group.to_string();
+            let msg = match joined {
+                true => crate::ipc::ToMaster::GroupJoined(group),
+                false => crate::ipc::ToMaster::GroupLeft(group),
+            };
+            let _ = self.to_master.send(msg);
+        }
     }
 
     /// A relayed broadcast of `size` bytes was written to the master.

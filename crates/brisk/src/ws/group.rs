@@ -48,7 +48,14 @@ pub(crate) fn join(conn: u64, group: &str, deflate: Option<Agreement>) {
             Some((k, _)) => k.clone(),
             None => Rc::from(group),
         };
-        if g.members.entry(name.clone()).or_default().insert(conn) {
+        let set = g.members.entry(name.clone()).or_default();
+        let first = set.is_empty();
+        if set.insert(conn) {
+            if first {
+                if let Some(w) = worker::current() {
+                    w.group_membership(group, true);
+                }
+            }
             let joined = g.joined.entry(conn).or_insert_with(|| Joined {
                 groups: Vec::new(),
                 deflate: takes_deflated,
@@ -65,6 +72,7 @@ pub(crate) fn leave(conn: u64, group: &str) {
             set.remove(&conn);
             if set.is_empty() {
                 g.members.remove(group);
+                emptied(group);
             }
         }
         if let Some(joined) = g.joined.get_mut(&conn) {
@@ -85,10 +93,18 @@ pub(crate) fn leave_all(conn: u64) {
                 set.remove(&conn);
                 if set.is_empty() {
                     g.members.remove(&name);
+                    emptied(&name);
                 }
             }
         }
     });
+}
+
+/// The last member of `group` in this worker left.
+fn emptied(group: &str) {
+    if let Some(w) = worker::current() {
+        w.group_membership(group, false);
+    }
 }
 
 /// Members of `group` in this worker.

@@ -1,0 +1,136 @@
+//! Beyond one machine (issue 17): two demo instances on one Redis (`--redis`) share `/chat`
+//! rooms. Every message reaches every member on both instances exactly once; with Redis
+//! killed, each instance's broadcasts still reach its own members and the failed publishes are
+//! counted; once Redis is back, both subscribe again and messages cross again.
+
+use std::net::TcpStream;
+use std::time::Duration;
+
+use brisk_testkit::*;
+use serde_json::Value as Json;
+use tungstenite::{Message, WebSocket};
+
+mod common;
+use common::{demo_with, Demo};
+
+fn chat(d: &Demo) -> WebSocket<TcpStream> {
+    let (ws, _) =
+        tungstenite::client(format!("ws://127.0.0.1:{}/chat", d.http), connect(d.http)).unwrap();
+    ws
+}
+
+/// The next text message, or `None` if none comes within `limit`.
+fn next_text(ws: &mut WebSocket<TcpStream>, limit: Duration) -> Option<String> {
+    ws.get_ref().set_read_timeout(Some(limit)).unwrap();
+    loop {
+        match ws.read() {
+            Ok(Message::Text(t)) => return Some(t.to_string()),
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return None
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+fn cluster_status(d: &Demo) -> Json {
+    d.server.status().unwrap()["cluster"].clone()
+}
+
+#[test]
+fn chat_rooms_span_instances_exactly_once_and_survive_a_redis_restart() {
+    let mut redis = Redis::start().unwrap();
+    let url = redis.url();
+    let a = demo_with(2, &["--redis", &url]);
+    let b = demo_with(1, &["--redis", &url]);
+    // Three members on each instance (on A spread over its two workers by the kernel).
+    let mut on_a: Vec<_> = (0..3).map(|_| chat(&a)).collect();
+    let mut on_b: Vec<_> = (0..3).map(|_| chat(&b)).collect();
+    for d in [&a, &b] {
+        wait_until(Duration::from_secs(10), "subscribed to the room", || {
+            let c = cluster_status(d);
+            c["connected"] == true && c["groups"] == 1
+        });
+    }
+
+    // 10 messages from a member on A and 10 from one on B, interleaved.
+    for i in 0..10 {
+        on_a[0].send(Message::text(format!("a{i}"))).unwrap();
+        on_b[0].send(Message::text(format!("b{i}"))).unwrap();
+    }
+    for (name, ws) in on_a.iter_mut().chain(on_b.iter_mut()).enumerate() {
+        let got: Vec<String> = (0..20)
+            .map(|_| next_text(ws, Duration::from_secs(5)).expect("20 messages"))
+            .collect();
+        for sender in ["a", "b"] {
+            let from: Vec<&String> = got.iter().filter(|m| m.starts_with(sender)).collect();
+            let want: Vec<String> = (0..10).map(|i| format!("{sender}{i}")).collect();
+            assert_eq!(
+                from,
+                want.iter().collect::<Vec<_>>(),
+                "member {name}: {got:?}"
+            );
+        }
+        // Nothing more: no message came twice.
+        assert_eq!(
+            next_text(ws, Duration::from_millis(300)),
+            None,
+            "member {name}"
+        );
+    }
+    let (ca, cb) = (cluster_status(&a), cluster_status(&b));
+    assert_eq!(ca["published"], 10, "{ca}");
+    assert_eq!(cb["received"], 10, "{cb}");
+    assert_eq!(cb["lost"], 0, "{cb}");
+
+    // Redis down: A's broadcast reaches A's members only, and the failed publish is counted.
+    redis.kill();
+    on_a[1].send(Message::text("local")).unwrap();
+    for ws in on_a.iter_mut() {
+        assert_eq!(
+            next_text(ws, Duration::from_secs(5)).as_deref(),
+            Some("local")
+        );
+    }
+    wait_until(
+        Duration::from_secs(10),
+        "the failed publish counted",
+        || cluster_status(&a)["publish_failed"].as_u64() >= Some(1),
+    );
+    for ws in on_b.iter_mut() {
+        assert_eq!(next_text(ws, Duration::from_millis(300)), None);
+    }
+
+    // Redis back: both subscribe again, and messages cross again.
+    redis.start_again().unwrap();
+    for d in [&a, &b] {
+        wait_until(Duration::from_secs(15), "subscribed again", || {
+            let c = cluster_status(d);
+            c["connected"] == true && c["reconnects"].as_u64() >= Some(1)
+        });
+    }
+    // A's publishing connection may need one failed command to notice the restart: send until
+    // one crosses.
+    let crossed = (0..20).find_map(|k| {
+        on_a[2].send(Message::text(format!("again{k}"))).unwrap();
+        next_text(&mut on_b[0], Duration::from_millis(500))
+    });
+    let crossed = crossed.expect("a message crossed after Redis came back");
+    for ws in on_b.iter_mut().skip(1) {
+        let mut got = None;
+        while let Some(m) = next_text(ws, Duration::from_secs(2)) {
+            if m == crossed {
+                assert!(got.is_none(), "{crossed} twice");
+                got = Some(m);
+            }
+        }
+        assert_eq!(got.as_deref(), Some(crossed.as_str()));
+    }
+    eprintln!("A: {}\nB: {}", cluster_status(&a), cluster_status(&b));
+}

@@ -1,0 +1,313 @@
+//! The cluster bus: broadcasts that reach the members of a group on every instance of an app
+//! (`App::cluster("redis://…")`), through Redis pub/sub.
+//!
+//! **The master holds the Redis connections**, one subscription and one connection for
+//! publishing per instance, however many workers it has. Within an instance, broadcasts
+//! already go from worker to worker through the master; the master is the one process that
+//! sees them all, and knows (from its workers' reports) which groups have members here. A
+//! subscription per worker would multiply Redis's fan-out by the workers and deliver each
+//! message to every worker of the instance through Redis as well as through the master.
+//!
+//! **One channel per group** (`brisk:cluster:GROUP`), subscribed only while a worker of this
+//! instance holds members of the group, so an instance receives no traffic for groups it has
+//! no members of.
+//!
+//! **Each message is encoded once, by the worker that broadcast it**: the channel carries the
+//! WebSocket frame as that worker encoded it (uncompressed), after a header with the sending
+//! instance's id and a sequence number. The receiving master hands the frame to its workers
+//! as it is (members that negotiated permessage-deflate take it uncompressed, which RFC 7692
+//! allows), and skips its own messages, which its workers already delivered.
+//!
+//! **Failures are counted, never silent.** While Redis is unreachable, local broadcast goes on;
+//! a publish that fails is counted (`publish_failed`: those messages reached no other
+//! instance). The subscription reconnects with a backoff (100 ms doubling to 5 s) and
+//! subscribes again to every group it needs; a gap in another instance's sequence numbers,
+//! from messages published while this one was cut off, is counted as `lost`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+
+use crate::ipc::BroadcastFrames;
+use crate::redis::{cmd, Redis, RedisOptions};
+use crate::stats::ClusterStatus;
+
+/// What a message on a channel starts with: a tag, the instance id, the sequence number.
+const TAG: &[u8; 4] = b"BKC1";
+const HEADER: usize = 4 + 16 + 8;
+/// Channel names: this prefix, then the group.
+const PREFIX: &str = "brisk:cluster:";
+/// The longest wait between two connection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// A change to the subscriptions.
+enum Change {
+    Subscribe(String),
+    Unsubscribe(String),
+}
+
+/// The master's side of the cluster: its subscriptions, its publishing, its counters.
+pub(crate) struct ClusterBus {
+    url: String,
+    client: redis::Client,
+    publisher: Redis,
+    /// Identifies this instance's messages (random per master start).
+    instance: [u8; 16],
+    next_seq: Cell<u64>,
+    /// The workers holding members of each group.
+    groups: RefCell<HashMap<String, HashSet<i32>>>,
+    changes: mpsc::UnboundedSender<Change>,
+    changes_rx: RefCell<Option<mpsc::UnboundedReceiver<Change>>>,
+    outgoing: mpsc::UnboundedSender<(String, Bytes)>,
+    outgoing_rx: RefCell<Option<mpsc::UnboundedReceiver<(String, Bytes)>>>,
+    /// The last sequence number seen from each other instance.
+    last_seq: RefCell<HashMap<[u8; 16], u64>>,
+    status: RefCell<ClusterStatus>,
+}
+
+impl ClusterBus {
+    /// A bus on the Redis server at `url`. Connects nothing yet.
+    pub(crate) fn new(url: &str) -> Result<Rc<Self>, String> {
+        let client = redis::Client::open(url).map_err(|e| format!("cluster {url}: {e}"))?;
+        let publisher =
+            Redis::new(url, RedisOptions::default()).map_err(|e| format!("cluster: {e}"))?;
+        let mut instance = [0u8; 16];
+        getrandom_instance(&mut instance);
+        let (changes, changes_rx) = mpsc::unbounded_channel();
+        let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
+        Ok(Rc::new(ClusterBus {
+            url: url.to_owned(),
+            client,
+            publisher,
+            instance,
+            next_seq: Cell::new(1),
+            groups: RefCell::default(),
+            changes,
+            changes_rx: RefCell::new(Some(changes_rx)),
+            outgoing,
+            outgoing_rx: RefCell::new(Some(outgoing_rx)),
+            last_seq: RefCell::default(),
+            status: RefCell::new(ClusterStatus {
+                url: url.to_owned(),
+                ..Default::default()
+            }),
+        }))
+    }
+
+    /// Starts the subscription and the publisher on the master's runtime; `deliver` hands a
+    /// broadcast from another instance to this instance's workers.
+    pub(crate) fn start(self: &Rc<Self>, deliver: impl Fn(&str, &BroadcastFrames) + 'static) {
+        let changes = self.changes_rx.borrow_mut().take().expect("started once");
+        let outgoing = self.outgoing_rx.borrow_mut().take().expect("started once");
+        tokio::task::spawn_local(self.clone().subscribe_loop(changes, deliver));
+        tokio::task::spawn_local(self.clone().publish_loop(outgoing));
+    }
+
+    /// Worker `pid` now holds members of `group`.
+    pub(crate) fn joined(&self, pid: i32, group: &str) {
+        let mut groups = self.groups.borrow_mut();
+        let pids = groups.entry(group.to_owned()).or_default();
+        if pids.is_empty() {
+            let _ = self.changes.send(Change::Subscribe(channel(group)));
+        }
+        pids.insert(pid);
+    }
+
+    /// Worker `pid` holds no members of `group` any more.
+    pub(crate) fn left(&self, pid: i32, group: &str) {
+        let mut groups = self.groups.borrow_mut();
+        if let Some(pids) = groups.get_mut(group) {
+            pids.remove(&pid);
+            if pids.is_empty() {
+                groups.remove(group);
+                let _ = self.changes.send(Change::Unsubscribe(channel(group)));
+            }
+        }
+    }
+
+    /// Worker `pid` exited: it holds no members of anything.
+    pub(crate) fn worker_gone(&self, pid: i32) {
+        let held: Vec<String> = (self.groups.borrow().iter())
+            .filter(|(_, pids)| pids.contains(&pid))
+            .map(|(g, _)| g.clone())
+            .collect();
+        for group in held {
+            self.left(pid, &group);
+        }
+    }
+
+    /// Publishes a broadcast of this instance for the others.
+    pub(crate) fn publish(&self, group: &str, frames: &BroadcastFrames) {
+        let seq = self.next_seq.get();
+        self.next_seq.set(seq + 1);
+        let mut message = BytesMut::with_capacity(HEADER + frames.plain.len());
+        message.put_slice(TAG);
+        message.put_slice(&self.instance);
+        message.put_u64(seq);
+        message.put_slice(&frames.plain);
+        let _ = self.outgoing.send((channel(group), message.freeze()));
+    }
+
+    /// The counters now.
+    pub(crate) fn status(&self) -> ClusterStatus {
+        let mut s = self.status.borrow().clone();
+        s.groups = self.groups.borrow().len();
+        s
+    }
+
+    fn count(&self, f: impl FnOnce(&mut ClusterStatus)) {
+        f(&mut self.status.borrow_mut());
+    }
+
+    async fn publish_loop(self: Rc<Self>, mut outgoing: mpsc::UnboundedReceiver<(String, Bytes)>) {
+        let mut last_logged: Option<tokio::time::Instant> = None;
+        while let Some((channel, message)) = outgoing.recv().await {
+            let sent: Result<i64, _> = self
+                .publisher
+                .run(cmd("PUBLISH").arg(&channel).arg(&message[..]))
+                .await;
+            match sent {
+                Ok(_) => self.count(|s| s.published += 1),
+                Err(e) => {
+                    self.count(|s| s.publish_failed += 1);
+                    if last_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                        last_logged = Some(tokio::time::Instant::now());
+                        tracing::warn!(
+                            failed = self.status.borrow().publish_failed,
+                            "cluster: broadcasts reach this instance only: {e}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    async fn subscribe_loop(
+        self: Rc<Self>,
+        mut changes: mpsc::UnboundedReceiver<Change>,
+        deliver: impl Fn(&str, &BroadcastFrames),
+    ) {
+        let mut backoff = Duration::from_millis(100);
+        let mut ever_connected = false;
+        loop {
+            let attempt =
+                tokio::time::timeout(Duration::from_secs(2), self.client.get_async_pubsub()).await;
+            let pubsub = match attempt {
+                Ok(Ok(p)) => p,
+                failed => {
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "no connection within 2 s".to_owned(),
+                    };
+                    tracing::debug!("cluster: cannot subscribe on {}: {why}", self.url);
+                    // What to subscribe to is read again from `groups` on the next attempt.
+                    tokio::time::sleep(backoff).await;
+                    while changes.try_recv().is_ok() {}
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    continue;
+                }
+            };
+            let (mut sink, mut stream) = pubsub.split();
+            while changes.try_recv().is_ok() {}
+            let wanted: Vec<String> = self.groups.borrow().keys().map(|g| channel(g)).collect();
+            let mut ok = true;
+            for ch in wanted {
+                if sink.subscribe(ch).await.is_err() {
+                    ok = false;
+                    break;
+                }
+            }
+            if ok {
+                backoff = Duration::from_millis(100);
+                self.count(|s| {
+                    s.connected = true;
+                    if ever_connected {
+                        s.reconnects += 1;
+                    }
+                });
+                if ever_connected {
+                    tracing::info!("cluster: subscribed again on {}", self.url);
+                }
+                ever_connected = true;
+                loop {
+                    tokio::select! {
+                        msg = stream.next() => match msg {
+                            Some(msg) => self.receive(msg.get_channel_name(), msg.get_payload_bytes(), &deliver),
+                            None => break,
+                        },
+                        Some(change) = changes.recv() => {
+                            let done = match change {
+                                Change::Subscribe(ch) => sink.subscribe(ch).await,
+                                Change::Unsubscribe(ch) => sink.unsubscribe(ch).await,
+                            };
+                            if done.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                self.count(|s| s.connected = false);
+                tracing::warn!(
+                    "cluster: lost the subscription on {}; local broadcast goes on, reconnecting",
+                    self.url
+                );
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// A message from the channel of a group.
+    fn receive(&self, channel: &str, payload: &[u8], deliver: &impl Fn(&str, &BroadcastFrames)) {
+        let Some(group) = channel.strip_prefix(PREFIX) else {
+            return;
+        };
+        if payload.len() < HEADER || &payload[..4] != TAG {
+            tracing::debug!(channel, "cluster: not a Brisk broadcast, ignored");
+            return;
+        }
+        let instance: [u8; 16] = payload[4..20].try_into().expect("16 bytes");
+        if instance == self.instance {
+            return;
+        }
+        let seq = u64::from_be_bytes(payload[20..28].try_into().expect("8 bytes"));
+        let missed = {
+            let mut last = self.last_seq.borrow_mut();
+            let before = last.insert(instance, seq);
+            before.map_or(0, |b| seq.saturating_sub(b + 1))
+        };
+        self.count(|s| {
+            s.received += 1;
+            s.lost += missed;
+        });
+        let frames = BroadcastFrames {
+            plain: Bytes::copy_from_slice(&payload[HEADER..]),
+            deflated: None,
+        };
+        deliver(group, &frames);
+    }
+}
+
+/// The Redis channel of `group`.
+fn channel(group: &str) -> String {
+    format!("{PREFIX}{group}")
+}
+
+/// A random instance id, from the kernel.
+fn getrandom_instance(id: &mut [u8; 16]) {
+    use std::io::Read;
+    let filled = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(id));
+    if filled.is_err() {
+        // Unlikely; the pid and the clock still tell instances apart.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        id[..4].copy_from_slice(&std::process::id().to_be_bytes());
+        id[4..].copy_from_slice(&nanos.to_be_bytes()[4..]);
+    }
+}
