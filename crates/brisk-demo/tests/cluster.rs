@@ -134,3 +134,81 @@ fn chat_rooms_span_instances_exactly_once_and_survive_a_redis_restart() {
     }
     eprintln!("A: {}\nB: {}", cluster_status(&a), cluster_status(&b));
 }
+
+/// The instances' HTTP workers' open connections, summed.
+fn connections(d: &Demo) -> u64 {
+    let status = d.server.status().unwrap();
+    (status["workers"].as_array().unwrap().iter())
+        .filter(|w| w["server"].as_str().unwrap().starts_with("http://"))
+        .map(|w| w["connections"].as_u64().unwrap())
+        .sum()
+}
+
+/// Behind a real proxy (issue 17, item 3): `deploy/nginx.conf` in front of two instances,
+/// WebSocket clients join `/chat` through nginx and land on both, and every message reaches
+/// every client exactly once; plain requests go through nginx's kept upstream connections.
+#[test]
+fn behind_nginx_every_message_reaches_every_client_once() {
+    let redis = Redis::start().unwrap();
+    let url = redis.url();
+    let a = demo_with(1, &["--redis", &url]);
+    let b = demo_with(1, &["--redis", &url]);
+    let port = free_port();
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/nginx.conf");
+    let mut conf = std::fs::read_to_string(deploy).unwrap();
+    for (from, to) in [
+        ("worker_processes auto;", "worker_processes 1;".to_string()),
+        ("listen 80;", format!("listen 127.0.0.1:{port};")),
+        (
+            "server 127.0.0.1:8080;",
+            format!("server 127.0.0.1:{};", a.http),
+        ),
+        (
+            "server 127.0.0.1:8081;",
+            format!("server 127.0.0.1:{};", b.http),
+        ),
+    ] {
+        assert!(conf.contains(from), "deploy/nginx.conf has no {from:?}");
+        conf = conf.replace(from, &to);
+    }
+    let nginx = Nginx::start(&conf, port).unwrap();
+
+    // Plain requests through nginx.
+    for _ in 0..4 {
+        let r = common::get(nginx.port(), "/");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, b"Hello World");
+    }
+    // Six members through nginx: round robin puts them on both instances.
+    let mut members: Vec<_> = (0..6)
+        .map(|_| {
+            let url = format!("ws://127.0.0.1:{port}/chat");
+            tungstenite::client(url, connect(port)).unwrap().0
+        })
+        .collect();
+    wait_until(Duration::from_secs(10), "members on both instances", || {
+        connections(&a) >= 3 && connections(&b) >= 3
+    });
+    for d in [&a, &b] {
+        wait_until(Duration::from_secs(10), "subscribed to the room", || {
+            let c = cluster_status(d);
+            c["connected"] == true && c["groups"] == 1
+        });
+    }
+    for (i, ws) in members.iter_mut().enumerate() {
+        ws.send(Message::text(format!("m{i}"))).unwrap();
+    }
+    for (i, ws) in members.iter_mut().enumerate() {
+        let mut got: Vec<String> = (0..6)
+            .map(|_| next_text(ws, Duration::from_secs(5)).expect("6 messages"))
+            .collect();
+        got.sort();
+        let want: Vec<String> = (0..6).map(|k| format!("m{k}")).collect();
+        assert_eq!(got, want, "member {i}");
+        assert_eq!(
+            next_text(ws, Duration::from_millis(300)),
+            None,
+            "member {i}"
+        );
+    }
+}
