@@ -13,7 +13,7 @@ use ::redis::aio::ConnectionManager;
 use tokio::time::Instant;
 
 /// Commands for [`Redis::run`], built with [`cmd`], and what answers convert into.
-pub use ::redis::{cmd, Cmd, FromRedisValue};
+pub use ::redis::{cmd, pipe, Cmd, FromRedisValue, Pipeline};
 
 /// How a worker uses a Redis server.
 #[derive(Debug, Clone)]
@@ -172,6 +172,20 @@ impl Redis {
         let mut conn = self.connection().await?;
         let timeout = self.inner.options.command_timeout;
         match tokio::time::timeout(timeout, cmd.query_async(&mut conn)).await {
+            Ok(r) => r.map_err(|e| redis_error(e, timeout)),
+            Err(_) => Err(RedisError::Timeout(timeout)),
+        }
+    }
+
+    /// Runs several commands in one round trip (built with `redis::pipe()`), within the
+    /// command timeout.
+    pub async fn run_pipeline<T: ::redis::FromRedisValue>(
+        &self,
+        pipe: &::redis::Pipeline,
+    ) -> Result<T, RedisError> {
+        let mut conn = self.connection().await?;
+        let timeout = self.inner.options.command_timeout;
+        match tokio::time::timeout(timeout, pipe.query_async(&mut conn)).await {
             Ok(r) => r.map_err(|e| redis_error(e, timeout)),
             Err(_) => Err(RedisError::Timeout(timeout)),
         }

@@ -34,7 +34,7 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
 use crate::ipc::BroadcastFrames;
-use crate::redis::{cmd, Redis, RedisOptions};
+use crate::redis::{pipe, Redis, RedisOptions};
 use crate::stats::ClusterStatus;
 
 /// What a message on a channel starts with: a tag, the instance id, the sequence number.
@@ -42,6 +42,8 @@ const TAG: &[u8; 4] = b"BKC1";
 const HEADER: usize = 4 + 16 + 8;
 /// Channel names: this prefix, then the group.
 const PREFIX: &str = "brisk:cluster:";
+/// The most broadcasts published in one round trip.
+const MAX_BATCH: u64 = 256;
 /// The longest wait between two connection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -164,17 +166,32 @@ impl ClusterBus {
         f(&mut self.status.borrow_mut());
     }
 
+    /// Publishes in order: what queued up while a round trip was under way goes in the next
+    /// one, as one pipeline (up to [`MAX_BATCH`] messages).
     async fn publish_loop(self: Rc<Self>, mut outgoing: mpsc::UnboundedReceiver<(String, Bytes)>) {
         let mut last_logged: Option<tokio::time::Instant> = None;
-        while let Some((channel, message)) = outgoing.recv().await {
-            let sent: Result<i64, _> = self
-                .publisher
-                .run(cmd("PUBLISH").arg(&channel).arg(&message[..]))
-                .await;
+        while let Some(first) = outgoing.recv().await {
+            let mut batch = pipe();
+            let mut n = 0u64;
+            let mut next = Some(first);
+            while let Some((channel, message)) = next {
+                batch
+                    .cmd("PUBLISH")
+                    .arg(&channel)
+                    .arg(&message[..])
+                    .ignore();
+                n += 1;
+                next = if n < MAX_BATCH {
+                    outgoing.try_recv().ok()
+                } else {
+                    None
+                };
+            }
+            let sent: Result<(), _> = self.publisher.run_pipeline(&batch).await;
             match sent {
-                Ok(_) => self.count(|s| s.published += 1),
+                Ok(()) => self.count(|s| s.published += n),
                 Err(e) => {
-                    self.count(|s| s.publish_failed += 1);
+                    self.count(|s| s.publish_failed += n);
                     if last_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
                         last_logged = Some(tokio::time::Instant::now());
                         tracing::warn!(
