@@ -70,7 +70,7 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
         None => match drive(&conn, pin!(h1::serve(&shared, &conn, io)), Shutdown::AtOnce, |_| {}).await {
             // Boxed: a connection that never needs hyper does not carry its state.
             Some(h1::Exit::Handover(io)) => {
-                let io = TokioIo::new(FramingGuard::new(io));
+                let io = TokioIo::new(guarded(io, &shared.http));
                 let http = Box::pin(shared.builder.serve_connection(io, svc).with_upgrades());
                 drive(&conn, http, Shutdown::AfterGrace, |c| c.graceful_shutdown())
                     .await
@@ -97,7 +97,7 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
                     } else {
                         conn.tls_h1.set(true);
                         let io = HeadTimeoutIo::new(stream, conn.activity.clone());
-                        let io = TokioIo::new(FramingGuard::new(io));
+                        let io = TokioIo::new(guarded(io, &shared.http));
                         let http = pin!(shared.builder.serve_connection(io, svc).with_upgrades());
                         drive(&conn, http, Shutdown::AfterGrace, |c| c.graceful_shutdown()).await
                     }
@@ -188,6 +188,12 @@ fn on_connection_error(worker: &WorkerCtx, conn: &HttpConn, e: &hyper::Error) {
     } else {
         tracing::debug!(conn = conn.id, error = %e, "connection error");
     }
+}
+
+/// `io` under a [`FramingGuard`] with hyper's head limits for the connection.
+fn guarded<T>(io: T, http: &super::limits::HttpLimits) -> FramingGuard<T> {
+    // hyper's read buffer holds a head of up to `max_buf_size` (see `start.rs`).
+    FramingGuard::new(io, http.max_header_bytes.max(8192), http.max_headers)
 }
 
 #[cfg(test)]

@@ -9,9 +9,12 @@
 //! until the head is whole, reads its framing, and hands it on. A head with both lengths
 //! reaches hyper as a request line hyper refuses, so hyper answers 400 and closes, after the
 //! responses to any requests before it. Bodies pass through, followed by their length
-//! (`Content-Length`, or chunk by chunk). After anything it does not follow (an upgrade,
-//! `CONNECT`, a head it cannot parse or larger than its limit) it steps aside and passes
-//! everything through: hyper judges those itself.
+//! (`Content-Length`, or chunk by chunk). A request that asks for an upgrade has no body: if
+//! hyper switches protocols, what follows is taken from the guard with the connection
+//! ([`FramingGuard::into_parts`]); if not, the next request is checked like any other. After
+//! anything it cannot follow (a head it cannot parse, one over the head limits, a body hyper
+//! will refuse) it steps aside and passes everything through: hyper refuses those itself and
+//! closes.
 
 use std::io;
 use std::pin::Pin;
@@ -22,10 +25,6 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 /// What hyper reads instead of a head with both lengths: a request line it answers with 400.
 const REFUSED: &[u8] = b"\x01 / HTTP/1.1\r\n\r\n";
-/// The largest head the guard holds back; past it, hyper's own limit answers (431).
-const MAX_HEAD: usize = 64 * 1024;
-/// Headers read from one head; a head with more is left to hyper.
-const MAX_HEADERS: usize = 128;
 
 /// Where the request stream stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +73,12 @@ enum Chunk {
 pub(crate) struct FramingGuard<T> {
     inner: T,
     state: State,
+    /// The largest head held back; past it hyper's own limit answers (431).
+    max_head: usize,
+    /// The most fields parsed in a head; a head with more is hyper's to refuse.
+    max_headers: usize,
+    /// How far past the approved bytes the search for a head's end has looked.
+    scanned: usize,
     /// Bytes read from `inner` and not yet given to hyper.
     held: BytesMut,
     /// How many bytes at the front of `held` have been looked at and may go to hyper.
@@ -81,10 +86,15 @@ pub(crate) struct FramingGuard<T> {
 }
 
 impl<T> FramingGuard<T> {
-    pub(crate) fn new(inner: T) -> Self {
+    /// A guard for heads of at most `max_head` bytes and `max_headers` fields (hyper's
+    /// limits on the connection).
+    pub(crate) fn new(inner: T, max_head: usize, max_headers: usize) -> Self {
         FramingGuard {
             inner,
             state: State::Head,
+            max_head,
+            max_headers,
+            scanned: 0,
             held: BytesMut::new(),
             approved: 0,
         }
@@ -117,15 +127,34 @@ impl<T> FramingGuard<T> {
                     self.state = next;
                 }
                 State::Head => {
-                    let Some(end) = rest.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        if rest.len() > MAX_HEAD {
+                    // A head ends with an empty line, CRLF or a bare LF as httparse and hyper
+                    // take it: parse only once one may have arrived, from where the last look
+                    // stopped.
+                    let from = self.scanned.saturating_sub(2);
+                    let blank = rest[from..]
+                        .windows(2)
+                        .position(|w| w == b"\n\n" || w == b"\n\r");
+                    let parsed = match blank {
+                        Some(_) => parse_head(rest, self.max_headers),
+                        None => Parsed::Partial,
+                    };
+                    let (end, next) = match parsed {
+                        Parsed::Partial => {
+                            self.scanned = rest.len();
+                            if rest.len() > self.max_head {
+                                self.state = State::Through;
+                                continue;
+                            }
+                            return;
+                        }
+                        Parsed::Other => {
                             self.state = State::Through;
                             continue;
                         }
-                        return;
+                        Parsed::Head(end, next) => (end, next),
                     };
-                    let end = end + 4;
-                    match next_after_head(&rest[..end]) {
+                    self.scanned = 0;
+                    match next {
                         Some(next) => {
                             self.approved += end;
                             self.state = next;
@@ -145,19 +174,31 @@ impl<T> FramingGuard<T> {
     }
 }
 
-/// The state after a whole head: `None` if the head has both lengths.
-fn next_after_head(head: &[u8]) -> Option<State> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+/// What the held bytes start with.
+enum Parsed {
+    /// A whole head of this many bytes, and the state after it (`None`: it has both
+    /// lengths).
+    Head(usize, Option<State>),
+    /// Not a whole head yet.
+    Partial,
+    /// Not a head httparse can read (hyper refuses it), or one with too many fields.
+    Other,
+}
+
+/// Reads the head `bytes` start with (httparse skips empty lines before it, as hyper does).
+fn parse_head(bytes: &[u8], max_headers: usize) -> Parsed {
+    let mut headers = vec![httparse::EMPTY_HEADER; max_headers];
     let mut req = httparse::Request::new(&mut headers);
-    match req.parse(head) {
-        Ok(httparse::Status::Complete(_)) => {}
-        // Only empty lines (allowed before a request line): still between requests.
-        Ok(httparse::Status::Partial) if head.iter().all(|b| matches!(b, b'\r' | b'\n')) => {
-            return Some(State::Head)
-        }
-        // hyper answers what it cannot parse itself.
-        _ => return Some(State::Through),
-    }
+    let end = match req.parse(bytes) {
+        Ok(httparse::Status::Complete(end)) => end,
+        Ok(httparse::Status::Partial) => return Parsed::Partial,
+        Err(_) => return Parsed::Other,
+    };
+    Parsed::Head(end, next_after_head(&req))
+}
+
+/// The state after a whole head: `None` if the head has both lengths.
+fn next_after_head(req: &httparse::Request<'_, '_>) -> Option<State> {
     let values = |name: &'static str| -> Vec<&[u8]> {
         (req.headers.iter())
             .filter(|h| h.name.eq_ignore_ascii_case(name))
@@ -169,9 +210,6 @@ fn next_after_head(head: &[u8]) -> Option<State> {
     if !lengths.is_empty() && !codings.is_empty() {
         return None;
     }
-    if req.method == Some("CONNECT") || !values("upgrade").is_empty() {
-        return Some(State::Through);
-    }
     if let Some(last) = codings.last() {
         let last_coding = last.rsplit(|&b| b == b',').next().unwrap_or_default();
         return Some(
@@ -182,20 +220,27 @@ fn next_after_head(head: &[u8]) -> Option<State> {
             },
         );
     }
-    let Some(first) = lengths.first() else {
+    if lengths.is_empty() {
         return Some(State::Head);
-    };
-    // One value, digits only, the same in every field; anything else is hyper's to refuse.
-    let parsed = std::str::from_utf8(first)
-        .ok()
-        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|v| v.parse::<u64>().ok());
-    match parsed {
-        Some(n) if lengths.iter().all(|l| l == first) => {
-            Some(if n == 0 { State::Head } else { State::Body(n) })
-        }
-        _ => Some(State::Through),
     }
+    // Every value in every field (comma lists too) digits only and the same number, as
+    // hyper takes them; anything else is hyper's to refuse.
+    let mut length = None;
+    for value in lengths.iter().flat_map(|l| l.split(|&b| b == b',')) {
+        let digits = value.trim_ascii();
+        let n = (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
+            .then(|| std::str::from_utf8(digits).ok()?.parse::<u64>().ok())
+            .flatten();
+        match (n, length) {
+            (Some(n), None) => length = Some(n),
+            (Some(n), Some(m)) if n == m => {}
+            _ => return Some(State::Through),
+        }
+    }
+    Some(match length {
+        Some(0) | None => State::Head,
+        Some(n) => State::Body(n),
+    })
 }
 
 /// Follows a chunked body over `bytes`: how many of them belong to it, and the state after.
@@ -223,6 +268,8 @@ fn follow_chunked(mut chunk: Chunk, bytes: &[u8]) -> (usize, State) {
                 }
             }
             (Chunk::Size { n, .. }, b'\r') => Chunk::SizeLf { n },
+            // Whitespace after the size, which hyper allows, then extensions if any.
+            (Chunk::Size { n, ext: false }, b' ' | b'\t') => Chunk::Size { n, ext: true },
             (Chunk::Size { n, .. }, b';') | (Chunk::Size { n, ext: true }, _) => {
                 Chunk::Size { n, ext: true }
             }
@@ -298,7 +345,7 @@ mod tests {
                     .unwrap();
             }
             drop(client);
-            let mut guard = FramingGuard::new(server);
+            let mut guard = FramingGuard::new(server, 64 * 1024, 100);
             let mut out = Vec::new();
             guard.read_to_end(&mut out).await.unwrap();
             out
@@ -338,10 +385,43 @@ mod tests {
     }
 
     #[test]
+    fn heads_ending_in_bare_lf_are_followed_like_any_other() {
+        let good = b"GET / HTTP/1.1\nHost: x\n\nPOST /p HTTP/1.1\nContent-Length: 3\n\nabc";
+        assert_eq!(seen(good, 2), good);
+        let bad = b"GET / HTTP/1.1\nHost: x\n\nPOST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+        assert_eq!(
+            seen(bad, 5),
+            [&b"GET / HTTP/1.1\nHost: x\n\n"[..], REFUSED].concat()
+        );
+    }
+
+    #[test]
+    fn a_request_asking_for_an_upgrade_does_not_switch_the_guard_off() {
+        // Not upgraded (a 404, say): the next request is checked as usual.
+        let input = b"GET /x HTTP/1.1\r\nUpgrade: websocket\r\n\r\nPOST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(
+            seen(input, 7),
+            [
+                &b"GET /x HTTP/1.1\r\nUpgrade: websocket\r\n\r\n"[..],
+                REFUSED
+            ]
+            .concat()
+        );
+    }
+
+    #[test]
+    fn lengths_and_chunk_sizes_hyper_accepts_are_followed() {
+        let input = b"POST / HTTP/1.1\r\nContent-Length: 5, 5\r\ncontent-length: 05\r\n\r\nhello\
+            POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5 \r\nhello\r\n0\t\r\n\r\n\
+            POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let cut = input.windows(4).rposition(|w| w == b"POST").unwrap();
+        assert_eq!(seen(input, 3), [&input[..cut], REFUSED].concat());
+    }
+
+    #[test]
     fn what_it_cannot_follow_passes_through() {
         for input in [
-            &b"GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
-            b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\nanything",
+            &b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\nanything"[..],
             b"POST / HTTP/1.1\r\nContent-Length: +5\r\n\r\nanything",
             b"\x00garbage\r\n\r\nmore",
             b"\r\n\r\nGET / HTTP/1.1\r\n\r\n",

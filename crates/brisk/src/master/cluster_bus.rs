@@ -14,15 +14,17 @@
 //!
 //! **Each message is encoded once, by the worker that broadcast it**: the channel carries the
 //! WebSocket frame as that worker encoded it (uncompressed), after a header with the sending
-//! instance's id and a sequence number. The receiving master hands the frame to its workers
+//! instance's id and the group's sequence number on that instance. The receiving master hands the frame to its workers
 //! as it is (members that negotiated permessage-deflate take it uncompressed, which RFC 7692
 //! allows), and skips its own messages, which its workers already delivered.
 //!
 //! **Failures are counted, never silent.** While Redis is unreachable, local broadcast goes on;
 //! a publish that fails is counted (`publish_failed`: those messages reached no other
 //! instance). The subscription reconnects with a backoff (100 ms doubling to 5 s) and
-//! subscribes again to every group it needs; a gap in another instance's sequence numbers,
-//! from messages published while this one was cut off, is counted as `lost`.
+//! subscribes again to every group it needs; a gap in another instance's sequence numbers for
+//! a group, from messages published while this one was cut off (or that instance could not
+//! publish), is counted as `lost`. At most [`MAX_QUEUED`] broadcasts wait to be published;
+//! past that (Redis far too slow) they are counted as `publish_failed` too.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -42,6 +44,14 @@ const TAG: &[u8; 4] = b"BKC1";
 const HEADER: usize = 4 + 16 + 8;
 /// Channel names: this prefix, then the group.
 const PREFIX: &str = "brisk:cluster:";
+/// The most broadcasts waiting to be published.
+const MAX_QUEUED: usize = 10_000;
+/// Groups whose sequence numbers an instance keeps before it starts them all again.
+const MAX_SEQUENCES: usize = 65_536;
+/// How long a subscription command or a ping may take before the connection is given up.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often an idle subscription is checked with a ping.
+const PING_INTERVAL: Duration = Duration::from_secs(10);
 /// The most broadcasts published in one round trip.
 const MAX_BATCH: u64 = 256;
 /// The longest wait between two connection attempts.
@@ -60,15 +70,18 @@ pub(crate) struct ClusterBus {
     publisher: Redis,
     /// Identifies this instance's messages (random per master start).
     instance: [u8; 16],
-    next_seq: Cell<u64>,
+    /// The next sequence number of each group this instance published to.
+    next_seq: RefCell<HashMap<String, u64>>,
+    /// Broadcasts waiting in `outgoing`.
+    queued: Cell<usize>,
     /// The workers holding members of each group.
     groups: RefCell<HashMap<String, HashSet<i32>>>,
     changes: mpsc::UnboundedSender<Change>,
     changes_rx: RefCell<Option<mpsc::UnboundedReceiver<Change>>>,
     outgoing: mpsc::UnboundedSender<(String, Bytes)>,
     outgoing_rx: RefCell<Option<mpsc::UnboundedReceiver<(String, Bytes)>>>,
-    /// The last sequence number seen from each other instance.
-    last_seq: RefCell<HashMap<[u8; 16], u64>>,
+    /// The last sequence number seen from each other instance, by group.
+    last_seq: RefCell<HashMap<([u8; 16], String), u64>>,
     status: RefCell<ClusterStatus>,
 }
 
@@ -87,7 +100,8 @@ impl ClusterBus {
             client,
             publisher,
             instance,
-            next_seq: Cell::new(1),
+            next_seq: RefCell::default(),
+            queued: Cell::new(0),
             groups: RefCell::default(),
             changes,
             changes_rx: RefCell::new(Some(changes_rx)),
@@ -115,6 +129,8 @@ impl ClusterBus {
         let mut groups = self.groups.borrow_mut();
         let pids = groups.entry(group.to_owned()).or_default();
         if pids.is_empty() {
+            // A new subscription: what was published before it is not missed.
+            self.forget_sequences(group);
             let _ = self.changes.send(Change::Subscribe(channel(group)));
         }
         pids.insert(pid);
@@ -127,6 +143,7 @@ impl ClusterBus {
             pids.remove(&pid);
             if pids.is_empty() {
                 groups.remove(group);
+                self.forget_sequences(group);
                 let _ = self.changes.send(Change::Unsubscribe(channel(group)));
             }
         }
@@ -143,10 +160,27 @@ impl ClusterBus {
         }
     }
 
+    fn forget_sequences(&self, group: &str) {
+        self.last_seq.borrow_mut().retain(|(_, g), _| g != group);
+    }
+
     /// Publishes a broadcast of this instance for the others.
     pub(crate) fn publish(&self, group: &str, frames: &BroadcastFrames) {
-        let seq = self.next_seq.get();
-        self.next_seq.set(seq + 1);
+        if self.queued.get() >= MAX_QUEUED {
+            self.count(|s| s.publish_failed += 1);
+            return;
+        }
+        let seq = {
+            let mut next = self.next_seq.borrow_mut();
+            if next.len() >= MAX_SEQUENCES && !next.contains_key(group) {
+                // Receivers see the numbers start again, and count nothing lost for it.
+                next.clear();
+            }
+            let seq = next.entry(group.to_owned()).or_insert(1);
+            *seq += 1;
+            *seq - 1
+        };
+        self.queued.set(self.queued.get() + 1);
         let mut message = BytesMut::with_capacity(HEADER + frames.plain.len());
         message.put_slice(TAG);
         message.put_slice(&self.instance);
@@ -187,6 +221,8 @@ impl ClusterBus {
                     None
                 };
             }
+            self.queued
+                .set(self.queued.get().saturating_sub(n as usize));
             let sent: Result<(), _> = self.publisher.run_pipeline(&batch).await;
             match sent {
                 Ok(()) => self.count(|s| s.published += n),
@@ -234,7 +270,7 @@ impl ClusterBus {
             let wanted: Vec<String> = self.groups.borrow().keys().map(|g| channel(g)).collect();
             let mut ok = true;
             for ch in wanted {
-                if sink.subscribe(ch).await.is_err() {
+                if !within(sink.subscribe(ch)).await {
                     ok = false;
                     break;
                 }
@@ -251,6 +287,8 @@ impl ClusterBus {
                     tracing::info!("cluster: subscribed again on {}", self.url);
                 }
                 ever_connected = true;
+                let mut ping = tokio::time::interval(PING_INTERVAL);
+                ping.tick().await;
                 loop {
                     tokio::select! {
                         msg = stream.next() => match msg {
@@ -259,10 +297,17 @@ impl ClusterBus {
                         },
                         Some(change) = changes.recv() => {
                             let done = match change {
-                                Change::Subscribe(ch) => sink.subscribe(ch).await,
-                                Change::Unsubscribe(ch) => sink.unsubscribe(ch).await,
+                                Change::Subscribe(ch) => within(sink.subscribe(ch)).await,
+                                Change::Unsubscribe(ch) => within(sink.unsubscribe(ch)).await,
                             };
-                            if done.is_err() {
+                            if !done {
+                                break;
+                            }
+                        }
+                        // A connection that went silent (a peer gone without a FIN) is found
+                        // by a ping that gets no answer.
+                        _ = ping.tick() => {
+                            if !within(sink.ping::<redis::Value>()).await {
                                 break;
                             }
                         }
@@ -295,7 +340,8 @@ impl ClusterBus {
         let seq = u64::from_be_bytes(payload[20..28].try_into().expect("8 bytes"));
         let missed = {
             let mut last = self.last_seq.borrow_mut();
-            let before = last.insert(instance, seq);
+            let before = last.insert((instance, group.to_owned()), seq);
+            // A number at or below the last one: that instance started its numbers again.
             before.map_or(0, |b| seq.saturating_sub(b + 1))
         };
         self.count(|s| {
@@ -308,6 +354,14 @@ impl ClusterBus {
         };
         deliver(group, &frames);
     }
+}
+
+/// Whether a subscription command (or ping) succeeded within [`COMMAND_TIMEOUT`].
+async fn within<T>(command: impl std::future::Future<Output = redis::RedisResult<T>>) -> bool {
+    matches!(
+        tokio::time::timeout(COMMAND_TIMEOUT, command).await,
+        Ok(Ok(_))
+    )
 }
 
 /// The Redis channel of `group`.

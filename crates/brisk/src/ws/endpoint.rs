@@ -570,8 +570,12 @@ impl WsConnection {
         self.conn.destroy();
     }
 
-    /// Joins a group (see [`broadcast`](super::broadcast)).
+    /// Joins a group (see [`broadcast`](super::broadcast)); a connection that is closing
+    /// joins nothing.
     pub fn join(&self, group: &str) {
+        if self.conn.is_closed() {
+            return;
+        }
         let deflate = self.conn.protocol().deflate();
         group::join(self.id(), group, deflate);
     }
