@@ -13,6 +13,30 @@ use crate::ws::codec::{WsCodec, WsFrame};
 use crate::ws::deflate::{deflate_message, inflate_message, ClientContext, InflateError};
 use crate::Address;
 
+/// The framing guard under hyper (`http/framing_guard.rs`), on a stream cut in pieces of a
+/// size the first byte gives: what hyper reads is the same however the stream is cut, and it
+/// is the stream itself, or a prefix of it (a head cut short at the end is dropped), or a
+/// prefix followed by the refused request line.
+pub fn framing_guard(data: &[u8]) {
+    let Some((&step, stream)) = data.split_first() else {
+        return;
+    };
+    let (max_head, max_headers) = (2048, 16);
+    let whole = crate::http::framing_guard_pass(stream, stream.len(), max_head, max_headers);
+    let cut =
+        crate::http::framing_guard_pass(stream, usize::from(step % 64) + 1, max_head, max_headers);
+    assert_eq!(
+        cut, whole,
+        "the same stream, cut differently, read differently"
+    );
+    let refused = crate::http::REFUSED_LINE;
+    let kept = whole.strip_suffix(refused).unwrap_or(&whole);
+    assert!(
+        stream.starts_with(kept),
+        "the guard changed bytes it passed on"
+    );
+}
+
 /// The HTTP/1.1 head parser of Brisk's own path: a request it takes is no longer than the
 /// input, and parsing exactly its bytes again gives the same request.
 pub fn http1_head(data: &[u8]) {

@@ -106,6 +106,20 @@ impl<T> FramingGuard<T> {
         (self.inner, self.held)
     }
 
+    /// The stream ended: a head cut short is dropped (hyper sees the stream end between
+    /// requests and closes quietly), unless it is one hyper refuses anyway.
+    fn at_end(&mut self) {
+        let rest = &self.held[self.approved..];
+        if self.state == State::Head
+            && !rest.is_empty()
+            && matches!(parse_head(rest, self.max_headers), Parsed::Other)
+        {
+            self.approved = self.held.len();
+        } else {
+            self.held.truncate(self.approved);
+        }
+    }
+
     /// Looks at the held bytes not yet approved, as far as they go.
     fn follow(&mut self) {
         while self.approved < self.held.len() {
@@ -127,16 +141,13 @@ impl<T> FramingGuard<T> {
                     self.state = next;
                 }
                 State::Head => {
-                    // A head ends with an empty line, CRLF or a bare LF as httparse and hyper
-                    // take it: parse only once one may have arrived, from where the last look
-                    // stopped.
-                    let from = self.scanned.saturating_sub(2);
-                    let blank = rest[from..]
-                        .windows(2)
-                        .position(|w| w == b"\n\n" || w == b"\n\r");
-                    let parsed = match blank {
-                        Some(_) => parse_head(rest, self.max_headers),
-                        None => Parsed::Partial,
+                    // A head ends with an empty line (CRLF or a bare LF, as httparse and hyper
+                    // take it), and httparse finds a bad line when it has its end: parse
+                    // again only once a line has ended since the last look.
+                    let line_ended = rest[self.scanned.min(rest.len())..].contains(&b'\n');
+                    let parsed = match line_ended {
+                        true => parse_head(rest, self.max_headers),
+                        false => Parsed::Partial,
                     };
                     let (end, next) = match parsed {
                         Parsed::Partial => {
@@ -148,6 +159,11 @@ impl<T> FramingGuard<T> {
                             return;
                         }
                         Parsed::Other => {
+                            self.state = State::Through;
+                            continue;
+                        }
+                        // Over the limit once whole, as when it arrives in pieces: hyper's.
+                        Parsed::Head(end, _) if end > self.max_head => {
                             self.state = State::Through;
                             continue;
                         }
@@ -173,6 +189,30 @@ impl<T> FramingGuard<T> {
         }
     }
 }
+
+/// What hyper reads from `stream` under a guard when it arrives `step` bytes at a time (the
+/// same as [`AsyncRead`] gives, without a runtime): for the tests and the fuzz target.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn pass(stream: &[u8], step: usize, max_head: usize, max_headers: usize) -> Vec<u8> {
+    let mut guard = FramingGuard::new((), max_head, max_headers);
+    let mut out = Vec::new();
+    for piece in stream.chunks(step.max(1)) {
+        if guard.state == State::Refused {
+            break;
+        }
+        guard.held.extend_from_slice(piece);
+        guard.follow();
+        out.extend_from_slice(&guard.held.split_to(guard.approved));
+        guard.approved = 0;
+    }
+    guard.at_end();
+    out.extend_from_slice(&guard.held.split_to(guard.approved));
+    out
+}
+
+/// The request line that replaces a refused head (for the fuzz target's property).
+#[cfg(feature = "fuzzing")]
+pub(crate) const REFUSED_LINE: &[u8] = REFUSED;
 
 /// What the held bytes start with.
 enum Parsed {
@@ -314,9 +354,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for FramingGuard<T> {
             let mut more = ReadBuf::new(&mut scratch);
             ready!(Pin::new(&mut this.inner).poll_read(cx, &mut more))?;
             if more.filled().is_empty() {
-                // The end: a head cut short is dropped, so hyper sees the stream end between
-                // requests and closes quietly.
-                this.held.clear();
+                this.at_end();
+                if this.approved > 0 {
+                    continue;
+                }
                 return Poll::Ready(Ok(()));
             }
             this.held.extend_from_slice(more.filled());
