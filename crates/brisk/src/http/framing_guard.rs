@@ -402,6 +402,8 @@ mod tests {
     fn well_framed_requests_pass_unchanged_however_they_arrive() {
         for step in [1, 3, 7, 64, GOOD.len()] {
             assert_eq!(seen(GOOD, step), GOOD, "step {step}");
+            // The same without a runtime (what the fuzz target drives).
+            assert_eq!(pass(GOOD, step, 64 * 1024, 100), GOOD, "step {step}");
         }
     }
 
