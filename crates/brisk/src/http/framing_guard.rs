@@ -227,8 +227,16 @@ enum Parsed {
 
 /// Reads the head `bytes` start with (httparse skips empty lines before it, as hyper does).
 fn parse_head(bytes: &[u8], max_headers: usize) -> Parsed {
-    let mut headers = vec![httparse::EMPTY_HEADER; max_headers];
-    let mut req = httparse::Request::new(&mut headers);
+    // On the stack for the usual limits (this runs for every request on hyper's path).
+    let mut small = [httparse::EMPTY_HEADER; 128];
+    let mut large = Vec::new();
+    let headers = if max_headers <= small.len() {
+        &mut small[..max_headers]
+    } else {
+        large.resize(max_headers, httparse::EMPTY_HEADER);
+        &mut large[..]
+    };
+    let mut req = httparse::Request::new(headers);
     let end = match req.parse(bytes) {
         Ok(httparse::Status::Complete(end)) => end,
         Ok(httparse::Status::Partial) => return Parsed::Partial,
