@@ -80,8 +80,17 @@ impl Routes {
             .permessage_deflate(true)
             .slow_consumer(chat_slow)
             .on_open(|ws, _| async move { ws.join(ROOM) })
-            .on_message(|_ws, msg| async move {
+            .on_message(|ws, msg| async move {
+                // `/presence` asks how many members the room has on every instance.
+                if matches!(&msg, ws::Message::Text(t) if t.as_str() == "/presence") {
+                    let answer = match ws::presence(ROOM).await {
+                        Ok(n) => format!(r#"{{"presence":{n}}}"#),
+                        Err(e) => format!(r#"{{"error":{:?}}}"#, e.to_string()),
+                    };
+                    return ws.send_text(answer);
+                }
                 ws::broadcast(ROOM, msg);
+                Ok(())
             });
         let events = Hub::new(Some(Duration::from_secs(15)));
         Ok(Routes {

@@ -1,7 +1,8 @@
 //! Beyond one machine (issue 17): two demo instances on one Redis (`--redis`) share `/chat`
 //! rooms. Every message reaches every member on both instances exactly once; with Redis
 //! killed, each instance's broadcasts still reach its own members and the failed publishes are
-//! counted; once Redis is back, both subscribe again and messages cross again.
+//! counted; once Redis is back, both subscribe again and messages cross again. `/presence`
+//! counts the room's members on both instances.
 
 use std::net::TcpStream;
 use std::time::Duration;
@@ -37,6 +38,14 @@ fn next_text(ws: &mut WebSocket<TcpStream>, limit: Duration) -> Option<String> {
             Err(e) => panic!("{e}"),
         }
     }
+}
+
+/// What `/presence` answers on `/chat` (the answer goes to the asking member only).
+fn presence(ws: &mut WebSocket<TcpStream>) -> u64 {
+    ws.send(Message::text("/presence")).unwrap();
+    let answer = next_text(ws, Duration::from_secs(5)).expect("an answer");
+    let v: Json = serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"));
+    v["presence"].as_u64().unwrap_or_else(|| panic!("{answer}"))
 }
 
 fn cluster_status(d: &Demo) -> Json {
@@ -88,6 +97,18 @@ fn chat_rooms_span_instances_exactly_once_and_survive_a_redis_restart() {
     assert_eq!(ca["published"], 10, "{ca}");
     assert_eq!(cb["received"], 10, "{cb}");
     assert_eq!(cb["lost"], 0, "{cb}");
+
+    // Presence: the room's members on both instances, asked from either.
+    wait_until(Duration::from_secs(5), "presence 6", || {
+        presence(&mut on_a[1]) == 6
+    });
+    assert_eq!(presence(&mut on_b[1]), 6);
+    // One member on B leaves: 5, once its worker has written its count (100 ms).
+    let gone = on_b.pop().unwrap();
+    drop(gone);
+    wait_until(Duration::from_secs(5), "presence 5 after a leave", || {
+        presence(&mut on_a[1]) == 5
+    });
 
     // Redis down: A's broadcast reaches A's members only, and the failed publish is counted.
     redis.kill();

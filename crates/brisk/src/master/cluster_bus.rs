@@ -124,6 +124,11 @@ impl ClusterBus {
         tokio::task::spawn_local(self.clone().publish_loop(outgoing));
     }
 
+    /// The Redis server's URL (the workers get it for presence).
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
     /// Worker `pid` now holds members of `group`.
     pub(crate) fn joined(&self, pid: i32, group: &str) {
         let mut groups = self.groups.borrow_mut();

@@ -13,6 +13,9 @@ impl ClusterBus {
     pub(crate) fn start(self: &Rc<Self>, _deliver: impl Fn(&str, &BroadcastFrames) + 'static) {
         match **self {}
     }
+    pub(crate) fn url(&self) -> &str {
+        match *self {}
+    }
     pub(crate) fn joined(&self, _pid: i32, _group: &str) {
         match *self {}
     }

@@ -360,8 +360,8 @@ impl Supervisor {
         }
         // Workers are not background masters, whatever the master is.
         cmd.env_remove(ENV_DAEMON);
-        if self.cluster.is_some() {
-            cmd.env(ENV_CLUSTER, "1");
+        if let Some(bus) = &self.cluster {
+            cmd.env(ENV_CLUSTER, bus.url());
         } else {
             cmd.env_remove(ENV_CLUSTER);
         }

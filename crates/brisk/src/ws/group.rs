@@ -56,6 +56,8 @@ pub(crate) fn join(conn: u64, group: &str, deflate: Option<Agreement>) {
                     w.group_membership(group, true);
                 }
             }
+            #[cfg(feature = "redis")]
+            super::presence::changed(group);
             let joined = g.joined.entry(conn).or_insert_with(|| Joined {
                 groups: Vec::new(),
                 deflate: takes_deflated,
@@ -69,7 +71,10 @@ pub(crate) fn leave(conn: u64, group: &str) {
     GROUPS.with(|g| {
         let mut g = g.borrow_mut();
         if let Some(set) = g.members.get_mut(group) {
-            set.remove(&conn);
+            if set.remove(&conn) {
+                #[cfg(feature = "redis")]
+                super::presence::changed(group);
+            }
             if set.is_empty() {
                 g.members.remove(group);
                 emptied(group);
@@ -90,7 +95,10 @@ pub(crate) fn leave_all(conn: u64) {
         let groups = g.joined.remove(&conn).map(|j| j.groups);
         for name in groups.unwrap_or_default() {
             if let Some(set) = g.members.get_mut(&name) {
-                set.remove(&conn);
+                if set.remove(&conn) {
+                    #[cfg(feature = "redis")]
+                    super::presence::changed(&name);
+                }
                 if set.is_empty() {
                     g.members.remove(&name);
                     emptied(&name);

@@ -17,12 +17,16 @@ pub(crate) mod codec;
 pub(crate) mod deflate;
 mod endpoint;
 mod group;
+#[cfg(feature = "redis")]
+mod presence;
 mod server;
 
 pub use codec::Handshake;
 pub use endpoint::{SlowConsumer, WsConnection, WsEndpoint, SLOW_CLOSE_GRACE};
 pub(crate) use group::deliver_local;
 pub use group::{broadcast, local_members};
+#[cfg(feature = "redis")]
+pub use presence::presence;
 pub use server::WsServer;
 pub use tungstenite::Utf8Bytes;
 

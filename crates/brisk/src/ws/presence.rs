@@ -1,0 +1,204 @@
+//! Presence across instances (feature `redis`, with `App::cluster`): how many members a group
+//! has on every instance of the app.
+//!
+//! Each worker keeps its own count of each group's members in Redis: the hash
+//! `brisk:presence:GROUP` has a field per worker (a random id) holding its count, written
+//! 100 ms after a change at most, and all of them again every 5 s, so that a count missed while
+//! Redis was down heals. The worker also marks itself alive (`brisk:presence:alive`, a sorted
+//! set of the time each worker last wrote) every 5 s. [`presence`] sums the fields of the
+//! workers seen alive in the last 15 s, and removes those of workers that are gone (killed, or
+//! on a machine that went away).
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::redis::{cmd, pipe, Redis, RedisError, RedisOptions};
+
+/// How often every count is written again, and the worker marked alive.
+const REFRESH: Duration = Duration::from_secs(5);
+/// A worker not marked alive for this long counts no more.
+const STALE: Duration = Duration::from_secs(15);
+/// How soon a change is written.
+const FLUSH_DELAY: Duration = Duration::from_millis(100);
+const ALIVE_KEY: &str = "brisk:presence:alive";
+
+/// Sums the counts of live workers, removing the fields of dead ones.
+const COUNT_SCRIPT: &str = r"
+local alive = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], '+inf')
+local live = {}
+for _, w in ipairs(alive) do live[w] = true end
+local fields = redis.call('HGETALL', KEYS[1])
+local total = 0
+for i = 1, #fields, 2 do
+  if live[fields[i]] then
+    total = total + tonumber(fields[i + 1])
+  else
+    redis.call('HDEL', KEYS[1], fields[i])
+  end
+end
+return total
+";
+
+struct Presence {
+    redis: Redis,
+    /// This worker's field in every group's hash.
+    id: String,
+    /// Groups whose count changed since the last write.
+    dirty: HashSet<String>,
+    /// Groups this worker wrote a count for (to write 0, then forget them).
+    written: HashSet<String>,
+    flushing: bool,
+}
+
+thread_local! {
+    static PRESENCE: RefCell<Option<Presence>> = const { RefCell::new(None) };
+}
+
+/// The cluster's Redis URL, when the app spans machines.
+fn cluster_url() -> Option<String> {
+    std::env::var(crate::env::ENV_CLUSTER)
+        .ok()
+        .filter(|u| u.starts_with("redis"))
+}
+
+/// This worker's Redis for presence, made (with the task that keeps the counts fresh) on
+/// first use; `None` when the app does not span machines.
+fn redis() -> Option<Redis> {
+    PRESENCE.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.is_none() {
+            let redis = Redis::new(&cluster_url()?, RedisOptions::default()).ok()?;
+            *p = Some(Presence {
+                redis,
+                id: random_id(),
+                dirty: HashSet::new(),
+                written: HashSet::new(),
+                flushing: false,
+            });
+            tokio::task::spawn_local(refresh_loop());
+        }
+        p.as_ref().map(|p| p.redis.clone())
+    })
+}
+
+/// The count of `group` in this worker changed (a member joined or left).
+pub(crate) fn changed(group: &str) {
+    if redis().is_none() {
+        return;
+    }
+    let start = PRESENCE.with(|p| {
+        let mut p = p.borrow_mut();
+        let Some(p) = p.as_mut() else {
+            return false;
+        };
+        p.dirty.insert(group.to_owned());
+        !std::mem::replace(&mut p.flushing, true)
+    });
+    if start {
+        tokio::task::spawn_local(async {
+            tokio::time::sleep(FLUSH_DELAY).await;
+            flush().await;
+        });
+    }
+}
+
+/// Writes the counts of the dirty groups (0 removes the field) and marks the worker alive.
+async fn flush() {
+    let Some((redis, batch)) = PRESENCE.with(|p| {
+        let mut p = p.borrow_mut();
+        let p = p.as_mut()?;
+        p.flushing = false;
+        let mut batch = pipe();
+        for group in std::mem::take(&mut p.dirty) {
+            let key = format!("brisk:presence:{group}");
+            let n = super::local_members(&group);
+            if n == 0 {
+                batch.cmd("HDEL").arg(&key).arg(&p.id).ignore();
+                p.written.remove(&group);
+            } else {
+                batch.cmd("HSET").arg(&key).arg(&p.id).arg(n).ignore();
+                p.written.insert(group);
+            }
+        }
+        let now = now_ms();
+        batch
+            .cmd("ZADD")
+            .arg(ALIVE_KEY)
+            .arg(now)
+            .arg(&p.id)
+            .ignore();
+        let stale = now.saturating_sub(STALE.as_millis() as u64);
+        batch
+            .cmd("ZREMRANGEBYSCORE")
+            .arg(ALIVE_KEY)
+            .arg("-inf")
+            .arg(stale)
+            .ignore();
+        Some((p.redis.clone(), batch))
+    }) else {
+        return;
+    };
+    if let Err(e) = redis.run_pipeline::<()>(&batch).await {
+        tracing::debug!("presence: cannot write counts: {e}");
+    }
+}
+
+/// Every [`REFRESH`]: every count again, and the worker marked alive.
+async fn refresh_loop() {
+    loop {
+        tokio::time::sleep(REFRESH).await;
+        PRESENCE.with(|p| {
+            if let Some(p) = p.borrow_mut().as_mut() {
+                let written: Vec<String> = p.written.iter().cloned().collect();
+                p.dirty.extend(written);
+            }
+        });
+        flush().await;
+    }
+}
+
+/// The members of `group` on every instance of the app (with `App::cluster`; feature
+/// `redis`). Counts change within about 100 ms of a join or leave; a worker that died stops
+/// counting within 15 s. Without a cluster, the members of this worker.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), brisk::redis::RedisError> {
+/// let online = brisk::ws::presence("lobby").await?;
+/// # Ok(()) }
+/// ```
+pub async fn presence(group: &str) -> Result<u64, RedisError> {
+    let Some(redis) = redis() else {
+        return Ok(super::local_members(group) as u64);
+    };
+    let since = now_ms().saturating_sub(STALE.as_millis() as u64);
+    redis
+        .run(
+            cmd("EVAL")
+                .arg(COUNT_SCRIPT)
+                .arg(2)
+                .arg(format!("brisk:presence:{group}"))
+                .arg(ALIVE_KEY)
+                .arg(since),
+        )
+        .await
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A random worker id (16 hex digits).
+fn random_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_err()
+    {
+        bytes = (u64::from(std::process::id()) << 32 | now_ms() & 0xffff_ffff).to_be_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
