@@ -129,6 +129,11 @@ impl ClusterBus {
         &self.url
     }
 
+    /// The workers that hold members of `group`.
+    pub(crate) fn holders(&self, group: &str) -> HashSet<i32> {
+        self.groups.borrow().get(group).cloned().unwrap_or_default()
+    }
+
     /// Worker `pid` now holds members of `group`.
     pub(crate) fn joined(&self, pid: i32, group: &str) {
         let mut groups = self.groups.borrow_mut();

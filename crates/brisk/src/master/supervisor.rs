@@ -198,11 +198,15 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             events,
         });
         if let Some(bus) = &sup.cluster {
-            // Broadcasts from other instances go to every worker of this one.
+            // Broadcasts from other instances go to the workers of this one that hold members
+            // of the group.
             let weak = Rc::downgrade(&sup);
             bus.start(move |group, frames| {
                 if let Some(sup) = weak.upgrade() {
-                    sup.relay_broadcast(0, group, frames);
+                    if let Some(bus) = &sup.cluster {
+                        let holders = bus.holders(group);
+                        sup.relay_to(group, frames, |pid| holders.contains(&pid));
+                    }
                 }
             });
         }
@@ -705,8 +709,13 @@ impl Supervisor {
     /// Hands a broadcast's frames from worker `from` to every other current worker; a
     /// worker that has [`MAX_QUEUED_BROADCASTS`] waiting already (it is stalled) misses it.
     fn relay_broadcast(&self, from: i32, group: &str, frames: &BroadcastFrames) {
+        self.relay_to(group, frames, |pid| pid != from);
+    }
+
+    /// Hands a broadcast's frames to the current workers that `takes`.
+    fn relay_to(&self, group: &str, frames: &BroadcastFrames, takes: impl Fn(i32) -> bool) {
         for w in self.current_workers() {
-            if w.pid == from {
+            if !takes(w.pid) {
                 continue;
             }
             let queued = &w.channel.queued;
