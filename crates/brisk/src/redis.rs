@@ -169,12 +169,7 @@ impl Redis {
         &self,
         cmd: &::redis::Cmd,
     ) -> Result<T, RedisError> {
-        let mut conn = self.connection().await?;
-        let timeout = self.inner.options.command_timeout;
-        match tokio::time::timeout(timeout, cmd.query_async(&mut conn)).await {
-            Ok(r) => r.map_err(|e| redis_error(e, timeout)),
-            Err(_) => Err(RedisError::Timeout(timeout)),
-        }
+        self.timed(async |conn| cmd.query_async(conn).await).await
     }
 
     /// Runs several commands in one round trip (built with `redis::pipe()`), within the
@@ -183,9 +178,17 @@ impl Redis {
         &self,
         pipe: &::redis::Pipeline,
     ) -> Result<T, RedisError> {
+        self.timed(async |conn| pipe.query_async(conn).await).await
+    }
+
+    /// Runs `query` on the worker's connection within the command timeout.
+    async fn timed<T>(
+        &self,
+        query: impl AsyncFnOnce(&mut ConnectionManager) -> ::redis::RedisResult<T>,
+    ) -> Result<T, RedisError> {
         let mut conn = self.connection().await?;
         let timeout = self.inner.options.command_timeout;
-        match tokio::time::timeout(timeout, pipe.query_async(&mut conn)).await {
+        match tokio::time::timeout(timeout, query(&mut conn)).await {
             Ok(r) => r.map_err(|e| redis_error(e, timeout)),
             Err(_) => Err(RedisError::Timeout(timeout)),
         }
