@@ -28,6 +28,7 @@ use brisk::{App, Server};
 mod admin;
 mod blocking;
 mod blocks;
+mod chat;
 mod heartbeat;
 mod httpc;
 mod jobs;
@@ -127,6 +128,10 @@ struct Args {
     /// code (1008 or 1013), instead of dropping messages to them.
     #[arg(long, global = true)]
     slow_consumer_close: Option<u16>,
+    /// Keep the last N messages of each `/chat` room in Redis (needs `--redis`), so that a
+    /// client that reconnects recovers what it missed (`/recover E:O`).
+    #[arg(long, global = true)]
+    history: Option<usize>,
     /// An SMTP server for `POST /mail`: `smtp://host:port` (plain),
     /// `smtp://host:port?tls=required` (STARTTLS) or `smtps://host:port` (TLS), with
     /// `user:password@` before the host if it asks for a login.
@@ -253,6 +258,7 @@ struct Config {
     smtp: Option<String>,
     smtp_ca: Option<PathBuf>,
     slow_consumer_close: Option<u16>,
+    history: Option<usize>,
     db_pool_size: Option<usize>,
     db_max_pipeline: Option<usize>,
     db_acquire_timeout_ms: Option<u64>,
@@ -412,6 +418,17 @@ fn build(args: &Args) -> anyhow::Result<App> {
         }
         None => None,
     };
+    let history = match (args.history.or(file.history), &redis) {
+        (None, _) => None,
+        (Some(_), None) => anyhow::bail!("--history keeps /chat messages in Redis: add --redis"),
+        (Some(n), Some(redis)) => Some(brisk::ws::History::new(
+            redis.clone(),
+            brisk::ws::HistoryOptions {
+                keep_last: n,
+                ..Default::default()
+            },
+        )),
+    };
     let blocks = blocks::Blocks::new(redis.clone());
     let jobs = jobs::Jobs::new(redis.clone());
     let jobs_consumer = redis.clone().map(jobs::consumer);
@@ -457,10 +474,13 @@ fn build(args: &Args) -> anyhow::Result<App> {
     let routes = routes::Routes::new(
         &static_root,
         args.static_sendfile_min_size,
-        match args.slow_consumer_close.or(file.slow_consumer_close) {
-            Some(code) => brisk::ws::SlowConsumer::Close(code),
-            None => brisk::ws::SlowConsumer::Drop,
-        },
+        chat::Chat::new(
+            match args.slow_consumer_close.or(file.slow_consumer_close) {
+                Some(code) => brisk::ws::SlowConsumer::Close(code),
+                None => brisk::ws::SlowConsumer::Drop,
+            },
+            history,
+        ),
         routes::Apps {
             techempower: techempower.clone(),
             orm: orm::Orm::new(&database),

@@ -6,10 +6,11 @@ use std::time::Duration;
 use brisk::http::sse::{Event, Hub};
 use brisk::http::static_files::StaticFiles;
 use brisk::http::{Body, RequestBody};
-use brisk::ws::{self, WsEndpoint};
+use brisk::ws::WsEndpoint;
 
 use crate::admin::Admin;
 use crate::blocks::Blocks;
+use crate::chat::Chat;
 use crate::httpc::Httpc;
 use crate::orm::Orm;
 use crate::techempower::Techempower;
@@ -17,15 +18,12 @@ use crate::views::Views;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError};
 
-/// The group every `/chat` connection joins.
-const ROOM: &str = "chat";
-
 /// Everything the routes need, cloned into each request.
 #[derive(Clone)]
 pub(crate) struct Routes {
     files: StaticFiles,
     echo: WsEndpoint,
-    chat: WsEndpoint,
+    chat: Chat,
     apps: Apps,
     /// `/events` subscribers of this worker.
     pub events: Hub,
@@ -56,12 +54,12 @@ pub(crate) struct Apps {
 
 impl Routes {
     /// Routes serving `/static/` from `static_root`, sending cached files from
-    /// `sendfile_min_size` on with sendfile (`None`: the library's default), `/chat` with
-    /// `chat_slow` for members that cannot keep up, and `apps`.
+    /// `sendfile_min_size` on with sendfile (`None`: the library's default), `chat`, and
+    /// `apps`.
     pub(crate) fn new(
         static_root: &Path,
         sendfile_min_size: Option<u64>,
-        chat_slow: ws::SlowConsumer,
+        chat: Chat,
         apps: Apps,
     ) -> anyhow::Result<Self> {
         let mut files = StaticFiles::new(static_root).map_err(|e| {
@@ -76,22 +74,6 @@ impl Routes {
         let echo = WsEndpoint::new()
             .permessage_deflate(true)
             .on_message(|ws, msg| async move { ws.send(msg) });
-        let chat = WsEndpoint::new()
-            .permessage_deflate(true)
-            .slow_consumer(chat_slow)
-            .on_open(|ws, _| async move { ws.join(ROOM) })
-            .on_message(|ws, msg| async move {
-                // `/presence` asks how many members the room has on every instance.
-                if matches!(&msg, ws::Message::Text(t) if t.as_str() == "/presence") {
-                    let answer = match ws::presence(ROOM).await {
-                        Ok(n) => format!(r#"{{"presence":{n}}}"#),
-                        Err(e) => format!(r#"{{"error":{:?}}}"#, e.to_string()),
-                    };
-                    return ws.send_text(answer);
-                }
-                ws::broadcast(ROOM, msg);
-                Ok(())
-            });
         let events = Hub::new(Some(Duration::from_secs(15)));
         Ok(Routes {
             files,

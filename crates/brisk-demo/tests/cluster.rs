@@ -233,3 +233,142 @@ fn behind_nginx_every_message_reaches_every_client_once() {
         );
     }
 }
+
+fn json(text: &str) -> Json {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The next message as JSON (within 5 s).
+fn next_json(ws: &mut WebSocket<TcpStream>) -> Json {
+    json(&next_text(ws, Duration::from_secs(5)).expect("a message"))
+}
+
+fn room(d: &Demo, name: &str) -> WebSocket<TcpStream> {
+    let url = format!("ws://127.0.0.1:{}/chat?room={name}", d.http);
+    tungstenite::client(url, connect(d.http)).unwrap().0
+}
+
+/// Recovery (item 1): with `--history 5` a member that drops and comes back, on the other
+/// instance, gets exactly what it missed with `/recover`; past 5 missed messages, or after
+/// Redis forgot the history, it is told it cannot recover, with the position to go on from.
+#[test]
+fn a_member_that_reconnects_recovers_what_it_missed_or_is_told_it_cannot() {
+    let mut redis = Redis::start().unwrap();
+    let url = redis.url();
+    let args = ["--redis", url.as_str(), "--history", "5"];
+    let (a, b) = (demo_with(1, &args), demo_with(1, &args));
+    let mut x = room(&a, "r1");
+    let mut y = room(&b, "r1");
+    let start = next_json(&mut x)["position"].as_str().unwrap().to_owned();
+    assert_eq!(next_json(&mut y)["position"], start.as_str());
+    let (epoch, offset) = start.rsplit_once(':').unwrap();
+    assert_eq!(offset, "0");
+    let at = |n: u64| format!("{epoch}:{n}");
+    // A member of the default room on A hears nothing of r1.
+    let mut other = chat(&a);
+    assert!(next_json(&mut other)["position"].is_string());
+    for d in [&a, &b] {
+        wait_until(Duration::from_secs(10), "subscribed to the rooms", || {
+            let c = cluster_status(d);
+            c["connected"] == true && c["groups"].as_u64() >= Some(1)
+        });
+    }
+    for m in ["m1", "m2"] {
+        y.send(Message::text(m)).unwrap();
+    }
+    for (n, m) in [(1, "m1"), (2, "m2")] {
+        for ws in [&mut x, &mut y] {
+            let got = next_json(ws);
+            assert_eq!(got["id"], at(n).as_str(), "{got}");
+            assert_eq!(got["text"], m, "{got}");
+        }
+    }
+
+    // X drops; three messages go by; X comes back on B and asks for what followed m2.
+    drop(x);
+    for m in ["m3", "m4", "m5"] {
+        y.send(Message::text(m)).unwrap();
+    }
+    for n in 3..=5 {
+        assert_eq!(next_json(&mut y)["id"], at(n).as_str());
+    }
+    let mut x = room(&b, "r1");
+    assert_eq!(next_json(&mut x)["position"], at(5).as_str());
+    x.send(Message::text(format!("/recover {}", at(2))))
+        .unwrap();
+    for (n, m) in [(3, "m3"), (4, "m4"), (5, "m5")] {
+        let got = next_json(&mut x);
+        assert_eq!(
+            (got["id"].as_str(), got["text"].as_str()),
+            (Some(at(n).as_str()), Some(m))
+        );
+    }
+    let done = next_json(&mut x);
+    assert_eq!(done, serde_json::json!({"recovered": true, "missed": 3}));
+
+    // Six more while X is away: one more than is kept.
+    drop(x);
+    for n in 6..=11 {
+        y.send(Message::text(format!("m{n}"))).unwrap();
+        assert_eq!(next_json(&mut y)["id"], at(n).as_str());
+    }
+    // (On B, where Y's messages are already delivered: on A they may still be on their way,
+    // and would arrive live after the join.)
+    let mut x = room(&b, "r1");
+    assert_eq!(next_json(&mut x)["position"], at(11).as_str());
+    x.send(Message::text(format!("/recover {}", at(5))))
+        .unwrap();
+    let lost = next_json(&mut x);
+    assert_eq!(lost["recovered"], false, "{lost}");
+    assert_eq!(lost["position"], at(11).as_str(), "{lost}");
+    assert!(
+        lost["reason"].as_str().unwrap().contains("more messages"),
+        "{lost}"
+    );
+    // From 6 on, the 5 kept are enough.
+    x.send(Message::text(format!("/recover {}", at(6))))
+        .unwrap();
+    for n in 7..=11 {
+        assert_eq!(next_json(&mut x)["id"], at(n).as_str());
+    }
+    assert_eq!(next_json(&mut x)["missed"], 5);
+
+    // Bad requests are answered, and say what was wrong.
+    x.send(Message::text("/recover yesterday")).unwrap();
+    let bad = next_json(&mut x);
+    assert!(
+        bad["error"].as_str().unwrap().contains("EPOCH:OFFSET"),
+        "{bad}"
+    );
+    match tungstenite::client(
+        format!("ws://127.0.0.1:{}/chat?room=no%20spaces", a.http),
+        connect(a.http),
+    ) {
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => {
+            assert_eq!(r.status(), 400)
+        }
+        other => panic!("a bad room name was not refused: {:?}", other.map(|_| ())),
+    }
+    assert_eq!(next_text(&mut other, Duration::from_millis(300)), None);
+
+    // Redis restarts without its data: the old positions are of a lost epoch.
+    redis.restart().unwrap();
+    let answer = (0..50)
+        .find_map(|_| {
+            x.send(Message::text(format!("/recover {}", at(11))))
+                .unwrap();
+            let got = next_json(&mut x);
+            if got.get("error").is_some() {
+                std::thread::sleep(Duration::from_millis(100));
+                return None;
+            }
+            Some(got)
+        })
+        .expect("an answer once Redis is back");
+    assert_eq!(answer["recovered"], false, "{answer}");
+    assert!(
+        answer["reason"].as_str().unwrap().contains("new epoch"),
+        "{answer}"
+    );
+    assert_ne!(answer["position"], at(11).as_str(), "{answer}");
+}

@@ -18,6 +18,8 @@ pub(crate) mod deflate;
 mod endpoint;
 mod group;
 #[cfg(feature = "redis")]
+mod history;
+#[cfg(feature = "redis")]
 mod presence;
 mod server;
 
@@ -25,6 +27,8 @@ pub use codec::Handshake;
 pub use endpoint::{SlowConsumer, WsConnection, WsEndpoint, SLOW_CLOSE_GRACE};
 pub(crate) use group::deliver_local;
 pub use group::{broadcast, local_members};
+#[cfg(feature = "redis")]
+pub use history::{BadPosition, History, HistoryOptions, Kept, Lost, Position, Recovery};
 #[cfg(feature = "redis")]
 pub use presence::presence;
 pub use server::WsServer;

@@ -1,0 +1,202 @@
+//! `/chat`: rooms whose members get every message sent in them, on every instance that shares
+//! `--redis`; with `--history N`, a client that reconnects gets what it missed.
+//!
+//! The protocol (text messages):
+//! - Connect to `/chat` (room `chat`) or `/chat?room=NAME` (1 to 64 letters, digits, `-`, `_`;
+//!   anything else is answered 400).
+//! - Without `--history`, every message a member sends goes to every member of the room as it
+//!   is (the benchmarks' broadcast).
+//! - With `--history N` (needs `--redis`), the server first sends `{"position":"E:O"}`, the
+//!   room's position when the client joined. A text message `hello` then reaches every member
+//!   as `{"id":"E:O","text":"hello"}`: `E:O` is its position in the room's history (epoch and
+//!   offset; offsets count 1, 2, 3… within an epoch). `"id":null` means Redis could not keep it
+//!   (it still reached the members this instance could reach).
+//! - `/presence` answers `{"presence":N}`, the room's members on every instance.
+//! - `/recover E:O` (the position of the last message the client got, or the position it was
+//!   sent on joining) answers the messages after it, as above, then `{"recovered":true,
+//!   "missed":K}`; or `{"recovered":false,"reason":"…","position":"E:O"}` when they are not
+//!   kept any more (the client reloads its state, and goes on from the position given).
+//!   Messages can arrive out of offset order when several servers broadcast at once: a client
+//!   recovers from the highest offset up to which it has them all, and skips offsets it has.
+//! - A request the server cannot answer gets `{"error":"…"}` saying why.
+
+use brisk::http::Body;
+use brisk::ws::{self, History, Message, Recovery, WsConnection, WsEndpoint};
+use http::{Request, Response, StatusCode};
+use serde_json::json;
+
+/// The room of a `/chat` connection that names none.
+const DEFAULT_ROOM: &str = "chat";
+
+/// The `/chat` endpoint.
+#[derive(Clone)]
+pub(crate) struct Chat {
+    endpoint: WsEndpoint,
+}
+
+/// Which room a connection is in (its data).
+struct Room(String);
+
+impl Chat {
+    /// Rooms whose slow members get `slow`, keeping their messages in `history` if given.
+    pub(crate) fn new(slow: ws::SlowConsumer, history: Option<History>) -> Self {
+        let on_open = history.clone();
+        let endpoint = WsEndpoint::new()
+            .permessage_deflate(true)
+            .slow_consumer(slow)
+            .on_open(move |ws, handshake| {
+                let history = on_open.clone();
+                async move {
+                    let room = room_of(&handshake.path).unwrap_or(DEFAULT_ROOM).to_owned();
+                    // (`upgrade` refused bad names.)
+                    ws.join(&room);
+                    ws.set_data(Room(room.clone()));
+                    if let Some(history) = history {
+                        let answer = match history.position(&room).await {
+                            Ok(at) => json!({ "position": at.to_string() }),
+                            Err(e) => json!({ "error": format!("no position: {e}") }),
+                        };
+                        ws.send_text(answer.to_string())?;
+                    }
+                    Ok::<(), brisk::SendError>(())
+                }
+            })
+            .on_message(move |ws, msg| {
+                let history = history.clone();
+                async move { message(&ws, msg, history.as_ref()).await }
+            });
+        Chat { endpoint }
+    }
+
+    /// Upgrades a request for `/chat`, or answers 400 for a bad room name.
+    pub(crate) fn upgrade<B>(&self, req: Request<B>) -> Response<Body> {
+        let path = req.uri().path_and_query().map_or("", |p| p.as_str());
+        if room_of(path).is_err() {
+            let mut r = Response::new(Body::from(
+                "a room name is 1 to 64 letters, digits, '-' or '_'\n",
+            ));
+            *r.status_mut() = StatusCode::BAD_REQUEST;
+            return r;
+        }
+        self.endpoint.upgrade(req)
+    }
+}
+
+/// The room named by `?room=` in `path` ([`DEFAULT_ROOM`] when none is), or `Err` for a
+/// bad name.
+fn room_of(path: &str) -> Result<&str, ()> {
+    let query = path.split_once('?').map_or("", |(_, q)| q);
+    let Some(name) = query.split('&').find_map(|kv| kv.strip_prefix("room=")) else {
+        return Ok(DEFAULT_ROOM);
+    };
+    let good = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if good {
+        Ok(name)
+    } else {
+        Err(())
+    }
+}
+
+/// One message from a member.
+async fn message(
+    ws: &WsConnection,
+    msg: Message,
+    history: Option<&History>,
+) -> Result<(), brisk::SendError> {
+    let room = ws
+        .with_data(|r: &mut Room| r.0.clone())
+        .unwrap_or_else(|| DEFAULT_ROOM.to_owned());
+    let text = match &msg {
+        Message::Text(t) => Some(t.as_str()),
+        Message::Binary(_) => None,
+    };
+    match text {
+        Some("/presence") => {
+            let answer = match ws::presence(&room).await {
+                Ok(n) => json!({ "presence": n }),
+                Err(e) => json!({ "error": e.to_string() }),
+            };
+            ws.send_text(answer.to_string())
+        }
+        Some(t) if t.starts_with("/recover") => match history {
+            Some(history) => recover(ws, history, &room, t["/recover".len()..].trim()).await,
+            None => ws.send_text(json!({ "error": "recovery needs --history" }).to_string()),
+        },
+        _ => match (history, text) {
+            (None, _) => {
+                ws::broadcast(&room, msg);
+                Ok(())
+            }
+            (Some(history), Some(text)) => {
+                let id = match history.append(&room, text.as_bytes()).await {
+                    Ok(at) => Some(at.to_string()),
+                    Err(e) => {
+                        tracing::warn!("chat: cannot keep a message of {room}: {e}");
+                        None
+                    }
+                };
+                ws::broadcast(&room, Message::text(kept(id.as_deref(), text)));
+                Ok(())
+            }
+            (Some(_), None) => ws.send_text(
+                json!({ "error": "with --history, /chat takes text messages" }).to_string(),
+            ),
+        },
+    }
+}
+
+/// A kept message as members get it.
+fn kept(id: Option<&str>, text: &str) -> String {
+    json!({ "id": id, "text": text }).to_string()
+}
+
+/// `/recover E:O`: what the member missed after `E:O`, or why it cannot have it.
+async fn recover(
+    ws: &WsConnection,
+    history: &History,
+    room: &str,
+    position: &str,
+) -> Result<(), brisk::SendError> {
+    let last = match position.parse::<ws::Position>() {
+        Ok(p) => p,
+        Err(e) => return ws.send_text(json!({ "error": e.to_string() }).to_string()),
+    };
+    let answer = match history.since(room, &last).await {
+        Ok(Recovery::Recovered(missed)) => {
+            for m in &missed {
+                let text = String::from_utf8_lossy(&m.payload);
+                ws.send_text(kept(Some(&m.position.to_string()), &text))?;
+            }
+            json!({ "recovered": true, "missed": missed.len() })
+        }
+        Ok(Recovery::Lost(why)) => match history.position(room).await {
+            Ok(at) => json!({
+                "recovered": false,
+                "reason": why.to_string(),
+                "position": at.to_string(),
+            }),
+            Err(e) => json!({ "error": e.to_string() }),
+        },
+        Err(e) => json!({ "error": e.to_string() }),
+    };
+    ws.send_text(answer.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::room_of;
+
+    #[test]
+    fn room_names() {
+        assert_eq!(room_of("/chat?room=a-b_9"), Ok("a-b_9"));
+        assert_eq!(room_of("/chat?x=1&room=lobby"), Ok("lobby"));
+        assert_eq!(room_of("/chat"), Ok("chat"));
+        assert_eq!(room_of("/chat?xroom=1"), Ok("chat"));
+        assert_eq!(room_of("/chat?room="), Err(()));
+        assert_eq!(room_of("/chat?room=a%20b"), Err(()));
+        assert_eq!(room_of(&format!("/chat?room={}", "a".repeat(65))), Err(()));
+    }
+}
