@@ -2,8 +2,9 @@
 //! `--redis`; with `--history N`, a client that reconnects gets what it missed.
 //!
 //! The protocol (text messages):
-//! - Connect to `/chat` (room `chat`) or `/chat?room=NAME` (1 to 64 letters, digits, `-`, `_`;
-//!   anything else is answered 400).
+//! - Connect to `/chat` (room `chat`) or `/chat?room=ROOM`, and add `name=NAME` to be listed
+//!   in the room's presence (`/chat?room=lobby&name=alice`). Rooms and names are 1 to 64
+//!   letters, digits, `-`, `_`; anything else is answered 400.
 //! - Without `--history`, every message a member sends goes to every member of the room as it
 //!   is (the benchmarks' broadcast).
 //! - With `--history N` (needs `--redis`), the server first sends `{"position":"E:O"}`, the
@@ -11,7 +12,8 @@
 //!   as `{"id":"E:O","text":"hello"}`: `E:O` is its position in the room's history (epoch and
 //!   offset; offsets count 1, 2, 3… within an epoch). `"id":null` means Redis could not keep it
 //!   (it still reached the members this instance could reach).
-//! - `/presence` answers `{"presence":N}`, the room's members on every instance.
+//! - `/presence` answers `{"presence":N,"names":[…]}`: the room's members on every instance,
+//!   and the names of those that gave one (each once, sorted).
 //! - `/recover E:O` (the position of the last message the client got, or the position it was
 //!   sent on joining) answers the messages after it, as above, then `{"recovered":true,
 //!   "missed":K}`; or `{"recovered":false,"reason":"…","position":"E:O"}` when they are not
@@ -47,8 +49,12 @@ impl Chat {
             .on_open(move |ws, handshake| {
                 let history = on_open.clone();
                 async move {
-                    let room = room_of(&handshake.path).unwrap_or(DEFAULT_ROOM).to_owned();
                     // (`upgrade` refused bad names.)
+                    let room = param(&handshake.path, "room").ok().flatten();
+                    let room = room.unwrap_or(DEFAULT_ROOM).to_owned();
+                    if let Ok(Some(name)) = param(&handshake.path, "name") {
+                        ws.set_presence_id(name);
+                    }
                     ws.join(&room);
                     ws.set_data(Room(room.clone()));
                     if let Some(history) = history {
@@ -71,9 +77,9 @@ impl Chat {
     /// Upgrades a request for `/chat`, or answers 400 for a bad room name.
     pub(crate) fn upgrade<B>(&self, req: Request<B>) -> Response<Body> {
         let path = req.uri().path_and_query().map_or("", |p| p.as_str());
-        if room_of(path).is_err() {
+        if param(path, "room").is_err() || param(path, "name").is_err() {
             let mut r = Response::new(Body::from(
-                "a room name is 1 to 64 letters, digits, '-' or '_'\n",
+                "room and name are 1 to 64 letters, digits, '-' or '_'\n",
             ));
             *r.status_mut() = StatusCode::BAD_REQUEST;
             return r;
@@ -82,19 +88,22 @@ impl Chat {
     }
 }
 
-/// The room named by `?room=` in `path` ([`DEFAULT_ROOM`] when none is), or `Err` for a
-/// bad name.
-fn room_of(path: &str) -> Result<&str, ()> {
+/// The value of `key` in `path`'s query (`None` when it has none), or `Err` when it is not 1
+/// to 64 letters, digits, `-` or `_`.
+fn param<'a>(path: &'a str, key: &str) -> Result<Option<&'a str>, ()> {
     let query = path.split_once('?').map_or("", |(_, q)| q);
-    let Some(name) = query.split('&').find_map(|kv| kv.strip_prefix("room=")) else {
-        return Ok(DEFAULT_ROOM);
+    let found = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')));
+    let Some(value) = found else {
+        return Ok(None);
     };
-    let good = (1..=64).contains(&name.len())
-        && name
+    let good = (1..=64).contains(&value.len())
+        && value
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if good {
-        Ok(name)
+        Ok(Some(value))
     } else {
         Err(())
     }
@@ -115,8 +124,10 @@ async fn message(
     };
     match text {
         Some("/presence") => {
-            let answer = match ws::presence(&room).await {
-                Ok(n) => json!({ "presence": n }),
+            let found =
+                futures_util::future::try_join(ws::presence(&room), ws::presence_ids(&room));
+            let answer = match found.await {
+                Ok((n, names)) => json!({ "presence": n, "names": names }),
                 Err(e) => json!({ "error": e.to_string() }),
             };
             ws.send_text(answer.to_string())
@@ -187,16 +198,18 @@ async fn recover(
 
 #[cfg(test)]
 mod tests {
-    use super::room_of;
+    use super::param;
 
     #[test]
-    fn room_names() {
-        assert_eq!(room_of("/chat?room=a-b_9"), Ok("a-b_9"));
-        assert_eq!(room_of("/chat?x=1&room=lobby"), Ok("lobby"));
-        assert_eq!(room_of("/chat"), Ok("chat"));
-        assert_eq!(room_of("/chat?xroom=1"), Ok("chat"));
-        assert_eq!(room_of("/chat?room="), Err(()));
-        assert_eq!(room_of("/chat?room=a%20b"), Err(()));
-        assert_eq!(room_of(&format!("/chat?room={}", "a".repeat(65))), Err(()));
+    fn rooms_and_names() {
+        assert_eq!(param("/chat?room=a-b_9", "room"), Ok(Some("a-b_9")));
+        assert_eq!(param("/chat?x=1&room=lobby", "room"), Ok(Some("lobby")));
+        assert_eq!(param("/chat?room=r&name=al", "name"), Ok(Some("al")));
+        assert_eq!(param("/chat", "room"), Ok(None));
+        assert_eq!(param("/chat?xroom=1&rooms=2", "room"), Ok(None));
+        assert_eq!(param("/chat?room=", "room"), Err(()));
+        assert_eq!(param("/chat?room=a%20b", "room"), Err(()));
+        let long = format!("/chat?name={}", "a".repeat(65));
+        assert_eq!(param(&long, "name"), Err(()));
     }
 }

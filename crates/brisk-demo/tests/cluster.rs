@@ -2,7 +2,7 @@
 //! rooms. Every message reaches every member on both instances exactly once; with Redis
 //! killed, each instance's broadcasts still reach its own members and the failed publishes are
 //! counted; once Redis is back, both subscribe again and messages cross again. `/presence`
-//! counts the room's members on both instances.
+//! counts the room's members on both instances and lists their names.
 
 use std::net::TcpStream;
 use std::time::Duration;
@@ -40,12 +40,27 @@ fn next_text(ws: &mut WebSocket<TcpStream>, limit: Duration) -> Option<String> {
     }
 }
 
-/// What `/presence` answers on `/chat` (the answer goes to the asking member only).
-fn presence(ws: &mut WebSocket<TcpStream>) -> u64 {
+/// A member of the default room named `name` in its presence.
+fn named(d: &Demo, name: &str) -> WebSocket<TcpStream> {
+    let url = format!("ws://127.0.0.1:{}/chat?name={name}", d.http);
+    tungstenite::client(url, connect(d.http)).unwrap().0
+}
+
+/// What `/presence` answers on `/chat` (the answer goes to the asking member only): the
+/// count and the names.
+fn presence(ws: &mut WebSocket<TcpStream>) -> (u64, Vec<String>) {
     ws.send(Message::text("/presence")).unwrap();
     let answer = next_text(ws, Duration::from_secs(5)).expect("an answer");
     let v: Json = serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"));
-    v["presence"].as_u64().unwrap_or_else(|| panic!("{answer}"))
+    let n = v["presence"].as_u64().unwrap_or_else(|| panic!("{answer}"));
+    let names = v["names"].as_array().unwrap_or_else(|| panic!("{answer}"));
+    (
+        n,
+        names
+            .iter()
+            .map(|n| n.as_str().unwrap().to_owned())
+            .collect(),
+    )
 }
 
 fn cluster_status(d: &Demo) -> Json {
@@ -58,9 +73,11 @@ fn chat_rooms_span_instances_exactly_once_and_survive_a_redis_restart() {
     let url = redis.url();
     let a = demo_with(2, &["--redis", &url]);
     let b = demo_with(1, &["--redis", &url]);
-    // Three members on each instance (on A spread over its two workers by the kernel).
-    let mut on_a: Vec<_> = (0..3).map(|_| chat(&a)).collect();
-    let mut on_b: Vec<_> = (0..3).map(|_| chat(&b)).collect();
+    // Three members on A (spread over its two workers by the kernel), four on B.
+    // Named in the room's presence, but for one.
+    let mut on_a: Vec<_> = (0..3).map(|i| named(&a, &format!("a{i}"))).collect();
+    let mut on_b: Vec<_> = (0..3).map(|i| named(&b, &format!("b{i}"))).collect();
+    on_b.push(chat(&b));
     for d in [&a, &b] {
         wait_until(Duration::from_secs(10), "subscribed to the room", || {
             let c = cluster_status(d);
@@ -98,16 +115,20 @@ fn chat_rooms_span_instances_exactly_once_and_survive_a_redis_restart() {
     assert_eq!(cb["received"], 10, "{cb}");
     assert_eq!(cb["lost"], 0, "{cb}");
 
-    // Presence: the room's members on both instances, asked from either.
-    wait_until(Duration::from_secs(5), "presence 6", || {
-        presence(&mut on_a[1]) == 6
+    // Presence: the room's members on both instances, asked from either, and the names of
+    // the six that gave one.
+    let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    let seven = (7, names(&["a0", "a1", "a2", "b0", "b1", "b2"]));
+    wait_until(Duration::from_secs(5), "presence 7", || {
+        presence(&mut on_a[1]) == seven
     });
-    assert_eq!(presence(&mut on_b[1]), 6);
-    // One member on B leaves: 5, once its worker has written its count (100 ms).
-    let gone = on_b.pop().unwrap();
-    drop(gone);
-    wait_until(Duration::from_secs(5), "presence 5 after a leave", || {
-        presence(&mut on_a[1]) == 5
+    assert_eq!(presence(&mut on_b[1]), seven);
+    // Two members on B leave (one unnamed, then b2): 5, once its worker has written (100 ms).
+    drop(on_b.pop().unwrap());
+    drop(on_b.pop().unwrap());
+    let five = (5, names(&["a0", "a1", "a2", "b0", "b1"]));
+    wait_until(Duration::from_secs(5), "presence 5 after two leave", || {
+        presence(&mut on_a[1]) == five
     });
 
     // Redis down: A's broadcast reaches A's members only, and the failed publish is counted.

@@ -580,6 +580,15 @@ impl WsConnection {
         group::join(self.id(), group, deflate);
     }
 
+    /// Names this member in the presence of its groups ([`presence_ids`](super::presence_ids)),
+    /// e.g. with its user's name (a line break in it becomes a space); members without one
+    /// are counted but not listed.
+    pub fn set_presence_id(&self, id: &str) {
+        if !self.conn.is_closed() {
+            group::set_presence_id(self.id(), id);
+        }
+    }
+
     /// Leaves a group.
     pub fn leave(&self, group: &str) {
         group::leave(self.id(), group);

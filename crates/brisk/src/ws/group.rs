@@ -24,6 +24,8 @@ struct Groups {
     members: HashMap<Rc<str>, HashSet<u64>>,
     /// Each connection that joined any group.
     joined: HashMap<u64, Joined>,
+    /// The presence ids of connections that have one.
+    ids: HashMap<u64, Rc<str>>,
 }
 
 /// A connection that joined groups.
@@ -92,6 +94,7 @@ pub(crate) fn leave(conn: u64, group: &str) {
 pub(crate) fn leave_all(conn: u64) {
     GROUPS.with(|g| {
         let mut g = g.borrow_mut();
+        g.ids.remove(&conn);
         let groups = g.joined.remove(&conn).map(|j| j.groups);
         for name in groups.unwrap_or_default() {
             if let Some(set) = g.members.get_mut(&name) {
@@ -106,6 +109,31 @@ pub(crate) fn leave_all(conn: u64) {
             }
         }
     });
+}
+
+/// Gives `conn` the presence id `id` in every group it is or will be in.
+pub(crate) fn set_presence_id(conn: u64, id: &str) {
+    GROUPS.with(|g| {
+        let mut g = g.borrow_mut();
+        g.ids.insert(conn, Rc::from(id.replace('\n', " ")));
+        #[cfg(feature = "redis")]
+        for name in g.joined.get(&conn).map_or(&[][..], |j| &j.groups[..]) {
+            super::presence::changed(name);
+        }
+    });
+}
+
+/// The presence ids of `group`'s members in this worker (each once, sorted).
+pub(crate) fn local_ids(group: &str) -> Vec<String> {
+    GROUPS.with(|g| {
+        let g = g.borrow();
+        let mut ids: Vec<String> = (g.members.get(group).into_iter().flatten())
+            .filter_map(|conn| g.ids.get(conn).map(|id| id.to_string()))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    })
 }
 
 /// The last member of `group` in this worker left.

@@ -7,7 +7,9 @@
 //! Redis was down heals. The worker also marks itself alive (`brisk:presence:alive`, a sorted
 //! set of the time each worker last wrote) every 5 s. [`presence`] sums the fields of the
 //! workers seen alive in the last 15 s, and removes those of workers that are gone (killed, or
-//! on a machine that went away).
+//! on a machine that went away). The presence ids of a group's members
+//! ([`presence_ids`]) are kept the same way, one field per worker with its ids one per line,
+//! in `brisk:presence:GROUP:ids`.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -23,21 +25,21 @@ const STALE: Duration = Duration::from_secs(15);
 const FLUSH_DELAY: Duration = Duration::from_millis(100);
 const ALIVE_KEY: &str = "brisk:presence:alive";
 
-/// Sums the counts of live workers, removing the fields of dead ones.
-const COUNT_SCRIPT: &str = r"
+/// The values of live workers' fields, removing the fields of dead ones.
+const LIVE_SCRIPT: &str = r"
 local alive = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], '+inf')
 local live = {}
 for _, w in ipairs(alive) do live[w] = true end
 local fields = redis.call('HGETALL', KEYS[1])
-local total = 0
+local values = {}
 for i = 1, #fields, 2 do
   if live[fields[i]] then
-    total = total + tonumber(fields[i + 1])
+    table.insert(values, fields[i + 1])
   else
     redis.call('HDEL', KEYS[1], fields[i])
   end
 end
-return total
+return values
 ";
 
 struct Presence {
@@ -111,13 +113,18 @@ async fn flush() {
         p.flushing = false;
         let mut batch = pipe();
         for group in std::mem::take(&mut p.dirty) {
-            let key = format!("brisk:presence:{group}");
             let n = super::local_members(&group);
+            let ids = super::group::local_ids(&group).join("\n");
+            for (key, value) in [(count_key(&group), n.to_string()), (ids_key(&group), ids)] {
+                if n == 0 || value.is_empty() {
+                    batch.cmd("HDEL").arg(&key).arg(&p.id).ignore();
+                } else {
+                    batch.cmd("HSET").arg(&key).arg(&p.id).arg(value).ignore();
+                }
+            }
             if n == 0 {
-                batch.cmd("HDEL").arg(&key).arg(&p.id).ignore();
                 p.written.remove(&group);
             } else {
-                batch.cmd("HSET").arg(&key).arg(&p.id).arg(n).ignore();
                 p.written.insert(group);
             }
         }
@@ -168,20 +175,63 @@ async fn refresh_loop() {
 /// # Ok(()) }
 /// ```
 pub async fn presence(group: &str) -> Result<u64, RedisError> {
-    let Some(redis) = redis() else {
+    let Some(counts) = live_values(&count_key(group)).await? else {
         return Ok(super::local_members(group) as u64);
     };
+    Ok(counts.iter().filter_map(|c| c.parse::<u64>().ok()).sum())
+}
+
+/// The presence ids ([`WsConnection::set_presence_id`](super::WsConnection::set_presence_id))
+/// of `group`'s members on every instance, each once and sorted; members without one are
+/// not listed. As fresh as [`presence`]. Each worker writes all its ids of a group when one
+/// changes, so this suits groups of up to some thousands of named members.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), brisk::redis::RedisError> {
+/// let who = brisk::ws::presence_ids("lobby").await?;
+/// # Ok(()) }
+/// ```
+pub async fn presence_ids(group: &str) -> Result<Vec<String>, RedisError> {
+    let Some(lists) = live_values(&ids_key(group)).await? else {
+        return Ok(super::group::local_ids(group));
+    };
+    let mut ids: Vec<String> = (lists.iter())
+        .flat_map(|l| l.split('\n'))
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// The values of the live workers' fields of the hash `key`; `None` without a cluster.
+async fn live_values(key: &str) -> Result<Option<Vec<String>>, RedisError> {
+    let Some(redis) = redis() else {
+        return Ok(None);
+    };
     let since = now_ms().saturating_sub(STALE.as_millis() as u64);
-    redis
+    let values = redis
         .run(
             cmd("EVAL")
-                .arg(COUNT_SCRIPT)
+                .arg(LIVE_SCRIPT)
                 .arg(2)
-                .arg(format!("brisk:presence:{group}"))
+                .arg(key)
                 .arg(ALIVE_KEY)
                 .arg(since),
         )
-        .await
+        .await?;
+    Ok(Some(values))
+}
+
+/// The hash of each worker's count of `group`'s members.
+fn count_key(group: &str) -> String {
+    format!("brisk:presence:{group}")
+}
+
+/// The hash of each worker's presence ids of `group` (one per line).
+fn ids_key(group: &str) -> String {
+    format!("brisk:presence:{group}:ids")
 }
 
 fn now_ms() -> u64 {
