@@ -124,6 +124,7 @@ pub(crate) fn set_presence_id(conn: u64, id: &str) {
 }
 
 /// The presence ids of `group`'s members in this worker (each once, sorted).
+#[cfg(feature = "redis")]
 pub(crate) fn local_ids(group: &str) -> Vec<String> {
     GROUPS.with(|g| {
         let g = g.borrow();
