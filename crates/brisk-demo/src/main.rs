@@ -128,6 +128,10 @@ struct Args {
     /// code (1008 or 1013), instead of dropping messages to them.
     #[arg(long, global = true)]
     slow_consumer_close: Option<u16>,
+    /// Share `/chat` rooms with other instances through this Redis Cluster's sharded pub/sub
+    /// (`redis://host:port` of any node) instead of through `--redis`'s pub/sub.
+    #[arg(long, global = true)]
+    cluster_sharded: Option<String>,
     /// Keep the last N messages of each `/chat` room in Redis (needs `--redis`), so that a
     /// client that reconnects recovers what it missed (`/recover E:O`).
     #[arg(long, global = true)]
@@ -259,6 +263,7 @@ struct Config {
     smtp_ca: Option<PathBuf>,
     slow_consumer_close: Option<u16>,
     history: Option<usize>,
+    cluster_sharded: Option<String>,
     db_pool_size: Option<usize>,
     db_max_pipeline: Option<usize>,
     db_acquire_timeout_ms: Option<u64>,
@@ -617,7 +622,9 @@ fn build(args: &Args) -> anyhow::Result<App> {
     if let Some(heartbeat) = heartbeat {
         app = app.schedule(heartbeat);
     }
-    if let Some(url) = redis_url {
+    if let Some(url) = args.cluster_sharded.clone().or(file.cluster_sharded) {
+        app = app.cluster_sharded(url);
+    } else if let Some(url) = redis_url {
         // Instances on the same Redis share `/chat` rooms.
         app = app.cluster(url);
     }

@@ -393,3 +393,79 @@ fn a_member_that_reconnects_recovers_what_it_missed_or_is_told_it_cannot() {
     );
     assert_ne!(answer["position"], at(11).as_str(), "{answer}");
 }
+
+/// Sharded pub/sub (item 1): two instances on a three-node Redis Cluster
+/// (`--cluster-sharded`) carry six rooms, each room's channel a sharded subscription on the
+/// node that owns its slot; every message reaches the members of its room once, and no
+/// other room's.
+#[test]
+fn on_a_redis_cluster_rooms_cross_instances_through_sharded_channels() {
+    let cluster = RedisCluster::start(3).unwrap();
+    let seed = cluster.nodes()[0].url();
+    let a = demo_with(1, &["--cluster-sharded", &seed]);
+    let b = demo_with(1, &["--cluster-sharded", &seed]);
+    let rooms: Vec<String> = (0..6).map(|i| format!("r{i}")).collect();
+    let mut on_a: Vec<_> = rooms.iter().map(|r| room(&a, r)).collect();
+    let mut on_b: Vec<_> = rooms.iter().map(|r| room(&b, r)).collect();
+    for d in [&a, &b] {
+        wait_until(
+            Duration::from_secs(15),
+            "subscribed to the six rooms",
+            || {
+                let c = cluster_status(d);
+                c["connected"] == true && c["groups"] == 6
+            },
+        );
+    }
+    // Each room's channel is a sharded channel of exactly one node, and the six spread over
+    // more than one node.
+    let mut holders = std::collections::HashMap::new();
+    wait_until(Duration::from_secs(10), "six sharded channels", || {
+        holders.clear();
+        for node in cluster.nodes() {
+            let listed = RedisCluster::cli(node.port(), &["pubsub", "shardchannels"]).unwrap();
+            for channel in listed.lines().filter(|l| !l.is_empty()) {
+                holders.insert(channel.to_owned(), node.port());
+            }
+        }
+        holders.len() == 6
+    });
+    let used: std::collections::HashSet<_> = holders.values().collect();
+    assert!(used.len() > 1, "all six channels on one node: {holders:?}");
+    for node in cluster.nodes() {
+        let plain = RedisCluster::cli(node.port(), &["pubsub", "channels"]).unwrap();
+        assert_eq!(plain.trim(), "", "plain channels on {}", node.port());
+    }
+
+    for (i, ws) in on_b.iter_mut().enumerate() {
+        ws.send(Message::text(format!("to r{i}"))).unwrap();
+    }
+    // Room i's members on both instances (the sender too) get its message, and nothing else.
+    for (i, ws) in on_a
+        .iter_mut()
+        .enumerate()
+        .chain(on_b.iter_mut().enumerate())
+    {
+        assert_eq!(
+            next_text(ws, Duration::from_secs(5)).as_deref(),
+            Some(format!("to r{i}").as_str())
+        );
+    }
+    for ws in on_a.iter_mut().chain(on_b.iter_mut()) {
+        assert_eq!(next_text(ws, Duration::from_millis(300)), None);
+    }
+    let (ca, cb) = (cluster_status(&a), cluster_status(&b));
+    assert_eq!(cb["published"], 6, "{cb}");
+    assert_eq!(ca["received"], 6, "{ca}");
+    assert_eq!(ca["lost"], 0, "{ca}");
+
+    // Presence needs one Redis server: with a sharded bus it says so.
+    on_a[0].send(Message::text("/presence")).unwrap();
+    let answer = next_json(&mut on_a[0]);
+    assert!(
+        answer["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("cluster_sharded")),
+        "{answer}"
+    );
+}

@@ -14,7 +14,9 @@ use anyhow::{bail, Context, Result};
 pub use tempfile::TempDir;
 
 pub mod servers;
-pub use servers::{http_get, MariaDb, Nginx, Postgres, Prometheus, Redis, SmtpSecurity, SmtpSink};
+pub use servers::{
+    http_get, MariaDb, Nginx, Postgres, Prometheus, Redis, RedisCluster, SmtpSecurity, SmtpSink,
+};
 
 /// A fresh, empty directory under the system temp dir (`brisk-test-TAG-…`), removed when the
 /// returned guard is dropped.

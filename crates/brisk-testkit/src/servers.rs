@@ -786,6 +786,84 @@ impl Drop for Redis {
     }
 }
 
+/// A Redis Cluster of `redis-server` nodes on 127.0.0.1 (masters only, no replicas), made
+/// with `redis-cli --cluster create`; each node persists nothing.
+pub struct RedisCluster {
+    nodes: Vec<Redis>,
+}
+
+impl RedisCluster {
+    /// Starts `n` (at least 3) nodes, joins them into a cluster whose slots they share, and
+    /// waits until every node reports `cluster_state:ok`.
+    pub fn start(n: usize) -> Result<Self> {
+        let mut nodes = Vec::with_capacity(n);
+        for _ in 0..n {
+            // The cluster bus gets a port of its own (PORT + 10000 may not exist).
+            let bus = free_port().to_string();
+            let args = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "2000",
+                "--cluster-port",
+                bus.as_str(),
+            ];
+            nodes.push(Redis::start_with(&args)?);
+        }
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for node in &nodes {
+            create.arg(format!("127.0.0.1:{}", node.port()));
+        }
+        let out = create
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .context("redis-cli --cluster create")?;
+        if !out.status.success() {
+            bail!(
+                "redis-cli --cluster create failed: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        for node in &nodes {
+            let port = node.port().to_string();
+            let ok = poll(Duration::from_secs(20), || {
+                let info = Command::new("redis-cli")
+                    .args(["-p", &port, "cluster", "info"])
+                    .output()
+                    .ok()?;
+                String::from_utf8_lossy(&info.stdout)
+                    .contains("cluster_state:ok")
+                    .then_some(())
+            });
+            if ok.is_none() {
+                bail!("the Redis Cluster node on port {port} is not ready after 20 s");
+            }
+        }
+        Ok(RedisCluster { nodes })
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> &[Redis] {
+        &self.nodes
+    }
+
+    /// Runs `redis-cli -p PORT ARGS…` on the node at `port`, answering its output.
+    pub fn cli(port: u16, args: &[&str]) -> Result<String> {
+        let out = Command::new("redis-cli")
+            .arg("-p")
+            .arg(port.to_string())
+            .args(args)
+            .output()
+            .context("redis-cli")?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
 /// A Prometheus server (Debian's `prometheus`) that scrapes the given targets every second,
 /// with its time series in a temporary directory.
 pub struct Prometheus {

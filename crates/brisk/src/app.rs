@@ -46,6 +46,7 @@ pub struct App {
     pub(crate) metrics: Option<String>,
     pub(crate) alerts: Option<crate::alerts::Alerts>,
     pub(crate) cluster: Option<String>,
+    pub(crate) cluster_sharded: bool,
     pub(crate) schedules: Vec<Schedule>,
 }
 
@@ -72,6 +73,7 @@ impl App {
             metrics: None,
             alerts: None,
             cluster: None,
+            cluster_sharded: false,
             schedules: Vec::new(),
         }
     }
@@ -193,6 +195,26 @@ impl App {
     /// ```
     pub fn cluster(mut self, redis_url: impl Into<String>) -> Self {
         self.cluster = Some(redis_url.into());
+        self.cluster_sharded = false;
+        self
+    }
+
+    /// Spans machines as [`cluster`](Self::cluster) does, through a Redis Cluster's sharded
+    /// pub/sub (`SSUBSCRIBE`/`SPUBLISH`, Redis 7): each group's channel lives on the node
+    /// that owns its slot, so pub/sub traffic spreads over the nodes. `node_url` is any node
+    /// of the cluster; the others are found from it. [`ws::presence`](crate::ws::presence)
+    /// needs a single Redis server and answers an error here.
+    ///
+    /// ```no_run
+    /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
+    /// brisk::App::new("chat")
+    ///     .server(server)
+    ///     .cluster_sharded("redis://10.0.0.5:7000")
+    ///     .run();
+    /// ```
+    pub fn cluster_sharded(mut self, node_url: impl Into<String>) -> Self {
+        self.cluster = Some(node_url.into());
+        self.cluster_sharded = true;
         self
     }
 
@@ -308,6 +330,7 @@ impl App {
             alerts: self.alerts,
             schedules: self.schedules,
             cluster: self.cluster,
+            cluster_sharded: self.cluster_sharded,
         })
     }
 

@@ -140,6 +140,8 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             done_tx.clone(),
         ));
         context::set_current(Some(worker.clone()));
+        #[cfg(feature = "redis")]
+        crate::ws::start_presence();
         let lag = tokio::task::spawn_local(worker.clone().watch_loop_lag());
         let limits = svc.limits.apply(defaults);
         // A custom process has no listener: nothing to start but its callbacks.

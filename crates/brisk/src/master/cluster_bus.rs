@@ -32,11 +32,10 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
+use super::cluster_link::Link;
 use crate::ipc::BroadcastFrames;
-use crate::redis::{pipe, Redis, RedisOptions};
 use crate::stats::ClusterStatus;
 
 /// What a message on a channel starts with: a tag, the instance id, the sequence number.
@@ -48,12 +47,10 @@ const PREFIX: &str = "brisk:cluster:";
 const MAX_QUEUED: usize = 10_000;
 /// Groups whose sequence numbers an instance keeps before it starts them all again.
 const MAX_SEQUENCES: usize = 65_536;
-/// How long a subscription command or a ping may take before the connection is given up.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often an idle subscription is checked with a ping.
 const PING_INTERVAL: Duration = Duration::from_secs(10);
 /// The most broadcasts published in one round trip.
-const MAX_BATCH: u64 = 256;
+const MAX_BATCH: usize = 256;
 /// The longest wait between two connection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -66,8 +63,9 @@ enum Change {
 /// The master's side of the cluster: its subscriptions, its publishing, its counters.
 pub(crate) struct ClusterBus {
     url: String,
-    client: redis::Client,
-    publisher: Redis,
+    /// Sharded pub/sub on a Redis Cluster.
+    sharded: bool,
+    link: Link,
     /// Identifies this instance's messages (random per master start).
     instance: [u8; 16],
     /// The next sequence number of each group this instance published to.
@@ -86,19 +84,18 @@ pub(crate) struct ClusterBus {
 }
 
 impl ClusterBus {
-    /// A bus on the Redis server at `url`. Connects nothing yet.
-    pub(crate) fn new(url: &str) -> Result<Rc<Self>, String> {
-        let client = redis::Client::open(url).map_err(|e| format!("cluster {url}: {e}"))?;
-        let publisher =
-            Redis::new(url, RedisOptions::default()).map_err(|e| format!("cluster: {e}"))?;
+    /// A bus on the Redis server at `url`, or (`sharded`) on the Redis Cluster that the node
+    /// at `url` belongs to. Connects nothing yet.
+    pub(crate) fn new(url: &str, sharded: bool) -> Result<Rc<Self>, String> {
+        let link = Link::new(url, sharded)?;
         let mut instance = [0u8; 16];
         getrandom_instance(&mut instance);
         let (changes, changes_rx) = mpsc::unbounded_channel();
         let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
         Ok(Rc::new(ClusterBus {
             url: url.to_owned(),
-            client,
-            publisher,
+            sharded,
+            link,
             instance,
             next_seq: RefCell::default(),
             queued: Cell::new(0),
@@ -127,6 +124,11 @@ impl ClusterBus {
     /// The Redis server's URL (the workers get it for presence).
     pub(crate) fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Whether the bus uses sharded pub/sub on a Redis Cluster.
+    pub(crate) fn sharded(&self) -> bool {
+        self.sharded
     }
 
     /// The workers that hold members of `group`.
@@ -215,25 +217,17 @@ impl ClusterBus {
     async fn publish_loop(self: Rc<Self>, mut outgoing: mpsc::UnboundedReceiver<(String, Bytes)>) {
         let mut last_logged: Option<tokio::time::Instant> = None;
         while let Some(first) = outgoing.recv().await {
-            let mut batch = pipe();
-            let mut n = 0u64;
-            let mut next = Some(first);
-            while let Some((channel, message)) = next {
-                batch
-                    .cmd("PUBLISH")
-                    .arg(&channel)
-                    .arg(&message[..])
-                    .ignore();
-                n += 1;
-                next = if n < MAX_BATCH {
-                    outgoing.try_recv().ok()
-                } else {
-                    None
-                };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match outgoing.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
             }
+            let n = batch.len() as u64;
             self.queued
-                .set(self.queued.get().saturating_sub(n as usize));
-            let sent: Result<(), _> = self.publisher.run_pipeline(&batch).await;
+                .set(self.queued.get().saturating_sub(batch.len()));
+            let sent = self.link.publish(&batch).await;
             match sent {
                 Ok(()) => self.count(|s| s.published += n),
                 Err(e) => {
@@ -258,15 +252,9 @@ impl ClusterBus {
         let mut backoff = Duration::from_millis(100);
         let mut ever_connected = false;
         loop {
-            let attempt =
-                tokio::time::timeout(Duration::from_secs(2), self.client.get_async_pubsub()).await;
-            let pubsub = match attempt {
-                Ok(Ok(p)) => p,
-                failed => {
-                    let why = match failed {
-                        Ok(Err(e)) => e.to_string(),
-                        _ => "no connection within 2 s".to_owned(),
-                    };
+            let (mut sink, mut stream) = match self.link.subscription().await {
+                Ok(halves) => halves,
+                Err(why) => {
                     tracing::debug!("cluster: cannot subscribe on {}: {why}", self.url);
                     // What to subscribe to is read again from `groups` on the next attempt.
                     tokio::time::sleep(backoff).await;
@@ -275,12 +263,12 @@ impl ClusterBus {
                     continue;
                 }
             };
-            let (mut sink, mut stream) = pubsub.split();
             while changes.try_recv().is_ok() {}
             let wanted: Vec<String> = self.groups.borrow().keys().map(|g| channel(g)).collect();
             let mut ok = true;
             for ch in wanted {
-                if !within(sink.subscribe(ch)).await {
+                if let Err(why) = sink.subscribe(ch).await {
+                    tracing::debug!("cluster: cannot subscribe on {}: {why}", self.url);
                     ok = false;
                     break;
                 }
@@ -302,22 +290,22 @@ impl ClusterBus {
                 loop {
                     tokio::select! {
                         msg = stream.next() => match msg {
-                            Some(msg) => self.receive(msg.get_channel_name(), msg.get_payload_bytes(), &deliver),
+                            Some((channel, payload)) => self.receive(&channel, &payload, &deliver),
                             None => break,
                         },
                         Some(change) = changes.recv() => {
                             let done = match change {
-                                Change::Subscribe(ch) => within(sink.subscribe(ch)).await,
-                                Change::Unsubscribe(ch) => within(sink.unsubscribe(ch)).await,
+                                Change::Subscribe(ch) => sink.subscribe(ch).await,
+                                Change::Unsubscribe(ch) => sink.unsubscribe(ch).await,
                             };
-                            if !done {
+                            if done.is_err() {
                                 break;
                             }
                         }
                         // A connection that went silent (a peer gone without a FIN) is found
                         // by a ping that gets no answer.
                         _ = ping.tick() => {
-                            if !within(sink.ping::<redis::Value>()).await {
+                            if sink.ping().await.is_err() {
                                 break;
                             }
                         }
@@ -364,14 +352,6 @@ impl ClusterBus {
         };
         deliver(group, &frames);
     }
-}
-
-/// Whether a subscription command (or ping) succeeded within [`COMMAND_TIMEOUT`].
-async fn within<T>(command: impl std::future::Future<Output = redis::RedisResult<T>>) -> bool {
-    matches!(
-        tokio::time::timeout(COMMAND_TIMEOUT, command).await,
-        Ok(Ok(_))
-    )
 }
 
 /// The Redis channel of `group`.

@@ -8,6 +8,8 @@ mod cluster_bus;
 #[cfg(not(feature = "redis"))]
 #[path = "no_cluster_bus.rs"]
 mod cluster_bus;
+#[cfg(feature = "redis")]
+mod cluster_link;
 mod control;
 pub(crate) mod daemon;
 mod kpi_history;
@@ -51,6 +53,8 @@ pub(crate) struct MasterConfig {
     pub schedules: Vec<crate::schedule::Schedule>,
     /// The Redis server of the cluster bus, if the app spans machines.
     pub cluster: Option<String>,
+    /// The cluster bus uses a Redis Cluster's sharded pub/sub.
+    pub cluster_sharded: bool,
 }
 
 /// One server or custom process, as the master sees it.
@@ -209,12 +213,19 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
     };
     let cluster = match &config.cluster {
         #[cfg(feature = "redis")]
-        Some(url) => Some(cluster_bus::ClusterBus::new(url).map_err(Error::Config)?),
+        Some(url) => {
+            Some(cluster_bus::ClusterBus::new(url, config.cluster_sharded).map_err(Error::Config)?)
+        }
         #[cfg(not(feature = "redis"))]
         Some(_) => {
-            return Err(Error::Config(
-                "App::cluster needs the `redis` feature".into(),
-            ))
+            let sharded = if config.cluster_sharded {
+                "_sharded"
+            } else {
+                ""
+            };
+            return Err(Error::Config(format!(
+                "App::cluster{sharded} needs the `redis` feature"
+            )));
         }
         None => None,
     };

@@ -16,6 +16,9 @@ impl ClusterBus {
     pub(crate) fn url(&self) -> &str {
         match *self {}
     }
+    pub(crate) fn sharded(&self) -> bool {
+        match *self {}
+    }
     pub(crate) fn holders(&self, _group: &str) -> std::collections::HashSet<i32> {
         match *self {}
     }

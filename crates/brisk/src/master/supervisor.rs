@@ -26,7 +26,7 @@ use super::metrics_listener::{self, Observed};
 use super::scheduler::Scheduler;
 use super::status_page::{self, StatusView};
 use super::Plan;
-use crate::env::{ENV_CLUSTER, ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
+use crate::env::{ENV_CLUSTER, ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER, SHARDED};
 use crate::error::{Error, Result};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
 use crate::ipc::{self, BroadcastFrames, MasterStatus, Packet, ToMaster, ToWorker};
@@ -364,11 +364,12 @@ impl Supervisor {
         }
         // Workers are not background masters, whatever the master is.
         cmd.env_remove(ENV_DAEMON);
-        if let Some(bus) = &self.cluster {
-            cmd.env(ENV_CLUSTER, bus.url());
-        } else {
-            cmd.env_remove(ENV_CLUSTER);
-        }
+        match &self.cluster {
+            // Presence needs a single server: workers of a sharded bus get none.
+            Some(bus) if bus.sharded() => cmd.env(ENV_CLUSTER, SHARDED),
+            Some(bus) => cmd.env(ENV_CLUSTER, bus.url()),
+            None => cmd.env_remove(ENV_CLUSTER),
+        };
         if let Some(gid) = plan.gid {
             cmd.as_std_mut().gid(gid);
         }

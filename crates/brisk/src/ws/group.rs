@@ -6,7 +6,7 @@
 //! is on, the message is also compressed once (no context takeover, full window) for the
 //! members that negotiated it: at most two encodings, whatever the number of members.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
@@ -38,6 +38,20 @@ struct Joined {
 
 thread_local! {
     static GROUPS: RefCell<Groups> = RefCell::new(Groups::default());
+    static ON_CHANGE: Cell<Option<fn(&str)>> = const { Cell::new(None) };
+}
+
+/// Has `f` called with the name of each group whose members, or their presence ids, change
+/// in this worker (presence keeps its counts with it).
+#[cfg(feature = "redis")]
+pub(crate) fn on_change(f: fn(&str)) {
+    ON_CHANGE.set(Some(f));
+}
+
+fn changed(group: &str) {
+    if let Some(f) = ON_CHANGE.get() {
+        f(group);
+    }
 }
 
 /// Adds `conn` (which agreed to `deflate`, if any) to `group`.
@@ -58,8 +72,7 @@ pub(crate) fn join(conn: u64, group: &str, deflate: Option<Agreement>) {
                     w.group_membership(group, true);
                 }
             }
-            #[cfg(feature = "redis")]
-            super::presence::changed(group);
+            changed(group);
             let joined = g.joined.entry(conn).or_insert_with(|| Joined {
                 groups: Vec::new(),
                 deflate: takes_deflated,
@@ -74,8 +87,7 @@ pub(crate) fn leave(conn: u64, group: &str) {
         let mut g = g.borrow_mut();
         if let Some(set) = g.members.get_mut(group) {
             if set.remove(&conn) {
-                #[cfg(feature = "redis")]
-                super::presence::changed(group);
+                changed(group);
             }
             if set.is_empty() {
                 g.members.remove(group);
@@ -99,8 +111,7 @@ pub(crate) fn leave_all(conn: u64) {
         for name in groups.unwrap_or_default() {
             if let Some(set) = g.members.get_mut(&name) {
                 if set.remove(&conn) {
-                    #[cfg(feature = "redis")]
-                    super::presence::changed(&name);
+                    changed(&name);
                 }
                 if set.is_empty() {
                     g.members.remove(&name);
@@ -116,9 +127,8 @@ pub(crate) fn set_presence_id(conn: u64, id: &str) {
     GROUPS.with(|g| {
         let mut g = g.borrow_mut();
         g.ids.insert(conn, Rc::from(id.replace('\n', " ")));
-        #[cfg(feature = "redis")]
         for name in g.joined.get(&conn).map_or(&[][..], |j| &j.groups[..]) {
-            super::presence::changed(name);
+            changed(name);
         }
     });
 }

@@ -30,6 +30,8 @@ pub use group::{broadcast, local_members};
 #[cfg(feature = "redis")]
 pub use history::{BadPosition, History, HistoryOptions, Kept, Lost, Position, Recovery};
 #[cfg(feature = "redis")]
+pub(crate) use presence::start as start_presence;
+#[cfg(feature = "redis")]
 pub use presence::{presence, presence_ids};
 pub use server::WsServer;
 pub use tungstenite::Utf8Bytes;

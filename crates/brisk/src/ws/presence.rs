@@ -84,8 +84,16 @@ fn redis() -> Option<Redis> {
     })
 }
 
+/// In a worker of an app that spans machines (`App::cluster`), keeps this worker's counts in
+/// Redis from now on.
+pub(crate) fn start() {
+    if cluster_url().is_some() {
+        super::group::on_change(changed);
+    }
+}
+
 /// The count of `group` in this worker changed (a member joined or left).
-pub(crate) fn changed(group: &str) {
+fn changed(group: &str) {
     if redis().is_none() {
         return;
     }
@@ -207,6 +215,11 @@ pub async fn presence_ids(group: &str) -> Result<Vec<String>, RedisError> {
 
 /// The values of the live workers' fields of the hash `key`; `None` without a cluster.
 async fn live_values(key: &str) -> Result<Option<Vec<String>>, RedisError> {
+    if std::env::var(crate::env::ENV_CLUSTER).as_deref() == Ok(crate::env::SHARDED) {
+        return Err(RedisError::Config(
+            "presence needs App::cluster (one Redis server), not App::cluster_sharded".into(),
+        ));
+    }
     let Some(redis) = redis() else {
         return Ok(None);
     };

@@ -1,0 +1,216 @@
+//! The cluster bus's connections to Redis: plain pub/sub on one Redis server (`SUBSCRIBE`,
+//! `PUBLISH`), or sharded pub/sub on a Redis Cluster (`SSUBSCRIBE`, `SPUBLISH`: each group's
+//! channel lives on the node that owns its slot, so the cluster's pub/sub traffic spreads over
+//! its nodes instead of every message going to every node).
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use redis::aio::{PubSubSink, PubSubStream};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::{PushInfo, PushKind, Value};
+use tokio::sync::mpsc;
+
+use crate::redis::{pipe, Redis, RedisOptions};
+
+/// How long connecting, or one command, may take.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where the bus publishes and subscribes.
+pub(crate) enum Link {
+    /// One Redis server.
+    Plain {
+        client: redis::Client,
+        publisher: Redis,
+    },
+    /// A Redis Cluster (found from one of its nodes).
+    Sharded {
+        /// A node of the cluster.
+        url: String,
+        client: Box<ClusterClient>,
+        /// The publishing connection, made on first use and again after a failure.
+        publisher: RefCell<Option<ClusterConnection>>,
+    },
+}
+
+/// The half of a subscription that sends commands.
+pub(crate) enum Sink {
+    Plain(PubSubSink),
+    Sharded(ClusterConnection),
+}
+
+/// The half of a subscription that receives messages.
+pub(crate) enum Stream {
+    Plain(PubSubStream),
+    Sharded(mpsc::UnboundedReceiver<PushInfo>),
+}
+
+impl Link {
+    /// A link to the Redis server at `url`, or (`sharded`) to the Redis Cluster that the node
+    /// at `url` belongs to. Connects nothing yet.
+    pub(crate) fn new(url: &str, sharded: bool) -> Result<Self, String> {
+        if sharded {
+            let client = ClusterClientBuilder::new(vec![url])
+                .use_protocol(redis::ProtocolVersion::RESP3)
+                .connection_timeout(TIMEOUT)
+                .response_timeout(TIMEOUT)
+                .build()
+                .map_err(|e| format!("cluster {url}: {e}"))?;
+            return Ok(Link::Sharded {
+                url: url.to_owned(),
+                client: Box::new(client),
+                publisher: RefCell::new(None),
+            });
+        }
+        let client = redis::Client::open(url).map_err(|e| format!("cluster {url}: {e}"))?;
+        let publisher =
+            Redis::new(url, RedisOptions::default()).map_err(|e| format!("cluster: {e}"))?;
+        Ok(Link::Plain { client, publisher })
+    }
+
+    /// Publishes `(channel, message)` pairs, in one round trip where it can.
+    pub(crate) async fn publish(&self, batch: &[(String, Bytes)]) -> Result<(), String> {
+        match self {
+            Link::Plain { publisher, .. } => {
+                let mut commands = pipe();
+                for (channel, message) in batch {
+                    commands
+                        .cmd("PUBLISH")
+                        .arg(channel)
+                        .arg(&message[..])
+                        .ignore();
+                }
+                publisher
+                    .run_pipeline::<()>(&commands)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            Link::Sharded {
+                client, publisher, ..
+            } => {
+                let conn = publisher.borrow().clone();
+                let conn = match conn {
+                    Some(c) => c,
+                    None => {
+                        let c = within(client.get_async_connection()).await?;
+                        *publisher.borrow_mut() = Some(c.clone());
+                        c
+                    }
+                };
+                // Each channel may live on another node: one command each, all in flight at
+                // once on the nodes' multiplexed connections.
+                let sends = batch.iter().map(|(channel, message)| {
+                    let mut conn = conn.clone();
+                    async move {
+                        redis::cmd("SPUBLISH")
+                            .arg(channel)
+                            .arg(&message[..])
+                            .query_async::<()>(&mut conn)
+                            .await
+                    }
+                });
+                let sent =
+                    within(async { futures_util::future::try_join_all(sends).await.map(|_| ()) })
+                        .await;
+                if sent.is_err() {
+                    publisher.borrow_mut().take();
+                }
+                sent
+            }
+        }
+    }
+
+    /// A new subscription connection, subscribed to nothing yet.
+    pub(crate) async fn subscription(&self) -> Result<(Sink, Stream), String> {
+        match self {
+            Link::Plain { client, .. } => {
+                let pubsub = within(client.get_async_pubsub()).await?;
+                let (sink, stream) = pubsub.split();
+                Ok((Sink::Plain(sink), Stream::Plain(stream)))
+            }
+            Link::Sharded { url, .. } => {
+                let (pushes, received) = mpsc::unbounded_channel();
+                let subscriber = ClusterClientBuilder::new(vec![url.as_str()])
+                    .use_protocol(redis::ProtocolVersion::RESP3)
+                    .connection_timeout(TIMEOUT)
+                    .response_timeout(TIMEOUT)
+                    .push_sender(pushes)
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                let conn = within(subscriber.get_async_connection()).await?;
+                Ok((Sink::Sharded(conn), Stream::Sharded(received)))
+            }
+        }
+    }
+}
+
+impl Sink {
+    /// Subscribes to `channel`.
+    pub(crate) async fn subscribe(&mut self, channel: String) -> Result<(), String> {
+        match self {
+            Sink::Plain(s) => within(s.subscribe(channel)).await,
+            Sink::Sharded(c) => within(c.ssubscribe(channel)).await,
+        }
+    }
+
+    /// Unsubscribes from `channel`.
+    pub(crate) async fn unsubscribe(&mut self, channel: String) -> Result<(), String> {
+        match self {
+            Sink::Plain(s) => within(s.unsubscribe(channel)).await,
+            Sink::Sharded(c) => within(c.sunsubscribe(channel)).await,
+        }
+    }
+
+    /// Checks that the connection answers.
+    pub(crate) async fn ping(&mut self) -> Result<(), String> {
+        match self {
+            Sink::Plain(s) => within(s.ping::<Value>()).await.map(|_| ()),
+            Sink::Sharded(c) => within(redis::cmd("PING").query_async::<Value>(c))
+                .await
+                .map(|_| ()),
+        }
+    }
+}
+
+impl Stream {
+    /// The next message: its channel and payload; `None` when the connection is lost.
+    pub(crate) async fn next(&mut self) -> Option<(String, Bytes)> {
+        match self {
+            Stream::Plain(s) => {
+                let msg = s.next().await?;
+                let channel = msg.get_channel_name().to_owned();
+                Some((channel, Bytes::copy_from_slice(msg.get_payload_bytes())))
+            }
+            Stream::Sharded(pushes) => loop {
+                let push = pushes.recv().await?;
+                match push.kind {
+                    // A node's connection dropped: the caller connects again and resubscribes.
+                    PushKind::Disconnection => return None,
+                    PushKind::SMessage => {
+                        if let [Value::BulkString(channel), Value::BulkString(payload)] =
+                            &push.data[..]
+                        {
+                            let channel = String::from_utf8_lossy(channel).into_owned();
+                            return Some((channel, Bytes::copy_from_slice(payload)));
+                        }
+                    }
+                    // Confirmations of (un)subscriptions.
+                    _ => {}
+                }
+            },
+        }
+    }
+}
+
+/// `command`'s result within [`TIMEOUT`], its error as text.
+async fn within<T>(
+    command: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(TIMEOUT, command).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no answer within {} s", TIMEOUT.as_secs())),
+    }
+}
