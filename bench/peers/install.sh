@@ -29,15 +29,19 @@ fi
 # apt may start the packaged services; the suite starts its own instances.
 for svc in nginx php8.2-fpm; do $SUDO service "$svc" stop >/dev/null 2>&1 || true; done
 
-# Node.js peer: ws, pg, ejs, and bullmq with ioredis (the job-queue lab) from npm.
+# Node.js peer: ws, pg, ejs, bullmq with ioredis (the job-queue lab), and socket.io with
+# its Redis adapter (the cluster lab) from npm.
 if [ ! -d "$HERE/node/node_modules/ws" ] || [ ! -d "$HERE/node/node_modules/pg" ] \
     || [ ! -d "$HERE/node/node_modules/bullmq" ] || [ ! -d "$HERE/node/node_modules/ioredis" ] \
-    || [ ! -d "$HERE/node/node_modules/ejs" ]; then
+    || [ ! -d "$HERE/node/node_modules/ejs" ] || [ ! -d "$HERE/node/node_modules/socket.io" ] \
+    || [ ! -d "$HERE/node/node_modules/@socket.io/redis-adapter" ]; then
     (cd "$HERE/node" && npm install --no-audit --no-fund --silent)
 fi
 
 # Go peer: coder/websocket from the module proxy, built into go/bin.
 GO=$(command -v go || echo /usr/local/go/bin/go)
 (cd "$HERE/go" && "$GO" mod download && "$GO" build -o bin/peer-go .)
+# Centrifuge peer (the cluster lab): the centrifuge library with its Redis broker.
+(cd "$HERE/centrifuge" && "$GO" mod download && "$GO" build -o bin/peer-centrifuge .)
 
 echo "peers ready: nginx $(nginx -v 2>&1 | sed 's/.*\///'), node $(node --version), $("$GO" version | awk '{print $3}'), php-fpm, wrk"

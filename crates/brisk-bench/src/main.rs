@@ -11,7 +11,7 @@ use brisk_bench::fd_limit::raise_fd_limit;
 use brisk_bench::http::{parse_header, run_http, HttpConfig, RequestSpec};
 use brisk_bench::suite::{self, SuiteOptions};
 use brisk_bench::units::parse_duration;
-use brisk_bench::ws::{parse_source_ips, run_ws, WsConfig, WsMode};
+use brisk_bench::ws::{parse_source_ips, run_ws, WsConfig, WsMode, WsProtocol};
 use brisk_bench::{BenchError, Scheme, Target};
 
 /// Load generator and performance lab for Brisk and its peers.
@@ -168,9 +168,25 @@ struct WsArgs {
     /// Longest wait for outstanding messages after the last send.
     #[arg(long, default_value = "2s", value_parser = duration_arg)]
     drain: Duration,
+    /// More URLs the load connections are spread over, round robin with the target
+    /// (repeatable; e.g. the other instances of a cluster).
+    #[arg(long)]
+    spread: Vec<String>,
+    /// What the connections speak over WebSocket: plain frames, Socket.IO 4 (URL
+    /// `/socket.io/?EIO=4&transport=websocket`) or Centrifuge's JSON protocol (URL
+    /// `/connection/websocket`); both join the room/channel `chat`.
+    #[arg(long, value_enum, default_value_t = ProtocolArg::Plain)]
+    protocol: ProtocolArg,
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ProtocolArg {
+    Plain,
+    Socketio,
+    Centrifuge,
 }
 
 fn http_config(args: &HttpArgs) -> Result<HttpConfig, BenchError> {
@@ -223,6 +239,14 @@ fn ws_config(args: &WsArgs) -> Result<WsConfig, BenchError> {
     config.messages = args.messages;
     config.sender = sender;
     config.drain = args.drain;
+    config.spread = (args.spread.iter())
+        .map(|u| Target::parse(u, Scheme::Ws))
+        .collect::<Result<_, _>>()?;
+    config.protocol = match args.protocol {
+        ProtocolArg::Plain => WsProtocol::Plain,
+        ProtocolArg::Socketio => WsProtocol::SocketIo,
+        ProtocolArg::Centrifuge => WsProtocol::Centrifuge,
+    };
     Ok(config)
 }
 

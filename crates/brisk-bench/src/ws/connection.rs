@@ -16,6 +16,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 use crate::ws::payload::{self, Seen, SeenSet};
+use crate::ws::protocol::{Incoming, WsProtocol};
 use crate::ws::source::connect_from;
 use crate::ws::stats::{WsFailureKind, WsStats};
 use crate::ws::WsMode;
@@ -39,10 +40,11 @@ pub enum Phase {
 
 /// State shared by every connection of a run and its coordinator.
 pub struct RunContext {
-    /// URL of the load connections.
-    pub url: String,
-    /// Resolved address of the load connections.
-    pub addr: SocketAddr,
+    /// URLs of the load connections and their resolved addresses: connection `i` opens
+    /// `targets[i % targets.len()]`.
+    pub targets: Vec<(String, SocketAddr)>,
+    /// What the connections speak.
+    pub protocol: WsProtocol,
     /// Source addresses, used round-robin by connection index.
     pub sources: Vec<IpAddr>,
     /// Connect plus handshake timeout.
@@ -89,20 +91,23 @@ impl RunContext {
     }
 }
 
-/// Opens a WebSocket to `url` at `addr`, optionally from `source`.
+/// Opens a WebSocket to `url` at `addr`, optionally from `source`, and joins as `protocol`
+/// asks.
 pub async fn open(
     url: &str,
     addr: SocketAddr,
     source: Option<IpAddr>,
     limit: Duration,
+    protocol: WsProtocol,
 ) -> Result<Ws, WsFailureKind> {
     let attempt = async {
         let stream = connect_from(addr, source)
             .await
             .map_err(|_| WsFailureKind::Connect)?;
-        let (ws, _response) = tokio_tungstenite::client_async(url, stream)
+        let (mut ws, _response) = tokio_tungstenite::client_async(url, stream)
             .await
             .map_err(|_| WsFailureKind::Handshake)?;
+        protocol.join(&mut ws).await?;
         Ok(ws)
     };
     timeout(limit, attempt)
@@ -145,7 +150,8 @@ pub async fn connection_task(ctx: Arc<RunContext>, index: usize, stats: Rc<RefCe
     }
     stats.borrow_mut().attempted += 1;
     let source = (!ctx.sources.is_empty()).then(|| ctx.sources[index % ctx.sources.len()]);
-    let opened = open(&ctx.url, ctx.addr, source, ctx.timeout).await;
+    let (url, addr) = &ctx.targets[index % ctx.targets.len()];
+    let opened = open(url, *addr, source, ctx.timeout, ctx.protocol).await;
     ctx.last_attempt_ns
         .fetch_max(ctx.now_ns(), Ordering::Relaxed);
     let mut ws = match opened {
@@ -199,13 +205,22 @@ pub async fn connection_task(ctx: Arc<RunContext>, index: usize, stats: Rc<RefCe
                 }
             }
             msg = ws.next() => match msg {
-                Some(Ok(Message::Binary(data))) => {
-                    if record_message(&ctx, &stats, &mut seen, &data) {
-                        received += 1;
-                    }
-                }
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break phase != Phase::Stop,
-                Some(Ok(_)) => {}
+                Some(Ok(msg)) => match ctx.protocol.unwrap(&msg) {
+                    Incoming::Payloads(all) => {
+                        for data in all {
+                            if record_message(&ctx, &stats, &mut seen, &data) {
+                                received += 1;
+                            }
+                        }
+                    }
+                    Incoming::Answer(reply) => {
+                        if ws.send(reply).await.is_err() {
+                            break true;
+                        }
+                    }
+                    Incoming::Nothing => {}
+                },
             },
             () = sleep_until(wake.unwrap_or_else(Instant::now).into()), if wake.is_some() => {
                 if phase == Phase::Go {
@@ -216,7 +231,7 @@ pub async fn connection_task(ctx: Arc<RunContext>, index: usize, stats: Rc<RefCe
                     // time, so timer wake-up lag is not charged to the server.
                     let stamp = if last_send_done > at { at } else { Instant::now() };
                     let data = payload::encode(seq, ctx.ns_of(stamp), ctx.size);
-                    if ws.send(Message::Binary(data.into())).await.is_err() {
+                    if ws.send(ctx.protocol.wrap(&data)).await.is_err() {
                         break true;
                     }
                     last_send_done = Instant::now();

@@ -3,6 +3,7 @@
 
 pub mod connection;
 pub mod payload;
+pub mod protocol;
 pub mod run;
 pub mod source;
 pub mod stats;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use crate::target::Target;
 
+pub use protocol::WsProtocol;
 pub use run::run_ws;
 pub use source::parse_source_ips;
 
@@ -65,6 +67,11 @@ pub struct WsConfig {
     pub messages: Option<u64>,
     /// Broadcast: the URL the sender connects to (default: `target`).
     pub sender: Option<Target>,
+    /// More targets the load connections are spread over, round robin with `target` (e.g.
+    /// the other instances of a cluster).
+    pub spread: Vec<Target>,
+    /// What the connections speak over WebSocket.
+    pub protocol: WsProtocol,
     /// Longest wait for outstanding messages after the last send.
     pub drain: Duration,
 }
@@ -85,6 +92,8 @@ impl WsConfig {
             size: 64,
             messages: None,
             sender: None,
+            spread: Vec::new(),
+            protocol: WsProtocol::Plain,
             drain: Duration::from_secs(2),
         }
     }

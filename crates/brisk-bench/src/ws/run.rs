@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until};
-use tokio_tungstenite::tungstenite::Message;
 
 use crate::error::BenchError;
 use crate::report::{WsMessageReport, WsReport};
@@ -53,7 +52,10 @@ pub fn run_ws(config: &WsConfig) -> Result<WsReport, BenchError> {
             ));
         }
     }
-    let addr = config.target.resolve()?;
+    let mut targets = vec![(config.target.url(), config.target.resolve()?)];
+    for t in &config.spread {
+        targets.push((t.url(), t.resolve()?));
+    }
     let sender_target = config
         .sender
         .clone()
@@ -67,8 +69,8 @@ pub fn run_ws(config: &WsConfig) -> Result<WsReport, BenchError> {
     let (phase_tx, phase_rx) = watch::channel(Phase::Ramp);
     let start = Instant::now();
     let ctx = Arc::new(RunContext {
-        url: config.target.url(),
-        addr,
+        targets,
+        protocol: config.protocol,
         sources: config.source_ips.clone(),
         timeout: config.timeout,
         start,
@@ -178,9 +180,15 @@ async fn coordinate(
     let mut sender = None;
     if config.mode == WsMode::Broadcast {
         let source = ctx.sources.first().copied();
-        sender = open(sender_url, sender_addr, source, config.timeout)
-            .await
-            .ok();
+        sender = open(
+            sender_url,
+            sender_addr,
+            source,
+            config.timeout,
+            config.protocol,
+        )
+        .await
+        .ok();
     }
     let sender_connected = sender.is_some();
     let receivers_at_go = ctx.open.load(Ordering::Relaxed);
@@ -241,7 +249,7 @@ async fn publish(
             Instant::now()
         };
         let data = payload::encode(sent, ctx.ns_of(stamp), size);
-        if sink.send(Message::Binary(data.into())).await.is_err() {
+        if sink.send(config.protocol.wrap(&data)).await.is_err() {
             break;
         }
         sent += 1;

@@ -1,0 +1,220 @@
+//! The application protocols load connections speak over WebSocket, so that broadcast runs
+//! can compare servers whose clients do more than send frames: plain frames (Brisk, `ws`),
+//! Socket.IO (Engine.IO 4) and Centrifuge's JSON protocol.
+//!
+//! Plain connections carry the load payload as a binary frame. The others carry it as text,
+//! `SEQ:SENT_NS:` padded with `x` to the payload size, inside their own envelope.
+
+use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::ws::connection::Ws;
+use crate::ws::payload;
+use crate::ws::stats::WsFailureKind;
+
+/// The room or channel Socket.IO and Centrifuge connections join.
+pub const CHANNEL: &str = "chat";
+
+/// What load connections speak once the WebSocket is open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WsProtocol {
+    /// Load messages are binary frames; nothing else is exchanged.
+    #[default]
+    Plain,
+    /// Socket.IO 4: connect to the main namespace, events `m` (the server emits them to the
+    /// room), pings answered.
+    SocketIo,
+    /// Centrifuge's JSON protocol: connect, subscribe to [`CHANNEL`], publish to it, pings
+    /// answered.
+    Centrifuge,
+}
+
+/// What a received frame holds for the load connection.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Incoming {
+    /// Load payloads (decoded as [`payload::encode`] made them).
+    Payloads(Vec<Vec<u8>>),
+    /// A frame the protocol requires an answer to (a pong).
+    Answer(Message),
+    /// Nothing for the load (a confirmation, a foreign message).
+    Nothing,
+}
+
+impl WsProtocol {
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            WsProtocol::Plain => "plain",
+            WsProtocol::SocketIo => "socketio",
+            WsProtocol::Centrifuge => "centrifuge",
+        }
+    }
+
+    /// What a just-opened connection must do before load messages flow: Socket.IO's
+    /// namespace connect, Centrifuge's connect and subscribe. Returns when the server has
+    /// confirmed.
+    pub async fn join(self, ws: &mut Ws) -> Result<(), WsFailureKind> {
+        match self {
+            WsProtocol::Plain => Ok(()),
+            WsProtocol::SocketIo => {
+                // The server speaks first: `0{"sid":…}` (Engine.IO open).
+                wait_for(ws, |t| t.starts_with('0')).await?;
+                send(ws, "40").await?;
+                wait_for(ws, |t| t.starts_with("40")).await
+            }
+            WsProtocol::Centrifuge => {
+                send(ws, r#"{"id":1,"connect":{}}"#).await?;
+                wait_for(ws, |t| t.contains(r#""id":1"#)).await?;
+                let subscribe = format!(r#"{{"id":2,"subscribe":{{"channel":"{CHANNEL}"}}}}"#);
+                send(ws, &subscribe).await?;
+                wait_for(ws, |t| t.contains(r#""id":2"#)).await
+            }
+        }
+    }
+
+    /// A load payload as this protocol sends it.
+    pub fn wrap(self, data: &[u8]) -> Message {
+        match self {
+            WsProtocol::Plain => Message::Binary(data.to_vec().into()),
+            WsProtocol::SocketIo => Message::text(format!(r#"42["m","{}"]"#, as_text(data))),
+            WsProtocol::Centrifuge => Message::text(format!(
+                r#"{{"id":3,"publish":{{"channel":"{CHANNEL}","data":"{}"}}}}"#,
+                as_text(data)
+            )),
+        }
+    }
+
+    /// What `msg` holds.
+    pub fn unwrap(self, msg: &Message) -> Incoming {
+        match (self, msg) {
+            (WsProtocol::Plain, Message::Binary(data)) => Incoming::Payloads(vec![data.to_vec()]),
+            (WsProtocol::SocketIo, Message::Text(t)) => {
+                let t = t.as_str();
+                if t == "2" {
+                    return Incoming::Answer(Message::text("3"));
+                }
+                match t
+                    .strip_prefix(r#"42["m",""#)
+                    .and_then(|r| r.strip_suffix(r#""]"#))
+                {
+                    Some(text) => {
+                        from_text(text).map_or(Incoming::Nothing, |p| Incoming::Payloads(vec![p]))
+                    }
+                    None => Incoming::Nothing,
+                }
+            }
+            (WsProtocol::Centrifuge, Message::Text(t)) => {
+                // Several replies may share a frame, one per line.
+                let mut payloads = Vec::new();
+                for line in t.as_str().lines() {
+                    if line == "{}" {
+                        return Incoming::Answer(Message::text("{}"));
+                    }
+                    if let Some(p) = centrifuge_publication(line) {
+                        payloads.push(p);
+                    }
+                }
+                if payloads.is_empty() {
+                    Incoming::Nothing
+                } else {
+                    Incoming::Payloads(payloads)
+                }
+            }
+            _ => Incoming::Nothing,
+        }
+    }
+}
+
+/// The payload of a Centrifuge push `{"push":{"channel":…,"pub":{"data":"…"…}}}`.
+fn centrifuge_publication(line: &str) -> Option<Vec<u8>> {
+    if !line.starts_with(r#"{"push""#) {
+        return None;
+    }
+    let data = line.split_once(r#""data":""#)?.1;
+    let text = &data[..data.find('"')?];
+    from_text(text)
+}
+
+/// `SEQ:SENT_NS:` padded with `x` to the payload's size.
+fn as_text(data: &[u8]) -> String {
+    let (seq, sent) = payload::decode(data).unwrap_or((0, 0));
+    let mut text = format!("{seq}:{sent}:");
+    while text.len() < data.len() {
+        text.push('x');
+    }
+    text
+}
+
+/// The payload [`as_text`] wrote.
+fn from_text(text: &str) -> Option<Vec<u8>> {
+    let mut parts = text.splitn(3, ':');
+    let seq = parts.next()?.parse().ok()?;
+    let sent = parts.next()?.parse().ok()?;
+    Some(payload::encode(seq, sent, payload::MIN_SIZE))
+}
+
+async fn send(ws: &mut Ws, text: &str) -> Result<(), WsFailureKind> {
+    ws.send(Message::text(text))
+        .await
+        .map_err(|_| WsFailureKind::Handshake)
+}
+
+/// Reads until a text frame satisfies `done`.
+async fn wait_for(ws: &mut Ws, done: impl Fn(&str) -> bool) -> Result<(), WsFailureKind> {
+    while let Some(msg) = ws.next().await {
+        match msg {
+            Ok(Message::Text(t)) if t.as_str().lines().any(&done) => return Ok(()),
+            Ok(_) => {}
+            Err(_) => return Err(WsFailureKind::Handshake),
+        }
+    }
+    Err(WsFailureKind::Handshake)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_round_trip_through_each_protocol() {
+        let data = payload::encode(42, 123_456_789, 64);
+        let want = payload::encode(42, 123_456_789, payload::MIN_SIZE);
+        let echoed = |p: WsProtocol, m: Message| match p.unwrap(&m) {
+            Incoming::Payloads(v) => v,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            echoed(WsProtocol::Plain, WsProtocol::Plain.wrap(&data)),
+            std::slice::from_ref(&data)
+        );
+        // Socket.IO: the server emits the event the client sent.
+        let sent = WsProtocol::SocketIo.wrap(&data);
+        assert_eq!(sent.len(), 64 + r#"42["m",""]"#.len());
+        assert_eq!(
+            echoed(WsProtocol::SocketIo, sent),
+            std::slice::from_ref(&want)
+        );
+        // Centrifuge: a push of the publication, after a reply on the same frame.
+        let push = format!(
+            "{{\"id\":3,\"publish\":{{}}}}\n{{\"push\":{{\"channel\":\"chat\",\"pub\":{{\"data\":\"{}\",\"offset\":1}}}}}}",
+            as_text(&data)
+        );
+        assert_eq!(echoed(WsProtocol::Centrifuge, Message::text(push)), [want]);
+    }
+
+    #[test]
+    fn pings_are_answered() {
+        assert_eq!(
+            WsProtocol::SocketIo.unwrap(&Message::text("2")),
+            Incoming::Answer(Message::text("3"))
+        );
+        assert_eq!(
+            WsProtocol::Centrifuge.unwrap(&Message::text("{}")),
+            Incoming::Answer(Message::text("{}"))
+        );
+        assert_eq!(
+            WsProtocol::SocketIo.unwrap(&Message::text(r#"42["other","x"]"#)),
+            Incoming::Nothing
+        );
+    }
+}
