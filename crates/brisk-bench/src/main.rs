@@ -177,6 +177,14 @@ struct WsArgs {
     /// `/connection/websocket`); both join the room/channel `chat`.
     #[arg(long, value_enum, default_value_t = ProtocolArg::Plain)]
     protocol: ProtocolArg,
+    /// How long the connections stay idle between the ramp and the messages (to sample the
+    /// servers in between).
+    #[arg(long, default_value = "0s", value_parser = duration_arg)]
+    settle: Duration,
+    /// Write this file (the number of open connections in it) when the ramp is done, as the
+    /// settle time begins.
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     json: bool,
@@ -242,6 +250,8 @@ fn ws_config(args: &WsArgs) -> Result<WsConfig, BenchError> {
     config.spread = (args.spread.iter())
         .map(|u| Target::parse(u, Scheme::Ws))
         .collect::<Result<_, _>>()?;
+    config.settle = args.settle;
+    config.ready_file = args.ready_file.clone();
     config.protocol = match args.protocol {
         ProtocolArg::Plain => WsProtocol::Plain,
         ProtocolArg::Socketio => WsProtocol::SocketIo,

@@ -72,6 +72,11 @@ pub struct WsConfig {
     pub spread: Vec<Target>,
     /// What the connections speak over WebSocket.
     pub protocol: WsProtocol,
+    /// How long the connections stay idle between the ramp and the message phase.
+    pub settle: Duration,
+    /// A file written (with the number of open connections) when the ramp is done and the
+    /// settle time begins.
+    pub ready_file: Option<std::path::PathBuf>,
     /// Longest wait for outstanding messages after the last send.
     pub drain: Duration,
 }
@@ -94,6 +99,8 @@ impl WsConfig {
             sender: None,
             spread: Vec::new(),
             protocol: WsProtocol::Plain,
+            settle: Duration::ZERO,
+            ready_file: None,
             drain: Duration::from_secs(2),
         }
     }

@@ -177,6 +177,12 @@ async fn coordinate(
     while ctx.attempts_done.load(Ordering::Acquire) < total {
         sleep(POLL).await;
     }
+    // Idle connections for a while, so that an outside observer (told by the ready file)
+    // can sample the servers between the ramp and the messages.
+    if let Some(path) = &config.ready_file {
+        let _ = std::fs::write(path, ctx.open.load(Ordering::Relaxed).to_string());
+    }
+    sleep(config.settle).await;
     let mut sender = None;
     if config.mode == WsMode::Broadcast {
         let source = ctx.sources.first().copied();

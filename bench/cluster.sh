@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# The cluster lab (issue 17, item 6): broadcast across instances on one Redis.
+#
+# Every server process runs on CPU 0; Redis and brisk-bench on CPU 1. CPU is utime+stime from
+# /proc, summed over every process of every instance and Redis, sampled after the
+# connections are open (brisk-bench --settle) and after the last delivery, so connection
+# set-up is not counted.
+#
+# 1. Cost (R1.7 without more cores): Brisk with 1, 2 and 4 instances (one worker each),
+#    RECEIVERS receivers spread over them, one sender on the first publishing RATE1 msg/s for
+#    SECONDS: CPU µs per delivery. Then `GET /` on every instance at once (one brisk-bench per
+#    instance, 50 connections each): CPU µs per request. Efficiency = cost(1) / cost(N).
+# 2. Peers: 1,000 and 10,000 receivers over 2 instances of Brisk (`/chat`, --redis),
+#    Socket.IO with @socket.io/redis-adapter, and Centrifuge with its Redis broker; the sender
+#    on the first instance. 1,000 receivers at 2, 20 and 200 msg/s; 10,000 at 2 and 20 (2,000
+#    to 200,000 deliveries/s offered; past about 100,000 the one-core load generator is the
+#    limit). Deliveries/s, p99 publish-to-delivery, CPU µs per delivery, RSS per connection
+#    (the servers' RSS with the receivers open, less before).
+#
+# The targets alternate ROUNDS times; the tables give the medians.
+#
+#   bash bench/cluster.sh [ROUNDS] [SECONDS] [RECEIVERS]   # default 3 5 1000
+#
+# Writes bench/results/cluster/table.md (and raw.txt, every run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+SECS=${2:-5}
+RECEIVERS=${3:-1000}
+RATE1=20
+DEMO=target/release/brisk-demo
+BENCH=target/release/brisk-bench
+CENT=bench/peers/centrifuge/bin/peer-centrifuge
+[ -x "$DEMO" ] && [ -x "$BENCH" ] || cargo build --release -p brisk-demo -p brisk-bench
+[ -d bench/peers/node/node_modules/socket.io ] && [ -x "$CENT" ] || bash bench/peers/install.sh
+command -v redis-server > /dev/null || bash scripts/install-test-servers
+OUT=bench/results/cluster
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+REDIS_PORT=16500
+BASE_PORT=16510
+TICKS=$(getconf CLK_TCK)
+PAGE_KB=$(($(getconf PAGESIZE) / 1024))
+# The peers' pids, one per line (a file: the runs happen in subshells).
+PEERS=$WORK/peer.pids
+
+stop_all() {
+  for d in "$WORK"/brisk*; do
+    [ -d "$d" ] && "$DEMO" --run-dir "$d" stop > /dev/null 2>&1 || true
+  done
+  rm -rf "$WORK"/brisk*
+  if [ -f "$PEERS" ]; then
+    for p in $(cat "$PEERS"); do kill -9 "$p" 2> /dev/null || true; done
+    for p in $(cat "$PEERS"); do while kill -0 "$p" 2> /dev/null; do sleep 0.05; done; done
+    rm -f "$PEERS"
+  fi
+}
+cleanup() {
+  stop_all
+  if [ -n "${REDIS_PID:-}" ]; then
+    kill -9 "$REDIS_PID" 2> /dev/null || true
+    wait "$REDIS_PID" 2> /dev/null || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+taskset -c 1 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+  --daemonize no > "$WORK/redis.log" 2>&1 &
+REDIS_PID=$!
+for _ in $(seq 100); do [ "$(redis-cli -p "$REDIS_PORT" ping 2> /dev/null)" = PONG ] && break; sleep 0.1; done
+
+# Every process of the running servers, and Redis.
+server_pids() {
+  local d
+  for d in "$WORK"/brisk*; do
+    [ -f "$d/brisk-demo.pid" ] || continue
+    local m
+    m=$(cat "$d/brisk-demo.pid")
+    echo "$m"
+    pgrep -P "$m" || true
+  done
+  [ -f "$PEERS" ] && cat "$PEERS"
+  return 0
+}
+cpu_ticks() {
+  local total=0 p
+  for p in $(server_pids) "$REDIS_PID"; do
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat" 2> /dev/null || echo 0)))
+  done
+  echo "$total"
+}
+rss_kb() {
+  local total=0 p
+  for p in $(server_pids); do
+    total=$((total + $(awk '{print $2}' "/proc/$p/statm" 2> /dev/null || echo 0) * PAGE_KB))
+  done
+  echo "$total"
+}
+
+# start TARGET N: N instances; their WebSocket URLs in URLS.
+start() {
+  local i port
+  URLS=()
+  for i in $(seq "$2"); do
+    port=$((BASE_PORT + i))
+    case $1 in
+      brisk)
+        taskset -c 0 "$DEMO" --workers 1 --http "http://127.0.0.1:$port" \
+          --text text://127.0.0.1:0 --frame frame://127.0.0.1:0 \
+          --websocket websocket://127.0.0.1:0 --redis "redis://127.0.0.1:$REDIS_PORT" \
+          --run-dir "$WORK/brisk$i" start -d > "$WORK/brisk$i.log" 2>&1
+        URLS+=("ws://127.0.0.1:$port/chat")
+        ;;
+      socketio)
+        taskset -c 0 node bench/peers/node/socketio.js "$port" "redis://127.0.0.1:$REDIS_PORT" \
+          > "$WORK/socketio$i.log" 2>&1 &
+        echo $! >> "$PEERS"
+        URLS+=("ws://127.0.0.1:$port/socket.io/?EIO=4&transport=websocket")
+        ;;
+      centrifuge)
+        taskset -c 0 "$CENT" -addr "127.0.0.1:$port" -redis "127.0.0.1:$REDIS_PORT" \
+          > "$WORK/centrifuge$i.log" 2>&1 &
+        echo $! >> "$PEERS"
+        URLS+=("ws://127.0.0.1:$port/connection/websocket")
+        ;;
+    esac
+  done
+}
+wait_listening() {
+  local i
+  for i in $(seq "$1"); do
+    for _ in $(seq 100); do
+      (exec 3<> "/dev/tcp/127.0.0.1/$((BASE_PORT + i))") 2> /dev/null && break
+      sleep 0.1
+    done
+  done
+}
+
+# broadcast TARGET N RECEIVERS RATE -> "delivered/s p99_ms cpu_us_per_delivery rss_kb_per_conn lost"
+broadcast() {
+  local target=$1 n=$2 r=$3 rate=$4 protocol args rss0 rss1 c0 c1
+  start "$target" "$n"
+  wait_listening "$n"
+  protocol=plain
+  [ "$target" = socketio ] && protocol=socketio
+  [ "$target" = centrifuge ] && protocol=centrifuge
+  args=("${URLS[0]}")
+  for u in "${URLS[@]:1}"; do args+=(--spread "$u"); done
+  rss0=$(rss_kb)
+  rm -f "$WORK/ready"
+  taskset -c 1 "$BENCH" ws "${args[@]}" --protocol "$protocol" -c "$r" --ramp 5000 \
+    --mode broadcast --rate "$rate" --hold "${SECS}s" --settle 2s --drain 5s --json \
+    --ready-file "$WORK/ready" > "$WORK/ws.json" &
+  local bench=$!
+  # Every receiver open: the memory they hold; the CPU count starts just before the first
+  # message (the settle time is 2 s).
+  while [ ! -f "$WORK/ready" ] && kill -0 "$bench" 2> /dev/null; do sleep 0.05; done
+  rss1=$(rss_kb)
+  sleep 1.8
+  c0=$(cpu_ticks)
+  wait "$bench"
+  c1=$(cpu_ticks)
+  stop_all
+  python3 - "$WORK/ws.json" "$TICKS" "$c0" "$c1" "$rss0" "$rss1" "$r" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+t, c0, c1, rss0, rss1, r = float(sys.argv[2]), *map(float, sys.argv[3:8])
+m = j["messages"]
+d = max(m["delivered"], 1)
+p99 = j["latency_us"]["p99"] / 1000 if j.get("latency_us") else float("nan")
+print(round(m["delivered_per_sec"]), round(p99, 2), round((c1 - c0) / t * 1e6 / d, 3),
+      round((rss1 - rss0) / r, 2), m["expected"] - m["delivered"])
+EOF
+}
+
+# http N -> "req/s cpu_us_per_request": GET / on every instance at once.
+http_cost() {
+  local n=$1 i c0 c1 pids=()
+  start brisk "$n"
+  wait_listening "$n"
+  c0=$(cpu_ticks)
+  for i in $(seq "$n"); do
+    taskset -c 1 "$BENCH" http -c 50 -d "${SECS}s" --json "http://127.0.0.1:$((BASE_PORT + i))/" \
+      > "$WORK/http$i.json" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  c1=$(cpu_ticks)
+  stop_all
+  python3 - "$TICKS" "$c0" "$c1" "$WORK"/http*.json <<'EOF'
+import json, sys
+t, c0, c1 = map(float, sys.argv[1:4])
+runs = [json.load(open(f)) for f in sys.argv[4:]]
+n = sum(j["requests"] for j in runs)
+print(round(sum(j["rps"] for j in runs)), round((c1 - c0) / t * 1e6 / max(n, 1), 3))
+EOF
+  rm -f "$WORK"/http*.json
+}
+
+: > "$OUT/raw.txt"
+for round in $(seq "$ROUNDS"); do
+  for n in 1 2 4; do
+    echo "cost $n $(broadcast brisk "$n" "$RECEIVERS" "$RATE1")" | tee -a "$OUT/raw.txt"
+    echo "http $n $(http_cost "$n")" | tee -a "$OUT/raw.txt"
+  done
+  order="brisk socketio centrifuge"
+  [ $((round % 2)) = 0 ] && order="centrifuge socketio brisk"
+  for point in 1000:2 1000:20 1000:200 10000:2 10000:20; do
+    r=${point%:*} rate=${point#*:}
+    for t in $order; do
+      echo "peer $t $r $rate $(broadcast "$t" 2 "$r" "$rate")" | tee -a "$OUT/raw.txt"
+    done
+  done
+done
+
+python3 - "$OUT/raw.txt" "$ROUNDS" "$SECS" "$RECEIVERS" "$RATE1" > "$OUT/table.md" <<'EOF'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+rounds, secs, receivers, rate1 = sys.argv[2:6]
+med = lambda xs: statistics.median(float(x) for x in xs)
+print(f"## Cost per delivery and per request, Brisk on 1, 2 and 4 instances (medians of {rounds} rounds)")
+print()
+print(f"{receivers} receivers spread over the instances, {rate1} msg/s for {secs} s; `GET /` with 50 connections per instance.")
+print("CPU summed over every process of every instance and Redis.")
+print()
+print("| instances | deliveries/s | p99 ms | CPU µs/delivery | efficiency | req/s | CPU µs/request | efficiency |")
+print("|---|---|---|---|---|---|---|---|")
+base = {}
+for n in ("1", "2", "4"):
+    c = [r[2:] for r in rows if r[0] == "cost" and r[1] == n]
+    h = [r[2:] for r in rows if r[0] == "http" and r[1] == n]
+    cd, ch = med(x[2] for x in c), med(x[1] for x in h)
+    base.setdefault("d", cd); base.setdefault("h", ch)
+    print(f"| {n} | {med(x[0] for x in c):,.0f} | {med(x[1] for x in c):.2f} | {cd:.3f} | "
+          f"{base['d'] / cd:.2f} | {med(x[0] for x in h):,.0f} | {ch:.3f} | {base['h'] / ch:.2f} |")
+print()
+print(f"## Broadcast over 2 instances against the peers (medians of {rounds} rounds)")
+print()
+print("| receivers | msg/s sent | server | deliveries/s | p99 ms | CPU µs/delivery | RSS KiB/connection | not delivered |")
+print("|---|---|---|---|---|---|---|---|")
+for r in ("1000", "10000"):
+    rates = sorted({x[3] for x in rows if x[0] == "peer" and x[2] == r}, key=float)
+    for rate in rates:
+        for t in ("brisk", "socketio", "centrifuge"):
+            m = [x[4:] for x in rows if x[0] == "peer" and x[1] == t and x[2] == r and x[3] == rate]
+            if not m:
+                continue
+            print(f"| {int(r):,} | {rate} | {t} | {med(x[0] for x in m):,.0f} | {med(x[1] for x in m):.2f} | "
+                  f"{med(x[2] for x in m):.3f} | {med(x[3] for x in m):.2f} | {med(x[4] for x in m):,.0f} |")
+EOF
+cat "$OUT/table.md"
