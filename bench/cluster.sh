@@ -23,6 +23,8 @@
 #
 # Writes bench/results/cluster/table.md (and raw.txt, every run).
 set -euo pipefail
+# A run inside $(…) that fails stops the lab instead of writing a short row.
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 SECS=${2:-5}
@@ -31,7 +33,7 @@ RATE1=20
 DEMO=target/release/brisk-demo
 BENCH=target/release/brisk-bench
 CENT=bench/peers/centrifuge/bin/peer-centrifuge
-[ -x "$DEMO" ] && [ -x "$BENCH" ] || cargo build --release -p brisk-demo -p brisk-bench
+cargo build --release -p brisk-demo -p brisk-bench
 [ -d bench/peers/node/node_modules/socket.io ] && [ -x "$CENT" ] || bash bench/peers/install.sh
 command -v redis-server > /dev/null || bash scripts/install-test-servers
 OUT=bench/results/cluster
@@ -48,7 +50,7 @@ stop_all() {
   for d in "$WORK"/brisk*; do
     [ -d "$d" ] && "$DEMO" --run-dir "$d" stop > /dev/null 2>&1 || true
   done
-  rm -rf "$WORK"/brisk*
+  rm -rf "$WORK"/brisk*/
   if [ -f "$PEERS" ]; then
     for p in $(cat "$PEERS"); do kill -9 "$p" 2> /dev/null || true; done
     for p in $(cat "$PEERS"); do while kill -0 "$p" 2> /dev/null; do sleep 0.05; done; done
@@ -131,9 +133,11 @@ wait_listening() {
   local i
   for i in $(seq "$1"); do
     for _ in $(seq 100); do
-      (exec 3<> "/dev/tcp/127.0.0.1/$((BASE_PORT + i))") 2> /dev/null && break
+      (exec 3<> "/dev/tcp/127.0.0.1/$((BASE_PORT + i))") 2> /dev/null && continue 2
       sleep 0.1
     done
+    echo "nothing listens on port $((BASE_PORT + i)) after 10 s" >&2
+    return 1
   done
 }
 
@@ -148,10 +152,10 @@ broadcast() {
   args=("${URLS[0]}")
   for u in "${URLS[@]:1}"; do args+=(--spread "$u"); done
   rss0=$(rss_kb)
-  rm -f "$WORK/ready"
+  rm -f "$WORK/ready" "$WORK/done"
   taskset -c 1 "$BENCH" ws "${args[@]}" --protocol "$protocol" -c "$r" --ramp 5000 \
     --mode broadcast --rate "$rate" --hold "${SECS}s" --settle 2s --drain 5s --json \
-    --ready-file "$WORK/ready" > "$WORK/ws.json" &
+    --ready-file "$WORK/ready" --done-file "$WORK/done" > "$WORK/ws.json" &
   local bench=$!
   # Every receiver open: the memory they hold; the CPU count starts just before the first
   # message (the settle time is 2 s).
@@ -159,8 +163,10 @@ broadcast() {
   rss1=$(rss_kb)
   sleep 1.8
   c0=$(cpu_ticks)
-  wait "$bench"
+  # The last delivery, before the receivers close (their closing is not counted).
+  while [ ! -f "$WORK/done" ] && kill -0 "$bench" 2> /dev/null; do sleep 0.02; done
   c1=$(cpu_ticks)
+  wait "$bench"
   stop_all
   python3 - "$WORK/ws.json" "$TICKS" "$c0" "$c1" "$rss0" "$rss1" "$r" <<'EOF'
 import json, sys
@@ -201,15 +207,18 @@ EOF
 : > "$OUT/raw.txt"
 for round in $(seq "$ROUNDS"); do
   for n in 1 2 4; do
-    echo "cost $n $(broadcast brisk "$n" "$RECEIVERS" "$RATE1")" | tee -a "$OUT/raw.txt"
-    echo "http $n $(http_cost "$n")" | tee -a "$OUT/raw.txt"
+    row=$(broadcast brisk "$n" "$RECEIVERS" "$RATE1")
+    echo "cost $n $row" | tee -a "$OUT/raw.txt"
+    row=$(http_cost "$n")
+    echo "http $n $row" | tee -a "$OUT/raw.txt"
   done
   order="brisk socketio centrifuge"
   [ $((round % 2)) = 0 ] && order="centrifuge socketio brisk"
   for point in 1000:2 1000:20 1000:200 10000:2 10000:20; do
     r=${point%:*} rate=${point#*:}
     for t in $order; do
-      echo "peer $t $r $rate $(broadcast "$t" 2 "$r" "$rate")" | tee -a "$OUT/raw.txt"
+      row=$(broadcast "$t" 2 "$r" "$rate")
+      echo "peer $t $r $rate $row" | tee -a "$OUT/raw.txt"
     done
   done
 done

@@ -185,6 +185,10 @@ struct WsArgs {
     /// settle time begins.
     #[arg(long)]
     ready_file: Option<PathBuf>,
+    /// Write this file (the number of deliveries in it) when the messages are over, before the
+    /// connections close.
+    #[arg(long)]
+    done_file: Option<PathBuf>,
     /// Print one JSON object instead of the human report.
     #[arg(long)]
     json: bool,
@@ -252,6 +256,7 @@ fn ws_config(args: &WsArgs) -> Result<WsConfig, BenchError> {
         .collect::<Result<_, _>>()?;
     config.settle = args.settle;
     config.ready_file = args.ready_file.clone();
+    config.done_file = args.done_file.clone();
     config.protocol = match args.protocol {
         ProtocolArg::Plain => WsProtocol::Plain,
         ProtocolArg::Socketio => WsProtocol::SocketIo,

@@ -7,8 +7,9 @@
 //!   letters, digits, `-`, `_`; anything else is answered 400.
 //! - Without `--history`, every message a member sends goes to every member of the room as it
 //!   is (the benchmarks' broadcast).
-//! - With `--history N` (needs `--redis`), the server first sends `{"position":"E:O"}`, the
-//!   room's position when the client joined. A text message `hello` then reaches every member
+//! - With `--history N` (needs `--redis`), the server sends `{"position":"E:O"}`, the room's
+//!   position when the client joined (live messages may arrive before it: the client keeps
+//!   those with higher offsets). A text message `hello` then reaches every member
 //!   as `{"id":"E:O","text":"hello"}`: `E:O` is its position in the room's history (epoch and
 //!   offset; offsets count 1, 2, 3… within an epoch). `"id":null` means Redis could not keep it
 //!   (it still reached the members this instance could reach).
@@ -17,7 +18,9 @@
 //! - `/recover E:O` (the position of the last message the client got, or the position it was
 //!   sent on joining) answers the messages after it, as above, then `{"recovered":true,
 //!   "missed":K}`; or `{"recovered":false,"reason":"…","position":"E:O"}` when they are not
-//!   kept any more (the client reloads its state, and goes on from the position given).
+//!   kept any more (the client reloads its state, and goes on from the position given). If the
+//!   missed messages do not fit the client's send buffer, the connection closes with 1013:
+//!   reconnect and recover again.
 //!   Messages can arrive out of offset order when several servers broadcast at once: a client
 //!   recovers from the highest offset up to which it has them all, and skips offsets it has.
 //! - A request the server cannot answer gets `{"error":"…"}` saying why.
@@ -132,7 +135,7 @@ async fn message(
             };
             ws.send_text(answer.to_string())
         }
-        Some(t) if t.starts_with("/recover") => match history {
+        Some(t) if t == "/recover" || t.starts_with("/recover ") => match history {
             Some(history) => recover(ws, history, &room, t["/recover".len()..].trim()).await,
             None => ws.send_text(json!({ "error": "recovery needs --history" }).to_string()),
         },
@@ -179,7 +182,14 @@ async fn recover(
         Ok(Recovery::Recovered(missed)) => {
             for m in &missed {
                 let text = String::from_utf8_lossy(&m.payload);
-                ws.send_text(kept(Some(&m.position.to_string()), &text))?;
+                if ws
+                    .send_text(kept(Some(&m.position.to_string()), &text))
+                    .is_err()
+                {
+                    // Its buffer is full: a partial recovery must not look whole.
+                    ws.close(1013, "recovery did not fit the send buffer; reconnect");
+                    return Ok(());
+                }
             }
             json!({ "recovered": true, "missed": missed.len() })
         }

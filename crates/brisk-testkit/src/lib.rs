@@ -106,12 +106,21 @@ pub fn skipped(test: &str, reason: &str) {
 }
 
 /// A TCP port that was free a moment ago (and, being ephemeral, will rarely be taken soon).
+/// Never the same port twice in one test program, whose tests run at once: the kernel may
+/// hand a port that was just released to the next asker before its first taker binds it.
 pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-    let port = l.local_addr().unwrap().port();
-    // Also make sure UDP is free on that number, for tests that use both.
-    let _ = UdpSocket::bind(("127.0.0.1", port));
-    port
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+        let port = l.local_addr().unwrap().port();
+        // Also make sure UDP is free on that number, for tests that use both.
+        let _ = UdpSocket::bind(("127.0.0.1", port));
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A running Brisk program: master and workers in their own process group.

@@ -202,7 +202,8 @@ impl App {
     /// Spans machines as [`cluster`](Self::cluster) does, through a Redis Cluster's sharded
     /// pub/sub (`SSUBSCRIBE`/`SPUBLISH`, Redis 7): each group's channel lives on the node
     /// that owns its slot, so pub/sub traffic spreads over the nodes. `node_url` is any node
-    /// of the cluster; the others are found from it. [`ws::presence`](crate::ws::presence)
+    /// of the cluster, or several separated by commas (so that one being down does not stop a
+    /// reconnect); the others are found from them. [`ws::presence`](crate::ws::presence)
     /// needs a single Redis server and answers an error here.
     ///
     /// ```no_run

@@ -16,7 +16,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 use crate::ws::payload::{self, Seen, SeenSet};
-use crate::ws::protocol::{Incoming, WsProtocol};
+use crate::ws::protocol::WsProtocol;
 use crate::ws::source::connect_from;
 use crate::ws::stats::{WsFailureKind, WsStats};
 use crate::ws::WsMode;
@@ -206,21 +206,19 @@ pub async fn connection_task(ctx: Arc<RunContext>, index: usize, stats: Rc<RefCe
             }
             msg = ws.next() => match msg {
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break phase != Phase::Stop,
-                Some(Ok(msg)) => match ctx.protocol.unwrap(&msg) {
-                    Incoming::Payloads(all) => {
-                        for data in all {
-                            if record_message(&ctx, &stats, &mut seen, &data) {
-                                received += 1;
-                            }
+                Some(Ok(msg)) => {
+                    let incoming = ctx.protocol.unwrap(&msg);
+                    for data in incoming.payloads {
+                        if record_message(&ctx, &stats, &mut seen, &data) {
+                            received += 1;
                         }
                     }
-                    Incoming::Answer(reply) => {
+                    if let Some(reply) = incoming.answer {
                         if ws.send(reply).await.is_err() {
                             break true;
                         }
                     }
-                    Incoming::Nothing => {}
-                },
+                }
             },
             () = sleep_until(wake.unwrap_or_else(Instant::now).into()), if wake.is_some() => {
                 if phase == Phase::Go {

@@ -77,6 +77,9 @@ pub struct WsConfig {
     /// A file written (with the number of open connections) when the ramp is done and the
     /// settle time begins.
     pub ready_file: Option<std::path::PathBuf>,
+    /// A file written (with the number of deliveries in it) when the message phase is over,
+    /// before the connections close.
+    pub done_file: Option<std::path::PathBuf>,
     /// Longest wait for outstanding messages after the last send.
     pub drain: Duration,
 }
@@ -101,6 +104,7 @@ impl WsConfig {
             protocol: WsProtocol::Plain,
             settle: Duration::ZERO,
             ready_file: None,
+            done_file: None,
             drain: Duration::from_secs(2),
         }
     }

@@ -30,14 +30,28 @@ pub enum WsProtocol {
 }
 
 /// What a received frame holds for the load connection.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Incoming {
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Incoming {
     /// Load payloads (decoded as [`payload::encode`] made them).
-    Payloads(Vec<Vec<u8>>),
-    /// A frame the protocol requires an answer to (a pong).
-    Answer(Message),
-    /// Nothing for the load (a confirmation, a foreign message).
-    Nothing,
+    pub payloads: Vec<Vec<u8>>,
+    /// A frame the protocol requires in answer (a pong).
+    pub answer: Option<Message>,
+}
+
+impl Incoming {
+    fn payload(p: Vec<u8>) -> Self {
+        Incoming {
+            payloads: vec![p],
+            answer: None,
+        }
+    }
+
+    fn answer(m: Message) -> Self {
+        Incoming {
+            payloads: Vec::new(),
+            answer: Some(m),
+        }
+    }
 }
 
 impl WsProtocol {
@@ -87,40 +101,31 @@ impl WsProtocol {
     /// What `msg` holds.
     pub fn unwrap(self, msg: &Message) -> Incoming {
         match (self, msg) {
-            (WsProtocol::Plain, Message::Binary(data)) => Incoming::Payloads(vec![data.to_vec()]),
+            (WsProtocol::Plain, Message::Binary(data)) => Incoming::payload(data.to_vec()),
             (WsProtocol::SocketIo, Message::Text(t)) => {
                 let t = t.as_str();
                 if t == "2" {
-                    return Incoming::Answer(Message::text("3"));
+                    return Incoming::answer(Message::text("3"));
                 }
-                match t
+                let text = t
                     .strip_prefix(r#"42["m",""#)
-                    .and_then(|r| r.strip_suffix(r#""]"#))
-                {
-                    Some(text) => {
-                        from_text(text).map_or(Incoming::Nothing, |p| Incoming::Payloads(vec![p]))
-                    }
-                    None => Incoming::Nothing,
-                }
+                    .and_then(|r| r.strip_suffix(r#""]"#));
+                text.and_then(from_text)
+                    .map_or_else(Incoming::default, Incoming::payload)
             }
             (WsProtocol::Centrifuge, Message::Text(t)) => {
-                // Several replies may share a frame, one per line.
-                let mut payloads = Vec::new();
+                // Several replies may share a frame, one per line, a ping among them.
+                let mut incoming = Incoming::default();
                 for line in t.as_str().lines() {
                     if line == "{}" {
-                        return Incoming::Answer(Message::text("{}"));
-                    }
-                    if let Some(p) = centrifuge_publication(line) {
-                        payloads.push(p);
+                        incoming.answer = Some(Message::text("{}"));
+                    } else if let Some(p) = centrifuge_publication(line) {
+                        incoming.payloads.push(p);
                     }
                 }
-                if payloads.is_empty() {
-                    Incoming::Nothing
-                } else {
-                    Incoming::Payloads(payloads)
-                }
+                incoming
             }
-            _ => Incoming::Nothing,
+            _ => Incoming::default(),
         }
     }
 }
@@ -179,10 +184,7 @@ mod tests {
     fn payloads_round_trip_through_each_protocol() {
         let data = payload::encode(42, 123_456_789, 64);
         let want = payload::encode(42, 123_456_789, payload::MIN_SIZE);
-        let echoed = |p: WsProtocol, m: Message| match p.unwrap(&m) {
-            Incoming::Payloads(v) => v,
-            other => panic!("{other:?}"),
-        };
+        let echoed = |p: WsProtocol, m: Message| p.unwrap(&m).payloads;
         assert_eq!(
             echoed(WsProtocol::Plain, WsProtocol::Plain.wrap(&data)),
             std::slice::from_ref(&data)
@@ -206,15 +208,24 @@ mod tests {
     fn pings_are_answered() {
         assert_eq!(
             WsProtocol::SocketIo.unwrap(&Message::text("2")),
-            Incoming::Answer(Message::text("3"))
+            Incoming::answer(Message::text("3"))
         );
         assert_eq!(
             WsProtocol::Centrifuge.unwrap(&Message::text("{}")),
-            Incoming::Answer(Message::text("{}"))
+            Incoming::answer(Message::text("{}"))
         );
         assert_eq!(
             WsProtocol::SocketIo.unwrap(&Message::text(r#"42["other","x"]"#)),
-            Incoming::Nothing
+            Incoming::default()
         );
+        // A ping that shares a frame with a push: both count.
+        let data = payload::encode(1, 2, 64);
+        let frame = format!(
+            "{{}}\n{{\"push\":{{\"channel\":\"chat\",\"pub\":{{\"data\":\"{}\"}}}}}}",
+            as_text(&data)
+        );
+        let got = WsProtocol::Centrifuge.unwrap(&Message::text(frame));
+        assert_eq!(got.answer, Some(Message::text("{}")));
+        assert_eq!(got.payloads.len(), 1);
     }
 }

@@ -213,6 +213,10 @@ async fn coordinate(
         None => sleep_until((go + config.hold).into()).await,
     }
     let stop = Instant::now();
+    // Before the connections close, for an outside observer sampling the servers.
+    if let Some(path) = &config.done_file {
+        let _ = std::fs::write(path, ctx.delivered.load(Ordering::Relaxed).to_string());
+    }
     let _ = phase.send(Phase::Stop);
     Outcome {
         go,

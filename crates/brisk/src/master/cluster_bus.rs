@@ -34,7 +34,7 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::mpsc;
 
-use super::cluster_link::Link;
+use super::cluster_link::{Event, Link};
 use crate::ipc::BroadcastFrames;
 use crate::stats::ClusterStatus;
 
@@ -290,7 +290,18 @@ impl ClusterBus {
                 loop {
                     tokio::select! {
                         msg = stream.next() => match msg {
-                            Some((channel, payload)) => self.receive(&channel, &payload, &deliver),
+                            Some(Event::Message(channel, payload)) => {
+                                self.receive(&channel, &payload, &deliver);
+                            }
+                            Some(Event::Unsubscribed(channel)) => {
+                                // Ours (the group left), or Redis moved the channel's slot.
+                                let wanted = channel
+                                    .strip_prefix(PREFIX)
+                                    .is_some_and(|g| self.groups.borrow().contains_key(g));
+                                if wanted && sink.subscribe(channel).await.is_err() {
+                                    break;
+                                }
+                            }
                             None => break,
                         },
                         Some(change) = changes.recv() => {

@@ -28,8 +28,8 @@ pub(crate) enum Link {
     },
     /// A Redis Cluster (found from one of its nodes).
     Sharded {
-        /// A node of the cluster.
-        url: String,
+        /// Nodes of the cluster to find the others from.
+        seeds: Vec<String>,
         client: Box<ClusterClient>,
         /// The publishing connection, made on first use and again after a failure.
         publisher: RefCell<Option<ClusterConnection>>,
@@ -49,18 +49,14 @@ pub(crate) enum Stream {
 }
 
 impl Link {
-    /// A link to the Redis server at `url`, or (`sharded`) to the Redis Cluster that the node
-    /// at `url` belongs to. Connects nothing yet.
+    /// A link to the Redis server at `url`, or (`sharded`) to the Redis Cluster that the nodes
+    /// at `url` (one, or several separated by commas) belong to. Connects nothing yet.
     pub(crate) fn new(url: &str, sharded: bool) -> Result<Self, String> {
         if sharded {
-            let client = ClusterClientBuilder::new(vec![url])
-                .use_protocol(redis::ProtocolVersion::RESP3)
-                .connection_timeout(TIMEOUT)
-                .response_timeout(TIMEOUT)
-                .build()
-                .map_err(|e| format!("cluster {url}: {e}"))?;
+            let seeds: Vec<String> = url.split(',').map(|u| u.trim().to_owned()).collect();
+            let client = cluster_client(&seeds, None).map_err(|e| format!("cluster {url}: {e}"))?;
             return Ok(Link::Sharded {
-                url: url.to_owned(),
+                seeds,
                 client: Box::new(client),
                 publisher: RefCell::new(None),
             });
@@ -131,15 +127,9 @@ impl Link {
                 let (sink, stream) = pubsub.split();
                 Ok((Sink::Plain(sink), Stream::Plain(stream)))
             }
-            Link::Sharded { url, .. } => {
+            Link::Sharded { seeds, .. } => {
                 let (pushes, received) = mpsc::unbounded_channel();
-                let subscriber = ClusterClientBuilder::new(vec![url.as_str()])
-                    .use_protocol(redis::ProtocolVersion::RESP3)
-                    .connection_timeout(TIMEOUT)
-                    .response_timeout(TIMEOUT)
-                    .push_sender(pushes)
-                    .build()
-                    .map_err(|e| e.to_string())?;
+                let subscriber = cluster_client(seeds, Some(pushes)).map_err(|e| e.to_string())?;
                 let conn = within(subscriber.get_async_connection()).await?;
                 Ok((Sink::Sharded(conn), Stream::Sharded(received)))
             }
@@ -175,34 +165,59 @@ impl Sink {
     }
 }
 
+/// What a subscription receives.
+pub(crate) enum Event {
+    /// A message: its channel and payload.
+    Message(String, Bytes),
+    /// The channel is no longer subscribed: our own unsubscribe, or (sharded) Redis moved its
+    /// slot to another node, where the caller subscribes again if it still wants it.
+    Unsubscribed(String),
+}
+
 impl Stream {
-    /// The next message: its channel and payload; `None` when the connection is lost.
-    pub(crate) async fn next(&mut self) -> Option<(String, Bytes)> {
+    /// The next event; `None` when the connection is lost.
+    pub(crate) async fn next(&mut self) -> Option<Event> {
         match self {
             Stream::Plain(s) => {
                 let msg = s.next().await?;
                 let channel = msg.get_channel_name().to_owned();
-                Some((channel, Bytes::copy_from_slice(msg.get_payload_bytes())))
+                let payload = Bytes::copy_from_slice(msg.get_payload_bytes());
+                Some(Event::Message(channel, payload))
             }
             Stream::Sharded(pushes) => loop {
                 let push = pushes.recv().await?;
-                match push.kind {
+                let channel = match push.data.first() {
+                    Some(Value::BulkString(c)) => String::from_utf8_lossy(c).into_owned(),
+                    _ => String::new(),
+                };
+                match (push.kind, push.data.get(1)) {
                     // A node's connection dropped: the caller connects again and resubscribes.
-                    PushKind::Disconnection => return None,
-                    PushKind::SMessage => {
-                        if let [Value::BulkString(channel), Value::BulkString(payload)] =
-                            &push.data[..]
-                        {
-                            let channel = String::from_utf8_lossy(channel).into_owned();
-                            return Some((channel, Bytes::copy_from_slice(payload)));
-                        }
+                    (PushKind::Disconnection, _) => return None,
+                    (PushKind::SMessage, Some(Value::BulkString(payload))) => {
+                        return Some(Event::Message(channel, Bytes::copy_from_slice(payload)));
                     }
-                    // Confirmations of (un)subscriptions.
+                    (PushKind::SUnsubscribe, _) => return Some(Event::Unsubscribed(channel)),
+                    // Confirmations of subscriptions.
                     _ => {}
                 }
             },
         }
     }
+}
+
+/// A client of the Redis Cluster that `seeds` belong to, handing pushes to `pushes` if given.
+fn cluster_client(
+    seeds: &[String],
+    pushes: Option<mpsc::UnboundedSender<PushInfo>>,
+) -> redis::RedisResult<ClusterClient> {
+    let mut builder = ClusterClientBuilder::new(seeds.to_vec())
+        .use_protocol(redis::ProtocolVersion::RESP3)
+        .connection_timeout(TIMEOUT)
+        .response_timeout(TIMEOUT);
+    if let Some(pushes) = pushes {
+        builder = builder.push_sender(pushes);
+    }
+    builder.build()
 }
 
 /// `command`'s result within [`TIMEOUT`], its error as text.

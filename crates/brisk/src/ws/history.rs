@@ -10,7 +10,10 @@
 //!
 //! The epoch changes when the history is lost (Redis restarted without persistence, or nothing
 //! was appended for [`HistoryOptions::remember_for`]); a position of an older epoch cannot be
-//! recovered, since its offsets no longer mean the same messages. The stream keeps the last
+//! recovered, since its offsets no longer mean the same messages. A Redis that comes back with
+//! part of the history (an older snapshot, AOF with `appendfsync everysec`, a replica promoted
+//! before it caught up) keeps the epoch and reuses offsets: where recovery must be exact, give
+//! it a Redis that persists every write (`appendfsync always`). The stream keeps the last
 //! [`HistoryOptions::keep_last`] messages, and with [`HistoryOptions::keep_for`] only those of
 //! that long ago.
 //!
@@ -89,8 +92,8 @@ end
 return out
 ";
 
-/// The position of the newest message, starting an epoch when there is none: `KEYS` meta;
-/// `ARGV` remember_for (ms). Answers `{epoch, offset}`.
+/// The position of the newest message, starting an epoch when there is none: `KEYS` meta and
+/// stream; `ARGV` remember_for (ms). Answers `{epoch, offset}`.
 const TOP_SCRIPT: &str = r"
 local meta = redis.call('HMGET', KEYS[1], 'e', 's')
 if not meta[1] then
@@ -306,7 +309,7 @@ impl History {
 }
 
 /// The hash with a group's epoch and last offset (the braces keep both keys of a group in
-/// one Redis Cluster slot, as the scripts need).
+/// one slot, should the keys ever live on a Redis Cluster: the scripts need both).
 fn meta_key(group: &str) -> String {
     format!("brisk:history:{{{group}}}:meta")
 }

@@ -2,14 +2,14 @@
 //! has on every instance of the app.
 //!
 //! Each worker keeps its own count of each group's members in Redis: the hash
-//! `brisk:presence:GROUP` has a field per worker (a random id) holding its count, written
+//! `brisk:presence:count:GROUP` has a field per worker (a random id) holding its count, written
 //! 100 ms after a change at most, and all of them again every 5 s, so that a count missed while
 //! Redis was down heals. The worker also marks itself alive (`brisk:presence:alive`, a sorted
 //! set of the time each worker last wrote) every 5 s. [`presence`] sums the fields of the
 //! workers seen alive in the last 15 s, and removes those of workers that are gone (killed, or
 //! on a machine that went away). The presence ids of a group's members
 //! ([`presence_ids`]) are kept the same way, one field per worker with its ids one per line,
-//! in `brisk:presence:GROUP:ids`.
+//! in `brisk:presence:ids:GROUP`.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -115,12 +115,13 @@ fn changed(group: &str) {
 
 /// Writes the counts of the dirty groups (0 removes the field) and marks the worker alive.
 async fn flush() {
-    let Some((redis, batch)) = PRESENCE.with(|p| {
+    let Some((redis, batch, groups)) = PRESENCE.with(|p| {
         let mut p = p.borrow_mut();
         let p = p.as_mut()?;
         p.flushing = false;
         let mut batch = pipe();
-        for group in std::mem::take(&mut p.dirty) {
+        let groups = std::mem::take(&mut p.dirty);
+        for group in groups.iter().cloned() {
             let n = super::local_members(&group);
             let ids = super::group::local_ids(&group).join("\n");
             for (key, value) in [(count_key(&group), n.to_string()), (ids_key(&group), ids)] {
@@ -150,12 +151,18 @@ async fn flush() {
             .arg("-inf")
             .arg(stale)
             .ignore();
-        Some((p.redis.clone(), batch))
+        Some((p.redis.clone(), batch, groups))
     }) else {
         return;
     };
     if let Err(e) = redis.run_pipeline::<()>(&batch).await {
         tracing::debug!("presence: cannot write counts: {e}");
+        // Written again with the next refresh, a count of 0 (a field to remove) included.
+        PRESENCE.with(|p| {
+            if let Some(p) = p.borrow_mut().as_mut() {
+                p.dirty.extend(groups);
+            }
+        });
     }
 }
 
@@ -239,12 +246,12 @@ async fn live_values(key: &str) -> Result<Option<Vec<String>>, RedisError> {
 
 /// The hash of each worker's count of `group`'s members.
 fn count_key(group: &str) -> String {
-    format!("brisk:presence:{group}")
+    format!("brisk:presence:count:{group}")
 }
 
 /// The hash of each worker's presence ids of `group` (one per line).
 fn ids_key(group: &str) -> String {
-    format!("brisk:presence:{group}:ids")
+    format!("brisk:presence:ids:{group}")
 }
 
 fn now_ms() -> u64 {
