@@ -74,14 +74,14 @@ impl WsProtocol {
                 // The server speaks first: `0{"sid":…}` (Engine.IO open).
                 wait_for(ws, |t| t.starts_with('0')).await?;
                 send(ws, "40").await?;
-                wait_for(ws, |t| t.starts_with("40")).await
+                wait_for(ws, |t| t.starts_with("40")).await.map(|_| ())
             }
             WsProtocol::Centrifuge => {
                 send(ws, r#"{"id":1,"connect":{}}"#).await?;
-                wait_for(ws, |t| t.contains(r#""id":1"#)).await?;
+                refused(&wait_for(ws, |t| t.contains(r#""id":1"#)).await?)?;
                 let subscribe = format!(r#"{{"id":2,"subscribe":{{"channel":"{CHANNEL}"}}}}"#);
                 send(ws, &subscribe).await?;
-                wait_for(ws, |t| t.contains(r#""id":2"#)).await
+                refused(&wait_for(ws, |t| t.contains(r#""id":2"#)).await?)
             }
         }
     }
@@ -164,16 +164,28 @@ async fn send(ws: &mut Ws, text: &str) -> Result<(), WsFailureKind> {
         .map_err(|_| WsFailureKind::Handshake)
 }
 
-/// Reads until a text frame satisfies `done`.
-async fn wait_for(ws: &mut Ws, done: impl Fn(&str) -> bool) -> Result<(), WsFailureKind> {
+/// Reads until a line of a text frame satisfies `done`, and answers that line.
+async fn wait_for(ws: &mut Ws, done: impl Fn(&str) -> bool) -> Result<String, WsFailureKind> {
     while let Some(msg) = ws.next().await {
         match msg {
-            Ok(Message::Text(t)) if t.as_str().lines().any(&done) => return Ok(()),
+            Ok(Message::Text(t)) => {
+                if let Some(line) = t.as_str().lines().find(|l| done(l)) {
+                    return Ok(line.to_owned());
+                }
+            }
             Ok(_) => {}
             Err(_) => return Err(WsFailureKind::Handshake),
         }
     }
     Err(WsFailureKind::Handshake)
+}
+
+/// A Centrifuge reply that is an error fails the join.
+fn refused(reply: &str) -> Result<(), WsFailureKind> {
+    if reply.contains(r#""error":"#) {
+        return Err(WsFailureKind::Handshake);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -580,7 +580,7 @@ impl WsConnection {
         group::join(self.id(), group, deflate);
     }
 
-    /// Names this member in the presence of its groups ([`presence_ids`](super::presence_ids)),
+    /// Names this member in the presence of its groups (`ws::presence_ids`, feature `redis`),
     /// e.g. with its user's name (a line break in it becomes a space); members without one
     /// are counted but not listed.
     pub fn set_presence_id(&self, id: &str) {
