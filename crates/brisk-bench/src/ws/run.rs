@@ -236,8 +236,17 @@ async fn publish(
     go: Instant,
 ) -> u64 {
     let (mut sink, mut stream) = ws.split();
-    // The server may relay our own messages back: read and discard them.
-    let drainer = tokio::spawn(async move { while let Some(Ok(_)) = stream.next().await {} });
+    // The server may relay our own messages back: read and discard them, but hand what the
+    // protocol must answer (pings) to the sending loop.
+    let protocol = config.protocol;
+    let (answers, mut to_answer) = tokio::sync::mpsc::unbounded_channel();
+    let drainer = tokio::spawn(async move {
+        while let Some(Ok(msg)) = stream.next().await {
+            if let Some(answer) = protocol.unwrap(&msg).answer {
+                let _ = answers.send(answer);
+            }
+        }
+    });
     let interval = Duration::from_secs_f64(1.0 / config.rate);
     let end = go + config.hold;
     let size = config.size.max(payload::MIN_SIZE);
@@ -258,8 +267,12 @@ async fn publish(
             sleep_until(at.into()).await;
             Instant::now()
         };
+        let mut answered = true;
+        while let Ok(answer) = to_answer.try_recv() {
+            answered &= sink.send(answer).await.is_ok();
+        }
         let data = payload::encode(sent, ctx.ns_of(stamp), size);
-        if sink.send(config.protocol.wrap(&data)).await.is_err() {
+        if !answered || sink.send(config.protocol.wrap(&data)).await.is_err() {
             break;
         }
         sent += 1;
