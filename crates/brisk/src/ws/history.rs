@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::redis::{cmd, Redis, RedisError};
+use crate::redis::{cmd, Cmd, Redis, RedisError};
 
 /// Appends a message: `KEYS` meta and stream; `ARGV` payload, keep_last, keep_for (ms, 0:
 /// none), remember_for (ms). Answers `{epoch, offset}`.
@@ -225,15 +225,11 @@ impl History {
         let (epoch, offset): (String, u64) = self
             .redis
             .run(
-                cmd("EVAL")
-                    .arg(APPEND_SCRIPT)
-                    .arg(2)
-                    .arg(meta_key(group))
-                    .arg(stream_key(group))
+                script(APPEND_SCRIPT, group)
                     .arg(payload)
                     .arg(o.keep_last.max(1))
-                    .arg(o.keep_for.map_or(0, |d| d.as_millis().max(1) as u64))
-                    .arg(o.remember_for.as_millis().max(1) as u64),
+                    .arg(o.keep_for.map_or(0, millis))
+                    .arg(millis(o.remember_for)),
             )
             .await?;
         Ok(Position { epoch, offset })
@@ -245,11 +241,7 @@ impl History {
         let answer: Vec<Bytes> = self
             .redis
             .run(
-                cmd("EVAL")
-                    .arg(SINCE_SCRIPT)
-                    .arg(2)
-                    .arg(meta_key(group))
-                    .arg(stream_key(group))
+                script(SINCE_SCRIPT, group)
                     .arg(&last.epoch)
                     .arg(last.offset)
                     .arg(self.options.keep_last.max(1)),
@@ -295,17 +287,25 @@ impl History {
     pub async fn position(&self, group: &str) -> Result<Position, RedisError> {
         let (epoch, offset): (String, u64) = self
             .redis
-            .run(
-                cmd("EVAL")
-                    .arg(TOP_SCRIPT)
-                    .arg(2)
-                    .arg(meta_key(group))
-                    .arg(stream_key(group))
-                    .arg(self.options.remember_for.as_millis().max(1) as u64),
-            )
+            .run(script(TOP_SCRIPT, group).arg(millis(self.options.remember_for)))
             .await?;
         Ok(Position { epoch, offset })
     }
+}
+
+/// `EVAL source` on `group`'s two keys (meta, stream); the script's arguments follow.
+fn script(source: &str, group: &str) -> Cmd {
+    let mut eval = cmd("EVAL");
+    eval.arg(source)
+        .arg(2)
+        .arg(meta_key(group))
+        .arg(stream_key(group));
+    eval
+}
+
+/// `d` in whole milliseconds, at least 1 (Redis refuses a zero expiry).
+fn millis(d: Duration) -> u64 {
+    d.as_millis().max(1) as u64
 }
 
 /// The hash with a group's epoch and last offset (the braces keep both keys of a group in
