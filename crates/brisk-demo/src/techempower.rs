@@ -26,6 +26,9 @@ const WORLD_ROWS: i32 = 10_000;
 const DIGITS: &str = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
     UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
     UNION ALL SELECT 8 UNION ALL SELECT 9)";
+/// One World row by id.
+const SELECT_WORLD: &str = "SELECT id, randomnumber FROM world WHERE id = $1";
+
 /// How long a worker keeps the World table for `/cached-queries` before loading it again.
 const WORLD_CACHE_TTL: Duration = Duration::from_secs(60);
 /// The most rows one request may ask for.
@@ -244,12 +247,7 @@ impl Techempower {
     }
 
     async fn world(&self, id: i32) -> Result<World, DbError> {
-        let rows = self
-            .rows(
-                "SELECT id, randomnumber FROM world WHERE id = $1",
-                vec![id.into()],
-            )
-            .await?;
+        let rows = self.rows(SELECT_WORLD, vec![id.into()]).await?;
         let row = rows
             .first()
             .ok_or_else(|| DbError::Query(format!("no world row {id}")))?;
@@ -279,9 +277,23 @@ impl Techempower {
     }
 
     /// `n` random rows, one SELECT each, all in flight at once (they pipeline on PostgreSQL).
+    /// `n` random rows, one SELECT each: sent as one batch (on PostgreSQL one round trip
+    /// ending in one `Sync`), or one at a time in blocking mode.
     async fn worlds(&self, n: usize) -> Result<Vec<World>, DbError> {
-        let queries = (0..n).map(|_| self.world(random_id()));
-        futures_util::future::try_join_all(queries).await
+        if self.blocking_url.is_some() {
+            let queries = (0..n).map(|_| self.world(random_id()));
+            return futures_util::future::try_join_all(queries).await;
+        }
+        let ids: Vec<i32> = (0..n).map(|_| random_id()).collect();
+        let lists = ids.iter().map(|&id| vec![id.into()]).collect();
+        let runs = self.db.query_each(SELECT_WORLD, lists).await?;
+        ids.iter()
+            .zip(&runs)
+            .map(|(id, rows)| match rows.first() {
+                Some(row) => world_of(row),
+                None => Err(DbError::Query(format!("no world row {id}"))),
+            })
+            .collect()
     }
 
     async fn update(&self, n: usize) -> Result<Vec<World>, DbError> {

@@ -1,11 +1,12 @@
 //! `brisk::db::Postgres` against a real PostgreSQL server: queries pipeline on one
 //! connection, statements are prepared once per connection, a slow query times out and is
 //! cancelled on the server, a full pipeline waits then fails with a pool timeout, a database
-//! that is down fails fast and comes back, and a multi-host URL lands on the read-write host.
+//! that is down fails fast and comes back, a multi-host URL lands on the read-write host, a batch
+//! is one transaction answered in order, columns decode, and a wrong password says so.
 
 use std::time::{Duration, Instant};
 
-use brisk::db::{DbError, Postgres as Pg, PostgresOptions};
+use brisk::db::{DbError, Postgres as Pg, PostgresOptions, Value};
 use brisk_testkit::*;
 
 fn options() -> PostgresOptions {
@@ -207,4 +208,97 @@ fn a_multi_host_url_lands_on_the_read_write_host_and_moves_when_it_goes() {
         .unwrap();
     standby.sql("SELECT pg_reload_conf()").unwrap();
     wait_for_port(&db, standby.port(), "the pool moves to the new primary");
+}
+
+#[test]
+fn a_batch_is_one_transaction_answered_in_order_and_a_failing_query_fails_only_its_batch() {
+    let server = Postgres::start().unwrap();
+    let db = Pg::new(&server.url(), options()).unwrap();
+    worker_runtime().block_on(async {
+        let sql = "SELECT $1::int * 2, txid_current()";
+        let lists: Vec<Vec<Value>> = (0..20).map(|i| vec![i.into()]).collect();
+        let runs = db.query_each(sql, lists.clone()).await.unwrap();
+        assert_eq!(runs.len(), 20);
+        let mut transactions: Vec<i64> = Vec::new();
+        for (i, rows) in runs.iter().enumerate() {
+            assert_eq!(rows.len(), 1);
+            assert_eq!(rows[0].get::<i64>(0).unwrap(), 2 * i as i64);
+            transactions.push(rows[0].get(1).unwrap());
+        }
+        transactions.dedup();
+        assert_eq!(transactions.len(), 1, "one transaction: {transactions:?}");
+        // A second batch is a transaction of its own.
+        let again = db.query_each(sql, lists).await.unwrap();
+        assert_ne!(again[0][0].get::<i64>(1).unwrap(), transactions[0]);
+
+        // 10 / 0 in the middle fails the batch with the server's error...
+        let lists: Vec<Vec<Value>> = [5, 2, 0, 1].map(|d| vec![d.into()]).to_vec();
+        let err = db
+            .query_each("SELECT 10 / $1::int", lists)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, DbError::Query(m) if m.starts_with("22012")),
+            "{err:?}"
+        );
+        // ...and the connection goes on answering in step.
+        let lists: Vec<Vec<Value>> = [5, 2].map(|d| vec![d.into()]).to_vec();
+        let runs = db.query_each("SELECT 10 / $1::int", lists).await.unwrap();
+        let quotients: Vec<i64> = runs.iter().map(|r| r[0].get(0).unwrap()).collect();
+        assert_eq!(quotients, [2, 5]);
+        assert!(db.query_each(sql, vec![]).await.unwrap().is_empty());
+        let err = db.query_each(sql, vec![vec![]]).await.unwrap_err();
+        assert!(
+            matches!(&err, DbError::Query(m) if m.contains("takes 1 parameters, 0 given")),
+            "{err:?}"
+        );
+    });
+}
+
+#[test]
+fn columns_decode_to_values_and_a_type_values_cannot_hold_says_so() {
+    let server = Postgres::start().unwrap();
+    let db = Pg::new(&server.url(), options()).unwrap();
+    worker_runtime().block_on(async {
+        let row = db
+            .query_one(
+                "SELECT 7::int2, 8::int4, 9::int8, true, 1.5::float4, 2.25::float8, 'né'::text, \
+                 'x'::varchar, '\\x0102'::bytea, NULL::int4, $1::int8, $2::text",
+                vec![Value::Int(-3), Value::Text("é".into())],
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let ints: Vec<i64> = [0, 1, 2, 3, 10].map(|i| row.get(i).unwrap()).to_vec();
+        assert_eq!(ints, [7, 8, 9, 1, -3]);
+        assert_eq!(row.get::<f64>(4).unwrap(), 1.5);
+        assert_eq!(row.get::<f64>(5).unwrap(), 2.25);
+        assert_eq!(row.get::<String>(6).unwrap(), "né");
+        assert_eq!(row.get::<String>(7).unwrap(), "x");
+        assert_eq!(row.get::<Vec<u8>>(8).unwrap(), [1, 2]);
+        assert_eq!(row.get::<Option<i64>>(9).unwrap(), None);
+        assert_eq!(row.get::<String>(11).unwrap(), "é");
+        let err = db
+            .query_one("SELECT 1.5::numeric AS price", vec![])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, DbError::Decode(m) if m.contains("column price has type numeric")),
+            "{err:?}"
+        );
+    });
+}
+
+#[test]
+fn a_wrong_password_is_unavailable_and_the_error_says_why() {
+    let server = Postgres::start().unwrap();
+    let url = format!("postgres://brisk:wrong@127.0.0.1:{}/brisk", server.port());
+    let db = Pg::new(&url, options()).unwrap();
+    let err = worker_runtime()
+        .block_on(db.query("SELECT 1", vec![]))
+        .unwrap_err();
+    assert!(
+        matches!(&err, DbError::Unavailable(m) if m.contains("28P01")),
+        "{err:?}"
+    );
 }

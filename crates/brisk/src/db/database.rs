@@ -119,6 +119,32 @@ impl Db {
         }
     }
 
+    /// Runs `sql` once for each parameter list; each run's rows, in order. PostgreSQL sends
+    /// them as one batch (one round trip ending in one `Sync`, so one implicit transaction);
+    /// the other backends run them side by side on their pools.
+    ///
+    /// ```no_run
+    /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {
+    /// let ids = [3, 14, 159].map(|id| vec![id.into()]).to_vec();
+    /// let worlds = db.query_each("SELECT id, randomnumber FROM world WHERE id = $1", ids).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_each(
+        &self,
+        sql: &str,
+        lists: Vec<Vec<Value>>,
+    ) -> Result<Vec<Vec<Row>>, DbError> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Db::Postgres(db) => db.query_each(sql, lists).await,
+            #[allow(unreachable_patterns)]
+            _ => {
+                let runs = lists.into_iter().map(|params| self.query(sql, params));
+                futures_util::future::try_join_all(runs).await
+            }
+        }
+    }
+
     /// Runs a statement; returns how many rows it changed.
     pub async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64, DbError> {
         match self {

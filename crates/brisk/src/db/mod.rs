@@ -19,6 +19,8 @@ mod error;
 mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_wire;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod value;

@@ -1,12 +1,16 @@
-//! [`Postgres`]: PostgreSQL on `tokio-postgres`, one small pool per worker.
+//! [`Postgres`]: PostgreSQL, one small pool per worker, on a client of Brisk's own
+//! ([`postgres_wire`](super::postgres_wire), built on `postgres-protocol`).
 //!
 //! - **Opened inside the worker, on first use**: a value made in `main` (which the master runs
 //!   too) connects nothing until a worker queries.
-//! - **Pipelining**: a tokio-postgres client sends the queries of every request that awaits
-//!   it at once without waiting for earlier answers, so one connection (the default) serves a
-//!   whole worker; a query goes to the connection with the fewest in flight. A worker has
+//! - **Pipelining**: the queries of every request that awaits the pool go out together without
+//!   waiting for earlier answers, so one connection (the default) serves a whole worker; a
+//!   query goes to the connection with the fewest in flight. A worker has
 //!   `pool_size × max_pipeline` places; past them, queries wait for one in arrival order (a
 //!   semaphore, so a freed place wakes one waiter, not all), up to the acquire timeout.
+//! - **Batches**: [`Postgres::query_each`] sends one statement with many parameter lists as
+//!   one request ending in one `Sync`: one round trip, one implicit transaction and one flush
+//!   on the server for the lot.
 //! - **Statements** are prepared once per connection and cached by their SQL.
 //! - **Reconnects** with a back-off of at most `max_backoff`; while no connection is up,
 //!   queries fail at once with [`DbError::Unavailable`] instead of waiting.
@@ -17,16 +21,20 @@
 
 use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::sync::{Notify, Semaphore, SemaphorePermit};
-use tokio_postgres::types::{IsNull, ToSql, Type};
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::message::backend::{DataRowBody, ErrorResponseBody, Message};
+use postgres_protocol::message::frontend::{self, BindError};
+use tokio::sync::{Notify, OnceCell, Semaphore, SemaphorePermit};
+use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
+use tokio_postgres::Config;
 
 use super::error::DbError;
+use super::postgres_wire::{self, Answer, Connection};
 use super::value::{Row, Value};
 
 /// How a worker uses a PostgreSQL database.
@@ -85,29 +93,42 @@ struct Inner {
     places: Semaphore,
 }
 
-/// One connection and what belongs to it.
+/// One place in the pool: the connection up there now, if any, and what belongs to it.
 #[derive(Default)]
 struct Slot {
-    client: Mutex<Option<Arc<Client>>>,
-    statements: Mutex<HashMap<Box<str>, Prepared>>,
+    live: Mutex<Option<Arc<Live>>>,
     in_flight: AtomicUsize,
     last_error: Mutex<String>,
     first_attempt_done: AtomicBool,
 }
 
+/// A connection that is up, with the statements prepared on it (they go with it).
+struct Live {
+    connection: Connection,
+    statements: Mutex<HashMap<Box<str>, Arc<OnceCell<Prepared>>>>,
+    named: AtomicU64,
+}
+
+/// A statement prepared on one connection: its name there, its parameters' and columns' types.
 #[derive(Clone)]
 struct Prepared {
-    statement: Statement,
+    name: Arc<str>,
+    params: Arc<[Type]>,
     columns: Arc<[String]>,
+    types: Arc<[Type]>,
+}
+
+/// One query's answer: its rows and the count its command tag gives.
+struct Outcome {
+    rows: Vec<DataRowBody>,
+    changed: u64,
 }
 
 impl Postgres {
     /// A database at `url` (`postgres://user:password@host:port/db`, or several hosts as
     /// `host=a,b` with `target_session_attrs=read-write`). Only the URL is checked here.
     pub fn new(url: &str, options: PostgresOptions) -> Result<Self, DbError> {
-        let mut config =
-            Config::from_str(url).map_err(|e| DbError::Config(format!("{url}: {e}")))?;
-        config.connect_timeout(options.connect_timeout);
+        let config = Config::from_str(url).map_err(|e| DbError::Config(format!("{url}: {e}")))?;
         let places = options.pool_size.max(1) * options.max_pipeline.max(1);
         Ok(Postgres {
             inner: Arc::new(Inner {
@@ -160,13 +181,13 @@ impl Postgres {
             let changed = inner.changed.notified();
             let up = slots
                 .iter()
-                .filter_map(|s| Some((s, s.client.lock().ok()?.clone()?)))
+                .filter_map(|s| Some((s, s.live.lock().ok()?.clone()?)))
                 .min_by_key(|(s, _)| s.in_flight.load(Ordering::Relaxed));
-            if let Some((slot, client)) = up {
+            if let Some((slot, live)) = up {
                 slot.in_flight.fetch_add(1, Ordering::Relaxed);
                 return Ok(Place {
                     slot: slot.clone(),
-                    client,
+                    live,
                     _permit: permit,
                 });
             }
@@ -189,96 +210,164 @@ impl Postgres {
         }
     }
 
-    /// The statement of `sql` on `place`'s connection: prepared there once, then cached.
+    /// The statement of `sql` on `place`'s connection: prepared there once (queries that ask
+    /// at the same time wait for the one preparation), then cached.
     async fn prepared(&self, place: &Place<'_>, sql: &str) -> Result<Prepared, DbError> {
-        let cached = place
-            .slot
-            .statements
-            .lock()
-            .ok()
-            .and_then(|m| m.get(sql).cloned());
-        if let Some(p) = cached {
-            return Ok(p);
+        let cell = {
+            let mut statements = place
+                .live
+                .statements
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match statements.get(sql) {
+                Some(cell) => cell.clone(),
+                None => statements.entry(sql.into()).or_default().clone(),
+            }
+        };
+        if let Some(p) = cell.get() {
+            return Ok(p.clone());
         }
-        let statement = place.client.prepare(sql).await.map_err(pg_error)?;
-        let columns: Arc<[String]> = statement
-            .columns()
-            .iter()
-            .map(|c| c.name().to_string())
-            .collect();
-        let p = Prepared { statement, columns };
-        if let Ok(mut m) = place.slot.statements.lock() {
-            m.insert(sql.into(), p.clone());
-        }
-        Ok(p)
+        cell.get_or_try_init(|| self.prepare(place, sql))
+            .await
+            .cloned()
     }
 
-    /// Awaits `query` within the query timeout; past it, cancels the query on the server.
+    /// Prepares `sql` on `place`'s connection under a name of its own.
+    async fn prepare(&self, place: &Place<'_>, sql: &str) -> Result<Prepared, DbError> {
+        let live = &place.live;
+        let name: Arc<str> = format!("b{}", live.named.fetch_add(1, Ordering::Relaxed)).into();
+        let mut out = BytesMut::new();
+        frontend::parse(&name, sql, std::iter::empty(), &mut out).map_err(encode_error)?;
+        frontend::describe(b'S', &name, &mut out).map_err(encode_error)?;
+        frontend::sync(&mut out);
+        let answer = self.timed(place, live.connection.request(out)).await?;
+        let (mut params, mut columns, mut types) = (Vec::new(), Vec::new(), Vec::new());
+        for message in answer {
+            match message {
+                Message::ErrorResponse(body) => return Err(db_error(&body)),
+                Message::ParameterDescription(body) => {
+                    params = body
+                        .parameters()
+                        .map(|oid| Ok(type_of(oid)))
+                        .collect()
+                        .map_err(decode_error)?;
+                }
+                Message::RowDescription(body) => {
+                    let mut fields = body.fields();
+                    while let Some(field) = fields.next().map_err(decode_error)? {
+                        columns.push(field.name().to_string());
+                        types.push(type_of(field.type_oid()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(Prepared {
+            name,
+            params: params.into(),
+            columns: columns.into(),
+            types: types.into(),
+        })
+    }
+
+    /// Awaits `request` within the query timeout; past it, cancels the query on the server.
     async fn timed<T>(
         &self,
         place: &Place<'_>,
-        query: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+        request: impl std::future::Future<Output = Result<T, DbError>>,
     ) -> Result<T, DbError> {
         let timeout = self.inner.options.query_timeout;
-        match tokio::time::timeout(timeout, query).await {
-            Ok(result) => result.map_err(pg_error),
+        match tokio::time::timeout(timeout, request).await {
+            Ok(result) => result,
             Err(_) => {
-                let cancel = place.client.cancel_token();
-                tokio::spawn(async move {
-                    let _ = cancel.cancel_query(NoTls).await;
-                });
+                tokio::spawn(place.live.connection.cancel_key().cancel());
                 Err(DbError::Timeout(timeout))
             }
         }
     }
 
-    /// Runs `sql` with `params`, prepared once per connection, within the query timeout.
+    /// Runs `sql` once per parameter list as one request ending in one `Sync`; each
+    /// query's rows and count, and the statement's columns.
     async fn run(
         &self,
         sql: &str,
-        params: &[Value],
-    ) -> Result<(Vec<tokio_postgres::Row>, Arc<[String]>), DbError> {
+        lists: &[Vec<Value>],
+    ) -> Result<(Vec<Outcome>, Prepared), DbError> {
         let place = self.pick().await?;
         let prepared = self.prepared(&place, sql).await?;
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|v| v as _).collect();
-        let rows = self
-            .timed(&place, place.client.query(&prepared.statement, &refs))
+        let mut out = BytesMut::new();
+        for params in lists {
+            bind(&prepared, params, &mut out)?;
+        }
+        frontend::sync(&mut out);
+        let answer = self
+            .timed(&place, place.live.connection.request(out))
             .await?;
-        Ok((rows, prepared.columns))
+        Ok((outcomes(answer)?, prepared))
     }
 
     /// Every row `sql` returns; parameters are `$1`, `$2`…
     pub async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>, DbError> {
-        let (rows, columns) = self.run(sql, &params).await?;
-        rows.iter().map(|r| convert_row(r, &columns)).collect()
+        let (outcomes, prepared) = self.run(sql, &[params]).await?;
+        let rows = outcomes.first().map(|o| &o.rows[..]).unwrap_or_default();
+        rows.iter().map(|r| convert_row(r, &prepared)).collect()
     }
 
     /// The first row `sql` returns, if any.
     pub async fn query_one(&self, sql: &str, params: Vec<Value>) -> Result<Option<Row>, DbError> {
-        let (rows, columns) = self.run(sql, &params).await?;
-        rows.first().map(|r| convert_row(r, &columns)).transpose()
+        let (outcomes, prepared) = self.run(sql, &[params]).await?;
+        let first = outcomes.first().and_then(|o| o.rows.first());
+        first.map(|r| convert_row(r, &prepared)).transpose()
+    }
+
+    /// Runs `sql` once for each parameter list, all in one round trip ending in one `Sync`
+    /// (so in one implicit transaction: a failing query fails the batch); each run's rows,
+    /// in order.
+    ///
+    /// ```no_run
+    /// # async fn f(db: brisk::db::Postgres) -> Result<(), brisk::db::DbError> {
+    /// let ids = [3, 14, 159].map(|id| vec![id.into()]).to_vec();
+    /// let worlds = db.query_each("SELECT id, randomnumber FROM world WHERE id = $1", ids).await?;
+    /// assert_eq!(worlds.len(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_each(
+        &self,
+        sql: &str,
+        lists: Vec<Vec<Value>>,
+    ) -> Result<Vec<Vec<Row>>, DbError> {
+        if lists.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (outcomes, prepared) = self.run(sql, &lists).await?;
+        outcomes
+            .iter()
+            .map(|o| o.rows.iter().map(|r| convert_row(r, &prepared)).collect())
+            .collect()
     }
 
     /// Runs a statement; returns how many rows it changed.
     pub async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64, DbError> {
-        let place = self.pick().await?;
-        let prepared = self.prepared(&place, sql).await?;
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|v| v as _).collect();
-        self.timed(&place, place.client.execute(&prepared.statement, &refs))
-            .await
+        let (outcomes, _) = self.run(sql, &[params]).await?;
+        Ok(outcomes.first().map_or(0, |o| o.changed))
     }
 
     /// Runs several statements separated by `;` (no parameters), such as a schema.
     pub async fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
         let place = self.pick().await?;
-        place.client.batch_execute(sql).await.map_err(pg_error)
+        let mut out = BytesMut::new();
+        frontend::query(sql, &mut out).map_err(encode_error)?;
+        let answer = self
+            .timed(&place, place.live.connection.request(out))
+            .await?;
+        outcomes(answer).map(drop)
     }
 }
 
 /// A taken place in a connection's pipeline, given back on drop.
 struct Place<'a> {
     slot: Arc<Slot>,
-    client: Arc<Client>,
+    live: Arc<Live>,
     _permit: SemaphorePermit<'a>,
 }
 
@@ -293,34 +382,37 @@ impl Drop for Place<'_> {
 async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
     let min_backoff = Duration::from_millis(50);
     let mut backoff = min_backoff;
+    let set_live = |live: Option<Arc<Live>>| {
+        *slot.live.lock().unwrap_or_else(|p| p.into_inner()) = live;
+    };
+    let set_error = |why: String| {
+        *slot.last_error.lock().unwrap_or_else(|p| p.into_inner()) = why;
+    };
     loop {
-        let attempt = inner.config.connect(NoTls).await;
+        let attempt = postgres_wire::connect(&inner.config, inner.options.connect_timeout).await;
         let first = !slot.first_attempt_done.swap(true, Ordering::Relaxed);
         if first {
             inner.attempted.fetch_add(1, Ordering::Relaxed);
         }
         match attempt {
-            Ok((client, connection)) => {
+            Ok((connection, driver)) => {
                 backoff = min_backoff;
-                if let Ok(mut m) = slot.statements.lock() {
-                    m.clear();
-                }
-                *slot.client.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(client));
+                set_live(Some(Arc::new(Live {
+                    connection,
+                    statements: Mutex::default(),
+                    named: AtomicU64::new(0),
+                })));
                 inner.changed.notify_waiters();
-                let ended = connection.await;
-                *slot.client.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                let why = match ended {
-                    Ok(()) => "the server closed the connection".to_string(),
-                    Err(e) => e.to_string(),
-                };
+                let why = driver.run().await;
+                set_live(None);
                 tracing::warn!("PostgreSQL connection lost ({why}); reconnecting");
-                *slot.last_error.lock().unwrap_or_else(|p| p.into_inner()) = why;
+                set_error(why);
             }
             Err(e) => {
                 if first || backoff >= inner.options.max_backoff {
                     tracing::warn!("cannot connect to PostgreSQL: {e}");
                 }
-                *slot.last_error.lock().unwrap_or_else(|p| p.into_inner()) = e.to_string();
+                set_error(e);
                 inner.changed.notify_waiters();
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(inner.options.max_backoff);
@@ -329,68 +421,120 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
     }
 }
 
-fn pg_error(e: tokio_postgres::Error) -> DbError {
-    if let Some(db) = e.as_db_error() {
-        let code = db.code().code();
-        let what = format!("{code}: {}", db.message());
-        // 08: connection exceptions; 53: out of resources (too many connections); 57:
-        // operator intervention (shutdown, crash, starting up): the server, not the query.
-        if code.starts_with("08") || code.starts_with("53") || code.starts_with("57") {
-            return DbError::Unavailable(what);
-        }
-        return DbError::Query(what);
+/// Appends `Bind` (every parameter and result in binary) and `Execute` for one run.
+fn bind(prepared: &Prepared, params: &[Value], out: &mut BytesMut) -> Result<(), DbError> {
+    if params.len() != prepared.params.len() {
+        return Err(DbError::Query(format!(
+            "the statement takes {} parameters, {} given",
+            prepared.params.len(),
+            params.len()
+        )));
     }
-    DbError::Unavailable(e.to_string())
+    let values = params.iter().zip(prepared.params.iter());
+    let serialize = |(value, ty): (&Value, &Type), buf: &mut BytesMut| {
+        Ok(match value.to_sql(ty, buf)? {
+            IsNull::Yes => postgres_protocol::IsNull::Yes,
+            IsNull::No => postgres_protocol::IsNull::No,
+        })
+    };
+    frontend::bind("", &prepared.name, [1], values, serialize, [1], out).map_err(|e| match e {
+        BindError::Conversion(e) => DbError::Query(format!("a parameter does not fit: {e}")),
+        BindError::Serialization(e) => encode_error(e),
+    })?;
+    frontend::execute("", 0, out).map_err(encode_error)
 }
 
-fn convert_row(row: &tokio_postgres::Row, columns: &Arc<[String]>) -> Result<Row, DbError> {
-    let decode = |e: tokio_postgres::Error| DbError::Decode(e.to_string());
-    let mut values = Vec::with_capacity(row.len());
-    for (i, column) in row.columns().iter().enumerate() {
-        let ty = column.type_();
-        let v = match *ty {
-            Type::VOID => Value::Null,
-            Type::INT2 => row
-                .try_get::<_, Option<i16>>(i)
-                .map_err(decode)?
-                .map(i64::from)
-                .into(),
-            Type::INT4 => row
-                .try_get::<_, Option<i32>>(i)
-                .map_err(decode)?
-                .map(i64::from)
-                .into(),
-            Type::INT8 => row.try_get::<_, Option<i64>>(i).map_err(decode)?.into(),
-            Type::OID => row
-                .try_get::<_, Option<u32>>(i)
-                .map_err(decode)?
-                .map(i64::from)
-                .into(),
-            Type::BOOL => row
-                .try_get::<_, Option<bool>>(i)
-                .map_err(decode)?
-                .map(i64::from)
-                .into(),
-            Type::FLOAT4 => row
-                .try_get::<_, Option<f32>>(i)
-                .map_err(decode)?
-                .map(f64::from)
-                .into(),
-            Type::FLOAT8 => row.try_get::<_, Option<f64>>(i).map_err(decode)?.into(),
-            Type::BYTEA => row.try_get::<_, Option<Vec<u8>>>(i).map_err(decode)?.into(),
-            _ => row
-                .try_get::<_, Option<String>>(i)
-                .map_err(|_| {
-                    DbError::Decode(format!(
-                        "column {} has type {ty}, which Value does not hold",
-                        column.name()
-                    ))
-                })?
-                .into(),
-        };
-        values.push(v);
+/// Each query's rows and count in an answer, or the error the server gave.
+fn outcomes(answer: Answer) -> Result<Vec<Outcome>, DbError> {
+    let mut outcomes = Vec::new();
+    let mut rows = Vec::new();
+    for message in answer {
+        match message {
+            Message::DataRow(row) => rows.push(row),
+            Message::CommandComplete(body) => {
+                let tag = body.tag().unwrap_or_default();
+                let changed = tag.rsplit(' ').next().and_then(|n| n.parse().ok());
+                outcomes.push(Outcome {
+                    rows: std::mem::take(&mut rows),
+                    changed: changed.unwrap_or(0),
+                });
+            }
+            Message::EmptyQueryResponse => outcomes.push(Outcome {
+                rows: std::mem::take(&mut rows),
+                changed: 0,
+            }),
+            Message::ErrorResponse(body) => return Err(db_error(&body)),
+            _ => {}
+        }
     }
-    Ok(Row::new(columns.clone(), values))
+    Ok(outcomes)
+}
+
+/// The type of `oid`; one this build does not know reads as text.
+fn type_of(oid: u32) -> Type {
+    Type::from_oid(oid).unwrap_or(Type::UNKNOWN)
+}
+
+fn encode_error(e: std::io::Error) -> DbError {
+    DbError::Query(format!("cannot encode the query: {e}"))
+}
+
+fn decode_error(e: std::io::Error) -> DbError {
+    DbError::Decode(format!("unreadable answer from PostgreSQL: {e}"))
+}
+
+fn db_error(body: &ErrorResponseBody) -> DbError {
+    let what = postgres_wire::error_text(body);
+    // 08: connection exceptions; 53: out of resources (too many connections); 57: operator
+    // intervention (shutdown, crash, starting up): the server, not the query.
+    if what.starts_with("08") || what.starts_with("53") || what.starts_with("57") {
+        return DbError::Unavailable(what);
+    }
+    DbError::Query(what)
+}
+
+fn convert_row(row: &DataRowBody, prepared: &Prepared) -> Result<Row, DbError> {
+    let mut values = Vec::with_capacity(prepared.types.len());
+    let mut ranges = row.ranges();
+    while let Some(range) = ranges.next().map_err(decode_error)? {
+        let i = values.len();
+        let (Some(ty), Some(column)) = (prepared.types.get(i), prepared.columns.get(i)) else {
+            return Err(DbError::Decode(format!("a row with more than {i} columns")));
+        };
+        values.push(match range {
+            None => Value::Null,
+            Some(range) => decode(ty, &row.buffer()[range], column)?,
+        });
+    }
+    Ok(Row::new(prepared.columns.clone(), values))
+}
+
+/// One column's value, sent in binary, as the [`Value`] that holds it.
+fn decode(ty: &Type, raw: &[u8], column: &str) -> Result<Value, DbError> {
+    let bad = |e: Box<dyn std::error::Error + Sync + Send>| {
+        DbError::Decode(format!("column {column} ({ty}): {e}"))
+    };
+    Ok(match *ty {
+        Type::VOID => Value::Null,
+        Type::INT2 => Value::Int(i16::from_sql(ty, raw).map_err(bad)?.into()),
+        Type::INT4 => Value::Int(i32::from_sql(ty, raw).map_err(bad)?.into()),
+        Type::INT8 => Value::Int(i64::from_sql(ty, raw).map_err(bad)?),
+        Type::OID => Value::Int(u32::from_sql(ty, raw).map_err(bad)?.into()),
+        Type::BOOL => Value::Int(bool::from_sql(ty, raw).map_err(bad)?.into()),
+        Type::FLOAT4 => Value::Float(f32::from_sql(ty, raw).map_err(bad)?.into()),
+        Type::FLOAT8 => Value::Float(f64::from_sql(ty, raw).map_err(bad)?),
+        Type::BYTEA => Value::Bytes(raw.to_vec()),
+        _ if <&str as FromSql>::accepts(ty) => Value::Text(
+            <&str as FromSql>::from_sql(ty, raw)
+                .map_err(bad)?
+                .to_string(),
+        ),
+        _ => {
+            return Err(DbError::Decode(format!(
+                "column {column} has type {ty}, which Value does not hold"
+            )))
+        }
+    })
 }
 
 /// A [`Value`] as whatever the parameter's type is: an `Int` binds to SMALLINT, INT, BIGINT,

@@ -191,6 +191,7 @@ impl Row {
 /// Rewrites `$1`, `$2`… placeholders (outside quoted strings) with `to(n)`: how a backend
 /// that does not number its parameters the PostgreSQL way (SQLite's `?N`, MySQL's `?`) runs
 /// the same SQL. Returns the SQL and the parameter numbers in the order they appear.
+#[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
 pub(crate) fn rewrite_placeholders(
     sql: &str,
     to: impl Fn(usize) -> String,

@@ -1,0 +1,391 @@
+//! One PostgreSQL connection spoken by hand on `postgres-protocol`: the hot path under the
+//! [`Postgres`](super::Postgres) pool.
+//!
+//! - **Start-up**: the start-up message, then trust, cleartext, MD5 or SCRAM-SHA-256
+//!   authentication, then (for `target_session_attrs`) a check that the server takes writes
+//!   (or only reads); a host that fails any of it gives way to the next host of the URL.
+//! - **The pipeline**: a request is a run of frontend messages ending in one `Sync` (or one
+//!   simple `Query`), and its answer is every message up to the `ReadyForQuery` that ends it.
+//!   The [`Driver`] writes every request queued since its last write in one write and hands
+//!   the answers back in order. A request may hold many `Bind`/`Execute` pairs before its one
+//!   `Sync`, so a batch of queries costs the server one implicit transaction and one flush.
+//! - **Cancelling**: a [`CancelKey`] opens a second connection and asks the server to stop
+//!   the query running on this one.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::authentication::{self, sasl};
+use postgres_protocol::message::backend::{ErrorResponseBody, Message};
+use postgres_protocol::message::frontend;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::config::{Host, TargetSessionAttrs};
+use tokio_postgres::Config;
+
+use super::error::DbError;
+
+/// What the server answered one request: its messages up to (not including) `ReadyForQuery`.
+pub(super) type Answer = Vec<Message>;
+
+type Reply = oneshot::Sender<Result<Answer, DbError>>;
+
+/// Requests waiting to be written past this many bytes wait in the queue instead.
+const MAX_OUTPUT: usize = 1 << 20;
+
+/// A request: its messages, ending in `Sync` or a simple `Query`, and where its answer goes.
+struct Request {
+    messages: BytesMut,
+    reply: Reply,
+}
+
+/// The callers' side of one connection; its [`Driver`] does the reading and writing.
+pub(super) struct Connection {
+    requests: mpsc::UnboundedSender<Request>,
+    cancel: CancelKey,
+}
+
+impl Connection {
+    /// Sends `messages` (ending in one `Sync`) and waits for their answer.
+    pub(super) async fn request(&self, messages: BytesMut) -> Result<Answer, DbError> {
+        let (reply, answer) = oneshot::channel();
+        let gone = || DbError::Unavailable("the connection to PostgreSQL closed".into());
+        self.requests
+            .send(Request { messages, reply })
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+
+    /// What it takes to cancel the query this connection runs.
+    pub(super) fn cancel_key(&self) -> CancelKey {
+        self.cancel.clone()
+    }
+}
+
+/// Where a server listens.
+#[derive(Clone)]
+enum Target {
+    Tcp(String, u16),
+    Unix(PathBuf),
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Tcp(host, port) => write!(f, "{host}:{port}"),
+            Target::Unix(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+trait Socket: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Socket for T {}
+
+impl Target {
+    async fn open(&self) -> std::io::Result<Box<dyn Socket>> {
+        Ok(match self {
+            Target::Tcp(host, port) => {
+                let stream = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+                stream.set_nodelay(true)?;
+                Box::new(stream)
+            }
+            Target::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
+        })
+    }
+}
+
+/// The server process and key that a cancel request names.
+#[derive(Clone)]
+pub(super) struct CancelKey {
+    target: Target,
+    process_id: i32,
+    secret_key: i32,
+}
+
+impl CancelKey {
+    /// Asks the server to cancel whatever this connection runs now (no answer comes back).
+    pub(super) async fn cancel(self) {
+        let mut message = BytesMut::new();
+        frontend::cancel_request(self.process_id, self.secret_key, &mut message);
+        if let Ok(mut socket) = self.target.open().await {
+            let _ = socket.write_all(&message).await;
+            let _ = socket.shutdown().await;
+        }
+    }
+}
+
+/// Connects to the first host of `config` that accepts us (and, with
+/// `target_session_attrs`, is of the kind asked for), each within `timeout`.
+pub(super) async fn connect(
+    config: &Config,
+    timeout: Duration,
+) -> Result<(Connection, Driver), String> {
+    let ports = config.get_ports();
+    let mut failures = Vec::new();
+    for (i, host) in config.get_hosts().iter().enumerate() {
+        let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+        let target = match host {
+            Host::Tcp(name) => Target::Tcp(name.clone(), port),
+            Host::Unix(dir) => Target::Unix(dir.join(format!(".s.PGSQL.{port}"))),
+        };
+        match tokio::time::timeout(timeout, start(config, target.clone())).await {
+            Ok(Ok(connected)) => return Ok(connected),
+            Ok(Err(why)) => failures.push(format!("{target}: {why}")),
+            Err(_) => failures.push(format!(
+                "{target}: no answer within {} ms",
+                timeout.as_millis()
+            )),
+        }
+    }
+    if failures.is_empty() {
+        return Err("the URL names no host".into());
+    }
+    Err(failures.join("; "))
+}
+
+/// Start-up and authentication on one host, then the session check.
+async fn start(config: &Config, target: Target) -> Result<(Connection, Driver), String> {
+    let mut socket = target.open().await.map_err(|e| e.to_string())?;
+    let user = config.get_user().ok_or("the URL names no user")?;
+    let password = || {
+        config
+            .get_password()
+            .ok_or("the server asks for a password")
+    };
+    let mut parameters = vec![("client_encoding", "UTF8"), ("user", user)];
+    if let Some(name) = config.get_dbname() {
+        parameters.push(("database", name));
+    }
+    if let Some(options) = config.get_options() {
+        parameters.push(("options", options));
+    }
+    if let Some(name) = config.get_application_name() {
+        parameters.push(("application_name", name));
+    }
+    let mut out = BytesMut::new();
+    frontend::startup_message(parameters, &mut out).map_err(|e| e.to_string())?;
+    let mut input = BytesMut::with_capacity(8192);
+    let mut scram: Option<sasl::ScramSha256> = None;
+    let mut key = (0, 0);
+    loop {
+        if !out.is_empty() {
+            socket
+                .write_all_buf(&mut out)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let io = |e: std::io::Error| e.to_string();
+        match read_message(&mut socket, &mut input).await? {
+            Message::AuthenticationOk
+            | Message::ParameterStatus(_)
+            | Message::NoticeResponse(_) => {}
+            Message::AuthenticationCleartextPassword => {
+                frontend::password_message(password()?, &mut out).map_err(io)?;
+            }
+            Message::AuthenticationMd5Password(body) => {
+                let hash = authentication::md5_hash(user.as_bytes(), password()?, body.salt());
+                frontend::password_message(hash.as_bytes(), &mut out).map_err(io)?;
+            }
+            Message::AuthenticationSasl(body) => {
+                let offered: Vec<String> = body
+                    .mechanisms()
+                    .map(|m| Ok(m.to_string()))
+                    .collect()
+                    .map_err(io)?;
+                if !offered.iter().any(|m| m == sasl::SCRAM_SHA_256) {
+                    return Err(format!(
+                        "the server offers SASL {offered:?}; Brisk speaks SCRAM-SHA-256"
+                    ));
+                }
+                let s = sasl::ScramSha256::new(password()?, sasl::ChannelBinding::unsupported());
+                frontend::sasl_initial_response(sasl::SCRAM_SHA_256, s.message(), &mut out)
+                    .map_err(io)?;
+                scram = Some(s);
+            }
+            Message::AuthenticationSaslContinue(body) => {
+                let s = scram.as_mut().ok_or("SASL continue before SASL start")?;
+                s.update(body.data()).map_err(io)?;
+                frontend::sasl_response(s.message(), &mut out).map_err(io)?;
+            }
+            Message::AuthenticationSaslFinal(body) => {
+                let s = scram.as_mut().ok_or("SASL final before SASL start")?;
+                s.finish(body.data()).map_err(io)?;
+            }
+            Message::BackendKeyData(body) => key = (body.process_id(), body.secret_key()),
+            Message::ErrorResponse(body) => return Err(error_text(&body)),
+            Message::ReadyForQuery(_) => break,
+            _ => return Err("the server asks for an authentication Brisk does not speak".into()),
+        }
+    }
+    let wanted = match config.get_target_session_attrs() {
+        TargetSessionAttrs::ReadWrite => Some("off"),
+        TargetSessionAttrs::ReadOnly => Some("on"),
+        _ => None,
+    };
+    if let Some(wanted) = wanted {
+        let read_only = show(&mut socket, &mut input, "transaction_read_only").await?;
+        if read_only != wanted {
+            return Err(format!(
+                "transaction_read_only is {read_only} here (target_session_attrs)"
+            ));
+        }
+    }
+    let (requests, queue) = mpsc::unbounded_channel();
+    let cancel = CancelKey {
+        target,
+        process_id: key.0,
+        secret_key: key.1,
+    };
+    let driver = Driver {
+        socket,
+        input,
+        queue,
+    };
+    Ok((Connection { requests, cancel }, driver))
+}
+
+/// The value of the server setting `name`, asked before the pipeline starts.
+async fn show(
+    socket: &mut Box<dyn Socket>,
+    input: &mut BytesMut,
+    name: &str,
+) -> Result<String, String> {
+    let mut out = BytesMut::new();
+    frontend::query(&format!("SHOW {name}"), &mut out).map_err(|e| e.to_string())?;
+    socket
+        .write_all_buf(&mut out)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut value = String::new();
+    loop {
+        match read_message(socket, input).await? {
+            Message::DataRow(row) => {
+                if let Ok(Some(Some(range))) = row.ranges().next() {
+                    value = String::from_utf8_lossy(&row.buffer()[range]).into_owned();
+                }
+            }
+            Message::ErrorResponse(body) => return Err(error_text(&body)),
+            Message::ReadyForQuery(_) => return Ok(value),
+            _ => {}
+        }
+    }
+}
+
+async fn read_message(
+    socket: &mut Box<dyn Socket>,
+    input: &mut BytesMut,
+) -> Result<Message, String> {
+    loop {
+        if let Some(message) = Message::parse(input).map_err(|e| e.to_string())? {
+            return Ok(message);
+        }
+        match socket.read_buf(input).await {
+            Ok(0) => return Err("the server closed the connection".into()),
+            Ok(_) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// An error's code and message, as `CODE: message`.
+pub(super) fn error_text(body: &ErrorResponseBody) -> String {
+    let (mut code, mut message) = (String::new(), String::new());
+    let mut fields = body.fields();
+    while let Ok(Some(field)) = fields.next() {
+        match field.type_() {
+            b'C' => code = String::from_utf8_lossy(field.value_bytes()).into_owned(),
+            b'M' => message = String::from_utf8_lossy(field.value_bytes()).into_owned(),
+            _ => {}
+        }
+    }
+    format!("{code}: {message}")
+}
+
+/// Whether an error ends the session (severity FATAL or PANIC) rather than one request.
+fn is_fatal(body: &ErrorResponseBody) -> bool {
+    let mut fields = body.fields();
+    while let Ok(Some(field)) = fields.next() {
+        if field.type_() == b'S' || field.type_() == b'V' {
+            return matches!(field.value_bytes(), b"FATAL" | b"PANIC");
+        }
+    }
+    false
+}
+
+/// The I/O of one connection: writes queued requests, reads answers, hands them back.
+pub(super) struct Driver {
+    socket: Box<dyn Socket>,
+    input: BytesMut,
+    queue: mpsc::UnboundedReceiver<Request>,
+}
+
+impl Driver {
+    /// Runs the connection until it ends (the server goes, or every [`Connection`] handle is
+    /// dropped) and says why. Requests still waiting then fail with `Unavailable`.
+    pub(super) async fn run(self) -> String {
+        let Driver {
+            socket,
+            mut input,
+            mut queue,
+        } = self;
+        let (mut reader, mut writer) = tokio::io::split(socket);
+        let mut output = BytesMut::new();
+        let mut waiting: VecDeque<Reply> = VecDeque::new();
+        let mut answer: Answer = Vec::new();
+        let why = 'run: loop {
+            loop {
+                let message = match Message::parse(&mut input) {
+                    Ok(Some(m)) => m,
+                    Ok(None) => break,
+                    Err(e) => break 'run format!("unreadable message from the server: {e}"),
+                };
+                match message {
+                    Message::ReadyForQuery(_) => {
+                        let done = std::mem::take(&mut answer);
+                        if let Some(reply) = waiting.pop_front() {
+                            let _ = reply.send(Ok(done));
+                        }
+                    }
+                    Message::NoticeResponse(_)
+                    | Message::ParameterStatus(_)
+                    | Message::NotificationResponse(_) => {}
+                    Message::ErrorResponse(body) if is_fatal(&body) => {
+                        break 'run error_text(&body)
+                    }
+                    other => answer.push(other),
+                }
+            }
+            tokio::select! {
+                read = reader.read_buf(&mut input) => match read {
+                    Ok(0) => break "the server closed the connection".to_string(),
+                    Ok(_) => {}
+                    Err(e) => break e.to_string(),
+                },
+                request = queue.recv(), if output.len() < MAX_OUTPUT => match request {
+                    Some(first) => {
+                        let mut next = Some(first);
+                        while let Some(Request { messages, reply }) = next {
+                            output.extend_from_slice(&messages);
+                            waiting.push_back(reply);
+                            next = if output.len() < MAX_OUTPUT { queue.try_recv().ok() } else { None };
+                        }
+                    }
+                    None => break "the pool closed it".to_string(),
+                },
+                written = writer.write(&output), if !output.is_empty() => match written {
+                    Ok(0) => break "the server stopped reading".to_string(),
+                    Ok(n) => output.advance(n),
+                    Err(e) => break e.to_string(),
+                },
+            }
+        };
+        for reply in waiting {
+            let _ = reply.send(Err(DbError::Unavailable(why.clone())));
+        }
+        why
+    }
+}
