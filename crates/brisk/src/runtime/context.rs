@@ -363,14 +363,19 @@ impl WorkerCtx {
         histogram.record(now.saturating_duration_since(self.started).as_secs(), us);
     }
 
-    /// Measures how late a 10 ms tick fires, for as long as the worker runs.
+    /// Measures how late a tick fires, for as long as the worker runs: every 10 ms while the
+    /// worker holds connections, every 250 ms while it holds none (an idle worker then wakes 4
+    /// times a second, not 100: a server of 200 idle workers would otherwise keep a fifth of
+    /// a core busy doing nothing).
     pub(crate) async fn watch_loop_lag(self: Rc<Self>) {
-        const TICK: Duration = Duration::from_millis(10);
-        let mut next = Instant::now() + TICK;
+        const BUSY_TICK: Duration = Duration::from_millis(10);
+        const IDLE_TICK: Duration = Duration::from_millis(250);
+        let mut next = Instant::now() + BUSY_TICK;
         loop {
             tokio::time::sleep_until(next.into()).await;
             self.record_latency(&self.stats.loop_lag, next);
-            next = Instant::now() + TICK;
+            let busy = self.stats.connections.get() > 0;
+            next = Instant::now() + if busy { BUSY_TICK } else { IDLE_TICK };
         }
     }
 
