@@ -302,3 +302,19 @@ fn a_wrong_password_is_unavailable_and_the_error_says_why() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_unix_socket_host_connects_with_the_local_trust_of_the_server() {
+    let server = Postgres::start().unwrap();
+    let url = format!(
+        "host={} port={} user=brisk dbname=brisk",
+        server.dir().display(),
+        server.port()
+    );
+    let db = Pg::new(&url, options()).unwrap();
+    let row = worker_runtime()
+        .block_on(db.query_one("SELECT inet_server_addr() IS NULL", vec![]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.get::<i64>(0).unwrap(), 1, "connected over the socket");
+}
