@@ -293,7 +293,8 @@ fn postgres_bin_dir() -> Result<PathBuf> {
 /// of the machine would lose it). `synchronous_commit` stays on, as with it off a kill loses the
 /// last commits.
 ///
-/// Connections over TCP need a password (scram-sha-256); the superuser is `postgres`, password
+/// Connections over TCP need a password (scram-sha-256; MD5 for a role named `brisk_md5`, a
+/// cleartext password for `brisk_plain`); the superuser is `postgres`, password
 /// `postgres` ([`superuser_url`](Self::superuser_url)).
 pub struct Postgres {
     port: u16,
@@ -335,6 +336,16 @@ impl Postgres {
         }
         let log = dir.path().join("initdb.log");
         run_logged("initdb", &mut initdb, &log)?;
+        // Two roles (not created here) that authenticate the older ways, for clients to test:
+        // `brisk_md5` with MD5, `brisk_plain` with a cleartext password. Earlier lines win.
+        let hba = data.join("pg_hba.conf");
+        let rules = std::fs::read_to_string(&hba)?;
+        std::fs::write(
+            &hba,
+            format!(
+                "host all brisk_md5 127.0.0.1/32 md5\nhost all brisk_plain 127.0.0.1/32 password\n{rules}"
+            ),
+        )?;
 
         let port = free_port();
         let socket_dir = dir.path().display().to_string();

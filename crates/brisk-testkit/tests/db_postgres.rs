@@ -2,7 +2,8 @@
 //! connection, statements are prepared once per connection, a slow query times out and is
 //! cancelled on the server, a full pipeline waits then fails with a pool timeout, a database
 //! that is down fails fast and comes back, a multi-host URL lands on the read-write host, a batch
-//! is one transaction answered in order, columns decode, and a wrong password says so.
+//! is one transaction answered in order, columns decode, SCRAM, MD5 and cleartext passwords
+//! authenticate, a wrong password says so, and a Unix-socket host connects.
 
 use std::time::{Duration, Instant};
 
@@ -317,4 +318,43 @@ fn a_unix_socket_host_connects_with_the_local_trust_of_the_server() {
         .unwrap()
         .unwrap();
     assert_eq!(row.get::<i64>(0).unwrap(), 1, "connected over the socket");
+}
+
+#[test]
+fn md5_and_cleartext_passwords_authenticate_and_a_wrong_one_is_refused() {
+    let server = Postgres::start().unwrap();
+    let port = server.port();
+    let rt = worker_runtime();
+    let admin = Pg::new(&server.superuser_url(), options()).unwrap();
+    rt.block_on(admin.execute_batch(
+        "SET password_encryption = 'md5'; \
+         CREATE ROLE brisk_md5 LOGIN PASSWORD 'md5-secret'; \
+         CREATE ROLE brisk_plain LOGIN PASSWORD 'plain-secret'",
+    ))
+    .unwrap();
+    let stored = rt
+        .block_on(admin.query_one(
+            "SELECT rolpassword LIKE 'md5%' FROM pg_authid WHERE rolname = 'brisk_md5'",
+            vec![],
+        ))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.get::<i64>(0).unwrap(), 1, "an MD5 hash is stored");
+    for (user, password) in [("brisk_md5", "md5-secret"), ("brisk_plain", "plain-secret")] {
+        let url = format!("postgres://{user}:{password}@127.0.0.1:{port}/postgres");
+        let db = Pg::new(&url, options()).unwrap();
+        let row = rt
+            .block_on(db.query_one("SELECT current_user::text", vec![]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.get::<String>(0).unwrap(), user);
+        let url = format!("postgres://{user}:wrong@127.0.0.1:{port}/postgres");
+        let err = rt
+            .block_on(Pg::new(&url, options()).unwrap().query("SELECT 1", vec![]))
+            .unwrap_err();
+        assert!(
+            matches!(&err, DbError::Unavailable(m) if m.contains("28P01")),
+            "{user}: {err:?}"
+        );
+    }
 }
