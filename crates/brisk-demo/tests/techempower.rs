@@ -302,31 +302,41 @@ fn cached_queries_come_from_redis_when_given() {
     );
 }
 
-/// A session of its own that locks the World table (reads of it wait) until `unlock`.
+/// A session of its own that locks the World table (reads of it wait) until `unlock`. It is
+/// sqlx's single connection: Brisk's pool shares its connections, so it rolls back a
+/// transaction that a call leaves open.
 struct WorldLock {
     rt: tokio::runtime::Runtime,
-    session: brisk::db::Postgres,
+    session: std::cell::RefCell<sqlx::PgConnection>,
 }
 
 impl WorldLock {
     fn new(pg: &Postgres) -> Self {
+        use sqlx::Connection;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let session = brisk::db::Postgres::new(&pg.url(), Default::default()).unwrap();
-        WorldLock { rt, session }
+        let session = rt.block_on(sqlx::PgConnection::connect(&pg.url())).unwrap();
+        WorldLock {
+            rt,
+            session: session.into(),
+        }
+    }
+
+    fn run(&self, sql: &'static str) {
+        use sqlx::Executor;
+        let mut session = self.session.borrow_mut();
+        self.rt.block_on(session.execute(sql)).unwrap();
     }
 
     fn lock(&self) {
-        let sql = "BEGIN; LOCK TABLE world IN ACCESS EXCLUSIVE MODE";
-        self.rt.block_on(self.session.execute_batch(sql)).unwrap();
+        self.run("BEGIN");
+        self.run("LOCK TABLE world IN ACCESS EXCLUSIVE MODE");
     }
 
     fn unlock(&self) {
-        self.rt
-            .block_on(self.session.execute_batch("COMMIT"))
-            .unwrap();
+        self.run("COMMIT");
     }
 }
 

@@ -257,7 +257,7 @@ fn a_batch_is_one_transaction_answered_in_order_and_a_failing_query_fails_only_i
 }
 
 #[test]
-fn columns_decode_to_values_and_a_type_values_cannot_hold_says_so() {
+fn columns_decode_to_values_and_parameters_are_read_as_the_columns_type() {
     let server = Postgres::start().unwrap();
     let db = Pg::new(&server.url(), options()).unwrap();
     worker_runtime().block_on(async {
@@ -279,12 +279,31 @@ fn columns_decode_to_values_and_a_type_values_cannot_hold_says_so() {
         assert_eq!(row.get::<Vec<u8>>(8).unwrap(), [1, 2]);
         assert_eq!(row.get::<Option<i64>>(9).unwrap(), None);
         assert_eq!(row.get::<String>(11).unwrap(), "é");
+        // Other types come back as their text, and parameters are read as the column's type.
+        let row = db
+            .query_one(
+                "SELECT 1.50::numeric, $1::numeric * 2, $2::date + 1, $3::int4 + 1, $4::float8",
+                vec![
+                    Value::Int(21),
+                    "2026-11-24".into(),
+                    "1234".into(),
+                    Value::Int(3),
+                ],
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.get::<String>(0).unwrap(), "1.50");
+        assert_eq!(row.get::<String>(1).unwrap(), "42");
+        assert_eq!(row.get::<String>(2).unwrap(), "2026-11-25");
+        assert_eq!(row.get::<i64>(3).unwrap(), 1235);
+        assert_eq!(row.get::<f64>(4).unwrap(), 3.0);
         let err = db
-            .query_one("SELECT 1.5::numeric AS price", vec![])
+            .query_one("SELECT $1::int8", vec![Value::Float(1.5)])
             .await
             .unwrap_err();
         assert!(
-            matches!(&err, DbError::Decode(m) if m.contains("column price has type numeric")),
+            matches!(&err, DbError::Query(m) if m.starts_with("22P02")),
             "{err:?}"
         );
     });
@@ -357,4 +376,57 @@ fn md5_and_cleartext_passwords_authenticate_and_a_wrong_one_is_refused() {
             "{user}: {err:?}"
         );
     }
+}
+
+#[test]
+fn a_call_that_leaves_a_transaction_open_is_rolled_back_and_copy_from_stdin_is_refused() {
+    let server = Postgres::start().unwrap();
+    let db = Pg::new(&server.url(), options()).unwrap();
+    worker_runtime().block_on(async {
+        db.execute_batch("CREATE TABLE t (n int)").await.unwrap();
+        // BEGIN alone would leave the shared connection inside a transaction.
+        db.execute("BEGIN", vec![]).await.unwrap();
+        db.execute("INSERT INTO t VALUES (1)", vec![])
+            .await
+            .unwrap();
+        // Another connection sees the row: the INSERT was not held in BEGIN's transaction.
+        let other = Pg::new(&server.url(), options()).unwrap();
+        let count = |db: Pg| async move {
+            let row = db.query_one("SELECT count(*) FROM t", vec![]).await;
+            row.unwrap().unwrap().get::<i64>(0).unwrap()
+        };
+        assert_eq!(count(other.clone()).await, 1, "committed on its own");
+        // A failed transaction in one batch does not poison the next calls.
+        let err = db
+            .execute_batch("BEGIN; INSERT INTO t VALUES (2); SELECT 1/0; COMMIT")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, DbError::Query(m) if m.starts_with("22012")),
+            "{err:?}"
+        );
+        assert_eq!(
+            count(db.clone()).await,
+            1,
+            "the failed batch's INSERT rolled back"
+        );
+        assert_eq!(count(other).await, 1);
+        // COPY FROM STDIN would leave the server waiting: the connection is dropped instead,
+        // and the pool comes back with a new one.
+        let err = db.execute("COPY t FROM STDIN", vec![]).await.unwrap_err();
+        assert!(
+            matches!(&err, DbError::Unavailable(m) if m.contains("COPY")),
+            "{err:?}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while db.query("SELECT 1", vec![]).await.is_err() {
+            assert!(Instant::now() < deadline, "no new connection");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let err = Pg::new(&format!("{}?sslmode=require", server.url()), options()).err();
+    assert!(
+        matches!(&err, Some(DbError::Config(m)) if m.contains("TLS")),
+        "{err:?}"
+    );
 }

@@ -16,8 +16,13 @@
 //!   queries fail at once with [`DbError::Unavailable`] instead of waiting.
 //! - **Failover**: a URL with several hosts and `target_session_attrs=read-write` reconnects
 //!   to whichever host is the primary now.
-//! - **Timeouts**: a query past `query_timeout` is cancelled on the server and fails with
-//!   [`DbError::Timeout`].
+//! - **Timeouts**: the server ends a statement past `query_timeout` (the session's
+//!   `statement_timeout`), and the query fails with [`DbError::Timeout`].
+//! - **Values**: parameters go as text, so the server reads them as the column's type; columns
+//!   of integer, float, boolean, bytea and text types come back in binary, every other type as
+//!   its text (a NUMERIC as `Value::Text("1.50")`).
+//! - **Not for transactions across calls**: the connection is shared, so a call that leaves a
+//!   transaction open is rolled back at once; a transaction fits in one `execute_batch`.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -30,7 +35,8 @@ use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::{DataRowBody, ErrorResponseBody, Message};
 use postgres_protocol::message::frontend::{self, BindError};
 use tokio::sync::{Notify, OnceCell, Semaphore, SemaphorePermit};
-use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
+use tokio_postgres::config::{ChannelBinding, SslMode};
+use tokio_postgres::types::{FromSql, Type};
 use tokio_postgres::Config;
 
 use super::error::DbError;
@@ -116,6 +122,8 @@ struct Prepared {
     params: Arc<[Type]>,
     columns: Arc<[String]>,
     types: Arc<[Type]>,
+    /// Each column's result format: binary for the types read that way, else text.
+    formats: Arc<[i16]>,
 }
 
 /// One query's answer: its rows and the count its command tag gives.
@@ -129,7 +137,18 @@ impl Postgres {
     /// `host=a,b` with `target_session_attrs=read-write`). Only the URL is checked here.
     pub fn new(url: &str, options: PostgresOptions) -> Result<Self, DbError> {
         let config = Config::from_str(url).map_err(|e| DbError::Config(format!("{url}: {e}")))?;
-        let places = options.pool_size.max(1) * options.max_pipeline.max(1);
+        if config.get_ssl_mode() == SslMode::Require
+            || config.get_channel_binding() == ChannelBinding::Require
+        {
+            return Err(DbError::Config(format!(
+                "{url}: sslmode=require and channel_binding=require need TLS, which Brisk's \
+                 PostgreSQL client does not speak yet"
+            )));
+        }
+        let places = options
+            .pool_size
+            .max(1)
+            .saturating_mul(options.max_pipeline.max(1));
         Ok(Postgres {
             inner: Arc::new(Inner {
                 config,
@@ -240,11 +259,13 @@ impl Postgres {
         frontend::parse(&name, sql, std::iter::empty(), &mut out).map_err(encode_error)?;
         frontend::describe(b'S', &name, &mut out).map_err(encode_error)?;
         frontend::sync(&mut out);
-        let answer = self.timed(place, live.connection.request(out)).await?;
-        let (mut params, mut columns, mut types) = (Vec::new(), Vec::new(), Vec::new());
+        let answer = self.timed(live.connection.request(out)).await?;
+        let timeout = self.inner.options.query_timeout;
+        let (mut params, mut columns, mut types, mut formats) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for message in answer {
             match message {
-                Message::ErrorResponse(body) => return Err(db_error(&body)),
+                Message::ErrorResponse(body) => return Err(db_error(&body, timeout)),
                 Message::ParameterDescription(body) => {
                     params = body
                         .parameters()
@@ -256,7 +277,9 @@ impl Postgres {
                     let mut fields = body.fields();
                     while let Some(field) = fields.next().map_err(decode_error)? {
                         columns.push(field.name().to_string());
-                        types.push(type_of(field.type_oid()));
+                        let ty = type_of(field.type_oid());
+                        formats.push(if is_binary(&ty) { 1 } else { 0 });
+                        types.push(ty);
                     }
                 }
                 _ => {}
@@ -267,22 +290,23 @@ impl Postgres {
             params: params.into(),
             columns: columns.into(),
             types: types.into(),
+            formats: formats.into(),
         })
     }
 
-    /// Awaits `request` within the query timeout; past it, cancels the query on the server.
+    /// Awaits `request`. The server ends a statement past the query timeout itself (the
+    /// session's `statement_timeout`, error 57014, read as [`DbError::Timeout`]); this waits a
+    /// grace longer (up to 1 s more) for an answer that does not come at all, such as one
+    /// queued behind a statement the server is still ending.
     async fn timed<T>(
         &self,
-        place: &Place<'_>,
         request: impl std::future::Future<Output = Result<T, DbError>>,
     ) -> Result<T, DbError> {
         let timeout = self.inner.options.query_timeout;
-        match tokio::time::timeout(timeout, request).await {
+        let grace = timeout.min(Duration::from_secs(1));
+        match tokio::time::timeout(timeout.saturating_add(grace), request).await {
             Ok(result) => result,
-            Err(_) => {
-                tokio::spawn(place.live.connection.cancel_key().cancel());
-                Err(DbError::Timeout(timeout))
-            }
+            Err(_) => Err(DbError::Timeout(timeout)),
         }
     }
 
@@ -300,10 +324,19 @@ impl Postgres {
             bind(&prepared, params, &mut out)?;
         }
         frontend::sync(&mut out);
-        let answer = self
-            .timed(&place, place.live.connection.request(out))
-            .await?;
-        Ok((outcomes(answer)?, prepared))
+        let answer = self.timed(place.live.connection.request(out)).await?;
+        match outcomes(answer, self.inner.options.query_timeout) {
+            Ok(outcomes) => Ok((outcomes, prepared)),
+            Err(DbError::Query(what)) if what.starts_with("26000") || what.starts_with("0A000") => {
+                // The statement is gone (DISCARD, DEALLOCATE) or its result changed shape
+                // (ALTER TABLE under `SELECT *`): prepare it again next time.
+                if let Ok(mut statements) = place.live.statements.lock() {
+                    statements.remove(sql);
+                }
+                Err(DbError::Query(what))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Every row `sql` returns; parameters are `$1`, `$2`…
@@ -357,10 +390,8 @@ impl Postgres {
         let place = self.pick().await?;
         let mut out = BytesMut::new();
         frontend::query(sql, &mut out).map_err(encode_error)?;
-        let answer = self
-            .timed(&place, place.live.connection.request(out))
-            .await?;
-        outcomes(answer).map(drop)
+        let answer = self.timed(place.live.connection.request(out)).await?;
+        outcomes(answer, self.inner.options.query_timeout).map(drop)
     }
 }
 
@@ -389,7 +420,13 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
         *slot.last_error.lock().unwrap_or_else(|p| p.into_inner()) = why;
     };
     loop {
-        let attempt = postgres_wire::connect(&inner.config, inner.options.connect_timeout).await;
+        let options = &inner.options;
+        let attempt = postgres_wire::connect(
+            &inner.config,
+            options.connect_timeout,
+            options.query_timeout,
+        )
+        .await;
         let first = !slot.first_attempt_done.swap(true, Ordering::Relaxed);
         if first {
             inner.attempted.fetch_add(1, Ordering::Relaxed);
@@ -421,7 +458,9 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
     }
 }
 
-/// Appends `Bind` (every parameter and result in binary) and `Execute` for one run.
+/// Appends `Bind` and `Execute` for one run. Parameters go in text form (the server parses
+/// them as whatever type it expects, so `Int` fits a NUMERIC and `Text` a DATE), bytes in
+/// binary; results come back as the statement's column formats say.
 fn bind(prepared: &Prepared, params: &[Value], out: &mut BytesMut) -> Result<(), DbError> {
     if params.len() != prepared.params.len() {
         return Err(DbError::Query(format!(
@@ -430,22 +469,40 @@ fn bind(prepared: &Prepared, params: &[Value], out: &mut BytesMut) -> Result<(),
             params.len()
         )));
     }
-    let values = params.iter().zip(prepared.params.iter());
-    let serialize = |(value, ty): (&Value, &Type), buf: &mut BytesMut| {
-        Ok(match value.to_sql(ty, buf)? {
-            IsNull::Yes => postgres_protocol::IsNull::Yes,
-            IsNull::No => postgres_protocol::IsNull::No,
-        })
-    };
-    frontend::bind("", &prepared.name, [1], values, serialize, [1], out).map_err(|e| match e {
-        BindError::Conversion(e) => DbError::Query(format!("a parameter does not fit: {e}")),
-        BindError::Serialization(e) => encode_error(e),
-    })?;
+    let formats = params
+        .iter()
+        .map(|v| if matches!(v, Value::Bytes(_)) { 1 } else { 0 });
+    let results = prepared.formats.iter().copied();
+    frontend::bind("", &prepared.name, formats, params, encode, results, out).map_err(
+        |e| match e {
+            BindError::Conversion(e) => DbError::Query(format!("a parameter does not fit: {e}")),
+            BindError::Serialization(e) => encode_error(e),
+        },
+    )?;
     frontend::execute("", 0, out).map_err(encode_error)
 }
 
+/// One parameter's bytes: the text form of a number or string, the bytes of `Bytes`.
+fn encode(
+    value: &Value,
+    buf: &mut BytesMut,
+) -> Result<postgres_protocol::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+    use std::fmt::Write;
+    match value {
+        Value::Null => return Ok(postgres_protocol::IsNull::Yes),
+        Value::Int(i) => write!(buf, "{i}")?,
+        Value::Float(f) if f.is_infinite() => {
+            buf.extend_from_slice(if *f > 0.0 { b"Infinity" } else { b"-Infinity" })
+        }
+        Value::Float(f) => write!(buf, "{f}")?,
+        Value::Text(t) => buf.extend_from_slice(t.as_bytes()),
+        Value::Bytes(b) => buf.extend_from_slice(b),
+    }
+    Ok(postgres_protocol::IsNull::No)
+}
+
 /// Each query's rows and count in an answer, or the error the server gave.
-fn outcomes(answer: Answer) -> Result<Vec<Outcome>, DbError> {
+fn outcomes(answer: Answer, timeout: Duration) -> Result<Vec<Outcome>, DbError> {
     let mut outcomes = Vec::new();
     let mut rows = Vec::new();
     for message in answer {
@@ -463,7 +520,7 @@ fn outcomes(answer: Answer) -> Result<Vec<Outcome>, DbError> {
                 rows: std::mem::take(&mut rows),
                 changed: 0,
             }),
-            Message::ErrorResponse(body) => return Err(db_error(&body)),
+            Message::ErrorResponse(body) => return Err(db_error(&body, timeout)),
             _ => {}
         }
     }
@@ -483,8 +540,13 @@ fn decode_error(e: std::io::Error) -> DbError {
     DbError::Decode(format!("unreadable answer from PostgreSQL: {e}"))
 }
 
-fn db_error(body: &ErrorResponseBody) -> DbError {
+/// The server's error as a [`DbError`]; 57014 (a statement past `statement_timeout`, which
+/// is the query timeout) as [`DbError::Timeout`].
+fn db_error(body: &ErrorResponseBody, timeout: Duration) -> DbError {
     let what = postgres_wire::error_text(body);
+    if what.starts_with("57014") {
+        return DbError::Timeout(timeout);
+    }
     // 08: connection exceptions; 53: out of resources (too many connections); 57: operator
     // intervention (shutdown, crash, starting up): the server, not the query.
     if what.starts_with("08") || what.starts_with("53") || what.starts_with("57") {
@@ -501,15 +563,21 @@ fn convert_row(row: &DataRowBody, prepared: &Prepared) -> Result<Row, DbError> {
         let (Some(ty), Some(column)) = (prepared.types.get(i), prepared.columns.get(i)) else {
             return Err(DbError::Decode(format!("a row with more than {i} columns")));
         };
-        values.push(match range {
-            None => Value::Null,
-            Some(range) => decode(ty, &row.buffer()[range], column)?,
+        let raw = range.map(|r| &row.buffer()[r]);
+        values.push(match (raw, prepared.formats.get(i)) {
+            (None, _) => Value::Null,
+            (Some(raw), Some(1)) => decode(ty, raw, column)?,
+            (Some(_), _) if *ty == Type::VOID => Value::Null,
+            (Some(raw), _) => Value::Text(
+                String::from_utf8(raw.to_vec())
+                    .map_err(|_| DbError::Decode(format!("column {column} ({ty}): not UTF-8")))?,
+            ),
         });
     }
     Ok(Row::new(prepared.columns.clone(), values))
 }
 
-/// One column's value, sent in binary, as the [`Value`] that holds it.
+/// One column's value, sent in binary (a type [`is_binary`] names), as its [`Value`].
 fn decode(ty: &Type, raw: &[u8], column: &str) -> Result<Value, DbError> {
     let bad = |e: Box<dyn std::error::Error + Sync + Send>| {
         DbError::Decode(format!("column {column} ({ty}): {e}"))
@@ -524,51 +592,30 @@ fn decode(ty: &Type, raw: &[u8], column: &str) -> Result<Value, DbError> {
         Type::FLOAT4 => Value::Float(f32::from_sql(ty, raw).map_err(bad)?.into()),
         Type::FLOAT8 => Value::Float(f64::from_sql(ty, raw).map_err(bad)?),
         Type::BYTEA => Value::Bytes(raw.to_vec()),
-        _ if <&str as FromSql>::accepts(ty) => Value::Text(
+        _ => Value::Text(
             <&str as FromSql>::from_sql(ty, raw)
                 .map_err(bad)?
                 .to_string(),
         ),
-        _ => {
-            return Err(DbError::Decode(format!(
-                "column {column} has type {ty}, which Value does not hold"
-            )))
-        }
     })
 }
 
-/// A [`Value`] as whatever the parameter's type is: an `Int` binds to SMALLINT, INT, BIGINT,
-/// BOOLEAN or a float column; a `Text` to any text type.
-impl ToSql for Value {
-    fn to_sql(
-        &self,
-        ty: &Type,
-        out: &mut BytesMut,
-    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        match self {
-            Value::Null => Ok(IsNull::Yes),
-            Value::Int(i) => match *ty {
-                Type::INT2 => i16::try_from(*i)?.to_sql(ty, out),
-                Type::INT4 => i32::try_from(*i)?.to_sql(ty, out),
-                Type::INT8 => i.to_sql(ty, out),
-                Type::OID => u32::try_from(*i)?.to_sql(ty, out),
-                Type::BOOL => (*i != 0).to_sql(ty, out),
-                Type::FLOAT4 => (*i as f32).to_sql(ty, out),
-                Type::FLOAT8 => (*i as f64).to_sql(ty, out),
-                _ => i.to_string().as_str().to_sql(ty, out),
-            },
-            Value::Float(f) => match *ty {
-                Type::FLOAT4 => (*f as f32).to_sql(ty, out),
-                _ => f.to_sql(ty, out),
-            },
-            Value::Text(s) => s.as_str().to_sql(ty, out),
-            Value::Bytes(b) => b.as_slice().to_sql(ty, out),
-        }
-    }
-
-    fn accepts(_ty: &Type) -> bool {
-        true
-    }
-
-    tokio_postgres::types::to_sql_checked!();
+/// Whether a column of type `ty` comes back in binary ([`decode`] reads it); every other
+/// type comes back as its text (a NUMERIC as `1.50`, a DATE as `2026-11-24`).
+fn is_binary(ty: &Type) -> bool {
+    matches!(
+        *ty,
+        Type::INT2
+            | Type::INT4
+            | Type::INT8
+            | Type::OID
+            | Type::BOOL
+            | Type::FLOAT4
+            | Type::FLOAT8
+            | Type::BYTEA
+            | Type::TEXT
+            | Type::VARCHAR
+            | Type::BPCHAR
+            | Type::NAME
+    )
 }

@@ -9,8 +9,11 @@
 //!   The [`Driver`] writes every request queued since its last write in one write and hands
 //!   the answers back in order. A request may hold many `Bind`/`Execute` pairs before its one
 //!   `Sync`, so a batch of queries costs the server one implicit transaction and one flush.
-//! - **Cancelling**: a [`CancelKey`] opens a second connection and asks the server to stop
-//!   the query running on this one.
+//! - **Timeouts** are the server's: the session's `statement_timeout` ends a statement that
+//!   runs too long (a cancel request would stop whichever query runs at that moment, maybe
+//!   another caller's).
+//! - **What a shared connection cannot take** is refused: a request that leaves a
+//!   transaction open is rolled back, and `COPY FROM STDIN` drops the connection.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -46,7 +49,6 @@ struct Request {
 /// The callers' side of one connection; its [`Driver`] does the reading and writing.
 pub(super) struct Connection {
     requests: mpsc::UnboundedSender<Request>,
-    cancel: CancelKey,
 }
 
 impl Connection {
@@ -58,11 +60,6 @@ impl Connection {
             .send(Request { messages, reply })
             .map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?
-    }
-
-    /// What it takes to cancel the query this connection runs.
-    pub(super) fn cancel_key(&self) -> CancelKey {
-        self.cancel.clone()
     }
 }
 
@@ -98,31 +95,14 @@ impl Target {
     }
 }
 
-/// The server process and key that a cancel request names.
-#[derive(Clone)]
-pub(super) struct CancelKey {
-    target: Target,
-    process_id: i32,
-    secret_key: i32,
-}
-
-impl CancelKey {
-    /// Asks the server to cancel whatever this connection runs now (no answer comes back).
-    pub(super) async fn cancel(self) {
-        let mut message = BytesMut::new();
-        frontend::cancel_request(self.process_id, self.secret_key, &mut message);
-        if let Ok(mut socket) = self.target.open().await {
-            let _ = socket.write_all(&message).await;
-            let _ = socket.shutdown().await;
-        }
-    }
-}
-
 /// Connects to the first host of `config` that accepts us (and, with
 /// `target_session_attrs`, is of the kind asked for), each within `timeout`.
+/// `statement_timeout` (zero: none) is set on the session: the server ends a statement that
+/// runs longer with error 57014.
 pub(super) async fn connect(
     config: &Config,
     timeout: Duration,
+    statement_timeout: Duration,
 ) -> Result<(Connection, Driver), String> {
     let ports = config.get_ports();
     let mut failures = Vec::new();
@@ -132,7 +112,8 @@ pub(super) async fn connect(
             Host::Tcp(name) => Target::Tcp(name.clone(), port),
             Host::Unix(dir) => Target::Unix(dir.join(format!(".s.PGSQL.{port}"))),
         };
-        match tokio::time::timeout(timeout, start(config, target.clone())).await {
+        match tokio::time::timeout(timeout, start(config, target.clone(), statement_timeout)).await
+        {
             Ok(Ok(connected)) => return Ok(connected),
             Ok(Err(why)) => failures.push(format!("{target}: {why}")),
             Err(_) => failures.push(format!(
@@ -148,7 +129,11 @@ pub(super) async fn connect(
 }
 
 /// Start-up and authentication on one host, then the session check.
-async fn start(config: &Config, target: Target) -> Result<(Connection, Driver), String> {
+async fn start(
+    config: &Config,
+    target: Target,
+    statement_timeout: Duration,
+) -> Result<(Connection, Driver), String> {
     let mut socket = target.open().await.map_err(|e| e.to_string())?;
     let user = config.get_user().ok_or("the URL names no user")?;
     let password = || {
@@ -166,11 +151,16 @@ async fn start(config: &Config, target: Target) -> Result<(Connection, Driver), 
     if let Some(name) = config.get_application_name() {
         parameters.push(("application_name", name));
     }
+    // The server stops a statement that runs too long itself, so a timeout never cancels
+    // another caller's query that happens to be running on the shared connection.
+    let statement_timeout = statement_timeout.as_millis().to_string();
+    if !statement_timeout.starts_with('0') {
+        parameters.push(("statement_timeout", &statement_timeout));
+    }
     let mut out = BytesMut::new();
     frontend::startup_message(parameters, &mut out).map_err(|e| e.to_string())?;
     let mut input = BytesMut::with_capacity(8192);
     let mut scram: Option<sasl::ScramSha256> = None;
-    let mut key = (0, 0);
     loop {
         if !out.is_empty() {
             socket
@@ -180,9 +170,12 @@ async fn start(config: &Config, target: Target) -> Result<(Connection, Driver), 
         }
         let io = |e: std::io::Error| e.to_string();
         match read_message(&mut socket, &mut input).await? {
-            Message::AuthenticationOk
-            | Message::ParameterStatus(_)
-            | Message::NoticeResponse(_) => {}
+            Message::AuthenticationOk => {
+                if scram.is_some() {
+                    return Err("the server skipped SCRAM's final message".into());
+                }
+            }
+            Message::ParameterStatus(_) | Message::NoticeResponse(_) => {}
             Message::AuthenticationCleartextPassword => {
                 frontend::password_message(password()?, &mut out).map_err(io)?;
             }
@@ -212,10 +205,10 @@ async fn start(config: &Config, target: Target) -> Result<(Connection, Driver), 
                 frontend::sasl_response(s.message(), &mut out).map_err(io)?;
             }
             Message::AuthenticationSaslFinal(body) => {
-                let s = scram.as_mut().ok_or("SASL final before SASL start")?;
+                let mut s = scram.take().ok_or("SASL final before SASL start")?;
                 s.finish(body.data()).map_err(io)?;
             }
-            Message::BackendKeyData(body) => key = (body.process_id(), body.secret_key()),
+            Message::BackendKeyData(_) => {}
             Message::ErrorResponse(body) => return Err(error_text(&body)),
             Message::ReadyForQuery(_) => break,
             _ => return Err("the server asks for an authentication Brisk does not speak".into()),
@@ -235,17 +228,12 @@ async fn start(config: &Config, target: Target) -> Result<(Connection, Driver), 
         }
     }
     let (requests, queue) = mpsc::unbounded_channel();
-    let cancel = CancelKey {
-        target,
-        process_id: key.0,
-        secret_key: key.1,
-    };
     let driver = Driver {
         socket,
         input,
         queue,
     };
-    Ok((Connection { requests, cancel }, driver))
+    Ok((Connection { requests }, driver))
 }
 
 /// The value of the server setting `name`, asked before the pipeline starts.
@@ -307,13 +295,17 @@ pub(super) fn error_text(body: &ErrorResponseBody) -> String {
 
 /// Whether an error ends the session (severity FATAL or PANIC) rather than one request.
 fn is_fatal(body: &ErrorResponseBody) -> bool {
+    // `V` is never translated; `S` (maybe translated) only for servers before 9.6.
+    let (mut v, mut s) = (None, None);
     let mut fields = body.fields();
     while let Ok(Some(field)) = fields.next() {
-        if field.type_() == b'S' || field.type_() == b'V' {
-            return matches!(field.value_bytes(), b"FATAL" | b"PANIC");
+        match field.type_() {
+            b'V' => v = Some(field.value_bytes() == b"FATAL" || field.value_bytes() == b"PANIC"),
+            b'S' => s = Some(field.value_bytes() == b"FATAL" || field.value_bytes() == b"PANIC"),
+            _ => {}
         }
     }
-    false
+    v.or(s).unwrap_or(false)
 }
 
 /// The I/O of one connection: writes queued requests, reads answers, hands them back.
@@ -334,7 +326,8 @@ impl Driver {
         } = self;
         let (mut reader, mut writer) = tokio::io::split(socket);
         let mut output = BytesMut::new();
-        let mut waiting: VecDeque<Reply> = VecDeque::new();
+        // `None`: a ROLLBACK of the driver's own, whose answer nobody waits for.
+        let mut waiting: VecDeque<Option<Reply>> = VecDeque::new();
         let mut answer: Answer = Vec::new();
         let why = 'run: loop {
             loop {
@@ -344,11 +337,27 @@ impl Driver {
                     Err(e) => break 'run format!("unreadable message from the server: {e}"),
                 };
                 match message {
-                    Message::ReadyForQuery(_) => {
+                    Message::ReadyForQuery(body) => {
                         let done = std::mem::take(&mut answer);
-                        if let Some(reply) = waiting.pop_front() {
-                            let _ = reply.send(Ok(done));
+                        match waiting.pop_front() {
+                            Some(Some(reply)) => {
+                                let _ = reply.send(Ok(done));
+                            }
+                            Some(None) => {}
+                            None => break 'run "an answer nobody asked for".to_string(),
                         }
+                        // The connection is shared: a request must not leave a transaction
+                        // open (or failed) for later callers' queries to land in. The ROLLBACK
+                        // goes after whatever is already queued, in wire order.
+                        if body.status() != b'I' {
+                            let _ = frontend::query("ROLLBACK", &mut output);
+                            waiting.push_back(None);
+                        }
+                    }
+                    // The server would wait for rows that never come, and ignore the Syncs
+                    // of the requests behind: only dropping the connection keeps them in step.
+                    Message::CopyInResponse(_) => {
+                        break 'run "COPY FROM STDIN is not supported".to_string()
                     }
                     Message::NoticeResponse(_)
                     | Message::ParameterStatus(_)
@@ -370,7 +379,7 @@ impl Driver {
                         let mut next = Some(first);
                         while let Some(Request { messages, reply }) = next {
                             output.extend_from_slice(&messages);
-                            waiting.push_back(reply);
+                            waiting.push_back(Some(reply));
                             next = if output.len() < MAX_OUTPUT { queue.try_recv().ok() } else { None };
                         }
                     }
@@ -383,7 +392,7 @@ impl Driver {
                 },
             }
         };
-        for reply in waiting {
+        for reply in waiting.into_iter().flatten() {
             let _ = reply.send(Err(DbError::Unavailable(why.clone())));
         }
         why
