@@ -115,15 +115,14 @@ struct Live {
     named: AtomicU64,
 }
 
-/// A statement prepared on one connection: its name there, its parameters' and columns' types.
+/// A statement prepared on one connection: its name there, how many parameters it takes,
+/// its columns' names and types.
 #[derive(Clone)]
 struct Prepared {
     name: Arc<str>,
-    params: Arc<[Type]>,
+    params: usize,
     columns: Arc<[String]>,
     types: Arc<[Type]>,
-    /// Each column's result format: binary for the types read that way, else text.
-    formats: Arc<[i16]>,
 }
 
 /// One query's answer: its rows and the count its command tag gives.
@@ -243,9 +242,6 @@ impl Postgres {
                 None => statements.entry(sql.into()).or_default().clone(),
             }
         };
-        if let Some(p) = cell.get() {
-            return Ok(p.clone());
-        }
         cell.get_or_try_init(|| self.prepare(place, sql))
             .await
             .cloned()
@@ -261,25 +257,18 @@ impl Postgres {
         frontend::sync(&mut out);
         let answer = self.timed(live.connection.request(out)).await?;
         let timeout = self.inner.options.query_timeout;
-        let (mut params, mut columns, mut types, mut formats) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut params, mut columns, mut types) = (0, Vec::new(), Vec::new());
         for message in answer {
             match message {
                 Message::ErrorResponse(body) => return Err(db_error(&body, timeout)),
                 Message::ParameterDescription(body) => {
-                    params = body
-                        .parameters()
-                        .map(|oid| Ok(type_of(oid)))
-                        .collect()
-                        .map_err(decode_error)?;
+                    params = body.parameters().count().map_err(decode_error)?;
                 }
                 Message::RowDescription(body) => {
                     let mut fields = body.fields();
                     while let Some(field) = fields.next().map_err(decode_error)? {
                         columns.push(field.name().to_string());
-                        let ty = type_of(field.type_oid());
-                        formats.push(if is_binary(&ty) { 1 } else { 0 });
-                        types.push(ty);
+                        types.push(type_of(field.type_oid()));
                     }
                 }
                 _ => {}
@@ -287,10 +276,9 @@ impl Postgres {
         }
         Ok(Prepared {
             name,
-            params: params.into(),
+            params,
             columns: columns.into(),
             types: types.into(),
-            formats: formats.into(),
         })
     }
 
@@ -462,17 +450,17 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
 /// them as whatever type it expects, so `Int` fits a NUMERIC and `Text` a DATE), bytes in
 /// binary; results come back as the statement's column formats say.
 fn bind(prepared: &Prepared, params: &[Value], out: &mut BytesMut) -> Result<(), DbError> {
-    if params.len() != prepared.params.len() {
+    if params.len() != prepared.params {
         return Err(DbError::Query(format!(
             "the statement takes {} parameters, {} given",
-            prepared.params.len(),
+            prepared.params,
             params.len()
         )));
     }
     let formats = params
         .iter()
         .map(|v| if matches!(v, Value::Bytes(_)) { 1 } else { 0 });
-    let results = prepared.formats.iter().copied();
+    let results = prepared.types.iter().map(|ty| i16::from(is_binary(ty)));
     frontend::bind("", &prepared.name, formats, params, encode, results, out).map_err(
         |e| match e {
             BindError::Conversion(e) => DbError::Query(format!("a parameter does not fit: {e}")),
@@ -564,11 +552,11 @@ fn convert_row(row: &DataRowBody, prepared: &Prepared) -> Result<Row, DbError> {
             return Err(DbError::Decode(format!("a row with more than {i} columns")));
         };
         let raw = range.map(|r| &row.buffer()[r]);
-        values.push(match (raw, prepared.formats.get(i)) {
-            (None, _) => Value::Null,
-            (Some(raw), Some(1)) => decode(ty, raw, column)?,
-            (Some(_), _) if *ty == Type::VOID => Value::Null,
-            (Some(raw), _) => Value::Text(
+        values.push(match raw {
+            None => Value::Null,
+            Some(raw) if is_binary(ty) => decode(ty, raw, column)?,
+            Some(_) if *ty == Type::VOID => Value::Null,
+            Some(raw) => Value::Text(
                 String::from_utf8(raw.to_vec())
                     .map_err(|_| DbError::Decode(format!("column {column} ({ty}): not UTF-8")))?,
             ),
@@ -583,7 +571,6 @@ fn decode(ty: &Type, raw: &[u8], column: &str) -> Result<Value, DbError> {
         DbError::Decode(format!("column {column} ({ty}): {e}"))
     };
     Ok(match *ty {
-        Type::VOID => Value::Null,
         Type::INT2 => Value::Int(i16::from_sql(ty, raw).map_err(bad)?.into()),
         Type::INT4 => Value::Int(i32::from_sql(ty, raw).map_err(bad)?.into()),
         Type::INT8 => Value::Int(i64::from_sql(ty, raw).map_err(bad)?),

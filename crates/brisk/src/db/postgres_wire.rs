@@ -64,7 +64,6 @@ impl Connection {
 }
 
 /// Where a server listens.
-#[derive(Clone)]
 enum Target {
     Tcp(String, u16),
     Unix(PathBuf),
@@ -112,8 +111,7 @@ pub(super) async fn connect(
             Host::Tcp(name) => Target::Tcp(name.clone(), port),
             Host::Unix(dir) => Target::Unix(dir.join(format!(".s.PGSQL.{port}"))),
         };
-        match tokio::time::timeout(timeout, start(config, target.clone(), statement_timeout)).await
-        {
+        match tokio::time::timeout(timeout, start(config, &target, statement_timeout)).await {
             Ok(Ok(connected)) => return Ok(connected),
             Ok(Err(why)) => failures.push(format!("{target}: {why}")),
             Err(_) => failures.push(format!(
@@ -131,7 +129,7 @@ pub(super) async fn connect(
 /// Start-up and authentication on one host, then the session check.
 async fn start(
     config: &Config,
-    target: Target,
+    target: &Target,
     statement_timeout: Duration,
 ) -> Result<(Connection, Driver), String> {
     let mut socket = target.open().await.map_err(|e| e.to_string())?;
