@@ -21,7 +21,9 @@
 #
 #   bash bench/cluster.sh [ROUNDS] [SECONDS] [RECEIVERS]   # default 3 5 1000
 #
-# Writes bench/results/cluster/table.md (and raw.txt, every run).
+# Writes bench/results/cluster/table.md (and raw.txt, every run). For a narrower run:
+# CLUSTER_COST=0 skips part 1, CLUSTER_POINTS="1000:20 10000:2" and
+# CLUSTER_TARGETS="brisk socketio" narrow part 2, CLUSTER_OUT=DIR writes elsewhere.
 set -euo pipefail
 # A run inside $(…) that fails stops the lab instead of writing a short row.
 shopt -s inherit_errexit
@@ -36,7 +38,9 @@ CENT=bench/peers/centrifuge/bin/peer-centrifuge
 cargo build --release -p brisk-demo -p brisk-bench
 [ -d bench/peers/node/node_modules/socket.io ] && [ -x "$CENT" ] || bash bench/peers/install.sh
 command -v redis-server > /dev/null || bash scripts/install-test-servers
-OUT=bench/results/cluster
+OUT=${CLUSTER_OUT:-bench/results/cluster}
+POINTS=${CLUSTER_POINTS:-1000:2 1000:20 1000:200 10000:2 10000:20}
+TARGETS=${CLUSTER_TARGETS:-brisk socketio centrifuge}
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
 REDIS_PORT=16500
@@ -207,14 +211,15 @@ EOF
 : > "$OUT/raw.txt"
 for round in $(seq "$ROUNDS"); do
   for n in 1 2 4; do
+    [ "${CLUSTER_COST:-1}" = 0 ] && break
     row=$(broadcast brisk "$n" "$RECEIVERS" "$RATE1")
     echo "cost $n $row" | tee -a "$OUT/raw.txt"
     row=$(http_cost "$n")
     echo "http $n $row" | tee -a "$OUT/raw.txt"
   done
-  order="brisk socketio centrifuge"
-  [ $((round % 2)) = 0 ] && order="centrifuge socketio brisk"
-  for point in 1000:2 1000:20 1000:200 10000:2 10000:20; do
+  order=$TARGETS
+  [ $((round % 2)) = 0 ] && order=$(echo "$TARGETS" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for point in $POINTS; do
     r=${point%:*} rate=${point#*:}
     for t in $order; do
       row=$(broadcast "$t" 2 "$r" "$rate")
@@ -239,6 +244,8 @@ base = {}
 for n in ("1", "2", "4"):
     c = [r[2:] for r in rows if r[0] == "cost" and r[1] == n]
     h = [r[2:] for r in rows if r[0] == "http" and r[1] == n]
+    if not c or not h:
+        continue
     cd, ch = med(x[2] for x in c), med(x[1] for x in h)
     base.setdefault("d", cd); base.setdefault("h", ch)
     print(f"| {n} | {med(x[0] for x in c):,.0f} | {med(x[1] for x in c):.2f} | {cd:.3f} | "
