@@ -1,8 +1,9 @@
 //! The Redis job queue (`brisk::queue`) on a real Redis, through the fixture: jobs pushed from
 //! a Text handler run once each in a consumer process, failing jobs are retried then
 //! dead-lettered, malformed ones are dead-lettered at once, delayed ones wait, a job whose
-//! consumer is killed runs again, and Redis going down fails pushes at once and loses nothing
-//! it kept.
+//! consumer is killed runs again, Redis going down fails pushes at once and loses nothing it
+//! kept, and an idle consumer waits for pushes on the queue's wake-up channel instead of
+//! polling, however many loops it runs.
 
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -180,5 +181,68 @@ fn with_redis_down_a_push_fails_at_once_and_kept_jobs_run_after_it_returns() {
     });
     wait_until(Duration::from_secs(10), "its result", || {
         results(&redis) == 6
+    });
+}
+
+/// Redis's count of `EVAL` calls so far (every take is one).
+fn evals(redis: &Redis) -> u64 {
+    let info = cli(redis, &["INFO", "commandstats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_eval:calls="))
+        .map(|rest| rest.split(',').next().unwrap().parse().unwrap())
+        .unwrap_or(0)
+}
+
+#[test]
+fn an_idle_consumer_waits_for_pushes_instead_of_polling_and_a_burst_reaches_every_loop() {
+    let redis = Redis::start().unwrap();
+    let (server, port) = with_queue(&redis, 8);
+    // The consumer is up once it has looked, and subscribed to the queue's wake-ups.
+    wait_until(Duration::from_secs(10), "the consumer subscribed", || {
+        evals(&redis) > 0
+            && cli(&redis, &["PUBSUB", "NUMSUB", "brisk:queue:work:wake"]).ends_with("\n1")
+    });
+    // Idle, eight loops cost one look a second between them (each loop polling every 20 ms
+    // by itself made 400).
+    let (before, since) = (evals(&redis), Instant::now());
+    std::thread::sleep(Duration::from_secs(3));
+    let per_second = (evals(&redis) - before) as f64 / since.elapsed().as_secs_f64();
+    assert!(
+        per_second <= 3.0,
+        "{per_second:.1} looks a second while idle"
+    );
+    // A job pushed into the empty queue is taken when it is pushed, not at the next look:
+    // five in a row, each well under the one second between looks.
+    let mut s = connect(port);
+    for n in 1..=5 {
+        let pushed = Instant::now();
+        push(&mut s, r#"{"do":"ok"}"#);
+        wait_until(Duration::from_secs(5), "the job's result", || {
+            results(&redis) == n
+        });
+        assert!(
+            pushed.elapsed() < Duration::from_millis(300),
+            "job {n} took {:?} to run",
+            pushed.elapsed()
+        );
+    }
+    // Eight jobs pushed at once run side by side: the loops waiting behind the one that was
+    // woken look at once instead of one wait after another.
+    for _ in 0..8 {
+        push(&mut s, r#"{"do":"sleep","ms":3000}"#);
+    }
+    let running = || -> u64 {
+        server.status().unwrap()["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["jobs"]["running"].as_u64().unwrap())
+            .sum()
+    };
+    wait_until(Duration::from_secs(2), "eight jobs running at once", || {
+        running() == 8
+    });
+    wait_until(Duration::from_secs(10), "their results", || {
+        results(&redis) == 13
     });
 }

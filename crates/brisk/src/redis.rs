@@ -226,6 +226,28 @@ impl Redis {
     pub async fn del(&self, key: &str) -> Result<(), RedisError> {
         self.run(::redis::cmd("DEL").arg(key)).await
     }
+
+    /// A connection of its own (a subscribed connection cannot run other commands),
+    /// subscribed to `channel` within the connect timeout: its messages, until the connection
+    /// drops and the stream ends.
+    pub(crate) async fn subscribe(
+        &self,
+        channel: &str,
+    ) -> Result<::redis::aio::PubSubStream, RedisError> {
+        let timeout = self.inner.options.connect_timeout;
+        let subscribed = async {
+            let mut pubsub = self.inner.client.get_async_pubsub().await?;
+            pubsub.subscribe(channel).await?;
+            Ok(pubsub.into_on_message())
+        };
+        match tokio::time::timeout(timeout, subscribed).await {
+            Ok(r) => r.map_err(|e| redis_error(e, timeout)),
+            Err(_) => Err(RedisError::Unavailable(format!(
+                "no subscription within {} ms",
+                timeout.as_millis()
+            ))),
+        }
+    }
 }
 
 /// The client's error as ours; `timeout` is the command timeout that a timed-out answer broke.

@@ -23,13 +23,51 @@ mod scripts;
 
 use std::future::Future;
 use std::rc::Rc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures_util::FutureExt;
 
 use crate::redis::{cmd, Redis, RedisError};
 use crate::runtime::handler::{panic_message, BoxError};
+
+/// How long a consumer waits to take jobs again after Redis failed it.
+const TAKE_RETRY: Duration = Duration::from_millis(500);
+
+/// The longest an idle consumer subscribed to its queue's wake-ups goes without looking.
+const IDLE_LOOK: Duration = Duration::from_secs(1);
+
+/// What the idle loops of one consumer share: whoever holds it is the one that waits and
+/// looks, with the subscription to the queue's wake-up channel (`None` until subscribed, or
+/// after the subscription's connection dropped).
+type Idle = tokio::sync::Mutex<Option<::redis::aio::PubSubStream>>;
+
+/// What a take found.
+enum Taken {
+    Job(Job),
+    /// Nothing ready; when (ms since the epoch) the next delayed job falls due or a running
+    /// job's time runs out, if any.
+    Nothing(Option<u64>),
+}
+
+/// Waits for a message on `wake` (forever without a subscription) and takes any others
+/// already there; false when the subscription's connection dropped.
+async fn woken(wake: &mut Option<::redis::aio::PubSubStream>) -> bool {
+    use futures_util::StreamExt;
+    let Some(stream) = wake else {
+        return std::future::pending().await;
+    };
+    if stream.next().await.is_none() {
+        return false;
+    }
+    loop {
+        match stream.next().now_or_never() {
+            Some(Some(_)) => continue,
+            Some(None) => return false,
+            None => return true,
+        }
+    }
+}
 
 /// How a queue retries, holds and polls.
 #[derive(Debug, Clone)]
@@ -42,7 +80,10 @@ pub struct QueueOptions {
     pub max_backoff: Duration,
     /// How long a consumer may take on a job before it goes back to the queue (default 30 s).
     pub visibility_timeout: Duration,
-    /// How long an idle consumer waits before it looks again (default 20 ms).
+    /// How often an idle consumer looks for jobs while it cannot subscribe to the queue's
+    /// wake-up channel (default 20 ms). Subscribed, it looks when a push makes the queue
+    /// non-empty, when a delayed job falls due, and at least every second; however many jobs
+    /// it runs at a time, one of its loops does the waiting.
     pub poll_interval: Duration,
     /// How long a done job's state stays readable with [`Queue::job`] (default 1 h).
     pub keep_done: Duration,
@@ -257,8 +298,8 @@ impl Queue {
     }
 
     /// Takes the next job, if one is ready.
-    async fn take(&self) -> Result<Option<Job>, RedisError> {
-        let taken: Option<(u64, Vec<u8>, u32)> = self
+    async fn take(&self) -> Result<Taken, RedisError> {
+        let answer: ::redis::Value = self
             .redis
             .run(
                 cmd("EVAL")
@@ -272,7 +313,12 @@ impl Queue {
                     .arg(&self.prefix),
             )
             .await?;
-        Ok(taken.map(|(id, payload, attempt)| Job {
+        if let ::redis::Value::Int(due) = answer {
+            return Ok(Taken::Nothing(u64::try_from(due).ok()));
+        }
+        let (id, payload, attempt): (u64, Vec<u8>, u32) = ::redis::from_redis_value(answer)
+            .map_err(|e| RedisError::Command(format!("a take's answer: {e}")))?;
+        Ok(Taken::Job(Job {
             id,
             attempt,
             payload: Bytes::from(payload),
@@ -352,35 +398,121 @@ impl Queue {
         Fut: Future<Output = Result<(), BoxError>> + 'static,
     {
         let handler = Rc::new(handler);
-        let loops = (0..concurrency.max(1)).map(|_| self.consume_one(handler.clone()));
+        let idle = Rc::new(tokio::sync::Mutex::new(None));
+        let loops =
+            (0..concurrency.max(1)).map(|_| self.consume_one(handler.clone(), idle.clone()));
         futures_util::future::join_all(loops).await;
     }
 
-    async fn consume_one<F, Fut>(&self, handler: Rc<F>)
+    async fn consume_one<F, Fut>(&self, handler: Rc<F>, idle: Rc<Idle>)
     where
         F: Fn(Job) -> Fut + 'static,
         Fut: Future<Output = Result<(), BoxError>> + 'static,
     {
-        let mut last_logged: Option<std::time::Instant> = None;
+        let mut last_logged = None;
         while !crate::runtime::context::is_stopping() {
-            let wait = match self.take().await {
-                Ok(Some(job)) => {
-                    self.run(&job, &*handler).await;
-                    continue;
-                }
-                Ok(None) => self.options.poll_interval,
-                Err(e) => {
-                    if last_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
-                        last_logged = Some(std::time::Instant::now());
-                        tracing::warn!(queue = %self.name, "cannot take jobs: {e}; waiting");
+            let job = match self.take().await {
+                Ok(Taken::Job(job)) => job,
+                Ok(Taken::Nothing(due)) => {
+                    match self.wait_for_job(&idle, due, &mut last_logged).await {
+                        Some(job) => job,
+                        None => return,
                     }
-                    Duration::from_millis(500)
+                }
+                Err(e) => {
+                    self.log_take_error(&e, &mut last_logged);
+                    tokio::select! {
+                        _ = tokio::time::sleep(TAKE_RETRY) => continue,
+                        _ = crate::runtime::context::stopping() => return,
+                    }
                 }
             };
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = crate::runtime::context::stopping() => return,
+            self.run(&job, &*handler).await;
+        }
+    }
+
+    /// After a take found nothing ready: waits for a job together with the consumer's other
+    /// idle loops. Only the loop holding `idle` looks, with its subscription to the queue's
+    /// wake-up channel: when a push makes the queue non-empty, when a delayed job falls due
+    /// (`due`, ms since the epoch), and at least every [`IDLE_LOOK`] (every
+    /// [`QueueOptions::poll_interval`] while it cannot subscribe). The loop that gets a job
+    /// hands `idle` on and the next one looks at once, so a burst reaches every loop without
+    /// waiting. `None` once the worker begins to stop.
+    async fn wait_for_job(
+        &self,
+        idle: &Idle,
+        mut due: Option<u64>,
+        last_logged: &mut Option<Instant>,
+    ) -> Option<Job> {
+        let (mut wake, mut look_now) = match idle.try_lock() {
+            // Nobody was waiting, and this loop has just looked.
+            Ok(guard) => (guard, false),
+            // Another loop was waiting and has got a job: look at once.
+            Err(_) => tokio::select! {
+                guard = idle.lock() => (guard, true),
+                _ = crate::runtime::context::stopping() => return None,
+            },
+        };
+        let mut pause_after_error = false;
+        let mut subscribe_failed: Option<Instant> = None;
+        loop {
+            // A push between a look and the subscription would go unheard: look again after
+            // subscribing.
+            if wake.is_none() && subscribe_failed.is_none_or(|t| t.elapsed() >= TAKE_RETRY) {
+                match self.redis.subscribe(&self.key("wake")).await {
+                    Ok(stream) => {
+                        *wake = Some(stream);
+                        subscribe_failed = None;
+                        look_now = true;
+                    }
+                    Err(e) => {
+                        subscribe_failed = Some(Instant::now());
+                        tracing::debug!(queue = %self.name, "cannot subscribe to wake-ups: {e}");
+                    }
+                }
             }
+            if !look_now {
+                let pause = if pause_after_error {
+                    TAKE_RETRY
+                } else {
+                    let most = if wake.is_some() {
+                        IDLE_LOOK
+                    } else {
+                        self.options.poll_interval
+                    };
+                    due.map_or(most, |at| {
+                        most.min(Duration::from_millis(at.saturating_sub(now_ms())))
+                    })
+                };
+                let woken = tokio::select! {
+                    alive = woken(&mut wake) => Some(alive),
+                    _ = tokio::time::sleep(pause) => None,
+                    _ = crate::runtime::context::stopping() => return None,
+                };
+                if woken == Some(false) {
+                    // The subscription's connection dropped: subscribe again, then look.
+                    *wake = None;
+                    continue;
+                }
+            }
+            look_now = false;
+            pause_after_error = false;
+            match self.take().await {
+                Ok(Taken::Job(job)) => return Some(job),
+                Ok(Taken::Nothing(next)) => due = next,
+                Err(e) => {
+                    self.log_take_error(&e, last_logged);
+                    pause_after_error = true;
+                }
+            }
+        }
+    }
+
+    /// Logs that jobs cannot be taken, at most every 10 s per loop.
+    fn log_take_error(&self, e: &RedisError, last_logged: &mut Option<Instant>) {
+        if last_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+            *last_logged = Some(Instant::now());
+            tracing::warn!(queue = %self.name, "cannot take jobs: {e}; waiting");
         }
     }
 

@@ -9,6 +9,8 @@
 //! Redis server, not a cluster.
 
 /// KEYS: seq, ready, delayed. ARGV: payload, due ms (0: now), prefix, now ms. Returns the id.
+/// A job that makes `ready` non-empty is announced on the channel `PREFIXwake`, where idle
+/// consumers wait; while jobs are queued, consumers are busy and nothing is published.
 pub(super) const PUSH: &str = r#"
 local id = redis.call('INCR', KEYS[1])
 local key = ARGV[3] .. 'job:' .. id
@@ -16,15 +18,17 @@ redis.call('HSET', key, 'payload', ARGV[1], 'attempts', 0, 'state', 'queued', 'c
 if tonumber(ARGV[2]) > 0 then
   redis.call('ZADD', KEYS[3], ARGV[2], id)
   redis.call('HSET', key, 'state', 'delayed')
-else
-  redis.call('RPUSH', KEYS[2], id)
+elseif redis.call('RPUSH', KEYS[2], id) == 1 then
+  redis.call('PUBLISH', ARGV[3] .. 'wake', id)
 end
 return id
 "#;
 
 /// KEYS: ready, delayed, active. ARGV: now ms, visibility ms, prefix. Moves due delayed jobs
 /// and jobs whose consumer ran out of time to `ready`, then takes the first ready job: returns
-/// `{id, payload, attempts}` (the attempt count including this one), or nil.
+/// `{id, payload, attempts}` (the attempt count including this one); or, when nothing is
+/// ready, the earliest time in ms a delayed job falls due or a running one's time runs out
+/// (-1: none).
 pub(super) const TAKE: &str = r#"
 local function requeue(set, why)
   local ids = redis.call('ZRANGEBYSCORE', set, '-inf', ARGV[1], 'LIMIT', 0, 100)
@@ -41,7 +45,14 @@ requeue(KEYS[2], nil)
 requeue(KEYS[3], 'its consumer did not finish it within the visibility timeout')
 local id = redis.call('LPOP', KEYS[1])
 if not id then
-  return nil
+  local due = -1
+  for _, set in ipairs({KEYS[2], KEYS[3]}) do
+    local first = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
+    if first[2] and (due < 0 or tonumber(first[2]) < due) then
+      due = tonumber(first[2])
+    end
+  end
+  return due
 end
 local key = ARGV[3] .. 'job:' .. id
 local attempts = redis.call('HINCRBY', key, 'attempts', 1)
