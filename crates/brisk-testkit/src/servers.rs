@@ -308,6 +308,18 @@ impl Postgres {
     /// a free port, waits until it accepts connections, and creates the `brisk` user and
     /// database.
     pub fn start() -> Result<Self> {
+        Self::start_with(false)
+    }
+
+    /// [`start`](Self::start) with TLS on, and only TLS on TCP: the server's certificate (for
+    /// `127.0.0.1` and `localhost`) is signed by a CA of its own, whose certificate is
+    /// [`ca_cert`](Self::ca_cert); a TCP connection without TLS is refused. The Unix socket
+    /// stays plain, as PostgreSQL's always is.
+    pub fn start_tls() -> Result<Self> {
+        Self::start_with(true)
+    }
+
+    fn start_with(tls: bool) -> Result<Self> {
         let bin = postgres_bin_dir()?;
         let dir = temp_dir("postgres");
         let user = service_user("postgres")?;
@@ -340,12 +352,30 @@ impl Postgres {
         // `brisk_md5` with MD5, `brisk_plain` with a cleartext password. Earlier lines win.
         let hba = data.join("pg_hba.conf");
         let rules = std::fs::read_to_string(&hba)?;
+        let plain_tcp = if tls {
+            "hostnossl all all all reject\n"
+        } else {
+            ""
+        };
         std::fs::write(
             &hba,
             format!(
-                "host all brisk_md5 127.0.0.1/32 md5\nhost all brisk_plain 127.0.0.1/32 password\n{rules}"
+                "{plain_tcp}host all brisk_md5 127.0.0.1/32 md5\nhost all brisk_plain 127.0.0.1/32 password\n{rules}"
             ),
         )?;
+        let mut settings = vec![];
+        if tls {
+            let (cert, key) = write_tls_files(dir.path())?;
+            if let Some(user) = &user {
+                for file in [&cert, &key] {
+                    let (uid, gid) = (user.uid.as_raw(), user.gid.as_raw());
+                    std::os::unix::fs::chown(file, Some(uid), Some(gid))?;
+                }
+            }
+            settings.push(("ssl", "on".to_owned()));
+            settings.push(("ssl_cert_file", cert.display().to_string()));
+            settings.push(("ssl_key_file", key.display().to_string()));
+        }
 
         let port = free_port();
         let socket_dir = dir.path().display().to_string();
@@ -356,7 +386,10 @@ impl Postgres {
             ("unix_socket_directories", socket_dir),
             ("fsync", "off".into()),
             ("full_page_writes", "off".into()),
-        ] {
+        ]
+        .into_iter()
+        .chain(settings)
+        {
             args.push("-c".into());
             args.push(format!("{key}={value}").into());
         }
@@ -432,6 +465,12 @@ impl Postgres {
         self.port
     }
 
+    /// The PEM file of the CA that signed the server's certificate, for a server started with
+    /// [`start_tls`](Self::start_tls).
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
     /// The pid of the server's main process (the postmaster), `None` while it is killed.
     pub fn pid(&self) -> Option<u32> {
         self.daemon.pid()
@@ -496,6 +535,32 @@ impl Drop for Postgres {
         self.remove_shared_memory();
         self.daemon.report_if_panicking("postgres");
     }
+}
+
+/// Writes `ca.pem` (a new CA's certificate), and `server.crt` and `server.key` (a server
+/// certificate for `127.0.0.1` and `localhost` that the CA signed, and its key, readable by
+/// its owner only, as PostgreSQL asks) into `dir`; returns the last two paths.
+fn write_tls_files(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "Brisk test CA");
+    let ca = ca_params.self_signed(&ca_key)?;
+    let key = KeyPair::generate()?;
+    let names = vec!["127.0.0.1".to_owned(), "localhost".to_owned()];
+    let server = CertificateParams::new(names)?.signed_by(&key, &ca, &ca_key)?;
+    let (cert_file, key_file) = (dir.join("server.crt"), dir.join("server.key"));
+    std::fs::write(dir.join("ca.pem"), ca.pem())?;
+    std::fs::write(&cert_file, server.pem())?;
+    std::fs::write(&key_file, key.serialize_pem())?;
+    std::fs::set_permissions(
+        &key_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )?;
+    Ok((cert_file, key_file))
 }
 
 /// Whether a MySQL-protocol server answers on `port` with its handshake (protocol version 10).

@@ -3,7 +3,8 @@
 //! cancelled on the server, a full pipeline waits then fails with a pool timeout, a database
 //! that is down fails fast and comes back, a multi-host URL lands on the read-write host, a batch
 //! is one transaction answered in order, columns decode, SCRAM, MD5 and cleartext passwords
-//! authenticate, a wrong password says so, and a Unix-socket host connects.
+//! authenticate, a wrong password says so, a Unix-socket host connects, TLS follows `sslmode`
+//! and `sslrootcert`, and TCP keepalives follow the URL.
 
 use std::time::{Duration, Instant};
 
@@ -424,9 +425,194 @@ fn a_call_that_leaves_a_transaction_open_is_rolled_back_and_copy_from_stdin_is_r
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
-    let err = Pg::new(&format!("{}?sslmode=require", server.url()), options()).err();
+    // SCRAM bound to the TLS channel is not spoken: asking for it is refused at once.
+    let err = Pg::new(
+        &format!("{}?channel_binding=require", server.url()),
+        options(),
+    )
+    .err();
     assert!(
-        matches!(&err, Some(DbError::Config(m)) if m.contains("TLS")),
+        matches!(&err, Some(DbError::Config(m)) if m.contains("channel_binding")),
         "{err:?}"
     );
+}
+
+/// Whether this worker's connection to `db` is encrypted, as the server sees it.
+async fn encrypted(db: &Pg) -> Result<bool, DbError> {
+    let sql = "SELECT ssl::int FROM pg_stat_ssl WHERE pid = pg_backend_pid()";
+    let row = db
+        .query_one(sql, vec![])
+        .await?
+        .expect("a row of pg_stat_ssl");
+    Ok(row.get::<i64>(0)? == 1)
+}
+
+#[test]
+fn tls_is_asked_for_by_default_required_on_request_and_checked_against_root_certificates() {
+    // A server that refuses plain TCP: every connection that works below used TLS.
+    let server = Postgres::start_tls().unwrap();
+    let url = server.url();
+    let ca = server.ca_cert();
+    let other_ca = temp_dir("other-ca");
+    let other_ca_file = other_ca.path().join("ca.pem");
+    let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    std::fs::write(&other_ca_file, other.cert.pem()).unwrap();
+    let rt = worker_runtime();
+    for url in [
+        url.clone(),
+        format!("{url}?sslmode=prefer"),
+        format!("{url}?sslmode=require"),
+        format!("{url}?sslrootcert={}", ca.display()),
+        format!(
+            "{url}?sslmode=require&sslrootcert={}&connect_timeout=5",
+            ca.display()
+        ),
+    ] {
+        let db = Pg::new(&url, options()).unwrap();
+        assert!(rt.block_on(encrypted(&db)).unwrap(), "{url}");
+    }
+    // The root certificates as an option rather than in the URL.
+    let verified = PostgresOptions {
+        tls_root_certs: Some(ca.clone()),
+        ..options()
+    };
+    let db = Pg::new(&url, verified).unwrap();
+    assert!(rt.block_on(encrypted(&db)).unwrap());
+
+    // Plain TCP is refused by the server, and the error says so.
+    let db = Pg::new(&format!("{url}?sslmode=disable"), options()).unwrap();
+    let err = rt.block_on(encrypted(&db)).unwrap_err();
+    assert!(
+        matches!(&err, DbError::Unavailable(m) if m.contains("no encryption")),
+        "{err:?}"
+    );
+    // A certificate that does not chain to the root certificates given is refused.
+    let url_other = format!("{url}?sslrootcert={}", other_ca_file.display());
+    let db = Pg::new(&url_other, options()).unwrap();
+    let err = rt.block_on(encrypted(&db)).unwrap_err();
+    assert!(
+        matches!(&err, DbError::Unavailable(m) if m.contains("TLS handshake") && m.contains("certificate")),
+        "{err:?}"
+    );
+    // Root certificates that cannot be read, and root certificates with sslmode=disable, are
+    // configuration errors at once.
+    let missing = format!("{url}?sslrootcert=/nonexistent/ca.pem");
+    let err = Pg::new(&missing, options())
+        .err()
+        .expect("a missing file is refused");
+    assert!(
+        matches!(&err, DbError::Config(m) if m.contains("/nonexistent/ca.pem")),
+        "{err:?}"
+    );
+    let contradiction = format!("{url}?sslmode=disable&sslrootcert={}", ca.display());
+    let err = Pg::new(&contradiction, options()).err().expect("refused");
+    assert!(
+        matches!(&err, DbError::Config(m) if m.contains("sslmode=disable")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn without_tls_on_the_server_prefer_falls_back_to_plain_and_require_says_why_it_fails() {
+    let server = Postgres::start().unwrap();
+    let url = server.url();
+    let rt = worker_runtime();
+    for url in [url.clone(), format!("{url}?sslmode=disable")] {
+        let db = Pg::new(&url, options()).unwrap();
+        assert!(!rt.block_on(encrypted(&db)).unwrap(), "{url}");
+    }
+    let ca = temp_dir("ca");
+    let ca_file = ca.path().join("ca.pem");
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    std::fs::write(&ca_file, cert.cert.pem()).unwrap();
+    for url in [
+        format!("{url}?sslmode=require"),
+        format!("{url}?sslrootcert={}", ca_file.display()),
+    ] {
+        let db = Pg::new(&url, options()).unwrap();
+        let err = rt.block_on(encrypted(&db)).unwrap_err();
+        assert!(
+            matches!(&err, DbError::Unavailable(m) if m.contains("does not accept TLS")),
+            "{url}: {err:?}"
+        );
+    }
+}
+
+/// The keepalive timer of the local TCP socket bound to 127.0.0.1:`port`, from
+/// `/proc/net/tcp`: `Some(ticks left)` when the timer running is the keepalive one.
+fn keepalive_timer(port: u16) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let local = format!("0100007F:{port:04X}");
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(1) != Some(&local.as_str()) {
+            return None;
+        }
+        let (kind, when) = fields.get(5)?.split_once(':')?;
+        (kind == "02").then(|| u64::from_str_radix(when, 16).ok())?
+    })
+}
+
+#[test]
+fn tcp_keepalives_are_on_as_the_url_says() {
+    let server = Postgres::start().unwrap();
+    let rt = worker_runtime();
+    let client_port = |db: &Pg| -> u16 {
+        let sql = "SELECT client_port FROM pg_stat_activity WHERE pid = pg_backend_pid()";
+        let row = rt.block_on(db.query_one(sql, vec![])).unwrap().unwrap();
+        row.get::<i64>(0).unwrap() as u16
+    };
+    // keepalives_idle=7: the idle connection's keepalive timer runs, due within 7 s (the
+    // table counts in hundredths of a second).
+    let url = format!("{}?keepalives_idle=7", server.url());
+    let db = Pg::new(&url, options()).unwrap();
+    let port = client_port(&db);
+    let left = wait_for(Duration::from_secs(5), "a keepalive timer", || {
+        keepalive_timer(port)
+    });
+    assert!(left <= 700, "{left} hundredths of a second left");
+    // keepalives=0: no keepalive timer (one is armed as soon as the option is set, so the
+    // connection above had its timer when the query came back).
+    let url = format!("{}?keepalives=0", server.url());
+    let db = Pg::new(&url, options()).unwrap();
+    let port = client_port(&db);
+    assert_eq!(keepalive_timer(port), None);
+}
+
+#[test]
+fn a_full_statement_cache_closes_its_least_recently_used_statement_on_the_server() {
+    let server = Postgres::start().unwrap();
+    let small = PostgresOptions {
+        statement_cache: 3,
+        ..options()
+    };
+    let db = Pg::new(&server.url(), small).unwrap();
+    let listing = "SELECT statement FROM pg_prepared_statements";
+    let statement = |k: i32| format!("SELECT $1::int + {k}");
+    worker_runtime().block_on(async {
+        let prepared_now = || async {
+            let rows = db.query(listing, vec![]).await.unwrap();
+            let mut texts: Vec<String> = rows.iter().map(|r| r.get(0).unwrap()).collect();
+            texts.sort();
+            texts
+        };
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        for k in 0..10 {
+            let row = db.query_one(&statement(k), vec![1.into()]).await.unwrap();
+            assert_eq!(row.unwrap().get::<i64>(0).unwrap(), 1 + k as i64);
+        }
+        // The listing itself is the third: the two most recent stay, the rest were closed.
+        let expected = sorted(vec![statement(8), statement(9), listing.into()]);
+        assert_eq!(prepared_now().await, expected);
+        // A use makes a statement recent: s9 is now the least recent and gives way to s0,
+        // which is prepared again and answers.
+        db.query_one(&statement(8), vec![1.into()]).await.unwrap();
+        let row = db.query_one(&statement(0), vec![5.into()]).await.unwrap();
+        assert_eq!(row.unwrap().get::<i64>(0).unwrap(), 5);
+        let expected = sorted(vec![statement(8), statement(0), listing.into()]);
+        assert_eq!(prepared_now().await, expected);
+    });
 }

@@ -20,6 +20,8 @@ mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
+mod postgres_tls;
+#[cfg(feature = "postgres")]
 mod postgres_wire;
 #[cfg(feature = "sqlite")]
 mod sqlite;

@@ -11,9 +11,14 @@
 //! - **Batches**: [`Postgres::query_each`] sends one statement with many parameter lists as
 //!   one request ending in one `Sync`: one round trip, one implicit transaction and one flush
 //!   on the server for the lot.
-//! - **Statements** are prepared once per connection and cached by their SQL.
+//! - **Statements** are prepared once per connection and cached by their SQL, up to
+//!   `statement_cache` of them; past it the least recently used is closed on the server.
 //! - **Reconnects** with a back-off of at most `max_backoff`; while no connection is up,
 //!   queries fail at once with [`DbError::Unavailable`] instead of waiting.
+//! - **TLS** (rustls) as libpq's `sslmode` says: `prefer` (the default) asks and falls back to
+//!   plain, `require` insists, `disable` never asks; with root certificates (`sslrootcert=PATH`
+//!   in the URL, or [`PostgresOptions::tls_root_certs`]) the certificate must chain to them
+//!   and name the host. TCP keepalives are on, as libpq's `keepalives` options say.
 //! - **Failover**: a URL with several hosts and `target_session_attrs=read-write` reconnects
 //!   to whichever host is the primary now.
 //! - **Timeouts**: the server ends a statement past `query_timeout` (the session's
@@ -24,7 +29,8 @@
 //! - **Not for transactions across calls**: the connection is shared, so a call that leaves a
 //!   transaction open is rolled back at once; a transaction fits in one `execute_batch`.
 
-use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -32,14 +38,16 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
+use lru::LruCache;
 use postgres_protocol::message::backend::{DataRowBody, ErrorResponseBody, Message};
 use postgres_protocol::message::frontend::{self, BindError};
 use tokio::sync::{Notify, OnceCell, Semaphore, SemaphorePermit};
-use tokio_postgres::config::{ChannelBinding, SslMode};
+use tokio_postgres::config::{ChannelBinding, SslNegotiation};
 use tokio_postgres::types::{FromSql, Type};
 use tokio_postgres::Config;
 
 use super::error::DbError;
+use super::postgres_tls::PgTls;
 use super::postgres_wire::{self, Answer, Connection};
 use super::value::{Row, Value};
 
@@ -58,6 +66,15 @@ pub struct PostgresOptions {
     pub connect_timeout: Duration,
     /// The longest pause between reconnection attempts.
     pub max_backoff: Duration,
+    /// A PEM file of root certificates: TLS becomes required, and the server's certificate
+    /// must chain to one of them and name the host (libpq's `verify-full`). `sslrootcert=PATH`
+    /// in the URL sets it too. Without it, `sslmode=prefer` (the default) and `require`
+    /// encrypt without checking the certificate, as libpq does.
+    pub tls_root_certs: Option<PathBuf>,
+    /// Statements kept prepared per connection, by their SQL. Past it, preparing a new one
+    /// closes the least recently used on the server, so SQL built per request cannot grow
+    /// the worker's and the server's memory without bound.
+    pub statement_cache: usize,
 }
 
 impl Default for PostgresOptions {
@@ -69,6 +86,8 @@ impl Default for PostgresOptions {
             query_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(3),
             max_backoff: Duration::from_secs(1),
+            tls_root_certs: None,
+            statement_cache: 256,
         }
     }
 }
@@ -89,6 +108,7 @@ pub struct Postgres {
 
 struct Inner {
     config: Config,
+    tls: PgTls,
     options: PostgresOptions,
     slots: OnceLock<Vec<Arc<Slot>>>,
     /// Set once every connection made its first attempt (successful or not).
@@ -111,7 +131,7 @@ struct Slot {
 /// A connection that is up, with the statements prepared on it (they go with it).
 struct Live {
     connection: Connection,
-    statements: Mutex<HashMap<Box<str>, Arc<OnceCell<Prepared>>>>,
+    statements: Mutex<LruCache<Box<str>, Arc<OnceCell<Prepared>>>>,
     named: AtomicU64,
 }
 
@@ -135,15 +155,24 @@ impl Postgres {
     /// A database at `url` (`postgres://user:password@host:port/db`, or several hosts as
     /// `host=a,b` with `target_session_attrs=read-write`). Only the URL is checked here.
     pub fn new(url: &str, options: PostgresOptions) -> Result<Self, DbError> {
-        let config = Config::from_str(url).map_err(|e| DbError::Config(format!("{url}: {e}")))?;
-        if config.get_ssl_mode() == SslMode::Require
-            || config.get_channel_binding() == ChannelBinding::Require
-        {
-            return Err(DbError::Config(format!(
-                "{url}: sslmode=require and channel_binding=require need TLS, which Brisk's \
-                 PostgreSQL client does not speak yet"
-            )));
+        let bad = |why: String| DbError::Config(format!("{url}: {why}"));
+        let (rest, root_certs) = take_sslrootcert(url);
+        let config = Config::from_str(&rest).map_err(|e| bad(e.to_string()))?;
+        if config.get_channel_binding() == ChannelBinding::Require {
+            return Err(bad(
+                "channel_binding=require: Brisk's PostgreSQL client does not \
+                 bind SCRAM to the TLS channel yet"
+                    .into(),
+            ));
         }
+        if config.get_ssl_negotiation() != SslNegotiation::Postgres {
+            return Err(bad(
+                "sslnegotiation=direct: Brisk's PostgreSQL client starts TLS with an SSLRequest"
+                    .into(),
+            ));
+        }
+        let root_certs = root_certs.or_else(|| options.tls_root_certs.clone());
+        let tls = PgTls::new(config.get_ssl_mode(), root_certs.as_deref()).map_err(bad)?;
         let places = options
             .pool_size
             .max(1)
@@ -151,6 +180,7 @@ impl Postgres {
         Ok(Postgres {
             inner: Arc::new(Inner {
                 config,
+                tls,
                 options,
                 slots: OnceLock::new(),
                 attempted: AtomicUsize::new(0),
@@ -229,29 +259,44 @@ impl Postgres {
     }
 
     /// The statement of `sql` on `place`'s connection: prepared there once (queries that ask
-    /// at the same time wait for the one preparation), then cached.
+    /// at the same time wait for the one preparation), then cached; a full cache gives up its
+    /// least recently used statement, closed on the server as the new one is prepared.
     async fn prepared(&self, place: &Place<'_>, sql: &str) -> Result<Prepared, DbError> {
-        let cell = {
+        let (cell, evicted) = {
             let mut statements = place
                 .live
                 .statements
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             match statements.get(sql) {
-                Some(cell) => cell.clone(),
-                None => statements.entry(sql.into()).or_default().clone(),
+                Some(cell) => (cell.clone(), None),
+                None => {
+                    let cell = Arc::<OnceCell<Prepared>>::default();
+                    let evicted = statements.push(sql.into(), cell.clone());
+                    let name = evicted.and_then(|(_, old)| old.get().map(|p| p.name.clone()));
+                    (cell, name)
+                }
             }
         };
-        cell.get_or_try_init(|| self.prepare(place, sql))
+        cell.get_or_try_init(|| self.prepare(place, sql, evicted))
             .await
             .cloned()
     }
 
-    /// Prepares `sql` on `place`'s connection under a name of its own.
-    async fn prepare(&self, place: &Place<'_>, sql: &str) -> Result<Prepared, DbError> {
+    /// Prepares `sql` on `place`'s connection under a name of its own, closing the statement
+    /// named `close` first in the same round trip.
+    async fn prepare(
+        &self,
+        place: &Place<'_>,
+        sql: &str,
+        close: Option<Arc<str>>,
+    ) -> Result<Prepared, DbError> {
         let live = &place.live;
         let name: Arc<str> = format!("b{}", live.named.fetch_add(1, Ordering::Relaxed)).into();
         let mut out = BytesMut::new();
+        if let Some(old) = close {
+            frontend::close(b'S', &old, &mut out).map_err(encode_error)?;
+        }
         frontend::parse(&name, sql, std::iter::empty(), &mut out).map_err(encode_error)?;
         frontend::describe(b'S', &name, &mut out).map_err(encode_error)?;
         frontend::sync(&mut out);
@@ -319,7 +364,7 @@ impl Postgres {
                 // The statement is gone (DISCARD, DEALLOCATE) or its result changed shape
                 // (ALTER TABLE under `SELECT *`): prepare it again next time.
                 if let Ok(mut statements) = place.live.statements.lock() {
-                    statements.remove(sql);
+                    statements.pop(sql);
                 }
                 Err(DbError::Query(what))
             }
@@ -396,6 +441,32 @@ impl Drop for Place<'_> {
     }
 }
 
+/// `url` without its `sslrootcert` parameter (libpq's, which the URL parser does not take),
+/// and that parameter's value: in a URL's query (`?sslmode=require&sslrootcert=ca.pem`) or
+/// among `key=value` words.
+fn take_sslrootcert(url: &str) -> (String, Option<PathBuf>) {
+    let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    let (head, params, separator) = match url.split_once('?') {
+        Some((head, query)) if is_url => (format!("{head}?"), query, '&'),
+        _ if is_url => return (url.to_owned(), None),
+        _ => (String::new(), url, ' '),
+    };
+    let mut found = None;
+    let kept: Vec<&str> = params
+        .split(separator)
+        .filter(|p| match p.strip_prefix("sslrootcert=") {
+            Some(value) => {
+                let value = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
+                found = Some(PathBuf::from(value.as_ref()));
+                false
+            }
+            None => true,
+        })
+        .collect();
+    let rest = format!("{head}{}", kept.join(&separator.to_string()));
+    (rest.trim_end_matches('?').to_owned(), found)
+}
+
 /// Keeps one connection up for as long as the worker runs: connect, serve until the
 /// connection ends, pause (doubling up to `max_backoff`), connect again.
 async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
@@ -407,10 +478,13 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
     let set_error = |why: String| {
         *slot.last_error.lock().unwrap_or_else(|p| p.into_inner()) = why;
     };
+    let statement_cache =
+        NonZeroUsize::new(inner.options.statement_cache.max(1)).expect("at least one statement");
     loop {
         let options = &inner.options;
         let attempt = postgres_wire::connect(
             &inner.config,
+            &inner.tls,
             options.connect_timeout,
             options.query_timeout,
         )
@@ -424,7 +498,7 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
                 backoff = min_backoff;
                 set_live(Some(Arc::new(Live {
                     connection,
-                    statements: Mutex::default(),
+                    statements: Mutex::new(LruCache::new(statement_cache)),
                     named: AtomicU64::new(0),
                 })));
                 inner.changed.notify_waiters();
@@ -605,4 +679,39 @@ fn is_binary(ty: &Type) -> bool {
             | Type::BPCHAR
             | Type::NAME
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sslrootcert_is_taken_out_of_urls_and_key_value_strings() {
+        let url = "postgres://u@h/db?sslmode=require&sslrootcert=%2Ftmp%2Fca.pem&x=1";
+        assert_eq!(
+            take_sslrootcert(url),
+            (
+                "postgres://u@h/db?sslmode=require&x=1".to_owned(),
+                Some(PathBuf::from("/tmp/ca.pem"))
+            )
+        );
+        assert_eq!(
+            take_sslrootcert("postgresql://u@h/db?sslrootcert=/a.pem"),
+            (
+                "postgresql://u@h/db".to_owned(),
+                Some(PathBuf::from("/a.pem"))
+            )
+        );
+        assert_eq!(
+            take_sslrootcert("host=h sslrootcert=/a.pem user=u"),
+            ("host=h user=u".to_owned(), Some(PathBuf::from("/a.pem")))
+        );
+        for plain in [
+            "postgres://u@h/db",
+            "postgres://u@h/db?sslmode=disable",
+            "host=h",
+        ] {
+            assert_eq!(take_sslrootcert(plain), (plain.to_owned(), None));
+        }
+    }
 }

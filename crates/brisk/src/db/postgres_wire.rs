@@ -3,7 +3,8 @@
 //!
 //! - **Start-up**: the start-up message, then trust, cleartext, MD5 or SCRAM-SHA-256
 //!   authentication, then (for `target_session_attrs`) a check that the server takes writes
-//!   (or only reads); a host that fails any of it gives way to the next host of the URL.
+//!   (or only reads); a host that fails any of it gives way to the next host of the URL. TLS,
+//!   when asked for, starts before it ([`postgres_tls`](super::postgres_tls)).
 //! - **The pipeline**: a request is a run of frontend messages ending in one `Sync` (or one
 //!   simple `Query`), and its answer is every message up to the `ReadyForQuery` that ends it.
 //!   The [`Driver`] writes every request queued since its last write in one write and hands
@@ -25,12 +26,13 @@ use fallible_iterator::FallibleIterator;
 use postgres_protocol::authentication::{self, sasl};
 use postgres_protocol::message::backend::{ErrorResponseBody, Message};
 use postgres_protocol::message::frontend;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::config::{Host, TargetSessionAttrs};
 use tokio_postgres::Config;
 
 use super::error::DbError;
+use super::postgres_tls::{PgTls, Socket};
 
 /// What the server answered one request: its messages up to (not including) `ReadyForQuery`.
 pub(super) type Answer = Vec<Message>;
@@ -78,19 +80,36 @@ impl fmt::Display for Target {
     }
 }
 
-trait Socket: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Socket for T {}
-
 impl Target {
-    async fn open(&self) -> std::io::Result<Box<dyn Socket>> {
-        Ok(match self {
+    /// A new connection: TCP with TCP_NODELAY, the keepalives `config` asks for (libpq's
+    /// `keepalives`, on by default) and the TLS `tls` asks for; or a Unix socket, plain.
+    async fn open(&self, config: &Config, tls: &PgTls) -> Result<Box<dyn Socket>, String> {
+        let io = |e: std::io::Error| e.to_string();
+        match self {
             Target::Tcp(host, port) => {
-                let stream = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
-                stream.set_nodelay(true)?;
-                Box::new(stream)
+                let stream = tokio::net::TcpStream::connect((host.as_str(), *port))
+                    .await
+                    .map_err(io)?;
+                stream.set_nodelay(true).map_err(io)?;
+                if config.get_keepalives() {
+                    let mut keepalive =
+                        socket2::TcpKeepalive::new().with_time(config.get_keepalives_idle());
+                    if let Some(interval) = config.get_keepalives_interval() {
+                        keepalive = keepalive.with_interval(interval);
+                    }
+                    if let Some(retries) = config.get_keepalives_retries() {
+                        keepalive = keepalive.with_retries(retries);
+                    }
+                    socket2::SockRef::from(&stream)
+                        .set_tcp_keepalive(&keepalive)
+                        .map_err(io)?;
+                }
+                tls.start(stream, host).await
             }
-            Target::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
-        })
+            Target::Unix(path) => Ok(Box::new(
+                tokio::net::UnixStream::connect(path).await.map_err(io)?,
+            )),
+        }
     }
 }
 
@@ -100,6 +119,7 @@ impl Target {
 /// runs longer with error 57014.
 pub(super) async fn connect(
     config: &Config,
+    tls: &PgTls,
     timeout: Duration,
     statement_timeout: Duration,
 ) -> Result<(Connection, Driver), String> {
@@ -111,7 +131,7 @@ pub(super) async fn connect(
             Host::Tcp(name) => Target::Tcp(name.clone(), port),
             Host::Unix(dir) => Target::Unix(dir.join(format!(".s.PGSQL.{port}"))),
         };
-        match tokio::time::timeout(timeout, start(config, &target, statement_timeout)).await {
+        match tokio::time::timeout(timeout, start(config, tls, &target, statement_timeout)).await {
             Ok(Ok(connected)) => return Ok(connected),
             Ok(Err(why)) => failures.push(format!("{target}: {why}")),
             Err(_) => failures.push(format!(
@@ -129,10 +149,11 @@ pub(super) async fn connect(
 /// Start-up and authentication on one host, then the session check.
 async fn start(
     config: &Config,
+    tls: &PgTls,
     target: &Target,
     statement_timeout: Duration,
 ) -> Result<(Connection, Driver), String> {
-    let mut socket = target.open().await.map_err(|e| e.to_string())?;
+    let mut socket = target.open(config, tls).await?;
     let user = config.get_user().ok_or("the URL names no user")?;
     let password = || {
         config

@@ -1,0 +1,176 @@
+//! TLS to PostgreSQL through rustls: what `sslmode` and the root certificates ask for, and the
+//! `SSLRequest` that starts it on a new TCP connection.
+//!
+//! - `sslmode=disable`: never. `prefer` (libpq's default, and here too): asked for on TCP; a
+//!   server that declines gets a plain connection. `require`: asked for, and a server that
+//!   declines is an error.
+//! - Without root certificates the server's certificate is not checked, as with libpq's
+//!   `require`: the connection is encrypted, which stops eavesdroppers, not a man in the
+//!   middle. With them (`sslrootcert=PATH` in the URL, or
+//!   [`PostgresOptions::tls_root_certs`](super::PostgresOptions::tls_root_certs)), TLS is
+//!   required and the certificate must chain to them and name the host (libpq's
+//!   `verify-full`).
+//! - Unix sockets never use TLS, as with libpq: the server is on this machine.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use postgres_protocol::message::frontend;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_postgres::config::SslMode;
+
+/// A connection's byte stream: TCP, TLS over TCP, or a Unix socket.
+pub(super) trait Socket: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Socket for T {}
+
+/// What a new TCP connection does about TLS.
+#[derive(Clone)]
+pub(super) enum PgTls {
+    /// `sslmode=disable`: plain.
+    Off,
+    /// Asks for TLS; a server that declines gets a plain connection unless `required`.
+    Ask {
+        config: Arc<rustls::ClientConfig>,
+        required: bool,
+    },
+}
+
+impl PgTls {
+    /// The TLS that `mode` and the root certificates in the PEM file `roots` (if any) ask for.
+    /// Fails with a message when the file cannot be read or holds no certificate, or when
+    /// `roots` comes with `sslmode=disable`.
+    pub(super) fn new(mode: SslMode, roots: Option<&Path>) -> Result<Self, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS set-up: {e}"))?;
+        let (config, verified) = match (mode, roots) {
+            (SslMode::Disable, None) => return Ok(PgTls::Off),
+            (SslMode::Disable, Some(_)) => {
+                return Err("sslrootcert asks for a verified TLS connection, which \
+                            sslmode=disable forbids"
+                    .into())
+            }
+            (_, Some(path)) => {
+                let store = root_store(path)?;
+                (builder.with_root_certificates(store), true)
+            }
+            (_, None) => {
+                let anyone = Arc::new(EncryptOnly(provider));
+                (
+                    builder.dangerous().with_custom_certificate_verifier(anyone),
+                    false,
+                )
+            }
+        };
+        let config = Arc::new(config.with_no_client_auth());
+        let required = verified || mode == SslMode::Require;
+        Ok(PgTls::Ask { config, required })
+    }
+
+    /// Starts TLS on `stream` (a new connection to `host`) if this asks for it: sends
+    /// `SSLRequest`, reads the one-byte answer, and shakes hands on `S`.
+    pub(super) async fn start(
+        &self,
+        mut stream: TcpStream,
+        host: &str,
+    ) -> Result<Box<dyn Socket>, String> {
+        let PgTls::Ask { config, required } = self else {
+            return Ok(Box::new(stream));
+        };
+        let mut out = BytesMut::new();
+        frontend::ssl_request(&mut out);
+        let io = |e: std::io::Error| e.to_string();
+        stream.write_all_buf(&mut out).await.map_err(io)?;
+        // One byte, read straight off the socket: nothing the server sends after it can
+        // slip in ahead of the handshake.
+        let answer = stream.read_u8().await.map_err(io)?;
+        match answer {
+            b'S' => {
+                let name = ServerName::try_from(host.to_owned())
+                    .map_err(|e| format!("{host} is not a name TLS can check: {e}"))?;
+                let tls = tokio_rustls::TlsConnector::from(config.clone())
+                    .connect(name, stream)
+                    .await
+                    .map_err(|e| format!("TLS handshake: {e}"))?;
+                Ok(Box::new(tls))
+            }
+            b'N' if !required => Ok(Box::new(stream)),
+            b'N' => Err("the server does not accept TLS, which sslmode=require or \
+                         sslrootcert asks for"
+                .into()),
+            other => Err(format!(
+                "the server answered the TLS request with {:?}, not S or N",
+                other as char
+            )),
+        }
+    }
+}
+
+/// The certificates of the PEM file at `path`, as trust anchors.
+fn root_store(path: &Path) -> Result<rustls::RootCertStore, String> {
+    let shown = path.display();
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("cannot read sslrootcert {shown}: {e}"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("sslrootcert {shown}: {e}"))?;
+    let mut store = rustls::RootCertStore::empty();
+    for cert in certs {
+        store
+            .add(cert)
+            .map_err(|e| format!("sslrootcert {shown}: {e}"))?;
+    }
+    if store.is_empty() {
+        return Err(format!("sslrootcert {shown} holds no certificate"));
+    }
+    Ok(store)
+}
+
+/// Takes any certificate (libpq's `sslmode=require` without root certificates) but still
+/// checks that the server holds its key, so the session is encrypted to whoever that is.
+#[derive(Debug)]
+struct EncryptOnly(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for EncryptOnly {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
