@@ -108,6 +108,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .max_blocking_threads(4)
+        .on_thread_unpark(crate::runtime::loop_lag::after_unpark)
         .build()
     {
         Ok(rt) => rt,

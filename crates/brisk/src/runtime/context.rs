@@ -363,20 +363,11 @@ impl WorkerCtx {
         histogram.record(now.saturating_duration_since(self.started).as_secs(), us);
     }
 
-    /// Measures how late a tick fires, for as long as the worker runs: every 10 ms while the
-    /// worker holds connections, every 250 ms while it holds none (an idle worker then wakes 4
-    /// times a second, not 100: a server of 200 idle workers would otherwise keep a fifth of
-    /// a core busy doing nothing).
+    /// Samples how late the event loop gets to what is ready, for as long as the worker
+    /// runs, into `loop_lag` (see [`loop_lag`](super::loop_lag): at the loop's wake-ups, at
+    /// most every 10 ms, with no wake-up of its own while the worker has nothing to do).
     pub(crate) async fn watch_loop_lag(self: Rc<Self>) {
-        const BUSY_TICK: Duration = Duration::from_millis(10);
-        const IDLE_TICK: Duration = Duration::from_millis(250);
-        let mut next = Instant::now() + BUSY_TICK;
-        loop {
-            tokio::time::sleep_until(next.into()).await;
-            self.record_latency(&self.stats.loop_lag, next);
-            let busy = self.stats.connections.get() > 0;
-            next = Instant::now() + if busy { BUSY_TICK } else { IDLE_TICK };
-        }
+        super::loop_lag::watch(|due| self.record_latency(&self.stats.loop_lag, due)).await
     }
 
     /// This worker's rows of `connections`.
