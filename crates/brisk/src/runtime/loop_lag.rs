@@ -3,15 +3,16 @@
 //! A probe on a 10 ms timer costs a worker that holds quiet connections 100 wake-ups a second
 //! (on a VM about 1 % of a core per worker; 50 workers on one core spent half of it there).
 //! Instead the worker runtime calls [`after_unpark`] each time its loop wakes up, and the probe
-//! looks then, at most once per [`BUSY_TICK`]: its sample is the time from the wake-up to the
-//! probe, which runs after the tasks woken with it, so a handler that blocks the loop shows
-//! in full. The probe's timer only covers a loop that stops sleeping: it is due
+//! looks then: the time from the wake-up to the probe, which runs after the tasks woken with
+//! it, so a handler that blocks the loop shows in full. The worst of these goes out as a sample
+//! at most once per [`BUSY_TICK`]. The probe's timer only covers a loop that stops sleeping: it is due
 //! [`IDLE_TICK`] after the last look, then every [`BUSY_TICK`] for as long as the loop does not
 //! sleep (it wakes nothing then: the loop is awake), and is late by however long the loop kept
 //! it waiting. A quiet loop wakes for the probe every [`IDLE_TICK`].
 //!
-//! What it misses: a stall inside the first [`IDLE_TICK`] of a stretch in which the loop never
-//! sleeps, caused by a task woken after the probe looked. Without the hook (another runtime),
+//! What it misses: a stall shorter than [`IDLE_TICK`] in a task that runs after the probe in
+//! the same turn of the loop (woken by another task, or spawned on the runtime rather than the
+//! worker's local set), unless the loop then never sleeps. Without the hook (another runtime),
 //! the timer alone samples every [`BUSY_TICK`].
 
 use std::cell::Cell;
@@ -32,8 +33,6 @@ struct LoopWakes {
     count: Cell<u64>,
     /// When the loop woke up, for the probe's next look (the earliest wake it has not seen).
     at: Cell<Option<Instant>>,
-    /// No look before this: a wake-up earlier does not wake the probe.
-    next_look: Cell<Option<Instant>>,
     /// Wakes the probe.
     probe: Rc<Notify>,
 }
@@ -42,18 +41,13 @@ thread_local! {
     static WAKES: LoopWakes = LoopWakes::default();
 }
 
-/// The worker runtime's `on_thread_unpark` hook: the loop just woke up. If the probe's last
-/// look is a tick old, notes when, and wakes the probe to look: it runs after the tasks woken
-/// with it.
+/// The worker runtime's `on_thread_unpark` hook: the loop just woke up. Notes when, and wakes
+/// the probe to look: it runs after the tasks woken with it.
 pub(crate) fn after_unpark() {
     WAKES.with(|w| {
         w.count.set(w.count.get() + 1);
-        if w.at.get().is_some() {
-            return;
-        }
-        let now = Instant::now();
-        if w.next_look.get().is_none_or(|next| now >= next) {
-            w.at.set(Some(now));
+        if w.at.get().is_none() {
+            w.at.set(Some(Instant::now()));
             w.probe.notify_one();
         }
     });
@@ -64,41 +58,44 @@ fn wakes() -> u64 {
     WAKES.with(|w| w.count.get())
 }
 
-/// Watches the loop for as long as it runs and hands `sample` each lag sample: the instant
-/// the probe should have run (it ran now).
+/// Watches the loop for as long as it runs and hands `sample` a lag sample at most once per
+/// [`BUSY_TICK`]: the worst lag it saw since the last one, as the instant the probe should
+/// have run (it ran now, late by that much).
 pub(crate) async fn watch(sample: impl Fn(Instant)) {
     let probe = WAKES.with(|w| w.probe.clone());
     let mut last_sample = Instant::now();
+    let mut worst = Duration::ZERO;
     let timer = tokio::time::sleep(BUSY_TICK);
     tokio::pin!(timer);
     let mut wakes_then = wakes();
     loop {
         let woken = probe.notified();
-        tokio::select! {
+        let (now, ticked) = tokio::select! {
             biased;
             _ = woken => {
-                // The loop woke up: look, at most once a tick. The timer is only for a loop
-                // that stops sleeping, so it waits long: a shorter one would wake the loop.
+                // The loop woke up: how long it took to get here. The timer is only for a
+                // loop that stops sleeping, so it waits long: a shorter one would wake the loop.
                 let now = Instant::now();
                 let since = WAKES.with(|w| w.at.take()).unwrap_or(now);
-                if now >= last_sample + BUSY_TICK {
-                    sample(since);
-                    last_sample = now;
-                }
+                worst = worst.max(now.saturating_duration_since(since));
                 timer.as_mut().reset((now + IDLE_TICK).into());
-                WAKES.with(|w| w.next_look.set(Some(last_sample + BUSY_TICK)));
+                (now, false)
             }
             _ = &mut timer => {
                 // Late by the time it waited for the loop.
-                sample(timer.deadline().into_std());
                 let now = Instant::now();
-                last_sample = now;
+                worst = worst.max(now.saturating_duration_since(timer.deadline().into_std()));
                 // A loop that did not sleep since the timer was set (or a runtime without the
                 // hook) is looked at every tick; one that sleeps, when it wakes.
                 let slept = wakes() != wakes_then;
                 timer.as_mut().reset((now + if slept { IDLE_TICK } else { BUSY_TICK }).into());
-                WAKES.with(|w| w.next_look.set(Some(now + BUSY_TICK)));
+                (now, true)
             }
+        };
+        if ticked || now >= last_sample + BUSY_TICK {
+            sample(now - worst);
+            worst = Duration::ZERO;
+            last_sample = now;
         }
         wakes_then = wakes();
     }
@@ -144,8 +141,8 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(1)).await;
             seen.set(wakes() - before);
         });
-        // The probe's timer every 250 ms (tokio's timer wheel wakes the loop once more on the
-        // way to each): about 10. A 10 ms timer made 100.
+        // The probe's timer every 250 ms (tokio's timer wheel may wake the loop once more on
+        // the way to each): 4 to 8. A 10 ms timer made 100 (183 with tokio's extra wake-ups).
         let woke = woke.get();
         assert!(woke <= 20, "{woke} wake-ups in 1 s");
         assert!(samples.len() >= 2, "{} samples", samples.len());
@@ -161,6 +158,24 @@ mod tests {
         });
         let worst = samples.iter().map(|s| s.1).max().unwrap();
         assert!(worst >= Duration::from_millis(140), "{samples:?}");
+    }
+
+    #[test]
+    fn a_stall_right_after_a_look_shows_too() {
+        let samples = samples_during(async {
+            for _ in 0..3 {
+                // Two wake-ups 3 ms apart: the second one's handler blocks.
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                std::thread::sleep(Duration::from_millis(60));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        });
+        let stalls = samples
+            .iter()
+            .filter(|s| s.1 >= Duration::from_millis(55))
+            .count();
+        assert_eq!(stalls, 3, "{samples:?}");
     }
 
     #[test]
