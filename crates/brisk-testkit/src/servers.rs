@@ -308,18 +308,28 @@ impl Postgres {
     /// a free port, waits until it accepts connections, and creates the `brisk` user and
     /// database.
     pub fn start() -> Result<Self> {
-        Self::start_with(false)
+        Self::start_with(false, false, &[])
     }
 
     /// [`start`](Self::start) with TLS on, and only TLS on TCP: the server's certificate (for
-    /// `127.0.0.1` and `localhost`) is signed by a CA of its own, whose certificate is
+    /// `localhost` only: a client that checks names must not connect to `127.0.0.1`) is signed by a CA of its own, whose certificate is
     /// [`ca_cert`](Self::ca_cert); a TCP connection without TLS is refused. The Unix socket
     /// stays plain, as PostgreSQL's always is.
     pub fn start_tls() -> Result<Self> {
-        Self::start_with(true)
+        Self::start_with(true, true, &[])
     }
 
-    fn start_with(tls: bool) -> Result<Self> {
+    /// A server whose TLS stops at version 1.1, which rustls does not speak (a handshake with
+    /// it fails), and which takes plain TCP as well.
+    pub fn start_tls_too_old() -> Result<Self> {
+        let old = [
+            ("ssl_min_protocol_version", "TLSv1"),
+            ("ssl_max_protocol_version", "TLSv1.1"),
+        ];
+        Self::start_with(true, false, &old)
+    }
+
+    fn start_with(tls: bool, refuse_plain: bool, extra: &[(&str, &str)]) -> Result<Self> {
         let bin = postgres_bin_dir()?;
         let dir = temp_dir("postgres");
         let user = service_user("postgres")?;
@@ -352,7 +362,7 @@ impl Postgres {
         // `brisk_md5` with MD5, `brisk_plain` with a cleartext password. Earlier lines win.
         let hba = data.join("pg_hba.conf");
         let rules = std::fs::read_to_string(&hba)?;
-        let plain_tcp = if tls {
+        let plain_tcp = if refuse_plain {
             "hostnossl all all all reject\n"
         } else {
             ""
@@ -376,6 +386,7 @@ impl Postgres {
             settings.push(("ssl_cert_file", cert.display().to_string()));
             settings.push(("ssl_key_file", key.display().to_string()));
         }
+        settings.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
 
         let port = free_port();
         let socket_dir = dir.path().display().to_string();
@@ -538,7 +549,7 @@ impl Drop for Postgres {
 }
 
 /// Writes `ca.pem` (a new CA's certificate), and `server.crt` and `server.key` (a server
-/// certificate for `127.0.0.1` and `localhost` that the CA signed, and its key, readable by
+/// certificate for `localhost` only, not `127.0.0.1`, that the CA signed, and its key, readable by
 /// its owner only, as PostgreSQL asks) into `dir`; returns the last two paths.
 fn write_tls_files(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
@@ -550,7 +561,7 @@ fn write_tls_files(dir: &Path) -> Result<(PathBuf, PathBuf)> {
         .push(DnType::CommonName, "Brisk test CA");
     let ca = ca_params.self_signed(&ca_key)?;
     let key = KeyPair::generate()?;
-    let names = vec!["127.0.0.1".to_owned(), "localhost".to_owned()];
+    let names = vec!["localhost".to_owned()];
     let server = CertificateParams::new(names)?.signed_by(&key, &ca, &ca_key)?;
     let (cert_file, key_file) = (dir.join("server.crt"), dir.join("server.key"));
     std::fs::write(dir.join("ca.pem"), ca.pem())?;

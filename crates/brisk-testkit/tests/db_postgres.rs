@@ -457,14 +457,16 @@ fn tls_is_asked_for_by_default_required_on_request_and_checked_against_root_cert
     let other_ca_file = other_ca.path().join("ca.pem");
     let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     std::fs::write(&other_ca_file, other.cert.pem()).unwrap();
+    // The certificate names `localhost` only.
+    let by_name = url.replace("127.0.0.1", "localhost");
     let rt = worker_runtime();
     for url in [
         url.clone(),
         format!("{url}?sslmode=prefer"),
         format!("{url}?sslmode=require"),
-        format!("{url}?sslrootcert={}", ca.display()),
+        format!("{by_name}?sslrootcert={}", ca.display()),
         format!(
-            "{url}?sslmode=require&sslrootcert={}&connect_timeout=5",
+            "{by_name}?sslmode=require&sslrootcert={}&connect_timeout=5",
             ca.display()
         ),
     ] {
@@ -476,8 +478,15 @@ fn tls_is_asked_for_by_default_required_on_request_and_checked_against_root_cert
         tls_root_certs: Some(ca.clone()),
         ..options()
     };
-    let db = Pg::new(&url, verified).unwrap();
+    let db = Pg::new(&by_name, verified.clone()).unwrap();
     assert!(rt.block_on(encrypted(&db)).unwrap());
+    // Checked, the certificate must also name the host: not so for 127.0.0.1.
+    let db = Pg::new(&url, verified).unwrap();
+    let err = rt.block_on(encrypted(&db)).unwrap_err();
+    assert!(
+        matches!(&err, DbError::Unavailable(m) if m.contains("TLS handshake") && m.contains("name")),
+        "{err:?}"
+    );
 
     // Plain TCP is refused by the server, and the error says so.
     let db = Pg::new(&format!("{url}?sslmode=disable"), options()).unwrap();
@@ -487,7 +496,7 @@ fn tls_is_asked_for_by_default_required_on_request_and_checked_against_root_cert
         "{err:?}"
     );
     // A certificate that does not chain to the root certificates given is refused.
-    let url_other = format!("{url}?sslrootcert={}", other_ca_file.display());
+    let url_other = format!("{by_name}?sslrootcert={}", other_ca_file.display());
     let db = Pg::new(&url_other, options()).unwrap();
     let err = rt.block_on(encrypted(&db)).unwrap_err();
     assert!(
@@ -538,6 +547,24 @@ fn without_tls_on_the_server_prefer_falls_back_to_plain_and_require_says_why_it_
     }
 }
 
+#[test]
+fn with_prefer_a_tls_handshake_that_fails_falls_back_to_plain_and_with_require_it_fails() {
+    let server = Postgres::start_tls_too_old().unwrap();
+    let url = server.url();
+    let rt = worker_runtime();
+    let db = Pg::new(&url, options()).unwrap();
+    assert!(
+        !rt.block_on(encrypted(&db)).unwrap(),
+        "plain after the failed handshake"
+    );
+    let db = Pg::new(&format!("{url}?sslmode=require"), options()).unwrap();
+    let err = rt.block_on(encrypted(&db)).unwrap_err();
+    assert!(
+        matches!(&err, DbError::Unavailable(m) if m.contains("TLS handshake")),
+        "{err:?}"
+    );
+}
+
 /// The keepalive timer of the local TCP socket bound to 127.0.0.1:`port`, from
 /// `/proc/net/tcp`: `Some(ticks left)` when the timer running is the keepalive one.
 fn keepalive_timer(port: u16) -> Option<u64> {
@@ -580,7 +607,8 @@ fn tcp_keepalives_are_on_as_the_url_says() {
 }
 
 #[test]
-fn a_full_statement_cache_closes_its_least_recently_used_statement_on_the_server() {
+fn a_full_statement_cache_closes_its_least_recently_used_statement_and_a_lost_one_is_prepared_again(
+) {
     let server = Postgres::start().unwrap();
     let small = PostgresOptions {
         statement_cache: 3,
@@ -614,5 +642,10 @@ fn a_full_statement_cache_closes_its_least_recently_used_statement_on_the_server
         assert_eq!(row.unwrap().get::<i64>(0).unwrap(), 5);
         let expected = sorted(vec![statement(8), statement(0), listing.into()]);
         assert_eq!(prepared_now().await, expected);
+        // Statements dropped on the server behind the cache's back are prepared again, and
+        // the call that found them gone still answers.
+        db.execute_batch("DEALLOCATE ALL").await.unwrap();
+        let row = db.query_one(&statement(8), vec![2.into()]).await.unwrap();
+        assert_eq!(row.unwrap().get::<i64>(0).unwrap(), 10);
     });
 }

@@ -132,7 +132,34 @@ struct Slot {
 struct Live {
     connection: Connection,
     statements: Mutex<LruCache<Box<str>, Arc<OnceCell<Prepared>>>>,
+    /// Statements out of the cache, to close on the server with the next preparation.
+    retired: Mutex<Vec<Arc<str>>>,
     named: AtomicU64,
+}
+
+impl Live {
+    /// Closes the statement `name` on the server with the next preparation.
+    fn retire(&self, name: Arc<str>) {
+        self.retired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(name);
+    }
+
+    /// Drops `sql`'s statement from the cache if it is still `name` (a newer one stays), and
+    /// retires it.
+    fn forget(&self, sql: &str, name: &Arc<str>) {
+        let mut statements = self.statements.lock().unwrap_or_else(|p| p.into_inner());
+        let same = statements
+            .peek(sql)
+            .and_then(|cell| cell.get())
+            .is_some_and(|p| Arc::ptr_eq(&p.name, name));
+        if same {
+            statements.pop(sql);
+        }
+        drop(statements);
+        self.retire(name.clone());
+    }
 }
 
 /// A statement prepared on one connection: its name there, how many parameters it takes,
@@ -260,42 +287,52 @@ impl Postgres {
 
     /// The statement of `sql` on `place`'s connection: prepared there once (queries that ask
     /// at the same time wait for the one preparation), then cached; a full cache gives up its
-    /// least recently used statement, closed on the server as the new one is prepared.
+    /// least recently used statement, closed on the server with the next preparation.
     async fn prepared(&self, place: &Place<'_>, sql: &str) -> Result<Prepared, DbError> {
-        let (cell, evicted) = {
-            let mut statements = place
-                .live
-                .statements
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+        let live = &place.live;
+        let cell = {
+            let mut statements = live.statements.lock().unwrap_or_else(|p| p.into_inner());
             match statements.get(sql) {
-                Some(cell) => (cell.clone(), None),
+                Some(cell) => cell.clone(),
                 None => {
                     let cell = Arc::<OnceCell<Prepared>>::default();
-                    let evicted = statements.push(sql.into(), cell.clone());
-                    let name = evicted.and_then(|(_, old)| old.get().map(|p| p.name.clone()));
-                    (cell, name)
+                    if let Some((_, old)) = statements.push(sql.into(), cell.clone()) {
+                        // One still being prepared is retired when its preparation ends.
+                        if let Some(old) = old.get() {
+                            live.retire(old.name.clone());
+                        }
+                    }
+                    cell
                 }
             }
         };
-        cell.get_or_try_init(|| self.prepare(place, sql, evicted))
-            .await
-            .cloned()
+        let prepared = cell
+            .get_or_try_init(|| self.prepare(place, sql))
+            .await?
+            .clone();
+        let cached = live
+            .statements
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .peek(sql)
+            .is_some_and(|c| Arc::ptr_eq(c, &cell));
+        if !cached {
+            // Pushed out of the cache while it was being prepared.
+            live.retire(prepared.name.clone());
+        }
+        Ok(prepared)
     }
 
-    /// Prepares `sql` on `place`'s connection under a name of its own, closing the statement
-    /// named `close` first in the same round trip.
-    async fn prepare(
-        &self,
-        place: &Place<'_>,
-        sql: &str,
-        close: Option<Arc<str>>,
-    ) -> Result<Prepared, DbError> {
+    /// Prepares `sql` on `place`'s connection under a name of its own, closing the retired
+    /// statements first in the same round trip.
+    async fn prepare(&self, place: &Place<'_>, sql: &str) -> Result<Prepared, DbError> {
         let live = &place.live;
         let name: Arc<str> = format!("b{}", live.named.fetch_add(1, Ordering::Relaxed)).into();
         let mut out = BytesMut::new();
-        if let Some(old) = close {
-            frontend::close(b'S', &old, &mut out).map_err(encode_error)?;
+        let retired = std::mem::take(&mut *live.retired.lock().unwrap_or_else(|p| p.into_inner()));
+        for old in &retired {
+            // Closing a name twice, or one the server no longer has, is no error.
+            frontend::close(b'S', old, &mut out).map_err(encode_error)?;
         }
         frontend::parse(&name, sql, std::iter::empty(), &mut out).map_err(encode_error)?;
         frontend::describe(b'S', &name, &mut out).map_err(encode_error)?;
@@ -350,25 +387,33 @@ impl Postgres {
         sql: &str,
         lists: &[Vec<Value>],
     ) -> Result<(Vec<Outcome>, Prepared), DbError> {
-        let place = self.pick().await?;
-        let prepared = self.prepared(&place, sql).await?;
-        let mut out = BytesMut::new();
-        for params in lists {
-            bind(&prepared, params, &mut out)?;
-        }
-        frontend::sync(&mut out);
-        let answer = self.timed(place.live.connection.request(out)).await?;
-        match outcomes(answer, self.inner.options.query_timeout) {
-            Ok(outcomes) => Ok((outcomes, prepared)),
-            Err(DbError::Query(what)) if what.starts_with("26000") || what.starts_with("0A000") => {
-                // The statement is gone (DISCARD, DEALLOCATE) or its result changed shape
-                // (ALTER TABLE under `SELECT *`): prepare it again next time.
-                if let Ok(mut statements) = place.live.statements.lock() {
-                    statements.pop(sql);
-                }
-                Err(DbError::Query(what))
+        let mut again = false;
+        loop {
+            let place = self.pick().await?;
+            let prepared = self.prepared(&place, sql).await?;
+            let mut out = BytesMut::new();
+            for params in lists {
+                bind(&prepared, params, &mut out)?;
             }
-            Err(e) => Err(e),
+            frontend::sync(&mut out);
+            let answer = self.timed(place.live.connection.request(out)).await?;
+            match outcomes(answer, self.inner.options.query_timeout) {
+                Ok(outcomes) => return Ok((outcomes, prepared)),
+                Err(DbError::Query(what))
+                    if what.starts_with("26000") || what.starts_with("0A000") =>
+                {
+                    // The statement is gone (closed as the cache made room while this call
+                    // held it, or DISCARD, DEALLOCATE) or its result changed shape (ALTER
+                    // TABLE under `SELECT *`). Nothing ran (the request's one implicit
+                    // transaction failed), so prepare it again and run it once more.
+                    place.live.forget(sql, &prepared.name);
+                    if again {
+                        return Err(DbError::Query(what));
+                    }
+                    again = true;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 
@@ -455,16 +500,24 @@ fn take_sslrootcert(url: &str) -> (String, Option<PathBuf>) {
     let kept: Vec<&str> = params
         .split(separator)
         .filter(|p| match p.strip_prefix("sslrootcert=") {
-            Some(value) => {
+            Some(value) if is_url => {
                 let value = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
                 found = Some(PathBuf::from(value.as_ref()));
+                false
+            }
+            Some(value) => {
+                found = Some(PathBuf::from(value));
                 false
             }
             None => true,
         })
         .collect();
-    let rest = format!("{head}{}", kept.join(&separator.to_string()));
-    (rest.trim_end_matches('?').to_owned(), found)
+    let rest = kept.join(&separator.to_string());
+    if rest.is_empty() {
+        // The query held nothing else: no `?` left hanging.
+        return (head.trim_end_matches('?').to_owned(), found);
+    }
+    (format!("{head}{rest}"), found)
 }
 
 /// Keeps one connection up for as long as the worker runs: connect, serve until the
@@ -499,6 +552,7 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
                 set_live(Some(Arc::new(Live {
                     connection,
                     statements: Mutex::new(LruCache::new(statement_cache)),
+                    retired: Mutex::default(),
                     named: AtomicU64::new(0),
                 })));
                 inner.changed.notify_waiters();

@@ -2,7 +2,7 @@
 //! `SSLRequest` that starts it on a new TCP connection.
 //!
 //! - `sslmode=disable`: never. `prefer` (libpq's default, and here too): asked for on TCP; a
-//!   server that declines gets a plain connection. `require`: asked for, and a server that
+//!   server that declines, or whose handshake fails, gets a plain connection (a new one). `require`: asked for, and a server that
 //!   declines is an error.
 //! - Without root certificates the server's certificate is not checked, as with libpq's
 //!   `require`: the connection is encrypted, which stops eavesdroppers, not a man in the
@@ -73,6 +73,18 @@ impl PgTls {
         let config = Arc::new(config.with_no_client_auth());
         let required = verified || mode == SslMode::Require;
         Ok(PgTls::Ask { config, required })
+    }
+
+    /// Whether a failed TLS handshake may be retried without TLS (`sslmode=prefer`, as libpq
+    /// does).
+    pub(super) fn may_fall_back(&self) -> bool {
+        matches!(
+            self,
+            PgTls::Ask {
+                required: false,
+                ..
+            }
+        )
     }
 
     /// Starts TLS on `stream` (a new connection to `host`) if this asks for it: sends

@@ -153,7 +153,13 @@ async fn start(
     target: &Target,
     statement_timeout: Duration,
 ) -> Result<(Connection, Driver), String> {
-    let mut socket = target.open(config, tls).await?;
+    let mut socket = match target.open(config, tls).await {
+        Err(why) if tls.may_fall_back() && why.starts_with("TLS handshake") => {
+            tracing::debug!("{target}: {why}; sslmode=prefer: connecting without TLS");
+            target.open(config, &PgTls::Off).await?
+        }
+        opened => opened?,
+    };
     let user = config.get_user().ok_or("the URL names no user")?;
     let password = || {
         config
