@@ -290,14 +290,15 @@ impl Postgres {
     /// least recently used statement, closed on the server with the next preparation.
     async fn prepared(&self, place: &Place<'_>, sql: &str) -> Result<Prepared, DbError> {
         let live = &place.live;
+        let lock = || live.statements.lock().unwrap_or_else(|p| p.into_inner());
         let cell = {
-            let mut statements = live.statements.lock().unwrap_or_else(|p| p.into_inner());
+            let mut statements = lock();
             match statements.get(sql) {
                 Some(cell) => cell.clone(),
                 None => {
                     let cell = Arc::<OnceCell<Prepared>>::default();
                     if let Some((_, old)) = statements.push(sql.into(), cell.clone()) {
-                        // One still being prepared is retired when its preparation ends.
+                        // One still being prepared is retired by its own caller, below.
                         if let Some(old) = old.get() {
                             live.retire(old.name.clone());
                         }
@@ -306,17 +307,13 @@ impl Postgres {
                 }
             }
         };
+        // A statement already prepared (the common case) needs no second look at the cache.
+        let fresh = !cell.initialized();
         let prepared = cell
             .get_or_try_init(|| self.prepare(place, sql))
             .await?
             .clone();
-        let cached = live
-            .statements
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .peek(sql)
-            .is_some_and(|c| Arc::ptr_eq(c, &cell));
-        if !cached {
+        if fresh && !lock().peek(sql).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
             // Pushed out of the cache while it was being prepared.
             live.retire(prepared.name.clone());
         }

@@ -75,27 +75,17 @@ impl PgTls {
         Ok(PgTls::Ask { config, required })
     }
 
-    /// Whether a failed TLS handshake may be retried without TLS (`sslmode=prefer`, as libpq
-    /// does).
-    pub(super) fn may_fall_back(&self) -> bool {
-        matches!(
-            self,
-            PgTls::Ask {
-                required: false,
-                ..
-            }
-        )
-    }
-
     /// Starts TLS on `stream` (a new connection to `host`) if this asks for it: sends
-    /// `SSLRequest`, reads the one-byte answer, and shakes hands on `S`.
+    /// `SSLRequest`, reads the one-byte answer, and shakes hands on `S`. `None`: the handshake
+    /// failed and `sslmode=prefer` allows a plain connection, which the caller opens anew (as
+    /// libpq does).
     pub(super) async fn start(
         &self,
         mut stream: TcpStream,
         host: &str,
-    ) -> Result<Box<dyn Socket>, String> {
+    ) -> Result<Option<Box<dyn Socket>>, String> {
         let PgTls::Ask { config, required } = self else {
-            return Ok(Box::new(stream));
+            return Ok(Some(Box::new(stream)));
         };
         let mut out = BytesMut::new();
         frontend::ssl_request(&mut out);
@@ -108,13 +98,19 @@ impl PgTls {
             b'S' => {
                 let name = ServerName::try_from(host.to_owned())
                     .map_err(|e| format!("{host} is not a name TLS can check: {e}"))?;
-                let tls = tokio_rustls::TlsConnector::from(config.clone())
+                match tokio_rustls::TlsConnector::from(config.clone())
                     .connect(name, stream)
                     .await
-                    .map_err(|e| format!("TLS handshake: {e}"))?;
-                Ok(Box::new(tls))
+                {
+                    Ok(tls) => Ok(Some(Box::new(tls))),
+                    Err(e) if !required => {
+                        tracing::debug!("{host}: TLS handshake: {e}; sslmode=prefer: plain");
+                        Ok(None)
+                    }
+                    Err(e) => Err(format!("TLS handshake: {e}")),
+                }
             }
-            b'N' if !required => Ok(Box::new(stream)),
+            b'N' if !required => Ok(Some(Box::new(stream))),
             b'N' => Err("the server does not accept TLS, which sslmode=require or \
                          sslrootcert asks for"
                 .into()),

@@ -87,30 +87,34 @@ impl Target {
         let io = |e: std::io::Error| e.to_string();
         match self {
             Target::Tcp(host, port) => {
-                let stream = tokio::net::TcpStream::connect((host.as_str(), *port))
-                    .await
-                    .map_err(io)?;
-                stream.set_nodelay(true).map_err(io)?;
-                if config.get_keepalives() {
-                    let mut keepalive =
-                        socket2::TcpKeepalive::new().with_time(config.get_keepalives_idle());
-                    if let Some(interval) = config.get_keepalives_interval() {
-                        keepalive = keepalive.with_interval(interval);
-                    }
-                    if let Some(retries) = config.get_keepalives_retries() {
-                        keepalive = keepalive.with_retries(retries);
-                    }
-                    socket2::SockRef::from(&stream)
-                        .set_tcp_keepalive(&keepalive)
-                        .map_err(io)?;
+                let stream = tcp(config, host, *port).await.map_err(io)?;
+                match tls.start(stream, host).await? {
+                    Some(socket) => Ok(socket),
+                    None => Ok(Box::new(tcp(config, host, *port).await.map_err(io)?)),
                 }
-                tls.start(stream, host).await
             }
             Target::Unix(path) => Ok(Box::new(
                 tokio::net::UnixStream::connect(path).await.map_err(io)?,
             )),
         }
     }
+}
+
+/// A TCP connection to `host:port` with TCP_NODELAY and the keepalives `config` asks for.
+async fn tcp(config: &Config, host: &str, port: u16) -> std::io::Result<tokio::net::TcpStream> {
+    let stream = tokio::net::TcpStream::connect((host, port)).await?;
+    stream.set_nodelay(true)?;
+    if config.get_keepalives() {
+        let mut keepalive = socket2::TcpKeepalive::new().with_time(config.get_keepalives_idle());
+        if let Some(interval) = config.get_keepalives_interval() {
+            keepalive = keepalive.with_interval(interval);
+        }
+        if let Some(retries) = config.get_keepalives_retries() {
+            keepalive = keepalive.with_retries(retries);
+        }
+        socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive)?;
+    }
+    Ok(stream)
 }
 
 /// Connects to the first host of `config` that accepts us (and, with
@@ -153,13 +157,7 @@ async fn start(
     target: &Target,
     statement_timeout: Duration,
 ) -> Result<(Connection, Driver), String> {
-    let mut socket = match target.open(config, tls).await {
-        Err(why) if tls.may_fall_back() && why.starts_with("TLS handshake") => {
-            tracing::debug!("{target}: {why}; sslmode=prefer: connecting without TLS");
-            target.open(config, &PgTls::Off).await?
-        }
-        opened => opened?,
-    };
+    let mut socket = target.open(config, tls).await?;
     let user = config.get_user().ok_or("the URL names no user")?;
     let password = || {
         config

@@ -29,8 +29,6 @@ pub(crate) const IDLE_TICK: Duration = Duration::from_millis(250);
 /// What the hook and the probe share on this thread.
 #[derive(Default)]
 struct LoopWakes {
-    /// How many times the loop woke up.
-    count: Cell<u64>,
     /// When the loop woke up, for the probe's next look (the earliest wake it has not seen).
     at: Cell<Option<Instant>>,
     /// Wakes the probe.
@@ -45,17 +43,11 @@ thread_local! {
 /// the probe to look: it runs after the tasks woken with it.
 pub(crate) fn after_unpark() {
     WAKES.with(|w| {
-        w.count.set(w.count.get() + 1);
         if w.at.get().is_none() {
             w.at.set(Some(Instant::now()));
             w.probe.notify_one();
         }
     });
-}
-
-/// How many times this thread's loop woke up, as the hook counted.
-fn wakes() -> u64 {
-    WAKES.with(|w| w.count.get())
 }
 
 /// Watches the loop for as long as it runs and hands `sample` a lag sample at most once per
@@ -67,10 +59,9 @@ pub(crate) async fn watch(sample: impl Fn(Instant)) {
     let mut worst = Duration::ZERO;
     let timer = tokio::time::sleep(BUSY_TICK);
     tokio::pin!(timer);
-    let mut wakes_then = wakes();
     loop {
         let woken = probe.notified();
-        let (now, ticked) = tokio::select! {
+        let now = tokio::select! {
             biased;
             _ = woken => {
                 // The loop woke up: how long it took to get here. The timer is only for a
@@ -79,25 +70,23 @@ pub(crate) async fn watch(sample: impl Fn(Instant)) {
                 let since = WAKES.with(|w| w.at.take()).unwrap_or(now);
                 worst = worst.max(now.saturating_duration_since(since));
                 timer.as_mut().reset((now + IDLE_TICK).into());
-                (now, false)
+                now
             }
             _ = &mut timer => {
-                // Late by the time it waited for the loop.
+                // No wake-up since the last look (any would have come first): the loop never
+                // slept, or the hook is not installed. Late by the time it waited for the loop;
+                // looked at every tick from now on.
                 let now = Instant::now();
                 worst = worst.max(now.saturating_duration_since(timer.deadline().into_std()));
-                // A loop that did not sleep since the timer was set (or a runtime without the
-                // hook) is looked at every tick; one that sleeps, when it wakes.
-                let slept = wakes() != wakes_then;
-                timer.as_mut().reset((now + if slept { IDLE_TICK } else { BUSY_TICK }).into());
-                (now, true)
+                timer.as_mut().reset((now + BUSY_TICK).into());
+                now
             }
         };
-        if ticked || now >= last_sample + BUSY_TICK {
+        if now >= last_sample + BUSY_TICK {
             sample(now - worst);
             worst = Duration::ZERO;
             last_sample = now;
         }
-        wakes_then = wakes();
     }
 }
 
@@ -107,6 +96,15 @@ mod tests {
 
     use super::*;
 
+    thread_local! {
+        /// How many times the test runtime's loop woke up.
+        static WAKE_UPS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    fn wakes() -> u64 {
+        WAKE_UPS.with(|n| n.get())
+    }
+
     /// Runs `scenario` on a worker-like runtime (the hook installed, tasks on a local set)
     /// beside the probe, and returns the probe's samples: when each was taken, and its lag.
     fn samples_during(
@@ -114,7 +112,10 @@ mod tests {
     ) -> Vec<(Instant, Duration)> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
-            .on_thread_unpark(after_unpark)
+            .on_thread_unpark(|| {
+                WAKE_UPS.with(|n| n.set(n.get() + 1));
+                after_unpark();
+            })
             .build()
             .unwrap();
         let samples = Rc::new(RefCell::new(Vec::new()));
