@@ -298,7 +298,9 @@ async fn http_route(req: http::Request<RequestBody>) -> http::Response<Body> {
     }
 }
 
-/// Appends `line` to `path`.
+/// Appends `line` and a newline to `path` in one write, so that lines several processes
+/// append at once never interleave (`writeln!` on a `File` writes the line and its newline
+/// separately).
 fn append(path: &std::path::Path, line: &str) {
     use std::io::Write;
     if let Ok(mut f) = std::fs::OpenOptions::new()
@@ -306,7 +308,7 @@ fn append(path: &std::path::Path, line: &str) {
         .append(true)
         .open(path)
     {
-        let _ = writeln!(f, "{line}");
+        let _ = f.write_all(format!("{line}\n").as_bytes());
     }
 }
 
