@@ -5,6 +5,8 @@
 //! queued for them.
 
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -158,6 +160,92 @@ fn a_graceful_stop_under_load_answers_every_request_sent_before_it_with_a_socket
 #[test]
 fn a_graceful_stop_under_load_answers_every_request_sent_before_it_with_one_shared_socket() {
     graceful_stop_loses_nothing(&["--shared-listener"]);
+}
+
+/// Clients that each connect, ask for `/plaintext` and read the answer, over and over, until
+/// told to stop; every attempt a new connection. The counts are shared with the test.
+#[derive(Default, Debug)]
+struct ConnectionStorm {
+    done: AtomicBool,
+    answered: AtomicU64,
+    refused: AtomicU64,
+    /// Connected, asked, and got no answer: the kernel had queued the connection, and the
+    /// listener was closed before a worker took it.
+    lost: AtomicU64,
+}
+
+impl ConnectionStorm {
+    /// Starts `threads` clients on `port`.
+    fn start(port: u16, threads: usize) -> (Arc<Self>, Vec<thread::JoinHandle<()>>) {
+        let storm = Arc::new(ConnectionStorm::default());
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let clients = (0..threads)
+            .map(|_| {
+                let storm = storm.clone();
+                thread::spawn(move || {
+                    while !storm.done.load(Ordering::Relaxed) {
+                        storm.attempt(addr);
+                    }
+                })
+            })
+            .collect();
+        (storm, clients)
+    }
+
+    fn attempt(&self, addr: std::net::SocketAddr) {
+        use std::io::{Read, Write};
+        let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(5)) else {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut answer = Vec::new();
+        let asked = s.write_all(b"GET /plaintext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let read = asked.and_then(|_| s.read_to_end(&mut answer));
+        let outcome = if read.is_ok() && answer.starts_with(b"HTTP/1.1 200") {
+            &self.answered
+        } else {
+            &self.lost
+        };
+        outcome.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn count(n: &AtomicU64) -> u64 {
+        n.load(Ordering::Relaxed)
+    }
+}
+
+/// A graceful stop while clients open connections as fast as they can: each connection the
+/// kernel completed gets its answer, and the rest are refused. (Closing a listener resets
+/// what is queued on it; before the master stopped the listeners' handshakes first, 2 rounds
+/// of 12 lost connections this way.)
+#[test]
+fn a_graceful_stop_in_a_storm_of_new_connections_answers_each_one_the_kernel_completed() {
+    for round in 0..5 {
+        let d = demo(&[]);
+        let (storm, clients) = ConnectionStorm::start(d.http, 16);
+        let answered = || ConnectionStorm::count(&storm.answered);
+        wait_until(Duration::from_secs(10), "answers before the stop", || {
+            answered() > 1000
+        });
+        check_cli(&d.server, &["stop", "-g"]);
+        // A SYN dropped while the listeners closed is retried about a second later, and
+        // refused then.
+        let refused_at_stop = ConnectionStorm::count(&storm.refused);
+        wait_until(Duration::from_secs(10), "refusals after the stop", || {
+            ConnectionStorm::count(&storm.refused) > refused_at_stop + 16
+        });
+        storm.done.store(true, Ordering::Relaxed);
+        for c in clients {
+            c.join().unwrap();
+        }
+        eprintln!("round {round}: {storm:?}");
+        assert_eq!(
+            ConnectionStorm::count(&storm.lost),
+            0,
+            "round {round}: {storm:?}"
+        );
+    }
 }
 
 /// The pids and open connections of the HTTP server's workers, as `status` shows them.

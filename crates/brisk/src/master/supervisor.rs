@@ -30,6 +30,7 @@ use crate::env::{ENV_CLUSTER, ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER,
 use crate::error::{Error, Result};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
 use crate::ipc::{self, BroadcastFrames, MasterStatus, Packet, ToMaster, ToWorker};
+use crate::runtime::listener::Listener;
 use crate::stats::{ConnectionInfo, WorkerStatus};
 
 /// How long a new worker may take to open its listener and run `on_worker_start`.
@@ -42,6 +43,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const RELOAD_DRAIN: Duration = Duration::from_secs(5);
 /// How much longer than its drain time a stopping worker gets before it is killed.
 const STOP_MARGIN: Duration = Duration::from_secs(3);
+/// How long a graceful stop lets the handshakes under way when its listeners stop taking
+/// SYNs complete (a client's round trip) before the workers stop accepting.
+const HANDSHAKE_GRACE: Duration = Duration::from_millis(250);
 /// How often the master looks at its workers' counters.
 const COUNTERS_PERIOD: Duration = Duration::from_secs(1);
 /// Bytes of broadcasts the master queues for one worker; past it (the worker is stalled),
@@ -609,9 +613,20 @@ impl Supervisor {
     /// Stops every worker; kills those that do not exit in time.
     pub(crate) async fn stop_all(&self, graceful: bool) {
         self.stopping.set(true);
-        // The workers hold the only other copies: each socket closes once the last of them
-        // has taken what was queued on it.
-        self.plan.listeners.borrow_mut().clear();
+        // No new connection may be queued from here on (the last worker's close would reset
+        // it); the workers hold the only other copies: each socket closes once the last of
+        // them has taken what was queued on it. A graceful stop first gives the handshakes
+        // already under way a round trip to complete, while the workers still accept.
+        let mut tcp = false;
+        for l in self.plan.listeners.borrow_mut().drain(..) {
+            tcp |= matches!(l, Listener::Tcp(_));
+            if let Err(e) = l.refuse_new_connections() {
+                tracing::warn!(error = %e, "cannot stop a listener's handshakes before closing it");
+            }
+        }
+        if graceful && tcp {
+            tokio::time::sleep(HANDSHAKE_GRACE).await;
+        }
         let workers: Vec<_> = self.live.borrow().values().cloned().collect();
         let drain = self.drain_time(graceful, false);
         futures_util::future::join_all(workers.iter().map(|w| self.retire(w, drain))).await;
