@@ -177,6 +177,19 @@ fn chat_rooms_span_instances_exactly_once_and_survive_a_redis_restart() {
     eprintln!("A: {}\nB: {}", cluster_status(&a), cluster_status(&b));
 }
 
+/// A Redis URL with a password is shown without it: in `status` and in the log of the
+/// subscription that cannot start (nothing listens there).
+#[test]
+fn the_cluster_url_is_shown_without_its_password() {
+    let url = format!("redis://:s3cret-pw@127.0.0.1:{}/0", free_port());
+    let d = demo_with(1, &["--redis", &url]);
+    let shown = wait_for(Duration::from_secs(10), "the cluster's status", || {
+        cluster_status(&d)["url"].as_str().map(str::to_owned)
+    });
+    assert!(shown.starts_with("redis://:***@127.0.0.1:"), "{shown}");
+    assert!(!d.server.log().contains("s3cret"), "{}", d.server.log());
+}
+
 /// The instances' HTTP workers' open connections, summed.
 fn connections(d: &Demo) -> u64 {
     let status = d.server.status().unwrap();

@@ -131,3 +131,15 @@ fn pooled_connections_stay_open_and_keep_their_prepared_statements() {
         "connections opened, statements prepared"
     );
 }
+
+/// A URL the client refuses is quoted in the error without its password.
+#[test]
+fn a_refused_url_is_quoted_without_its_password() {
+    let url = "mysql://brisk:s3cret-pw@127.0.0.1:1/app?no_such_parameter=1";
+    let err = Mysql::new(url, MysqlOptions::default()).err();
+    let Some(DbError::Config(message)) = err else {
+        panic!("{err:?}")
+    };
+    assert!(message.contains("brisk:***@127.0.0.1:1"), "{message}");
+    assert!(!message.contains("s3cret"), "{message}");
+}

@@ -469,6 +469,9 @@ fn tls_is_asked_for_by_default_required_on_request_and_checked_against_root_cert
             "{by_name}?sslmode=require&sslrootcert={}&connect_timeout=5",
             ca.display()
         ),
+        format!("{by_name}?sslmode=verify-full&sslrootcert={}", ca.display()),
+        // verify-ca checks the chain only: 127.0.0.1 is not a name the certificate holds.
+        format!("{url}?sslmode=verify-ca&sslrootcert={}", ca.display()),
     ] {
         let db = Pg::new(&url, options()).unwrap();
         assert!(rt.block_on(encrypted(&db)).unwrap(), "{url}");
@@ -481,12 +484,20 @@ fn tls_is_asked_for_by_default_required_on_request_and_checked_against_root_cert
     let db = Pg::new(&by_name, verified.clone()).unwrap();
     assert!(rt.block_on(encrypted(&db)).unwrap());
     // Checked, the certificate must also name the host: not so for 127.0.0.1.
-    let db = Pg::new(&url, verified).unwrap();
-    let err = rt.block_on(encrypted(&db)).unwrap_err();
-    assert!(
-        matches!(&err, DbError::Unavailable(m) if m.contains("TLS handshake") && m.contains("name")),
-        "{err:?}"
-    );
+    for (url, options) in [
+        (url.clone(), verified),
+        (
+            format!("{url}?sslmode=verify-full&sslrootcert={}", ca.display()),
+            options(),
+        ),
+    ] {
+        let db = Pg::new(&url, options).unwrap();
+        let err = rt.block_on(encrypted(&db)).unwrap_err();
+        assert!(
+            matches!(&err, DbError::Unavailable(m) if m.contains("TLS handshake") && m.contains("name")),
+            "{url}: {err:?}"
+        );
+    }
 
     // Plain TCP is refused by the server, and the error says so.
     let db = Pg::new(&format!("{url}?sslmode=disable"), options()).unwrap();
@@ -495,14 +506,28 @@ fn tls_is_asked_for_by_default_required_on_request_and_checked_against_root_cert
         matches!(&err, DbError::Unavailable(m) if m.contains("no encryption")),
         "{err:?}"
     );
-    // A certificate that does not chain to the root certificates given is refused.
-    let url_other = format!("{by_name}?sslrootcert={}", other_ca_file.display());
-    let db = Pg::new(&url_other, options()).unwrap();
-    let err = rt.block_on(encrypted(&db)).unwrap_err();
-    assert!(
-        matches!(&err, DbError::Unavailable(m) if m.contains("TLS handshake") && m.contains("certificate")),
-        "{err:?}"
-    );
+    // A certificate that does not chain to the root certificates given is refused, also
+    // when the host name is not checked.
+    let other = other_ca_file.display();
+    for url_other in [
+        format!("{by_name}?sslrootcert={other}"),
+        format!("{url}?sslmode=verify-ca&sslrootcert={other}"),
+    ] {
+        let db = Pg::new(&url_other, options()).unwrap();
+        let err = rt.block_on(encrypted(&db)).unwrap_err();
+        assert!(
+            matches!(&err, DbError::Unavailable(m) if m.contains("TLS handshake") && m.contains("certificate")),
+            "{url_other}: {err:?}"
+        );
+    }
+    // The verify modes without root certificates are refused at once.
+    for mode in ["verify-ca", "verify-full"] {
+        let err = Pg::new(&format!("{url}?sslmode={mode}"), options()).err();
+        assert!(
+            matches!(&err, Some(DbError::Config(m)) if m.contains(&format!("sslmode={mode} needs root certificates"))),
+            "{err:?}"
+        );
+    }
     // Root certificates that cannot be read, and root certificates with sslmode=disable, are
     // configuration errors at once.
     let missing = format!("{url}?sslrootcert=/nonexistent/ca.pem");
@@ -537,6 +562,7 @@ fn without_tls_on_the_server_prefer_falls_back_to_plain_and_require_says_why_it_
     for url in [
         format!("{url}?sslmode=require"),
         format!("{url}?sslrootcert={}", ca_file.display()),
+        format!("{url}?sslmode=verify-ca&sslrootcert={}", ca_file.display()),
     ] {
         let db = Pg::new(&url, options()).unwrap();
         let err = rt.block_on(encrypted(&db)).unwrap_err();
@@ -648,4 +674,29 @@ fn a_full_statement_cache_closes_its_least_recently_used_statement_and_a_lost_on
         let row = db.query_one(&statement(8), vec![2.into()]).await.unwrap();
         assert_eq!(row.unwrap().get::<i64>(0).unwrap(), 10);
     });
+}
+
+/// A URL the client refuses is quoted in the error without its password.
+#[test]
+fn a_refused_url_is_quoted_without_its_password() {
+    let url =
+        "postgres://brisk:s3cret-pw@127.0.0.1:1/app?password=s3cret-too&channel_binding=require";
+    let err = Pg::new(url, PostgresOptions::default()).err();
+    let Some(DbError::Config(message)) = err else {
+        panic!("{err:?}")
+    };
+    assert!(message.contains("channel_binding"), "{message}");
+    assert!(message.contains("brisk:***@127.0.0.1:1"), "{message}");
+    assert!(!message.contains("s3cret"), "{message}");
+    // The same as libpq's key=value words.
+    let words = "host=127.0.0.1 port=1 user=brisk password='s3cret pw' channel_binding=require";
+    let err = Pg::new(words, PostgresOptions::default()).err();
+    let Some(DbError::Config(message)) = err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        message.contains("password=*** channel_binding"),
+        "{message}"
+    );
+    assert!(!message.contains("s3cret"), "{message}");
 }

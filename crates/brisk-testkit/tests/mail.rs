@@ -274,3 +274,15 @@ fn a_job_whose_send_fails_is_retried_then_dead_lettered_with_the_servers_answer(
     // From a handler too, with the same server.
     assert_eq!(text_round_trip(&mut s, "mail ops@brisk.test"), "sent 250");
 }
+
+/// A URL the transport refuses is quoted in the error without its password.
+#[test]
+fn a_refused_url_is_quoted_without_its_password() {
+    let url = "smtp://mailer:s3cret-pw@127.0.0.1:1?tls=no-such-mode";
+    let err = Mailer::new(url, MailOptions::default()).err();
+    let Some(MailError::Config(message)) = err else {
+        panic!("{err:?}")
+    };
+    assert!(message.contains("mailer:***@127.0.0.1:1"), "{message}");
+    assert!(!message.contains("s3cret"), "{message}");
+}

@@ -83,3 +83,15 @@ fn a_command_the_server_does_not_answer_in_time_times_out() {
         assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     });
 }
+
+/// A URL the client refuses is quoted in the error without its password.
+#[test]
+fn a_refused_url_is_quoted_without_its_password() {
+    let url = "redis://:s3cret-pw@127.0.0.1:notaport/0";
+    let err = Client::new(url, RedisOptions::default()).err();
+    let Some(RedisError::Config(message)) = err else {
+        panic!("{err:?}")
+    };
+    assert!(message.contains(":***@127.0.0.1"), "{message}");
+    assert!(!message.contains("s3cret"), "{message}");
+}

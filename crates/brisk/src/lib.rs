@@ -41,7 +41,8 @@
 //!                   connections, accept loops, sweeps, UDP, Service), timer.rs
 //!  core types       address, error, limits, listen, stats, env, run_paths, tls (config),
 //!                   ipc/ (wire types and codec), log, latency, response_counts,
-//!                   process_sample, alerts (thresholds and their hysteresis)
+//!                   process_sample, alerts (thresholds and their hysteresis), redact,
+//!                   conninfo
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -55,6 +56,7 @@ mod address;
 pub mod alerts;
 mod app;
 pub mod cli;
+mod conninfo;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub mod db;
 mod env;
@@ -77,6 +79,7 @@ mod process_sample;
 pub mod protocol;
 #[cfg(feature = "redis")]
 pub mod queue;
+mod redact;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod response_counts;

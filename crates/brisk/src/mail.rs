@@ -17,6 +17,7 @@
 //! error makes the queue retry the job with its backoff and, after its attempts, keep it in the
 //! dead-letter list with the SMTP server's answer.
 
+use crate::redact::redacted;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -176,7 +177,7 @@ fn transport(
     url: &str,
     options: &MailOptions,
 ) -> Result<AsyncSmtpTransport<Tokio1Executor>, MailError> {
-    let bad = |e: &dyn std::fmt::Display| MailError::Config(format!("{url}: {e}"));
+    let bad = |e: &dyn std::fmt::Display| MailError::Config(format!("{}: {e}", redacted(url)));
     let mut builder = AsyncSmtpTransport::<Tokio1Executor>::from_url(url).map_err(|e| bad(&e))?;
     builder = builder.timeout(Some(options.connect_timeout));
     if let Some(pem) = &options.root_certificate {

@@ -9,6 +9,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::redact::redacted;
 use ::redis::aio::ConnectionManager;
 use tokio::time::Instant;
 
@@ -95,8 +96,8 @@ struct State {
 impl Redis {
     /// A server at `url` (`redis://[:password@]host:port[/db]`). Connects nothing yet.
     pub fn new(url: &str, options: RedisOptions) -> Result<Self, RedisError> {
-        let client =
-            ::redis::Client::open(url).map_err(|e| RedisError::Config(format!("{url}: {e}")))?;
+        let client = ::redis::Client::open(url)
+            .map_err(|e| RedisError::Config(format!("{}: {e}", redacted(url))))?;
         Ok(Redis {
             inner: Arc::new(Inner {
                 client,

@@ -352,7 +352,7 @@ impl RetiredTotals {
 /// The cluster bus's counters (`App::cluster`), as `status --json` shows them.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct ClusterStatus {
-    /// The Redis server.
+    /// The Redis server's URL, passwords shown as `***`.
     pub url: String,
     /// Whether the subscription is connected now.
     pub connected: bool,

@@ -78,8 +78,9 @@ impl Db {
             return Mysql::new(&url, options.mysql).map(Db::Mysql);
         }
         Err(DbError::Config(format!(
-            "{url}: not a database URL this build knows (sqlite:PATH, postgres://…, mysql://…; each \
-             needs its cargo feature)"
+            "{}: not a database URL this build knows (sqlite:PATH, postgres://…, mysql://…; each \
+             needs its cargo feature)",
+            crate::redact::redacted(url)
         )))
     }
 

@@ -12,6 +12,7 @@ use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
 
 use super::error::DbError;
 use super::value::{rewrite_placeholders, Row, Value};
+use crate::redact::redacted;
 
 /// How a worker uses a MySQL or MariaDB database.
 #[derive(Debug, Clone)]
@@ -60,7 +61,8 @@ impl Mysql {
     /// A database at `url` (`mysql://user:password@host:port/db`). Only the URL is checked
     /// here; connections open on the first query.
     pub fn new(url: &str, options: MysqlOptions) -> Result<Self, DbError> {
-        let opts = Opts::from_url(url).map_err(|e| DbError::Config(format!("{url}: {e}")))?;
+        let opts =
+            Opts::from_url(url).map_err(|e| DbError::Config(format!("{}: {e}", redacted(url))))?;
         let size = options.pool_size.max(1);
         // The minimum is the size: mysql_async closes idle connections above the minimum
         // (after `inactive_connection_ttl`, 0 s by default), so a lower one would reconnect

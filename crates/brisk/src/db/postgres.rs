@@ -16,9 +16,11 @@
 //! - **Reconnects** with a back-off of at most `max_backoff`; while no connection is up,
 //!   queries fail at once with [`DbError::Unavailable`] instead of waiting.
 //! - **TLS** (rustls) as libpq's `sslmode` says: `prefer` (the default) asks and falls back to
-//!   plain, `require` insists, `disable` never asks; with root certificates (`sslrootcert=PATH`
-//!   in the URL, or [`PostgresOptions::tls_root_certs`]) the certificate must chain to them
-//!   and name the host. TCP keepalives are on, as libpq's `keepalives` options say.
+//!   plain, `require` insists, `disable` never asks; `verify-ca` and `verify-full` insist and
+//!   check the certificate against root certificates (`sslrootcert=PATH` in the URL, or
+//!   [`PostgresOptions::tls_root_certs`]): that it chains to them, and for `verify-full` that
+//!   it names the host. Root certificates with `prefer` or `require` check it as `verify-full`
+//!   does. TCP keepalives are on, as libpq's `keepalives` options say.
 //! - **Failover**: a URL with several hosts and `target_session_attrs=read-write` reconnects
 //!   to whichever host is the primary now.
 //! - **Timeouts**: the server ends a statement past `query_timeout` (the session's
@@ -47,9 +49,11 @@ use tokio_postgres::types::{FromSql, Type};
 use tokio_postgres::Config;
 
 use super::error::DbError;
-use super::postgres_tls::PgTls;
+use super::postgres_tls::{PgTls, Verify};
 use super::postgres_wire::{self, Answer, Connection};
 use super::value::{Row, Value};
+use crate::conninfo;
+use crate::redact::redacted;
 
 /// How a worker uses a PostgreSQL database.
 #[derive(Debug, Clone)]
@@ -67,8 +71,9 @@ pub struct PostgresOptions {
     /// The longest pause between reconnection attempts.
     pub max_backoff: Duration,
     /// A PEM file of root certificates: TLS becomes required, and the server's certificate
-    /// must chain to one of them and name the host (libpq's `verify-full`). `sslrootcert=PATH`
-    /// in the URL sets it too. Without it, `sslmode=prefer` (the default) and `require`
+    /// must chain to one of them and name the host (libpq's `verify-full`; with
+    /// `sslmode=verify-ca` in the URL the host name is not checked). `sslrootcert=PATH` in
+    /// the URL sets it too. Without it, `sslmode=prefer` (the default) and `require`
     /// encrypt without checking the certificate, as libpq does.
     pub tls_root_certs: Option<PathBuf>,
     /// Statements kept prepared per connection, by their SQL. Past it, preparing a new one
@@ -182,8 +187,8 @@ impl Postgres {
     /// A database at `url` (`postgres://user:password@host:port/db`, or several hosts as
     /// `host=a,b` with `target_session_attrs=read-write`). Only the URL is checked here.
     pub fn new(url: &str, options: PostgresOptions) -> Result<Self, DbError> {
-        let bad = |why: String| DbError::Config(format!("{url}: {why}"));
-        let (rest, root_certs) = take_sslrootcert(url);
+        let bad = |why: String| DbError::Config(format!("{}: {why}", redacted(url)));
+        let (rest, own) = take_own_params(url);
         let config = Config::from_str(&rest).map_err(|e| bad(e.to_string()))?;
         if config.get_channel_binding() == ChannelBinding::Require {
             return Err(bad(
@@ -198,8 +203,9 @@ impl Postgres {
                     .into(),
             ));
         }
-        let root_certs = root_certs.or_else(|| options.tls_root_certs.clone());
-        let tls = PgTls::new(config.get_ssl_mode(), root_certs.as_deref()).map_err(bad)?;
+        let root_certs = own.root_certs.or_else(|| options.tls_root_certs.clone());
+        let tls =
+            PgTls::new(config.get_ssl_mode(), own.verify, root_certs.as_deref()).map_err(bad)?;
         let places = options
             .pool_size
             .max(1)
@@ -483,38 +489,63 @@ impl Drop for Place<'_> {
     }
 }
 
-/// `url` without its `sslrootcert` parameter (libpq's, which the URL parser does not take),
-/// and that parameter's value: in a URL's query (`?sslmode=require&sslrootcert=ca.pem`) or
-/// among `key=value` words.
-fn take_sslrootcert(url: &str) -> (String, Option<PathBuf>) {
-    let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
-    let (head, params, separator) = match url.split_once('?') {
-        Some((head, query)) if is_url => (format!("{head}?"), query, '&'),
-        _ if is_url => return (url.to_owned(), None),
-        _ => (String::new(), url, ' '),
+/// What Brisk reads from a URL itself because the tokio-postgres parser does not take it:
+/// libpq's `sslrootcert`, and `sslmode` when it is `verify-ca` or `verify-full`.
+#[derive(Debug, Default, PartialEq)]
+struct OwnParams {
+    root_certs: Option<PathBuf>,
+    verify: Option<Verify>,
+}
+
+/// `url` without the parameters of [`OwnParams`], and their values: in a URL's query
+/// (`?sslmode=verify-full&sslrootcert=ca.pem`) or among `key=value` words.
+fn take_own_params(url: &str) -> (String, OwnParams) {
+    let mut own = OwnParams::default();
+    // Takes the pair if it is one of ours.
+    let mut take = |keyword: &str, value: &str| {
+        match (keyword, value) {
+            ("sslrootcert", path) => own.root_certs = Some(PathBuf::from(path)),
+            ("sslmode", "verify-ca") => own.verify = Some(Verify::Chain),
+            ("sslmode", "verify-full") => own.verify = Some(Verify::ChainAndHost),
+            _ => return false,
+        }
+        true
     };
-    let mut found = None;
-    let kept: Vec<&str> = params
-        .split(separator)
-        .filter(|p| match p.strip_prefix("sslrootcert=") {
-            Some(value) if is_url => {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        let kept: Vec<&str> = conninfo::words(url)
+            .into_iter()
+            .filter(|w| {
+                let value = conninfo::unquoted(&url[w.value.clone()]);
+                !take(&url[w.keyword.clone()], &value)
+            })
+            .map(|w| &url[w.whole])
+            .collect();
+        return (kept.join(" "), own);
+    }
+    // The query starts at the first `?` after the first `@`, if any: tokio-postgres reads the
+    // credentials up to the first `@`, so a `?` before it is in the password.
+    let credentials_end = url.find('@').unwrap_or(0);
+    let Some((head, query)) = url[credentials_end..]
+        .find('?')
+        .map(|i| (&url[..credentials_end + i], &url[credentials_end + i + 1..]))
+    else {
+        return (url.to_owned(), own);
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|p| match p.split_once('=') {
+            Some((name, value)) => {
                 let value = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
-                found = Some(PathBuf::from(value.as_ref()));
-                false
-            }
-            Some(value) => {
-                found = Some(PathBuf::from(value));
-                false
+                !take(name, &value)
             }
             None => true,
         })
         .collect();
-    let rest = kept.join(&separator.to_string());
-    if rest.is_empty() {
+    if kept.is_empty() {
         // The query held nothing else: no `?` left hanging.
-        return (head.trim_end_matches('?').to_owned(), found);
+        return (head.to_owned(), own);
     }
-    (format!("{head}{rest}"), found)
+    (format!("{head}?{}", kept.join("&")), own)
 }
 
 /// Keeps one connection up for as long as the worker runs: connect, serve until the
@@ -737,32 +768,76 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sslrootcert_is_taken_out_of_urls_and_key_value_strings() {
+    fn sslrootcert_and_the_verify_modes_are_taken_out_of_urls_and_key_value_strings() {
+        let roots = |path: &str| OwnParams {
+            root_certs: Some(PathBuf::from(path)),
+            verify: None,
+        };
         let url = "postgres://u@h/db?sslmode=require&sslrootcert=%2Ftmp%2Fca.pem&x=1";
         assert_eq!(
-            take_sslrootcert(url),
+            take_own_params(url),
             (
                 "postgres://u@h/db?sslmode=require&x=1".to_owned(),
-                Some(PathBuf::from("/tmp/ca.pem"))
+                roots("/tmp/ca.pem")
             )
         );
         assert_eq!(
-            take_sslrootcert("postgresql://u@h/db?sslrootcert=/a.pem"),
+            take_own_params("postgresql://u@h/db?sslrootcert=/a.pem"),
+            ("postgresql://u@h/db".to_owned(), roots("/a.pem"))
+        );
+        assert_eq!(
+            take_own_params("host=h sslrootcert=/a.pem user=u"),
+            ("host=h user=u".to_owned(), roots("/a.pem"))
+        );
+        assert_eq!(
+            take_own_params("postgres://u@h/db?sslmode=verify-full&sslrootcert=/a.pem"),
             (
-                "postgresql://u@h/db".to_owned(),
-                Some(PathBuf::from("/a.pem"))
+                "postgres://u@h/db".to_owned(),
+                OwnParams {
+                    root_certs: Some(PathBuf::from("/a.pem")),
+                    verify: Some(Verify::ChainAndHost)
+                }
             )
         );
         assert_eq!(
-            take_sslrootcert("host=h sslrootcert=/a.pem user=u"),
-            ("host=h user=u".to_owned(), Some(PathBuf::from("/a.pem")))
+            take_own_params("host=h sslmode=verify-ca"),
+            (
+                "host=h".to_owned(),
+                OwnParams {
+                    root_certs: None,
+                    verify: Some(Verify::Chain)
+                }
+            )
+        );
+        // A quoted value with spaces stays whole, and a quoted path is read unquoted.
+        assert_eq!(
+            take_own_params(r"host=h password='a sslrootcert=b' sslrootcert='/x y.pem'"),
+            (
+                "host=h password='a sslrootcert=b'".to_owned(),
+                roots("/x y.pem")
+            )
+        );
+        // A `?` in the password is not the query's.
+        assert_eq!(
+            take_own_params("postgres://u:p?w@h/db?sslmode=verify-full&sslrootcert=/a.pem"),
+            (
+                "postgres://u:p?w@h/db".to_owned(),
+                OwnParams {
+                    root_certs: Some(PathBuf::from("/a.pem")),
+                    verify: Some(Verify::ChainAndHost)
+                }
+            )
         );
         for plain in [
             "postgres://u@h/db",
             "postgres://u@h/db?sslmode=disable",
-            "host=h",
+            "postgres://u:p?sslrootcert=x@h/db",
+            "host=h sslmode=require",
         ] {
-            assert_eq!(take_sslrootcert(plain), (plain.to_owned(), None));
+            assert_eq!(
+                take_own_params(plain),
+                (plain.to_owned(), OwnParams::default())
+            );
         }
     }
 }

@@ -9,7 +9,9 @@
 //!   middle. With them (`sslrootcert=PATH` in the URL, or
 //!   [`PostgresOptions::tls_root_certs`](super::PostgresOptions::tls_root_certs)), TLS is
 //!   required and the certificate must chain to them and name the host (libpq's
-//!   `verify-full`).
+//!   `verify-full`), or only chain to them with `sslmode=verify-ca`.
+//! - `sslmode=verify-ca` and `verify-full` without root certificates are refused at once
+//!   (libpq would look for `~/.postgresql/root.crt`; Brisk wants them named).
 //! - Unix sockets never use TLS, as with libpq: the server is on this machine.
 
 use std::path::Path;
@@ -18,9 +20,11 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use postgres_protocol::message::frontend;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::verify_server_cert_signed_by_trust_anchor;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -29,6 +33,24 @@ use tokio_postgres::config::SslMode;
 /// A connection's byte stream: TCP, TLS over TCP, or a Unix socket.
 pub(super) trait Socket: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Socket for T {}
+
+/// How much of the server's certificate `sslmode=verify-ca` / `verify-full` check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Verify {
+    /// `verify-ca`: it chains to the root certificates.
+    Chain,
+    /// `verify-full`: it chains to them and names the host.
+    ChainAndHost,
+}
+
+impl Verify {
+    fn sslmode(self) -> &'static str {
+        match self {
+            Verify::Chain => "verify-ca",
+            Verify::ChainAndHost => "verify-full",
+        }
+    }
+}
 
 /// What a new TCP connection does about TLS.
 #[derive(Clone)]
@@ -43,35 +65,51 @@ pub(super) enum PgTls {
 }
 
 impl PgTls {
-    /// The TLS that `mode` and the root certificates in the PEM file `roots` (if any) ask for.
-    /// Fails with a message when the file cannot be read or holds no certificate, or when
-    /// `roots` comes with `sslmode=disable`.
-    pub(super) fn new(mode: SslMode, roots: Option<&Path>) -> Result<Self, String> {
+    /// The TLS that `mode` (`verify`, when the URL said `verify-ca` or `verify-full`) and the
+    /// root certificates in the PEM file `roots` (if any) ask for. Fails with a message when
+    /// the file cannot be read or holds no certificate, when `roots` comes with
+    /// `sslmode=disable`, or when `verify` comes without `roots`.
+    pub(super) fn new(
+        mode: SslMode,
+        verify: Option<Verify>,
+        roots: Option<&Path>,
+    ) -> Result<Self, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS set-up: {e}"))?;
-        let (config, verified) = match (mode, roots) {
-            (SslMode::Disable, None) => return Ok(PgTls::Off),
-            (SslMode::Disable, Some(_)) => {
-                return Err("sslrootcert asks for a verified TLS connection, which \
-                            sslmode=disable forbids"
-                    .into())
+        let lax = |roots| {
+            let verifier = Arc::new(HostNotChecked {
+                provider: provider.clone(),
+                roots,
+            });
+            builder
+                .clone()
+                .dangerous()
+                .with_custom_certificate_verifier(verifier)
+        };
+        let config = match (mode, verify, roots) {
+            (_, Some(v), None) => {
+                return Err(format!(
+                    "sslmode={} needs root certificates: sslrootcert=PATH in the URL, or \
+                     PostgresOptions::tls_root_certs",
+                    v.sslmode()
+                ))
             }
-            (_, Some(path)) => {
-                let store = root_store(path)?;
-                (builder.with_root_certificates(store), true)
-            }
-            (_, None) => {
-                let anyone = Arc::new(EncryptOnly(provider));
-                (
-                    builder.dangerous().with_custom_certificate_verifier(anyone),
-                    false,
+            (SslMode::Disable, None, None) => return Ok(PgTls::Off),
+            (SslMode::Disable, _, _) => {
+                return Err(
+                    "root certificates (sslrootcert or tls_root_certs) ask for a \
+                            verified TLS connection, which sslmode=disable forbids"
+                        .into(),
                 )
             }
+            (_, Some(Verify::Chain), Some(path)) => lax(Some(root_store(path)?)),
+            (_, _, Some(path)) => builder.with_root_certificates(root_store(path)?),
+            (_, None, None) => lax(None),
         };
         let config = Arc::new(config.with_no_client_auth());
-        let required = verified || mode == SslMode::Require;
+        let required = roots.is_some() || mode == SslMode::Require;
         Ok(PgTls::Ask { config, required })
     }
 
@@ -111,9 +149,11 @@ impl PgTls {
                 }
             }
             b'N' if !required => Ok(Some(Box::new(stream))),
-            b'N' => Err("the server does not accept TLS, which sslmode=require or \
-                         sslrootcert asks for"
-                .into()),
+            b'N' => Err(
+                "the server does not accept TLS, which sslmode=require, verify-ca \
+                         or verify-full, or root certificates, ask for"
+                    .into(),
+            ),
             other => Err(format!(
                 "the server answered the TLS request with {:?}, not S or N",
                 other as char
@@ -141,20 +181,36 @@ fn root_store(path: &Path) -> Result<rustls::RootCertStore, String> {
     Ok(store)
 }
 
-/// Takes any certificate (libpq's `sslmode=require` without root certificates) but still
-/// checks that the server holds its key, so the session is encrypted to whoever that is.
+/// The checks below libpq's `verify-full`: with `roots`, the certificate must chain to them
+/// and its host name is not looked at (`verify-ca`); without, any certificate is taken
+/// (`require`). Either way the server must prove it holds the certificate's key, so the
+/// session is encrypted to whoever that is.
 #[derive(Debug)]
-struct EncryptOnly(Arc<CryptoProvider>);
+struct HostNotChecked {
+    provider: Arc<CryptoProvider>,
+    roots: Option<rustls::RootCertStore>,
+}
 
-impl ServerCertVerifier for EncryptOnly {
+impl ServerCertVerifier for HostNotChecked {
     fn verify_server_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
         _server_name: &ServerName<'_>,
         _ocsp_response: &[u8],
-        _now: UnixTime,
+        now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        if let Some(roots) = &self.roots {
+            let cert = ParsedCertificate::try_from(end_entity)?;
+            let algorithms = self.provider.signature_verification_algorithms.all;
+            verify_server_cert_signed_by_trust_anchor(
+                &cert,
+                roots,
+                intermediates,
+                now,
+                algorithms,
+            )?;
+        }
         Ok(ServerCertVerified::assertion())
     }
 
@@ -164,7 +220,7 @@ impl ServerCertVerifier for EncryptOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algorithms = &self.0.signature_verification_algorithms;
+        let algorithms = &self.provider.signature_verification_algorithms;
         rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
     }
 
@@ -174,11 +230,13 @@ impl ServerCertVerifier for EncryptOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algorithms = &self.0.signature_verification_algorithms;
+        let algorithms = &self.provider.signature_verification_algorithms;
         rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }

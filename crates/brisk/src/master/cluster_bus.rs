@@ -36,6 +36,7 @@ use tokio::sync::mpsc;
 
 use super::cluster_link::{Event, Link};
 use crate::ipc::BroadcastFrames;
+use crate::redact::{redacted, redacted_each};
 use crate::stats::ClusterStatus;
 
 /// What a message on a channel starts with: a tag, the instance id, the sequence number.
@@ -63,6 +64,8 @@ enum Change {
 /// The master's side of the cluster: its subscriptions, its publishing, its counters.
 pub(crate) struct ClusterBus {
     url: String,
+    /// `url` without passwords, for logs and `status`.
+    shown_url: String,
     /// Sharded pub/sub on a Redis Cluster.
     sharded: bool,
     link: Link,
@@ -83,6 +86,14 @@ pub(crate) struct ClusterBus {
     status: RefCell<ClusterStatus>,
 }
 
+/// `url` without passwords: each seed of a sharded bus's list, or the one URL.
+fn shown(url: &str, sharded: bool) -> String {
+    match sharded {
+        true => redacted_each(url),
+        false => redacted(url).into_owned(),
+    }
+}
+
 impl ClusterBus {
     /// A bus on the Redis server at `url`, or (`sharded`) on the Redis Cluster that the node
     /// at `url` belongs to. Connects nothing yet.
@@ -92,8 +103,10 @@ impl ClusterBus {
         getrandom_instance(&mut instance);
         let (changes, changes_rx) = mpsc::unbounded_channel();
         let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
+        let shown_url = shown(url, sharded);
         Ok(Rc::new(ClusterBus {
             url: url.to_owned(),
+            shown_url: shown_url.clone(),
             sharded,
             link,
             instance,
@@ -106,7 +119,7 @@ impl ClusterBus {
             outgoing_rx: RefCell::new(Some(outgoing_rx)),
             last_seq: RefCell::default(),
             status: RefCell::new(ClusterStatus {
-                url: url.to_owned(),
+                url: shown_url,
                 ..Default::default()
             }),
         }))
@@ -255,7 +268,7 @@ impl ClusterBus {
             let (mut sink, mut stream) = match self.link.subscription().await {
                 Ok(halves) => halves,
                 Err(why) => {
-                    tracing::debug!("cluster: cannot subscribe on {}: {why}", self.url);
+                    tracing::debug!("cluster: cannot subscribe on {}: {why}", self.shown_url);
                     // What to subscribe to is read again from `groups` on the next attempt.
                     tokio::time::sleep(backoff).await;
                     while changes.try_recv().is_ok() {}
@@ -268,7 +281,7 @@ impl ClusterBus {
             let mut ok = true;
             for ch in wanted {
                 if let Err(why) = sink.subscribe(ch).await {
-                    tracing::debug!("cluster: cannot subscribe on {}: {why}", self.url);
+                    tracing::debug!("cluster: cannot subscribe on {}: {why}", self.shown_url);
                     ok = false;
                     break;
                 }
@@ -282,7 +295,7 @@ impl ClusterBus {
                     }
                 });
                 if ever_connected {
-                    tracing::info!("cluster: subscribed again on {}", self.url);
+                    tracing::info!("cluster: subscribed again on {}", self.shown_url);
                 }
                 ever_connected = true;
                 let mut ping = tokio::time::interval(PING_INTERVAL);
@@ -325,7 +338,7 @@ impl ClusterBus {
                 self.count(|s| s.connected = false);
                 tracing::warn!(
                     "cluster: lost the subscription on {}; local broadcast goes on, reconnecting",
-                    self.url
+                    self.shown_url
                 );
             }
             tokio::time::sleep(backoff).await;

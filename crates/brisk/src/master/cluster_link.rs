@@ -14,6 +14,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::mpsc;
 
+use crate::redact::{redacted, redacted_each};
 use crate::redis::{pipe, Redis, RedisOptions};
 
 /// How long connecting, or one command, may take.
@@ -54,14 +55,16 @@ impl Link {
     pub(crate) fn new(url: &str, sharded: bool) -> Result<Self, String> {
         if sharded {
             let seeds: Vec<String> = url.split(',').map(|u| u.trim().to_owned()).collect();
-            let client = cluster_client(&seeds, None).map_err(|e| format!("cluster {url}: {e}"))?;
+            let client = cluster_client(&seeds, None)
+                .map_err(|e| format!("cluster {}: {e}", redacted_each(url)))?;
             return Ok(Link::Sharded {
                 seeds,
                 client: Box::new(client),
                 publisher: RefCell::new(None),
             });
         }
-        let client = redis::Client::open(url).map_err(|e| format!("cluster {url}: {e}"))?;
+        let client =
+            redis::Client::open(url).map_err(|e| format!("cluster {}: {e}", redacted(url)))?;
         let publisher =
             Redis::new(url, RedisOptions::default()).map_err(|e| format!("cluster: {e}"))?;
         Ok(Link::Plain { client, publisher })

@@ -11,6 +11,7 @@ use std::rc::Rc;
 
 use crate::alerts::AlertEvent;
 use crate::error::{Error, Result};
+use crate::redact::origin_only;
 
 /// Calls that may run at once; past it a call is dropped (and counted as failed).
 const MAX_IN_FLIGHT: usize = 8;
@@ -45,7 +46,8 @@ impl Webhook {
             || url.parse::<http::Uri>().is_err()
         {
             return Err(Error::Config(format!(
-                "alert webhook {url:?}: write it http://host:port/path or https://…"
+                "alert webhook {:?}: write it http://host:port/path or https://…",
+                origin_only(url)
             )));
         }
         #[cfg(feature = "client")]
@@ -59,7 +61,8 @@ impl Webhook {
         }
         #[cfg(not(feature = "client"))]
         Err(Error::Config(format!(
-            "alert webhook {url:?}: Brisk was built without its HTTP client (feature `client`)"
+            "alert webhook {}: Brisk was built without its HTTP client (feature `client`)",
+            origin_only(url)
         )))
     }
 
@@ -79,7 +82,7 @@ impl Webhook {
                 .json(&event)
                 .timeout(TIMEOUT)
                 .send();
-            let url = self.url.clone();
+            let url = origin_only(&self.url).into_owned();
             tokio::task::spawn_local(async move {
                 let why = match call.await {
                     Ok(r) if r.status().is_success() => None,
