@@ -287,6 +287,124 @@ fn unix_socket_listener() {
     drop(server);
 }
 
+/// A graceful stop removes a Unix socket's file first: a new client is refused at once
+/// (nothing is queued that closing the socket would reset), while a request under way is
+/// still answered.
+#[test]
+fn a_graceful_stop_removes_the_unix_socket_file_before_the_workers_finish() {
+    let dir = temp_dir("unix-stop");
+    let path = dir.path().join("echo.sock");
+    let path_s = path.display().to_string();
+    let mut server = ServerProcess::start(FIXTURE, &["--unix", &path_s], 1).unwrap();
+    let mut busy = UnixStream::connect(&path).unwrap();
+    busy.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    busy.write_all(b"slow 1500\n").unwrap();
+    std::thread::scope(|scope| {
+        let stop = scope.spawn(|| server.cli(&["stop", "-g"]));
+        wait_until(Duration::from_secs(5), "the socket file removed", || {
+            !path.exists()
+        });
+        // The request under way is not answered yet (a master that only removed the file on
+        // its way out would get here 1.5 s late).
+        busy.set_nonblocking(true).unwrap();
+        let early = busy.read(&mut [0u8; 1]).map_err(|e| e.kind());
+        assert_eq!(
+            early,
+            Err(std::io::ErrorKind::WouldBlock),
+            "answered before"
+        );
+        busy.set_nonblocking(false).unwrap();
+        let refused = UnixStream::connect(&path).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::NotFound, "{refused}");
+        let mut answer = String::new();
+        let mut b = [0u8; 1];
+        while busy.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
+            answer.push(b[0] as char);
+        }
+        assert_eq!(answer, "slow done");
+        let out = stop.join().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+    assert!(server.wait_exit(Duration::from_secs(20)).unwrap());
+}
+
+/// A graceful stop while clients open Unix-socket connections as fast as they can: each
+/// connection the kernel queued gets its answer, and the rest are refused. (Closing a
+/// listener resets what is queued on it: the master removes the socket's file first, so
+/// that no new connection can be queued.)
+#[test]
+fn a_graceful_stop_in_a_storm_of_unix_connections_answers_each_one_queued() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    #[derive(Default, Debug)]
+    struct Storm {
+        done: AtomicBool,
+        answered: AtomicU64,
+        refused: AtomicU64,
+        lost: AtomicU64,
+    }
+    for round in 0..2 {
+        let dir = temp_dir("unix-storm");
+        let path = dir.path().join("echo.sock");
+        let path_s = path.display().to_string();
+        let mut server =
+            ServerProcess::start(FIXTURE, &["--unix", &path_s, "--workers", "2"], 2).unwrap();
+        let storm = Arc::new(Storm::default());
+        let clients: Vec<_> = (0..16)
+            .map(|_| {
+                let (storm, path) = (storm.clone(), path.clone());
+                std::thread::spawn(move || {
+                    while !storm.done.load(Ordering::Relaxed) {
+                        let Ok(mut s) = UnixStream::connect(&path) else {
+                            storm.refused.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        };
+                        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                        let mut answer = Vec::new();
+                        let asked = s.write_all(b"hello\n");
+                        let mut b = [0u8; 1];
+                        while asked.is_ok() && matches!(s.read(&mut b), Ok(1)) && b[0] != b'\n' {
+                            answer.push(b[0]);
+                        }
+                        let outcome = if answer == b"hello" {
+                            &storm.answered
+                        } else {
+                            &storm.lost
+                        };
+                        outcome.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        let count = |n: &AtomicU64| n.load(Ordering::Relaxed);
+        wait_until(Duration::from_secs(10), "answers before the stop", || {
+            count(&storm.answered) > 1000
+        });
+        let out = server.cli(&["stop", "-g"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let refused_at_stop = count(&storm.refused);
+        wait_until(Duration::from_secs(10), "refusals after the stop", || {
+            count(&storm.refused) > refused_at_stop + 16
+        });
+        storm.done.store(true, Ordering::Relaxed);
+        for c in clients {
+            c.join().unwrap();
+        }
+        eprintln!("round {round}: {storm:?}");
+        assert_eq!(count(&storm.lost), 0, "round {round}: {storm:?}");
+        assert!(server.wait_exit(Duration::from_secs(20)).unwrap());
+    }
+}
+
 #[test]
 fn graceful_reload_with_a_shared_listener_loses_nothing() {
     let port = free_port();

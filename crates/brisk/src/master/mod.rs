@@ -17,6 +17,7 @@ mod metrics;
 mod metrics_listener;
 pub(crate) mod pidfile;
 mod scheduler;
+mod socket_file;
 mod status_page;
 mod supervisor;
 mod webhook;
@@ -102,6 +103,8 @@ pub(crate) struct Plan {
     /// Owns the sockets of [`ServicePlan::listen_fds`]; emptied when a stop begins, so that
     /// the last worker to stop accepting closes each.
     pub listeners: std::cell::RefCell<Vec<Listener>>,
+    /// The files of the Unix-socket listeners, removed when a stop begins.
+    pub socket_files: Vec<std::rc::Rc<socket_file::SocketFile>>,
     /// The metrics listener, bound before the workers start.
     pub metrics: Option<std::net::TcpListener>,
     /// The alert rules, checked before the workers start.
@@ -145,7 +148,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         .unwrap_or(1);
     let mut services = Vec::new();
     let mut listeners = Vec::new();
-    let mut unix_paths = Vec::new();
+    let mut socket_files = Vec::new();
     for service in &config.services {
         let workers = service.workers.unwrap_or(cpus);
         if workers == 0 {
@@ -190,7 +193,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
             }
         }
         if let Endpoint::Unix(p) = l.address.endpoint() {
-            unix_paths.push(p.clone());
+            socket_files.push(std::rc::Rc::new(socket_file::SocketFile::bound(p.clone())));
         }
         services.push(ServicePlan {
             name: service.name.clone(),
@@ -240,6 +243,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         graceful_timeout: config.graceful_timeout,
         control_socket: paths.control_socket(),
         listeners: std::cell::RefCell::new(listeners),
+        socket_files: socket_files.clone(),
         metrics,
         alerting,
         schedules: config.schedules,
@@ -248,10 +252,11 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
     pidfile::write(&pid_file)
         .map_err(|e| Error::io(format!("cannot write pid file {}", pid_file.display()), e))?;
     let result = supervisor::run(plan);
-    pidfile::remove_if_ours(&pid_file);
-    for p in unix_paths {
-        let _ = std::fs::remove_file(p);
+    // Files first: once the pid file is gone, another start may bind the same paths.
+    for f in &socket_files {
+        f.remove_if_ours();
     }
+    pidfile::remove_if_ours(&pid_file);
     result
 }
 

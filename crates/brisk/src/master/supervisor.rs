@@ -615,8 +615,12 @@ impl Supervisor {
         self.stopping.set(true);
         // No new connection may be queued from here on (the last worker's close would reset
         // it); the workers hold the only other copies: each socket closes once the last of
-        // them has taken what was queued on it. A graceful stop first gives the handshakes
-        // already under way a round trip to complete, while the workers still accept.
+        // them has taken what was queued on it. A Unix socket's file goes (a connect then
+        // fails at once); a TCP socket drops new SYNs, and a graceful stop gives the
+        // handshakes already under way a round trip to complete, while the workers accept.
+        for f in &self.plan.socket_files {
+            f.remove_if_ours();
+        }
         let mut tcp = false;
         for l in self.plan.listeners.borrow_mut().drain(..) {
             tcp |= matches!(l, Listener::Tcp(_));
@@ -624,7 +628,8 @@ impl Supervisor {
                 tracing::warn!(error = %e, "cannot stop a listener's handshakes before closing it");
             }
         }
-        if graceful && tcp {
+        // (A Unix `connect` that found the file just before it went may still be queueing.)
+        if graceful && (tcp || !self.plan.socket_files.is_empty()) {
             tokio::time::sleep(HANDSHAKE_GRACE).await;
         }
         let workers: Vec<_> = self.live.borrow().values().cloned().collect();

@@ -71,7 +71,8 @@ impl Listener {
     /// socket filter drops every SYN, so the kernel queues no new connection that closing
     /// the socket would then reset after its client had sent a request. Handshakes already
     /// under way still complete; a client whose SYN was dropped retries it after about a
-    /// second and is refused by then. Nothing to do for Unix and UDP sockets.
+    /// second and is refused by then. Nothing to do for UDP sockets, nor for Unix ones (the
+    /// master removes their file: see `SocketFile`).
     ///
     /// Only for a socket nobody will accept on after the current holders: the filter stays
     /// on the socket (every descriptor of it, in every process) until it closes.
