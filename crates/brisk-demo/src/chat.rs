@@ -11,8 +11,9 @@
 //!   position when the client joined (live messages may arrive before it: the client keeps
 //!   those with higher offsets). A text message `hello` then reaches every member
 //!   as `{"id":"E:O","text":"hello"}`: `E:O` is its position in the room's history (epoch and
-//!   offset; offsets count 1, 2, 3… within an epoch). `"id":null` means Redis could not keep it
-//!   (it still reached the members this instance could reach).
+//!   offset; offsets count 1, 2, 3… within an epoch). `"id":null` means Redis did not
+//!   answer the append, even once retried (the message still reached the members this
+//!   instance could reach, and may be in the history all the same).
 //! - `/presence` answers `{"presence":N,"names":[…]}`: the room's members on every instance,
 //!   and the names of those that gave one (each once, sorted).
 //! - `/recover E:O` (the position of the last message the client got, or the position it was

@@ -82,6 +82,38 @@ fn a_position_recovers_exactly_what_came_after_it() {
     });
 }
 
+/// An append that times out while Redis is paused, and that Redis runs when the pause ends,
+/// is tried again: the retry answers the first try's position, and the message is kept once.
+#[test]
+fn an_append_that_timed_out_but_was_kept_is_kept_once() {
+    let server = Redis::start().unwrap();
+    let timeout = Duration::from_millis(500);
+    let options = RedisOptions {
+        command_timeout: timeout,
+        ..RedisOptions::default()
+    };
+    let h = History::new(
+        Client::new(&server.url(), options).unwrap(),
+        HistoryOptions::default(),
+    );
+    let admin = Client::new(&server.url(), RedisOptions::default()).unwrap();
+    worker_runtime().block_on(async {
+        let first = h.append("room", b"before").await.unwrap();
+        // Writes wait 750 ms: the first try times out at 500, the retry queues behind it.
+        let pause = cmd("CLIENT").arg("PAUSE").arg(750).arg("WRITE").to_owned();
+        admin.run::<()>(&pause).await.unwrap();
+        let t0 = std::time::Instant::now();
+        let at = h.append("room", b"paused").await.unwrap();
+        assert!(t0.elapsed() >= timeout, "the first try did not time out");
+        assert_eq!(at.offset, first.offset + 1);
+        assert_eq!(
+            payloads(h.since("room", &first).await.unwrap()),
+            ["2=paused"]
+        );
+        assert_eq!(h.append("room", b"after").await.unwrap().offset, 3);
+    });
+}
+
 #[test]
 fn more_missed_than_kept_is_lost_and_so_is_a_history_redis_forgot() {
     let mut server = Redis::start().unwrap();

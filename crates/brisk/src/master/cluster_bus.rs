@@ -385,9 +385,7 @@ fn channel(group: &str) -> String {
 
 /// A random instance id, from the kernel.
 fn getrandom_instance(id: &mut [u8; 16]) {
-    use std::io::Read;
-    let filled = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(id));
-    if filled.is_err() {
+    if getrandom::fill(id).is_err() {
         // Unlikely; the pid and the clock still tell instances apart.
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -6,7 +6,8 @@
 //! (`brisk:history:{GROUP}:meta`) with the group's **epoch** and its last **offset**. One Lua
 //! script appends a message: it takes the next offset and adds the entry in the same step, so
 //! offsets are dense (1, 2, 3…) and the stream holds them in order, whichever instance or
-//! worker appended. A [`Position`] is the pair `epoch:offset`.
+//! worker appended. A [`Position`] is the pair `epoch:offset`. Each entry also holds the
+//! append's nonce, so that an append retried after a timeout finds itself if it was kept.
 //!
 //! The epoch changes when the history is lost (Redis restarted without persistence, or nothing
 //! was appended for [`HistoryOptions::remember_for`]); a position of an older epoch cannot be
@@ -46,9 +47,16 @@ use bytes::Bytes;
 use crate::redis::{cmd, Cmd, Redis, RedisError};
 
 /// Appends a message: `KEYS` meta and stream; `ARGV` payload, keep_last, keep_for (ms, 0:
-/// none), remember_for (ms). Answers `{epoch, offset}`.
+/// none), remember_for (ms), the append's nonce, and `1` when this is a retry (the first try
+/// may have been kept: then its entry, found by the nonce, is the answer). Answers `{epoch,
+/// offset}`.
 const APPEND_SCRIPT: &str = r"
 local epoch = redis.call('HGET', KEYS[1], 'e')
+if epoch and ARGV[6] == '1' then
+  for _, entry in ipairs(redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[2])) do
+    if entry[2][6] == ARGV[5] then return {epoch, tonumber(entry[2][2])} end
+  end
+end
 if not epoch then
   local t = redis.call('TIME')
   epoch = t[1] .. string.format('%06d', tonumber(t[2]))
@@ -56,7 +64,7 @@ if not epoch then
   redis.call('HSET', KEYS[1], 'e', epoch)
 end
 local offset = redis.call('HINCRBY', KEYS[1], 's', 1)
-redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], '*', 'o', offset, 'd', ARGV[1])
+redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], '*', 'o', offset, 'd', ARGV[1], 'n', ARGV[5])
 local keep_for = tonumber(ARGV[3])
 if keep_for > 0 then
   local t = redis.call('TIME')
@@ -220,7 +228,32 @@ impl History {
 
     /// Appends `payload` to `group`'s history and answers its position; then broadcast the
     /// message (with its position in it) as usual.
+    ///
+    /// An append that times out or loses its connection may still have been kept, so it is
+    /// tried once more, and the retry answers the first try's position if Redis ran that
+    /// first, so the message is kept once. (After a timeout the retry follows the first on
+    /// the same connection, and Redis runs one client's commands in order; a lost connection
+    /// either delivered the first try or never will.) If the retry fails too, the error says
+    /// so, and the message may or may not be in the history. Against a Redis that does not
+    /// answer, an append therefore takes twice the command timeout.
     pub async fn append(&self, group: &str, payload: &[u8]) -> Result<Position, RedisError> {
+        let nonce = nonce();
+        match self.try_append(group, payload, &nonce, false).await {
+            Err(RedisError::Timeout(_) | RedisError::Unavailable(_)) => {
+                self.try_append(group, payload, &nonce, true).await
+            }
+            answer => answer,
+        }
+    }
+
+    /// One run of the append script; `retry` when a try with this `nonce` came before.
+    async fn try_append(
+        &self,
+        group: &str,
+        payload: &[u8],
+        nonce: &str,
+        retry: bool,
+    ) -> Result<Position, RedisError> {
         let o = &self.options;
         let (epoch, offset): (String, u64) = self
             .redis
@@ -229,7 +262,9 @@ impl History {
                     .arg(payload)
                     .arg(o.keep_last.max(1))
                     .arg(o.keep_for.map_or(0, millis))
-                    .arg(millis(o.remember_for)),
+                    .arg(millis(o.remember_for))
+                    .arg(nonce)
+                    .arg(u8::from(retry)),
             )
             .await?;
         Ok(Position { epoch, offset })
@@ -291,6 +326,30 @@ impl History {
             .await?;
         Ok(Position { epoch, offset })
     }
+}
+
+/// A string no other append uses, in any worker or instance: a random prefix drawn once per
+/// thread, and a count.
+fn nonce() -> String {
+    thread_local! {
+        static PREFIX: u64 = {
+            let mut bytes = [0u8; 8];
+            // Without an entropy source, the pid and the clock still tell workers apart.
+            if getrandom::fill(&mut bytes).is_err() {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64);
+                bytes = (nanos ^ u64::from(std::process::id()) << 40).to_be_bytes();
+            }
+            u64::from_be_bytes(bytes)
+        };
+        static COUNT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    let n = COUNT.with(|c| {
+        c.set(c.get() + 1);
+        c.get()
+    });
+    format!("{:016x}{n:x}", PREFIX.with(|p| *p))
 }
 
 /// `EVAL source` on `group`'s two keys (meta, stream); the script's arguments follow.
