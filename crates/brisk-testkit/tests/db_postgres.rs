@@ -4,7 +4,7 @@
 //! that is down fails fast and comes back, a multi-host URL lands on the read-write host, a batch
 //! is one transaction answered in order, columns decode, SCRAM, MD5 and cleartext passwords
 //! authenticate, a wrong password says so, a Unix-socket host connects, TLS follows `sslmode`
-//! and `sslrootcert`, and TCP keepalives follow the URL.
+//! and `sslrootcert` (`system` too), and TCP keepalives follow the URL.
 
 use std::time::{Duration, Instant};
 
@@ -544,6 +544,67 @@ fn tls_is_asked_for_by_default_required_on_request_and_checked_against_root_cert
         matches!(&err, DbError::Config(m) if m.contains("sslmode=disable")),
         "{err:?}"
     );
+}
+
+/// `sslrootcert=system` takes the root certificates the system has, found as OpenSSL finds
+/// them. The check runs in a child process of this test binary whose `SSL_CERT_FILE` names
+/// the test CA, then another CA (the environment is shared by every test in this one).
+#[test]
+fn sslrootcert_system_takes_the_systems_root_certificates() {
+    let server = Postgres::start_tls().unwrap();
+    let by_name = server.url().replace("127.0.0.1", "localhost");
+    let other_ca = temp_dir("other-ca");
+    let other_ca_file = other_ca.path().join("ca.pem");
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    std::fs::write(&other_ca_file, other.cert.pem()).unwrap();
+    for (roots, expect) in [
+        (server.ca_cert(), "encrypted"),
+        (other_ca_file.clone(), "refused"),
+    ] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "system_roots_in_a_child", "--ignored"])
+            .env("SSL_CERT_FILE", &roots)
+            .env_remove("SSL_CERT_DIR")
+            .env("BRISK_TEST_PG_URL", format!("{by_name}?sslrootcert=system"))
+            .env("BRISK_TEST_EXPECT", expect)
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{expect}: {said}");
+        assert!(
+            said.contains("1 passed"),
+            "{expect}: the child ran no test: {said}"
+        );
+    }
+    // verify-ca with the system's roots is refused at once, as libpq does.
+    let url = format!("{by_name}?sslmode=verify-ca&sslrootcert=system");
+    let err = Pg::new(&url, options()).err();
+    assert!(
+        matches!(&err, Some(DbError::Config(m)) if m.contains("use verify-full")),
+        "{err:?}"
+    );
+}
+
+/// The child of `sslrootcert_system_takes_the_systems_root_certificates`.
+#[test]
+#[ignore = "run by sslrootcert_system_takes_the_systems_root_certificates, SSL_CERT_FILE set"]
+fn system_roots_in_a_child() {
+    let var = |name| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"));
+    let (url, expect) = (var("BRISK_TEST_PG_URL"), var("BRISK_TEST_EXPECT"));
+    let db = Pg::new(&url, options()).unwrap();
+    let answer = worker_runtime().block_on(encrypted(&db));
+    match expect.as_str() {
+        "encrypted" => assert!(answer.unwrap(), "{url}"),
+        "refused" => assert!(
+            matches!(&answer, Err(DbError::Unavailable(m)) if m.contains("TLS handshake") && m.contains("certificate")),
+            "{url}: {answer:?}"
+        ),
+        other => panic!("BRISK_TEST_EXPECT={other}: encrypted or refused"),
+    }
 }
 
 #[test]

@@ -20,7 +20,8 @@
 //!   check the certificate against root certificates (`sslrootcert=PATH` in the URL, or
 //!   [`PostgresOptions::tls_root_certs`]): that it chains to them, and for `verify-full` that
 //!   it names the host. Root certificates with `prefer` or `require` check it as `verify-full`
-//!   does. TCP keepalives are on, as libpq's `keepalives` options say.
+//!   does. `sslrootcert=system` takes the system's root certificates (and `verify-full`
+//!   only). TCP keepalives are on, as libpq's `keepalives` options say.
 //! - **Failover**: a URL with several hosts and `target_session_attrs=read-write` reconnects
 //!   to whichever host is the primary now.
 //! - **Timeouts**: the server ends a statement past `query_timeout` (the session's
@@ -73,8 +74,10 @@ pub struct PostgresOptions {
     /// A PEM file of root certificates: TLS becomes required, and the server's certificate
     /// must chain to one of them and name the host (libpq's `verify-full`; with
     /// `sslmode=verify-ca` in the URL the host name is not checked). `sslrootcert=PATH` in
-    /// the URL sets it too. Without it, `sslmode=prefer` (the default) and `require`
-    /// encrypt without checking the certificate, as libpq does.
+    /// the URL sets it too. `system` takes the system's root certificates (`SSL_CERT_FILE`
+    /// or `SSL_CERT_DIR` if set, else the ca-certificates bundle), for a managed server
+    /// whose certificate a public CA signed. Without it, `sslmode=prefer` (the default) and
+    /// `require` encrypt without checking the certificate, as libpq does.
     pub tls_root_certs: Option<PathBuf>,
     /// Statements kept prepared per connection, by their SQL. Past it, preparing a new one
     /// closes the least recently used on the server, so SQL built per request cannot grow

@@ -12,6 +12,10 @@
 //!   `verify-full`), or only chain to them with `sslmode=verify-ca`.
 //! - `sslmode=verify-ca` and `verify-full` without root certificates are refused at once
 //!   (libpq would look for `~/.postgresql/root.crt`; Brisk wants them named).
+//! - `sslrootcert=system` takes the system's root certificates, found where OpenSSL finds them
+//!   (`SSL_CERT_FILE` / `SSL_CERT_DIR` if set, else the distribution's bundle), and always
+//!   checks the host name: as with libpq, `verify-ca` is refused with it, since any public CA
+//!   could vouch for any server.
 //! - Unix sockets never use TLS, as with libpq: the server is on this machine.
 
 use std::path::Path;
@@ -104,6 +108,13 @@ impl PgTls {
                         .into(),
                 )
             }
+            (_, Some(Verify::Chain), Some(path)) if path == Path::new(SYSTEM) => {
+                return Err(
+                    "sslmode=verify-ca may not be used with sslrootcert=system (any public \
+                     CA could vouch for any server): use verify-full"
+                        .into(),
+                )
+            }
             (_, Some(Verify::Chain), Some(path)) => lax(Some(root_store(path)?)),
             (_, _, Some(path)) => builder.with_root_certificates(root_store(path)?),
             (_, None, None) => lax(None),
@@ -162,8 +173,15 @@ impl PgTls {
     }
 }
 
-/// The certificates of the PEM file at `path`, as trust anchors.
+/// The `sslrootcert` value that names the system's root certificates, as in libpq.
+const SYSTEM: &str = "system";
+
+/// The certificates of the PEM file at `path`, or the system's for [`SYSTEM`], as trust
+/// anchors.
 fn root_store(path: &Path) -> Result<rustls::RootCertStore, String> {
+    if path == Path::new(SYSTEM) {
+        return system_root_store();
+    }
     let shown = path.display();
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| format!("cannot read sslrootcert {shown}: {e}"))?
@@ -177,6 +195,26 @@ fn root_store(path: &Path) -> Result<rustls::RootCertStore, String> {
     }
     if store.is_empty() {
         return Err(format!("sslrootcert {shown} holds no certificate"));
+    }
+    Ok(store)
+}
+
+/// The system's root certificates (`sslrootcert=system`); those it cannot parse are skipped.
+fn system_root_store() -> Result<rustls::RootCertStore, String> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut store = rustls::RootCertStore::empty();
+    store.add_parsable_certificates(found.certs);
+    if store.is_empty() {
+        let why: Vec<String> = found.errors.iter().map(|e| e.to_string()).collect();
+        return Err(format!(
+            "sslrootcert=system: the system has no root certificate that can be read \
+             (SSL_CERT_FILE, SSL_CERT_DIR, or the ca-certificates bundle){}",
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", why.join("; "))
+            }
+        ));
     }
     Ok(store)
 }
