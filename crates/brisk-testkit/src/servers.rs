@@ -375,13 +375,7 @@ impl Postgres {
         )?;
         let mut settings = vec![];
         if tls {
-            let (cert, key) = write_tls_files(dir.path())?;
-            if let Some(user) = &user {
-                for file in [&cert, &key] {
-                    let (uid, gid) = (user.uid.as_raw(), user.gid.as_raw());
-                    std::os::unix::fs::chown(file, Some(uid), Some(gid))?;
-                }
-            }
+            let (cert, key) = write_tls_files(dir.path(), user.as_ref())?;
             settings.push(("ssl", "on".to_owned()));
             settings.push(("ssl_cert_file", cert.display().to_string()));
             settings.push(("ssl_key_file", key.display().to_string()));
@@ -550,8 +544,9 @@ impl Drop for Postgres {
 
 /// Writes `ca.pem` (a new CA's certificate), and `server.crt` and `server.key` (a server
 /// certificate for `localhost` only, not `127.0.0.1`, that the CA signed, and its key, readable by
-/// its owner only, as PostgreSQL asks) into `dir`; returns the last two paths.
-fn write_tls_files(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+/// its owner only, as PostgreSQL asks) into `dir`, the last two owned by `owner` (the user
+/// the server runs as) if given; returns their paths.
+fn write_tls_files(dir: &Path, owner: Option<&User>) -> Result<(PathBuf, PathBuf)> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
@@ -571,6 +566,12 @@ fn write_tls_files(dir: &Path) -> Result<(PathBuf, PathBuf)> {
         &key_file,
         std::os::unix::fs::PermissionsExt::from_mode(0o600),
     )?;
+    if let Some(user) = owner {
+        for file in [&cert_file, &key_file] {
+            let (uid, gid) = (user.uid.as_raw(), user.gid.as_raw());
+            std::os::unix::fs::chown(file, Some(uid), Some(gid))?;
+        }
+    }
     Ok((cert_file, key_file))
 }
 
@@ -598,6 +599,23 @@ impl MariaDb {
     /// the server on a free port, waits until it greets connections, and creates the `brisk`
     /// user and database.
     pub fn start() -> Result<Self> {
+        Self::start_with(false)
+    }
+
+    /// [`start`](Self::start), with TLS required of every TCP client
+    /// (`require_secure_transport`): the certificate names `localhost` only, signed by the CA
+    /// in [`ca_cert`](Self::ca_cert).
+    pub fn start_tls() -> Result<Self> {
+        Self::start_with(true)
+    }
+
+    /// The PEM file of the CA that signed the server's certificate, for a server started with
+    /// [`start_tls`](Self::start_tls).
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    fn start_with(tls: bool) -> Result<Self> {
         let server = PathBuf::from("/usr/sbin/mariadbd");
         if !server.exists() {
             bail!("no MariaDB server ({}): {INSTALL_HINT}", server.display());
@@ -656,6 +674,16 @@ impl MariaDb {
             "--collation-server=utf8mb4_general_ci".into(),
         ] {
             args.push(arg.into());
+        }
+        if tls {
+            let (cert, key) = write_tls_files(dir.path(), user.as_ref())?;
+            for arg in [
+                format!("--ssl-cert={}", cert.display()),
+                format!("--ssl-key={}", key.display()),
+                "--require-secure-transport=ON".into(),
+            ] {
+                args.push(arg.into());
+            }
         }
         let daemon = Daemon::new(server, args, user, dir.path());
         let mut db = MariaDb { port, daemon, dir };

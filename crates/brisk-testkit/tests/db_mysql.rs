@@ -1,7 +1,7 @@
 //! `brisk::db::Mysql` against a real MariaDB server: typed values round-trip through `$N`
 //! placeholders (rewritten to `?`, in any order), pooled connections keep their session and
-//! prepared statements between queries, a server that is down fails fast, and the pool is back
-//! within 2 s of the server returning.
+//! prepared statements between queries, a server that is down fails fast, the pool is back
+//! within 2 s of the server returning, and TLS is used and checked as asked.
 
 use std::time::{Duration, Instant};
 
@@ -142,4 +142,83 @@ fn a_refused_url_is_quoted_without_its_password() {
     };
     assert!(message.contains("brisk:***@127.0.0.1:1"), "{message}");
     assert!(!message.contains("s3cret"), "{message}");
+}
+
+/// The cipher of this connection's session, as the server sees it (empty when plain).
+async fn cipher(db: &Mysql) -> Result<String, DbError> {
+    let row = db
+        .query_one("SHOW SESSION STATUS LIKE 'Ssl_cipher'", vec![])
+        .await?
+        .expect("a row of Ssl_cipher");
+    row.get::<String>(1)
+}
+
+#[test]
+fn tls_is_used_when_asked_for_and_the_certificate_checked_against_root_certificates() {
+    // A server that refuses plain TCP: every connection that works below used TLS.
+    let server = MariaDb::start_tls().unwrap();
+    // Over TCP only: mysql_async would otherwise move a loopback connection to the server's
+    // Unix socket, which needs no TLS.
+    let url = format!("{}?prefer_socket=false", server.url());
+    let by_name = url.replace("127.0.0.1", "localhost");
+    let verified = MysqlOptions {
+        tls_root_certs: Some(server.ca_cert()),
+        ..MysqlOptions::default()
+    };
+    let rt = worker_runtime();
+    for (url, options) in [
+        // Encrypted, the certificate not checked.
+        (
+            format!("{url}&require_ssl=true&verify_ca=false"),
+            MysqlOptions::default(),
+        ),
+        // Checked against the CA, by the name the certificate holds.
+        (by_name.clone(), verified.clone()),
+    ] {
+        let db = Mysql::new(&url, options).unwrap();
+        let cipher = rt.block_on(cipher(&db)).unwrap();
+        assert!(!cipher.is_empty(), "{url}: no cipher");
+    }
+    // Plain TCP is refused by the server (MariaDB 10.11 answers it as a denied login).
+    let db = Mysql::new(&url, MysqlOptions::default()).unwrap();
+    let err = rt.block_on(cipher(&db)).unwrap_err();
+    assert!(
+        matches!(&err, DbError::Unavailable(m) | DbError::Query(m) if m.contains("secure_transport") || m.contains("Access denied")),
+        "{err:?}"
+    );
+    // Checked, the certificate must name the host (not 127.0.0.1), and chain to the CA given
+    // (not the Mozilla roots, nor another CA).
+    let other_ca = temp_dir("other-ca");
+    let other_ca_file = other_ca.path().join("ca.pem");
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    std::fs::write(&other_ca_file, other.cert.pem()).unwrap();
+    let elsewhere = MysqlOptions {
+        tls_root_certs: Some(other_ca_file),
+        ..MysqlOptions::default()
+    };
+    for (url, options) in [
+        (url.clone(), verified),
+        (by_name.clone(), elsewhere),
+        (
+            format!("{by_name}&require_ssl=true"),
+            MysqlOptions::default(),
+        ),
+    ] {
+        let db = Mysql::new(&url, options).unwrap();
+        let err = rt.block_on(cipher(&db)).unwrap_err();
+        assert!(
+            matches!(&err, DbError::Unavailable(m) if m.to_lowercase().contains("certificate")),
+            "{url}: {err:?}"
+        );
+    }
+    // Root certificates that cannot be read are a configuration error at once.
+    let missing = MysqlOptions {
+        tls_root_certs: Some("/nonexistent/ca.pem".into()),
+        ..MysqlOptions::default()
+    };
+    let err = Mysql::new(&url, missing).err();
+    assert!(
+        matches!(&err, Some(DbError::Config(m)) if m.contains("/nonexistent/ca.pem")),
+        "{err:?}"
+    );
 }

@@ -2,13 +2,14 @@
 //! connections on first use (never in the master), keeps prepared statements per connection
 //! (`mysql_async`'s statement cache); a call waits for a connection up to the acquire timeout
 //! and then runs within the query timeout. Placeholders
-//! are written `$1`, `$2`… as for the other backends and rewritten to MySQL's `?`.
+//! are written `$1`, `$2`… as for the other backends and rewritten to MySQL's `?`. TLS
+//! (rustls) when the URL says `require_ssl=true` or [`MysqlOptions::tls_root_certs`] is set.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
+use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts, SslOpts};
 
 use super::error::DbError;
 use super::value::{rewrite_placeholders, Row, Value};
@@ -28,6 +29,13 @@ pub struct MysqlOptions {
     pub query_timeout: Duration,
     /// Prepared statements kept per connection. Default 256.
     pub statement_cache: usize,
+    /// A PEM file of root certificates: TLS becomes required, and the server's certificate
+    /// must chain to one of them (and no other) and name the host, as `--ssl-ca` with
+    /// `--ssl-verify-server-cert` does for the mysql client. Without it, `?require_ssl=true`
+    /// in the URL asks for TLS checked against the Mozilla roots (add `verify_ca=false` to
+    /// encrypt without checking the certificate, or `verify_identity=false` to skip the host
+    /// name); without either, the connection is plain.
+    pub tls_root_certs: Option<std::path::PathBuf>,
 }
 
 impl Default for MysqlOptions {
@@ -37,6 +45,7 @@ impl Default for MysqlOptions {
             acquire_timeout: Duration::from_secs(10),
             query_timeout: Duration::from_secs(5),
             statement_cache: 256,
+            tls_root_certs: None,
         }
     }
 }
@@ -78,9 +87,21 @@ impl Mysql {
             .clone()
             .with_constraints(constraints)
             .with_reset_connection(reset);
-        let opts = OptsBuilder::from_opts(opts)
+        let mut opts = OptsBuilder::from_opts(opts)
             .stmt_cache_size(options.statement_cache)
             .pool_opts(pool_opts);
+        if let Some(roots) = &options.tls_root_certs {
+            if !roots.is_file() {
+                return Err(DbError::Config(format!(
+                    "tls_root_certs {}: no such file",
+                    roots.display()
+                )));
+            }
+            let tls = SslOpts::default()
+                .with_root_certs(vec![roots.clone().into()])
+                .with_disable_built_in_roots(true);
+            opts = opts.ssl_opts(tls);
+        }
         Ok(Mysql {
             pool: Pool::new(opts),
             acquire_timeout: options.acquire_timeout,
