@@ -425,16 +425,6 @@ fn a_call_that_leaves_a_transaction_open_is_rolled_back_and_copy_from_stdin_is_r
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
-    // SCRAM bound to the TLS channel is not spoken: asking for it is refused at once.
-    let err = Pg::new(
-        &format!("{}?channel_binding=require", server.url()),
-        options(),
-    )
-    .err();
-    assert!(
-        matches!(&err, Some(DbError::Config(m)) if m.contains("channel_binding")),
-        "{err:?}"
-    );
 }
 
 /// Whether this worker's connection to `db` is encrypted, as the server sees it.
@@ -542,6 +532,67 @@ fn tls_is_asked_for_by_default_required_on_request_and_checked_against_root_cert
     let err = Pg::new(&contradiction, options()).err().expect("refused");
     assert!(
         matches!(&err, DbError::Config(m) if m.contains("sslmode=disable")),
+        "{err:?}"
+    );
+}
+
+/// SCRAM bound to the TLS channel (`SCRAM-SHA-256-PLUS`, tls-server-end-point): the server
+/// checks the certificate hash the client sends, so a connection that works with
+/// `channel_binding=require` sent the right one. Required, every way without binding fails
+/// with a reason.
+#[test]
+fn channel_binding_binds_scram_to_the_tls_channel_and_require_refuses_every_way_without() {
+    let server = Postgres::start_tls().unwrap();
+    let url = server.url();
+    let rt = worker_runtime();
+    for url in [
+        format!("{url}?channel_binding=require"),
+        format!("{url}?channel_binding=require&sslmode=require"),
+        format!("{url}?channel_binding=prefer"),
+        format!("{url}?channel_binding=disable"),
+    ] {
+        let db = Pg::new(&url, options()).unwrap();
+        assert!(rt.block_on(encrypted(&db)).unwrap(), "{url}");
+    }
+    // A role that logs in with MD5 binds nothing.
+    let admin = Pg::new(&server.superuser_url(), options()).unwrap();
+    rt.block_on(admin.execute_batch(
+        "SET password_encryption = 'md5'; CREATE ROLE brisk_md5 LOGIN PASSWORD 'md5-secret'",
+    ))
+    .unwrap();
+    let port = server.port();
+    let md5 = format!("postgres://brisk_md5:md5-secret@127.0.0.1:{port}/postgres");
+    let db = Pg::new(&md5, options()).unwrap();
+    assert!(
+        rt.block_on(encrypted(&db)).unwrap(),
+        "MD5 without binding required"
+    );
+    let db = Pg::new(&format!("{md5}?channel_binding=require"), options()).unwrap();
+    let err = rt.block_on(encrypted(&db)).unwrap_err();
+    assert!(
+        matches!(&err, DbError::Unavailable(m) if m.contains("channel_binding=require, but the server asks for an MD5 password")),
+        "{err:?}"
+    );
+    // Without TLS there is nothing to bind to: refused at once with sslmode=disable, and at
+    // connection time when a server declines TLS.
+    let err = Pg::new(
+        &format!("{url}?channel_binding=require&sslmode=disable"),
+        options(),
+    )
+    .err();
+    assert!(
+        matches!(&err, Some(DbError::Config(m)) if m.contains("sslmode=disable")),
+        "{err:?}"
+    );
+    let plain = Postgres::start().unwrap();
+    let db = Pg::new(
+        &format!("{}?channel_binding=require", plain.url()),
+        options(),
+    )
+    .unwrap();
+    let err = rt.block_on(encrypted(&db)).unwrap_err();
+    assert!(
+        matches!(&err, DbError::Unavailable(m) if m.contains("channel_binding=require, but this connection is not TLS")),
         "{err:?}"
     );
 }
@@ -741,7 +792,7 @@ fn a_full_statement_cache_closes_its_least_recently_used_statement_and_a_lost_on
 #[test]
 fn a_refused_url_is_quoted_without_its_password() {
     let url =
-        "postgres://brisk:s3cret-pw@127.0.0.1:1/app?password=s3cret-too&channel_binding=require";
+        "postgres://brisk:s3cret-pw@127.0.0.1:1/app?password=s3cret-too&channel_binding=require&sslmode=disable";
     let err = Pg::new(url, PostgresOptions::default()).err();
     let Some(DbError::Config(message)) = err else {
         panic!("{err:?}")
@@ -750,7 +801,8 @@ fn a_refused_url_is_quoted_without_its_password() {
     assert!(message.contains("brisk:***@127.0.0.1:1"), "{message}");
     assert!(!message.contains("s3cret"), "{message}");
     // The same as libpq's key=value words.
-    let words = "host=127.0.0.1 port=1 user=brisk password='s3cret pw' channel_binding=require";
+    let words = "host=127.0.0.1 port=1 user=brisk password='s3cret pw' channel_binding=require \
+                 sslmode=disable";
     let err = Pg::new(words, PostgresOptions::default()).err();
     let Some(DbError::Config(message)) = err else {
         panic!("{err:?}")

@@ -25,6 +25,8 @@ mod postgres_tls;
 mod postgres_wire;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(feature = "postgres")]
+mod tls_end_point;
 mod value;
 
 pub use cache::QueryCache;

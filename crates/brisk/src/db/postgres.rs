@@ -21,7 +21,9 @@
 //!   [`PostgresOptions::tls_root_certs`]): that it chains to them, and for `verify-full` that
 //!   it names the host. Root certificates with `prefer` or `require` check it as `verify-full`
 //!   does. `sslrootcert=system` takes the system's root certificates (and `verify-full`
-//!   only). TCP keepalives are on, as libpq's `keepalives` options say.
+//!   only). Over TLS, SCRAM is bound to the channel (`SCRAM-SHA-256-PLUS`) when the server
+//!   offers it; `channel_binding=require` refuses every login that is not. TCP keepalives are
+//!   on, as libpq's `keepalives` options say.
 //! - **Failover**: a URL with several hosts and `target_session_attrs=read-write` reconnects
 //!   to whichever host is the primary now.
 //! - **Timeouts**: the server ends a statement past `query_timeout` (the session's
@@ -45,7 +47,7 @@ use lru::LruCache;
 use postgres_protocol::message::backend::{DataRowBody, ErrorResponseBody, Message};
 use postgres_protocol::message::frontend::{self, BindError};
 use tokio::sync::{Notify, OnceCell, Semaphore, SemaphorePermit};
-use tokio_postgres::config::{ChannelBinding, SslNegotiation};
+use tokio_postgres::config::{ChannelBinding, SslMode, SslNegotiation};
 use tokio_postgres::types::{FromSql, Type};
 use tokio_postgres::Config;
 
@@ -193,11 +195,11 @@ impl Postgres {
         let bad = |why: String| DbError::Config(format!("{}: {why}", redacted(url)));
         let (rest, own) = take_own_params(url);
         let config = Config::from_str(&rest).map_err(|e| bad(e.to_string()))?;
-        if config.get_channel_binding() == ChannelBinding::Require {
+        if config.get_channel_binding() == ChannelBinding::Require
+            && config.get_ssl_mode() == SslMode::Disable
+        {
             return Err(bad(
-                "channel_binding=require: Brisk's PostgreSQL client does not \
-                 bind SCRAM to the TLS channel yet"
-                    .into(),
+                "channel_binding=require binds SCRAM to TLS, which sslmode=disable forbids".into(),
             ));
         }
         if config.get_ssl_negotiation() != SslNegotiation::Postgres {

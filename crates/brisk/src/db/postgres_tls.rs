@@ -38,6 +38,27 @@ use tokio_postgres::config::SslMode;
 pub(super) trait Socket: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Socket for T {}
 
+/// A new connection to a server: its stream, and over TLS the hash SCRAM's channel binding
+/// proves both ends saw ([`tls_end_point`](super::tls_end_point)).
+pub(super) struct Opened {
+    pub(super) socket: Box<dyn Socket>,
+    /// Whether it is TLS.
+    pub(super) encrypted: bool,
+    /// `None` on a plain connection, or when the certificate's signature names no hash.
+    pub(super) end_point: Option<Vec<u8>>,
+}
+
+impl Opened {
+    /// A connection without TLS.
+    pub(super) fn plain(socket: impl Socket + 'static) -> Self {
+        Opened {
+            socket: Box::new(socket),
+            encrypted: false,
+            end_point: None,
+        }
+    }
+}
+
 /// How much of the server's certificate `sslmode=verify-ca` / `verify-full` check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Verify {
@@ -132,9 +153,9 @@ impl PgTls {
         &self,
         mut stream: TcpStream,
         host: &str,
-    ) -> Result<Option<Box<dyn Socket>>, String> {
+    ) -> Result<Option<Opened>, String> {
         let PgTls::Ask { config, required } = self else {
-            return Ok(Some(Box::new(stream)));
+            return Ok(Some(Opened::plain(stream)));
         };
         let mut out = BytesMut::new();
         frontend::ssl_request(&mut out);
@@ -151,7 +172,17 @@ impl PgTls {
                     .connect(name, stream)
                     .await
                 {
-                    Ok(tls) => Ok(Some(Box::new(tls))),
+                    Ok(tls) => {
+                        let certificate = tls.get_ref().1.peer_certificates();
+                        let end_point = certificate
+                            .and_then(|chain| chain.first())
+                            .and_then(|leaf| super::tls_end_point::end_point(leaf));
+                        Ok(Some(Opened {
+                            socket: Box::new(tls),
+                            encrypted: true,
+                            end_point,
+                        }))
+                    }
                     Err(e) if !required => {
                         tracing::debug!("{host}: TLS handshake: {e}; sslmode=prefer: plain");
                         Ok(None)
@@ -159,7 +190,7 @@ impl PgTls {
                     Err(e) => Err(format!("TLS handshake: {e}")),
                 }
             }
-            b'N' if !required => Ok(Some(Box::new(stream))),
+            b'N' if !required => Ok(Some(Opened::plain(stream))),
             b'N' => Err(
                 "the server does not accept TLS, which sslmode=require, verify-ca \
                          or verify-full, or root certificates, ask for"

@@ -2,7 +2,8 @@
 //! [`Postgres`](super::Postgres) pool.
 //!
 //! - **Start-up**: the start-up message, then trust, cleartext, MD5 or SCRAM-SHA-256
-//!   authentication, then (for `target_session_attrs`) a check that the server takes writes
+//!   authentication (over TLS, SCRAM-SHA-256-PLUS when the server offers it, as
+//!   `channel_binding` says), then (for `target_session_attrs`) a check that the server takes writes
 //!   (or only reads); a host that fails any of it gives way to the next host of the URL. TLS,
 //!   when asked for, starts before it ([`postgres_tls`](super::postgres_tls)).
 //! - **The pipeline**: a request is a run of frontend messages ending in one `Sync` (or one
@@ -28,11 +29,11 @@ use postgres_protocol::message::backend::{ErrorResponseBody, Message};
 use postgres_protocol::message::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::config::{Host, TargetSessionAttrs};
+use tokio_postgres::config::{ChannelBinding, Host, TargetSessionAttrs};
 use tokio_postgres::Config;
 
 use super::error::DbError;
-use super::postgres_tls::{PgTls, Socket};
+use super::postgres_tls::{Opened, PgTls, Socket};
 
 /// What the server answered one request: its messages up to (not including) `ReadyForQuery`.
 pub(super) type Answer = Vec<Message>;
@@ -83,17 +84,17 @@ impl fmt::Display for Target {
 impl Target {
     /// A new connection: TCP with TCP_NODELAY, the keepalives `config` asks for (libpq's
     /// `keepalives`, on by default) and the TLS `tls` asks for; or a Unix socket, plain.
-    async fn open(&self, config: &Config, tls: &PgTls) -> Result<Box<dyn Socket>, String> {
+    async fn open(&self, config: &Config, tls: &PgTls) -> Result<Opened, String> {
         let io = |e: std::io::Error| e.to_string();
         match self {
             Target::Tcp(host, port) => {
                 let stream = tcp(config, host, *port).await.map_err(io)?;
                 match tls.start(stream, host).await? {
-                    Some(socket) => Ok(socket),
-                    None => Ok(Box::new(tcp(config, host, *port).await.map_err(io)?)),
+                    Some(opened) => Ok(opened),
+                    None => Ok(Opened::plain(tcp(config, host, *port).await.map_err(io)?)),
                 }
             }
-            Target::Unix(path) => Ok(Box::new(
+            Target::Unix(path) => Ok(Opened::plain(
                 tokio::net::UnixStream::connect(path).await.map_err(io)?,
             )),
         }
@@ -157,7 +158,15 @@ async fn start(
     target: &Target,
     statement_timeout: Duration,
 ) -> Result<(Connection, Driver), String> {
-    let mut socket = target.open(config, tls).await?;
+    let Opened {
+        mut socket,
+        encrypted,
+        end_point,
+    } = target.open(config, tls).await?;
+    let binding = config.get_channel_binding();
+    let require_binding = binding == ChannelBinding::Require;
+    let unbound = |why: &str| Err(format!("channel_binding=require, but {why}"));
+    let mut bound = false;
     let user = config.get_user().ok_or("the URL names no user")?;
     let password = || {
         config
@@ -197,8 +206,17 @@ async fn start(
                 if scram.is_some() {
                     return Err("the server skipped SCRAM's final message".into());
                 }
+                if require_binding && !bound {
+                    return unbound("the server let us in without SCRAM");
+                }
             }
             Message::ParameterStatus(_) | Message::NoticeResponse(_) => {}
+            Message::AuthenticationCleartextPassword if require_binding => {
+                return unbound("the server asks for a cleartext password");
+            }
+            Message::AuthenticationMd5Password(_) if require_binding => {
+                return unbound("the server asks for an MD5 password");
+            }
             Message::AuthenticationCleartextPassword => {
                 frontend::password_message(password()?, &mut out).map_err(io)?;
             }
@@ -212,14 +230,35 @@ async fn start(
                     .map(|m| Ok(m.to_string()))
                     .collect()
                     .map_err(io)?;
-                if !offered.iter().any(|m| m == sasl::SCRAM_SHA_256) {
+                let plus = offered.iter().any(|m| m == sasl::SCRAM_SHA_256_PLUS);
+                // Bind when both can; say "y" (could have, the server did not offer it) over
+                // TLS otherwise, so that a server whose offer was stripped in transit notices.
+                let (mechanism, channel) = match &end_point {
+                    _ if binding == ChannelBinding::Disable => {
+                        (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unsupported())
+                    }
+                    Some(hash) if plus => (
+                        sasl::SCRAM_SHA_256_PLUS,
+                        sasl::ChannelBinding::tls_server_end_point(hash.clone()),
+                    ),
+                    Some(_) => (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unrequested()),
+                    None => (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unsupported()),
+                };
+                bound = mechanism == sasl::SCRAM_SHA_256_PLUS;
+                if require_binding && !bound {
+                    return unbound(match &end_point {
+                        None if !encrypted => "this connection is not TLS",
+                        None => "the server's certificate is signed with no hash to bind to",
+                        Some(_) => "the server does not offer SCRAM-SHA-256-PLUS",
+                    });
+                }
+                if !offered.iter().any(|m| m == mechanism) {
                     return Err(format!(
                         "the server offers SASL {offered:?}; Brisk speaks SCRAM-SHA-256"
                     ));
                 }
-                let s = sasl::ScramSha256::new(password()?, sasl::ChannelBinding::unsupported());
-                frontend::sasl_initial_response(sasl::SCRAM_SHA_256, s.message(), &mut out)
-                    .map_err(io)?;
+                let s = sasl::ScramSha256::new(password()?, channel);
+                frontend::sasl_initial_response(mechanism, s.message(), &mut out).map_err(io)?;
                 scram = Some(s);
             }
             Message::AuthenticationSaslContinue(body) => {
