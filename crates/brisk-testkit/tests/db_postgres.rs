@@ -597,6 +597,137 @@ fn channel_binding_binds_scram_to_the_tls_channel_and_require_refuses_every_way_
     );
 }
 
+/// A fake PostgreSQL server on a loopback port, for what a real one never does: it answers
+/// the `SSLRequest` (TLS with `cert` and `key` if given, else `N`), reads the start-up
+/// message, sends `script` (raw backend messages), then reads until the client closes.
+/// It serves connections until dropped.
+struct FakePostgres {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakePostgres {
+    fn start(tls: Option<(rcgen::Certificate, rcgen::KeyPair)>, script: Vec<u8>) -> Self {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let tls = tls.map(|(cert, key)| {
+            let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+            let key = rustls_pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+            let config = rustls::ServerConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(vec![cert.der().clone()], key)
+                .unwrap();
+            std::sync::Arc::new(config)
+        });
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let serve = move |mut tcp: std::net::TcpStream| -> std::io::Result<()> {
+            tcp.set_nonblocking(false)?;
+            tcp.set_read_timeout(Some(Duration::from_secs(5)))?;
+            let mut ssl_request = [0u8; 8];
+            tcp.read_exact(&mut ssl_request)?;
+            let mut stream: Box<dyn ReadWrite> = match &tls {
+                Some(config) => {
+                    tcp.write_all(b"S")?;
+                    let conn = rustls::ServerConnection::new(config.clone()).unwrap();
+                    Box::new(rustls::StreamOwned::new(conn, tcp))
+                }
+                None => {
+                    tcp.write_all(b"N")?;
+                    Box::new(tcp)
+                }
+            };
+            let mut len = [0u8; 4];
+            stream.read_exact(&mut len)?;
+            let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+            stream.read_exact(&mut startup)?;
+            stream.write_all(&script)?;
+            stream.flush()?;
+            let mut rest = Vec::new();
+            let _ = stream.read_to_end(&mut rest);
+            Ok(())
+        };
+        let thread = std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((tcp, _)) => {
+                        let _ = serve(tcp);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        FakePostgres {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for FakePostgres {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+trait ReadWrite: std::io::Read + std::io::Write {}
+impl<T: std::io::Read + std::io::Write> ReadWrite for T {}
+
+/// A backend message: its type byte, its length, its body.
+fn backend(kind: u8, body: &[u8]) -> Vec<u8> {
+    let len = (body.len() + 4) as u32;
+    [&[kind][..], &len.to_be_bytes(), body].concat()
+}
+
+/// A server (or a man in the middle) that says it is ready without authenticating the client
+/// is refused, whatever `channel_binding` says: it has not shown it knows the password.
+#[test]
+fn a_server_ready_before_authenticating_us_is_refused() {
+    let fake = FakePostgres::start(None, backend(b'Z', b"I"));
+    let rt = worker_runtime();
+    for params in ["", "?channel_binding=require&sslmode=prefer"] {
+        let url = format!("postgres://u:p@127.0.0.1:{}/db{params}", fake.port);
+        let db = Pg::new(&url, options()).unwrap();
+        let err = rt.block_on(db.query("SELECT 1", vec![])).unwrap_err();
+        assert!(
+            matches!(&err, DbError::Unavailable(m) if m.contains("without authenticating us")),
+            "{url}: {err:?}"
+        );
+    }
+}
+
+/// Over TLS with a certificate Brisk cannot hash for channel binding (Ed25519), a server that
+/// offers SCRAM-SHA-256-PLUS is refused rather than answered unbound: whoever ended TLS chose
+/// that certificate.
+#[test]
+fn a_certificate_that_cannot_be_bound_to_fails_when_binding_is_offered() {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+    let params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let mut offer = 10u32.to_be_bytes().to_vec();
+    offer.extend_from_slice(b"SCRAM-SHA-256-PLUS\0SCRAM-SHA-256\0\0");
+    let fake = FakePostgres::start(Some((cert, key)), backend(b'R', &offer));
+    let url = format!("postgres://u:p@127.0.0.1:{}/db?sslmode=require", fake.port);
+    let db = Pg::new(&url, options()).unwrap();
+    let err = worker_runtime()
+        .block_on(db.query("SELECT 1", vec![]))
+        .unwrap_err();
+    assert!(
+        matches!(&err, DbError::Unavailable(m) if m.contains("names no hash Brisk can bind to")),
+        "{err:?}"
+    );
+}
+
 /// `sslrootcert=system` takes the root certificates the system has, found as OpenSSL finds
 /// them. The check runs in a child process of this test binary whose `SSL_CERT_FILE` names
 /// the test CA, then another CA (the environment is shared by every test in this one).

@@ -193,6 +193,9 @@ async fn start(
     frontend::startup_message(parameters, &mut out).map_err(|e| e.to_string())?;
     let mut input = BytesMut::with_capacity(8192);
     let mut scram: Option<sasl::ScramSha256> = None;
+    // Nothing but authentication comes before AuthenticationOk: a server (or a man in the
+    // middle) that says it is ready before has not shown that it knows the password.
+    let mut authenticated = false;
     loop {
         if !out.is_empty() {
             socket
@@ -201,7 +204,29 @@ async fn start(
                 .map_err(|e| e.to_string())?;
         }
         let io = |e: std::io::Error| e.to_string();
-        match read_message(&mut socket, &mut input).await? {
+        let message = read_message(&mut socket, &mut input).await?;
+        let authentication = matches!(
+            message,
+            Message::AuthenticationOk
+                | Message::AuthenticationCleartextPassword
+                | Message::AuthenticationMd5Password(_)
+                | Message::AuthenticationSasl(_)
+                | Message::AuthenticationSaslContinue(_)
+                | Message::AuthenticationSaslFinal(_)
+        );
+        let session = matches!(
+            message,
+            Message::ParameterStatus(_) | Message::BackendKeyData(_) | Message::ReadyForQuery(_)
+        );
+        if authentication && authenticated {
+            return Err("the server asks to authenticate again after AuthenticationOk".into());
+        }
+        if session && !authenticated {
+            return Err(
+                "the server went on without authenticating us (no AuthenticationOk)".into(),
+            );
+        }
+        match message {
             Message::AuthenticationOk => {
                 if scram.is_some() {
                     return Err("the server skipped SCRAM's final message".into());
@@ -209,6 +234,7 @@ async fn start(
                 if require_binding && !bound {
                     return unbound("the server let us in without SCRAM");
                 }
+                authenticated = true;
             }
             Message::ParameterStatus(_) | Message::NoticeResponse(_) => {}
             Message::AuthenticationCleartextPassword if require_binding => {
@@ -231,25 +257,30 @@ async fn start(
                     .collect()
                     .map_err(io)?;
                 let plus = offered.iter().any(|m| m == sasl::SCRAM_SHA_256_PLUS);
-                // Bind when both can; say "y" (could have, the server did not offer it) over
-                // TLS otherwise, so that a server whose offer was stripped in transit notices.
-                let (mechanism, channel) = match &end_point {
-                    _ if binding == ChannelBinding::Disable => {
-                        (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unsupported())
-                    }
-                    Some(hash) if plus => (
+                // Over TLS: bind when the server offers it, else say "y" (could have, was not
+                // offered), so that a server whose offer was stripped in transit notices. A
+                // certificate Brisk cannot hash fails rather than go unbound: whoever ended
+                // TLS chose it.
+                let (mechanism, channel) = if binding == ChannelBinding::Disable || !encrypted {
+                    (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unsupported())
+                } else if plus {
+                    let hash = end_point.clone().ok_or(
+                        "the server offers SCRAM-SHA-256-PLUS, but its certificate's signature \
+                         names no hash Brisk can bind to (SHA-1, SHA-224, -256, -384, -512)",
+                    )?;
+                    (
                         sasl::SCRAM_SHA_256_PLUS,
-                        sasl::ChannelBinding::tls_server_end_point(hash.clone()),
-                    ),
-                    Some(_) => (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unrequested()),
-                    None => (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unsupported()),
+                        sasl::ChannelBinding::tls_server_end_point(hash),
+                    )
+                } else {
+                    (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unrequested())
                 };
                 bound = mechanism == sasl::SCRAM_SHA_256_PLUS;
                 if require_binding && !bound {
-                    return unbound(match &end_point {
-                        None if !encrypted => "this connection is not TLS",
-                        None => "the server's certificate is signed with no hash to bind to",
-                        Some(_) => "the server does not offer SCRAM-SHA-256-PLUS",
+                    return unbound(if encrypted {
+                        "the server does not offer SCRAM-SHA-256-PLUS"
+                    } else {
+                        "this connection is not TLS"
                     });
                 }
                 if !offered.iter().any(|m| m == mechanism) {
