@@ -157,8 +157,8 @@ async fn cipher(db: &Mysql) -> Result<String, DbError> {
 fn tls_is_used_when_asked_for_and_the_certificate_checked_against_root_certificates() {
     // A server that refuses plain TCP: every connection that works below used TLS.
     let server = MariaDb::start_tls().unwrap();
-    // Over TCP only: mysql_async would otherwise move a loopback connection to the server's
-    // Unix socket, which needs no TLS.
+    // Over TCP only, so that the refusal of plain TCP below is not met on the Unix socket
+    // (with TLS asked for, Brisk stays on TCP by itself).
     let url = format!("{}?prefer_socket=false", server.url());
     let by_name = url.replace("127.0.0.1", "localhost");
     let verified = MysqlOptions {

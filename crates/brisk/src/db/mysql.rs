@@ -31,10 +31,11 @@ pub struct MysqlOptions {
     pub statement_cache: usize,
     /// A PEM file of root certificates: TLS becomes required, and the server's certificate
     /// must chain to one of them (and no other) and name the host, as `--ssl-ca` with
-    /// `--ssl-verify-server-cert` does for the mysql client. Without it, `?require_ssl=true`
-    /// in the URL asks for TLS checked against the Mozilla roots (add `verify_ca=false` to
-    /// encrypt without checking the certificate, or `verify_identity=false` to skip the host
-    /// name); without either, the connection is plain.
+    /// `--ssl-verify-server-cert` does for the mysql client (it takes the place of the URL's
+    /// `verify_ca`). Without it, `?require_ssl=true` in the URL asks for TLS checked against
+    /// the Mozilla roots (add `verify_ca=false` to encrypt without checking the certificate);
+    /// without either, the connection is plain. Over TLS a connection stays on TCP
+    /// (`prefer_socket=false`, unless the URL says otherwise).
     pub tls_root_certs: Option<std::path::PathBuf>,
 }
 
@@ -87,9 +88,20 @@ impl Mysql {
             .clone()
             .with_constraints(constraints)
             .with_reset_connection(reset);
+        let tls = opts.ssl_opts().is_some() || options.tls_root_certs.is_some();
         let mut opts = OptsBuilder::from_opts(opts)
             .stmt_cache_size(options.statement_cache)
             .pool_opts(pool_opts);
+        if tls {
+            // mysql_async builds its rustls configuration with the process's default
+            // provider: make it ring, Brisk's, unless the app installed another.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            // mysql_async otherwise tries the server's Unix socket after each TCP connect,
+            // which cannot take the TLS options (a failed login on every new connection).
+            if !url.contains("prefer_socket=") {
+                opts = opts.prefer_socket(false);
+            }
+        }
         if let Some(roots) = &options.tls_root_certs {
             if !roots.is_file() {
                 return Err(DbError::Config(format!(
