@@ -183,7 +183,7 @@ fn tls_is_used_when_asked_for_and_the_certificate_checked_against_root_certifica
     let db = Mysql::new(&url, MysqlOptions::default()).unwrap();
     let err = rt.block_on(cipher(&db)).unwrap_err();
     assert!(
-        matches!(&err, DbError::Unavailable(m) | DbError::Query(m) if m.contains("secure_transport") || m.contains("Access denied")),
+        matches!(&err, DbError::Unavailable(m) if m.contains("secure_transport") || m.contains("Access denied")),
         "{err:?}"
     );
     // Checked, the certificate must name the host (not 127.0.0.1), and chain to the CA given
@@ -221,4 +221,27 @@ fn tls_is_used_when_asked_for_and_the_certificate_checked_against_root_certifica
         matches!(&err, Some(DbError::Config(m)) if m.contains("/nonexistent/ca.pem")),
         "{err:?}"
     );
+}
+
+/// A refused login (wrong password, a database the user may not use) leaves the database unavailable: 503,
+/// with the server's reason, as with PostgreSQL.
+#[test]
+fn a_refused_login_is_unavailable_and_says_why() {
+    let server = MariaDb::start().unwrap();
+    let rt = worker_runtime();
+    for (url, why) in [
+        (server.url().replace(":brisk@", ":wrong@"), "Access denied"),
+        (
+            format!("{}_missing", server.url()),
+            "to database 'brisk_missing'",
+        ),
+    ] {
+        let db = Mysql::new(&url, MysqlOptions::default()).unwrap();
+        let err = rt.block_on(db.query("SELECT 1", vec![])).unwrap_err();
+        assert!(
+            matches!(&err, DbError::Unavailable(m) if m.contains(why)),
+            "{url}: {err:?}"
+        );
+        assert_eq!(err.http_status(), 503);
+    }
 }

@@ -121,10 +121,12 @@ impl Mysql {
         })
     }
 
-    /// A connection of the pool, within the acquire timeout.
+    /// A connection of the pool, within the acquire timeout. Whatever keeps it from opening
+    /// (the server down, a refused login, an unknown database, TLS) leaves the database
+    /// unavailable to this app: [`DbError::Unavailable`], as with PostgreSQL.
     async fn conn(&self) -> Result<mysql_async::Conn, DbError> {
         match tokio::time::timeout(self.acquire_timeout, self.pool.get_conn()).await {
-            Ok(r) => r.map_err(mysql_error),
+            Ok(r) => r.map_err(|e| DbError::Unavailable(e.to_string())),
             Err(_) => Err(DbError::PoolTimeout(self.acquire_timeout)),
         }
     }
