@@ -100,7 +100,7 @@ impl ClusterBus {
     pub(crate) fn new(url: &str, sharded: bool) -> Result<Rc<Self>, String> {
         let link = Link::new(url, sharded)?;
         let mut instance = [0u8; 16];
-        getrandom_instance(&mut instance);
+        getrandom::fill(&mut instance).expect("the operating system's random source");
         let (changes, changes_rx) = mpsc::unbounded_channel();
         let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
         let shown_url = shown(url, sharded);
@@ -381,16 +381,4 @@ impl ClusterBus {
 /// The Redis channel of `group`.
 fn channel(group: &str) -> String {
     format!("{PREFIX}{group}")
-}
-
-/// A random instance id, from the kernel.
-fn getrandom_instance(id: &mut [u8; 16]) {
-    if getrandom::fill(id).is_err() {
-        // Unlikely; the pid and the clock still tell instances apart.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        id[..4].copy_from_slice(&std::process::id().to_be_bytes());
-        id[4..].copy_from_slice(&nanos.to_be_bytes()[4..]);
-    }
 }

@@ -334,13 +334,8 @@ fn nonce() -> String {
     thread_local! {
         static PREFIX: u64 = {
             let mut bytes = [0u8; 8];
-            // Without an entropy source, the pid and the clock still tell workers apart.
-            if getrandom::fill(&mut bytes).is_err() {
-                let nanos = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos() as u64);
-                bytes = (nanos ^ u64::from(std::process::id()) << 40).to_be_bytes();
-            }
+            // As with session tokens: it fails only where there is no entropy source at all.
+            getrandom::fill(&mut bytes).expect("the operating system's random source");
             u64::from_be_bytes(bytes)
         };
         static COUNT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
