@@ -26,6 +26,7 @@ use brisk::ws::{WsEndpoint, WsServer};
 use brisk::{App, Server};
 
 mod admin;
+mod api;
 mod blocking;
 mod blocks;
 mod chat;
@@ -236,7 +237,20 @@ struct Args {
     #[arg(long, global = true)]
     config: Option<PathBuf>,
     #[command(subcommand)]
-    command: brisk::Command,
+    command: DemoCommand,
+}
+
+/// What to do: a control command, or the demo's own.
+#[derive(Debug, Clone, clap::Subcommand)]
+enum DemoCommand {
+    #[command(flatten)]
+    Control(brisk::Command),
+    /// Apply the database migrations not applied yet (`start` does it too), or list them.
+    Migrate {
+        /// List each migration and whether it is applied, pending or edited; apply nothing.
+        #[arg(long)]
+        list: bool,
+    },
 }
 
 /// The settings a config file may hold.
@@ -347,6 +361,63 @@ fn load_config(path: &PathBuf) -> anyhow::Result<Config> {
     toml::from_str(&text).with_context(|| format!("bad config file {}", path.display()))
 }
 
+/// The database of `--database`, the config file, `DATABASE_URL`, or an SQLite file in the
+/// run directory, in that order.
+fn database_url(args: &Args, file: Option<String>, run_dir: &std::path::Path) -> String {
+    args.database
+        .clone()
+        .or(file)
+        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| format!("sqlite:{}", run_dir.join("brisk-demo.sqlite").display()))
+}
+
+/// The demo's migrations for the backend `kind`, embedded at build time.
+fn migrations(kind: brisk::db::DbKind) -> brisk::db::Migrations {
+    match kind {
+        brisk::db::DbKind::Postgres => brisk::migrations!("migrations/postgres"),
+        brisk::db::DbKind::Mysql => brisk::migrations!("migrations/mysql"),
+        brisk::db::DbKind::Sqlite => brisk::migrations!("migrations/sqlite"),
+    }
+}
+
+/// `brisk-demo migrate [--list]`: applies the pending migrations (or lists them) and exits.
+fn migrate(args: &Args, list: bool) -> anyhow::Result<()> {
+    let file = match &args.config {
+        Some(p) => load_config(p)?,
+        None => Config::default(),
+    };
+    let run_dir = args
+        .run_dir
+        .clone()
+        .or(file.run_dir.clone())
+        .unwrap_or("run".into());
+    std::fs::create_dir_all(&run_dir)
+        .with_context(|| format!("cannot create run directory {}", run_dir.display()))?;
+    let url = database_url(args, file.database.clone(), &run_dir);
+    let db = brisk::db::Db::open(&url, db_options(args, &file))?;
+    let migrations = migrations(db.kind());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    if list {
+        for (m, state) in runtime.block_on(migrations.status(&db))? {
+            println!("{:<8} {}", format!("{state:?}").to_lowercase(), m.name);
+        }
+        return Ok(());
+    }
+    let applied = runtime.block_on(migrations.run(&db))?;
+    if applied.is_empty() {
+        println!(
+            "nothing to apply: {} migrations applied already",
+            migrations.list().len()
+        );
+    }
+    for name in applied {
+        println!("applied {name}");
+    }
+    Ok(())
+}
+
 fn build(args: &Args) -> anyhow::Result<App> {
     let file = match &args.config {
         Some(p) => load_config(p)?,
@@ -396,12 +467,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .clone()
         .or(file.static_root)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("static"));
-    let database = args
-        .database
-        .clone()
-        .or(file.database)
-        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()))
-        .unwrap_or_else(|| format!("sqlite:{}", run_dir.join("brisk-demo.sqlite").display()));
+    let database = database_url(args, file.database, &run_dir);
     let db = brisk::db::Db::open(&database, db_options)?;
     let redis_url = args.redis.clone().or(file.redis);
     let redis = match redis_url.clone() {
@@ -495,6 +561,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
             jobs,
             mail: mail::Mail::new(mailer),
             db: db.clone(),
+            api: api::Api::new(db.clone()),
             httpc: httpc::Httpc::new(&upstream, Duration::from_millis(upstream_timeout)),
         },
     )?;
@@ -538,13 +605,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
     };
     let mut http = site(HttpServer::new(&http_addr)?).on_worker_start(move |_| {
         ticker.start_ticking();
-        let techempower = techempower.clone();
-        async move {
-            // A database that is down does not stop the worker: its routes answer 503.
-            if let Err(e) = techempower.seed().await {
-                tracing::warn!("cannot create or seed the TechEmpower tables: {e}");
-            }
-        }
+        async {}
     });
     let mut websocket =
         WsServer::new(&ws_addr)?.endpoint(echo_endpoint(limits.header_read_timeout));
@@ -601,6 +662,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         });
     }
     let mut app = App::new("brisk-demo")
+        .migrate(db.clone(), migrations(db.kind()))
         .run_dir(run_dir)
         .graceful_timeout(Duration::from_secs(graceful))
         .server(text)
@@ -643,11 +705,12 @@ fn echo_endpoint(handshake_timeout: Duration) -> WsEndpoint {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match build(&args) {
-        Ok(app) => app.run_command(args.command),
-        Err(e) => {
-            eprintln!("brisk-demo: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    let done = match &args.command {
+        DemoCommand::Migrate { list } => migrate(&args, *list).map(|()| ExitCode::SUCCESS),
+        DemoCommand::Control(command) => build(&args).map(|app| app.run_command(command.clone())),
+    };
+    done.unwrap_or_else(|e| {
+        eprintln!("brisk-demo: {e:#}");
+        ExitCode::FAILURE
+    })
 }

@@ -50,6 +50,8 @@ pub(crate) struct Apps {
     pub mail: crate::mail::Mail,
     /// The demo's database, for `/heartbeat`.
     pub db: brisk::db::Db,
+    /// The team chat's rooms and messages (`/api/rooms…`).
+    pub api: crate::api::Api,
 }
 
 impl Routes {
@@ -102,6 +104,13 @@ impl Routes {
         if req.uri().path().starts_with("/admin") {
             // Boxed, as the database calls below.
             match Box::pin(self.apps.admin.route(req)).await {
+                Ok(r) => return r,
+                Err(other) => return Box::pin(self.route_other(other)).await,
+            }
+        }
+        if req.uri().path().starts_with("/api/") {
+            // Boxed, as above.
+            match Box::pin(self.apps.api.route(req)).await {
                 Ok(r) => return r,
                 Err(other) => return Box::pin(self.route_other(other)).await,
             }

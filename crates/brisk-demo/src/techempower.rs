@@ -2,9 +2,9 @@
 //! `/json`, `/db`, `/queries`, `/fortunes`, `/updates` and `/cached-queries`, on whichever
 //! database `--database` names (SQLite under the run directory by default).
 //!
-//! The schema and the seed rows are created by each worker when it starts (idempotent, and
-//! serialised between workers by the database's own locks). A database that is down answers
-//! 503 with a JSON error, a query past its timeout 504.
+//! The tables and their rows come from the demo's first migration
+//! (`migrations/*/0001_techempower.sql`), applied at start before any worker serves. A
+//! database that is down answers 503 with a JSON error, a query past its timeout 504.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -21,11 +21,6 @@ use crate::blocking::BlockingDb;
 
 /// Rows of the World table.
 const WORLD_ROWS: i32 = 10_000;
-/// The digits 0 to 9 as a table, for generating row numbers where there is no
-/// `generate_series`.
-const DIGITS: &str = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
-    UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
-    UNION ALL SELECT 8 UNION ALL SELECT 9)";
 /// One World row by id.
 const SELECT_WORLD: &str = "SELECT id, randomnumber FROM world WHERE id = $1";
 
@@ -33,22 +28,6 @@ const SELECT_WORLD: &str = "SELECT id, randomnumber FROM world WHERE id = $1";
 const WORLD_CACHE_TTL: Duration = Duration::from_secs(60);
 /// The most rows one request may ask for.
 const MAX_QUERIES: usize = 500;
-
-/// The 12 fortunes every implementation serves.
-const FORTUNES: [&str; 12] = [
-    "fortune: No such file or directory",
-    "A computer scientist is someone who fixes things that aren't broken.",
-    "After enough decimal places, nobody gives a damn.",
-    "A bad random number generator: 1, 1, 1, 1, 1, 4.33e+67, 1, 1, 1",
-    "A computer program does what you tell it to do, not what you want it to do.",
-    "Emacs is a nice operating system, but I prefer UNIX. — Tom Christaensen",
-    "Any program that runs right is obsolete.",
-    "A list is only as strong as its weakest link. — Donald Knuth",
-    "Feature: A bug with seniority.",
-    "Computers make very fast, very accurate mistakes.",
-    "<script>alert(\"This should not be displayed in a browser alert box.\");</script>",
-    "フレームワークのベンチマーク",
-];
 
 /// One row of the World table, as the tests return it.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -82,11 +61,13 @@ struct Failure {
     message: String,
 }
 
+/// The database's status and general words; the whole error goes to the log.
 impl From<DbError> for Failure {
     fn from(e: DbError) -> Self {
+        e.log();
         Failure {
             status: e.http_status(),
-            message: e.to_string(),
+            message: e.client_message().to_string(),
         }
     }
 }
@@ -110,9 +91,6 @@ pub(crate) struct Techempower {
     cache: QueryCache,
     /// Whether this worker has made sure Redis holds the World rows.
     redis_filled: Rc<Cell<bool>>,
-    /// Whether this worker has created and seeded the tables (done at start; retried by the
-    /// next database request when the database was down then).
-    seeded: Rc<Cell<bool>>,
     /// With `--blocking-db`, the URL the synchronous client of each worker connects to.
     blocking_url: Option<Rc<str>>,
     /// This worker's synchronous client, made on first use.
@@ -128,7 +106,6 @@ impl Techempower {
             redis,
             cache: QueryCache::new(16, WORLD_CACHE_TTL),
             redis_filled: Rc::default(),
-            seeded: Rc::default(),
             blocking_url: None,
             blocking: Rc::default(),
         }
@@ -141,69 +118,8 @@ impl Techempower {
         self
     }
 
-    /// Creates and fills the tables if they are missing; run by every worker as it starts.
-    pub(crate) async fn seed(&self) -> Result<(), DbError> {
-        self.seed_once().await?;
-        self.seeded.set(true);
-        Ok(())
-    }
-
-    async fn seed_once(&self) -> Result<(), DbError> {
-        let fortunes: Vec<String> = FORTUNES
-            .iter()
-            .enumerate()
-            .map(|(i, m)| format!("({}, '{}')", i + 1, m.replace('\'', "''")))
-            .collect();
-        let fortunes = fortunes.join(", ");
-        let sql = match self.db.kind() {
-            DbKind::Sqlite => format!(
-                "BEGIN IMMEDIATE;
-                 CREATE TABLE IF NOT EXISTS world (id INTEGER PRIMARY KEY, randomnumber INTEGER NOT NULL);
-                 CREATE TABLE IF NOT EXISTS fortune (id INTEGER PRIMARY KEY, message TEXT NOT NULL);
-                 WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s WHERE x < {WORLD_ROWS})
-                 INSERT OR IGNORE INTO world (id, randomnumber)
-                     SELECT x, abs(random()) % {WORLD_ROWS} + 1 FROM s;
-                 INSERT OR IGNORE INTO fortune (id, message) VALUES {fortunes};
-                 COMMIT;"
-            ),
-            DbKind::Postgres => format!(
-                "BEGIN;
-                 SELECT pg_advisory_xact_lock(7357);
-                 CREATE TABLE IF NOT EXISTS world (id integer PRIMARY KEY, randomnumber integer NOT NULL);
-                 CREATE TABLE IF NOT EXISTS fortune (id integer PRIMARY KEY, message varchar(2048) NOT NULL);
-                 INSERT INTO world (id, randomnumber)
-                     SELECT x, floor(random() * {WORLD_ROWS} + 1)::integer FROM generate_series(1, {WORLD_ROWS}) x
-                     ON CONFLICT DO NOTHING;
-                 INSERT INTO fortune (id, message) VALUES {fortunes} ON CONFLICT DO NOTHING;
-                 COMMIT;"
-            ),
-            // Concurrent CREATE TABLE IF NOT EXISTS and INSERT IGNORE are safe in MySQL.
-            DbKind::Mysql => format!(
-                "CREATE TABLE IF NOT EXISTS world (id INT PRIMARY KEY, randomnumber INT NOT NULL);
-                 CREATE TABLE IF NOT EXISTS fortune (id INT PRIMARY KEY,
-                     message VARCHAR(2048) CHARACTER SET utf8mb4 NOT NULL);
-                 INSERT IGNORE INTO world (id, randomnumber)
-                     SELECT n, FLOOR(RAND() * {WORLD_ROWS}) + 1 FROM (
-                         SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 1 AS n
-                         FROM {DIGITS} a, {DIGITS} b, {DIGITS} c, {DIGITS} e) s
-                     WHERE n <= {WORLD_ROWS};
-                 INSERT IGNORE INTO fortune (id, message) VALUES {fortunes};"
-            ),
-        };
-        self.db.execute_batch(&sql).await
-    }
-
     /// Answers `path` if it is one of the tests.
     pub(crate) async fn route(&self, path: &str, query: Option<&str>) -> Option<Response<Body>> {
-        let uses_db = matches!(
-            path,
-            "/db" | "/queries" | "/updates" | "/cached-queries" | "/fortunes" | "/r5"
-        );
-        if uses_db && !self.seeded.get() {
-            // The database was down when this worker started: make the tables now (a failure
-            // shows in the answer to the query that follows).
-            let _ = self.seed().await;
-        }
         let answer: Result<Response<Body>, Failure> = match path {
             "/plaintext" => Ok(typed("Hello, World!".into(), "text/plain")),
             "/json" => Ok(json(&Message {
@@ -250,7 +166,7 @@ impl Techempower {
         let rows = self.rows(SELECT_WORLD, vec![id.into()]).await?;
         let row = rows
             .first()
-            .ok_or_else(|| DbError::Query(format!("no world row {id}")))?;
+            .ok_or_else(|| DbError::Decode(format!("no world row {id}")))?;
         world_of(row)
     }
 
@@ -291,7 +207,7 @@ impl Techempower {
             .zip(&runs)
             .map(|(id, rows)| match rows.first() {
                 Some(row) => world_of(row),
-                None => Err(DbError::Query(format!("no world row {id}"))),
+                None => Err(DbError::Decode(format!("no world row {id}"))),
             })
             .collect()
     }
@@ -319,17 +235,14 @@ impl Techempower {
         }
         if self.db.kind() == DbKind::Postgres {
             // One statement whatever the count (prepared once): the ids and the new numbers
-            // as two arrays, written as array literals.
-            let list = |f: fn(&World) -> i32| {
-                let items: Vec<String> = latest.iter().map(|w| f(w).to_string()).collect();
-                format!("{{{}}}", items.join(","))
-            };
+            // as two int[] parameters, sent in binary.
+            let list = |f: fn(&World) -> i32| Value::array(latest.iter().map(f));
             self.db
                 .execute(
                     "UPDATE world SET randomnumber = v.r \
-                     FROM (SELECT unnest($1::text::int[]) AS id, unnest($2::text::int[]) AS r) AS v \
+                     FROM (SELECT unnest($1::int[]) AS id, unnest($2::int[]) AS r) AS v \
                      WHERE world.id = v.id",
-                    vec![list(|w| w.id).into(), list(|w| w.random_number).into()],
+                    vec![list(|w| w.id), list(|w| w.random_number)],
                 )
                 .await?;
             return Ok(worlds);

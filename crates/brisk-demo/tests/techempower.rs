@@ -180,28 +180,24 @@ fn the_test_set_follows_the_rules_on_the_default_sqlite_database() {
 }
 
 #[test]
-fn a_database_that_cannot_be_opened_answers_503_with_a_json_error() {
-    let d = demo(Some("sqlite:/nonexistent-dir/brisk.sqlite"), 1);
-    for path in [
-        "/db",
-        "/queries?queries=3",
-        "/updates",
-        "/fortunes",
-        "/cached-queries",
-    ] {
-        let r = get(d.http, path);
-        assert_eq!(r.status, 503, "{path}: {}", r.text());
-        assert_eq!(r.header("content-type"), Some("application/json"), "{path}");
-        let body: Json = serde_json::from_slice(&r.body).unwrap();
-        let error = body["error"].as_str().unwrap();
-        assert!(error.contains("/nonexistent-dir/brisk.sqlite"), "{error}");
-    }
-    // The routes without a database still answer.
-    assert_eq!(get(d.http, "/plaintext").status, 200);
-    assert!(d
-        .server
-        .log()
-        .contains("cannot create or seed the TechEmpower tables"));
+fn a_database_that_cannot_be_opened_fails_the_start_naming_the_file() {
+    let (mut args, _) = common::demo_args(1);
+    args.extend([
+        "--database".to_string(),
+        "sqlite:/nonexistent-dir/brisk.sqlite".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run_dir = temp_dir("run");
+    let mut server =
+        ServerProcess::spawn(common::DEMO, &args, run_dir.path().to_path_buf()).unwrap();
+    assert!(!server
+        .wait_exit(std::time::Duration::from_secs(30))
+        .unwrap());
+    let log = server.log();
+    assert!(
+        log.contains("the app did not start") && log.contains("/nonexistent-dir/brisk.sqlite"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -398,17 +394,53 @@ fn the_blocking_mode_stalls_the_worker_while_a_query_waits_and_the_async_mode_do
 /// PostgreSQL down when the demo starts: it starts anyway, its database routes answer 503,
 /// and it serves them by itself once the database is up (making the tables if needed).
 #[test]
-fn a_database_down_at_start_is_503_until_it_comes_up() {
+fn a_database_down_at_start_fails_the_start_and_one_lost_later_is_503_until_it_returns() {
     use std::time::Duration;
+    // Down at start: the migrations cannot run, and the start says so.
     let mut pg = Postgres::start().unwrap();
     pg.kill();
+    let (mut args, _) = common::demo_args(2);
+    args.extend(["--database".to_string(), pg.url()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run_dir = temp_dir("run");
+    let mut server =
+        ServerProcess::spawn(common::DEMO, &args, run_dir.path().to_path_buf()).unwrap();
+    assert!(
+        !server.wait_exit(Duration::from_secs(30)).unwrap(),
+        "the start failed"
+    );
+    let log = server.log();
+    assert!(
+        log.contains("the app did not start") && log.contains("cannot run the migrations"),
+        "{log}"
+    );
+    // Lost after the start: 503 at once, and served again when it returns.
+    pg.start_again().unwrap();
     let d = demo(Some(&pg.url()), 2);
-    let r = get(d.http, "/db");
-    assert_eq!(r.status, 503, "{}", r.text());
-    assert!(d
-        .server
-        .log()
-        .contains("cannot create or seed the TechEmpower tables"));
+    check_world(&get_json(d.http, "/db"));
+    pg.kill();
+    for path in [
+        "/db",
+        "/queries?queries=3",
+        "/updates",
+        "/fortunes",
+        "/cached-queries",
+    ] {
+        let r = get(d.http, path);
+        assert_eq!(r.status, 503, "{path}: {}", r.text());
+        assert_eq!(r.header("content-type"), Some("application/json"), "{path}");
+        // General words: no host, port or server message for an anonymous client.
+        assert_eq!(
+            r.text(),
+            r#"{"error":"the database is unavailable; try again later"}"#,
+            "{path}"
+        );
+    }
+    assert_eq!(
+        get(d.http, "/plaintext").status,
+        200,
+        "routes without a database"
+    );
     pg.start_again().unwrap();
     wait_until(Duration::from_secs(3), "every worker answers /db", || {
         (0..10).all(|_| get(d.http, "/db").status == 200)
@@ -450,15 +482,22 @@ fn a_slow_query_is_504_and_an_exhausted_pool_is_503() {
     let busy_took = t.elapsed();
     assert_eq!(busy.status, 503, "{}", busy.text());
     assert!(
-        busy.text().contains("no database connection was free"),
+        busy.text().contains("unavailable; try again later"),
         "{}",
         busy.text()
     );
     assert!(busy_took < Duration::from_millis(500), "{busy_took:?}");
     let (status, text, took) = slow.join().unwrap();
     assert_eq!(status, 504, "{text}");
-    assert!(text.contains("took longer than 600 ms"), "{text}");
+    assert!(text.contains("took too long"), "{text}");
     assert!(took < Duration::from_millis(1500), "{took:?}");
+    // The client hears general words; the log has the detail.
+    let log = d.server.log();
+    assert!(
+        log.contains("no database connection was free within 200 ms"),
+        "{log}"
+    );
+    assert!(log.contains("took longer than 600 ms"), "{log}");
     locker.unlock();
     // The query was cancelled on the server; the worker serves on.
     wait_until(Duration::from_secs(2), "/db answers again", || {

@@ -17,6 +17,7 @@ use crate::process::Process;
 use crate::run_paths::RunPaths;
 use crate::runtime::Service;
 use crate::schedule::{self, Schedule};
+use crate::startup::{self, Hook};
 use crate::worker::{self, WorkerSpec};
 
 /// A Brisk program: servers, shared settings, and the `start | stop | restart | reload |
@@ -48,6 +49,7 @@ pub struct App {
     pub(crate) cluster: Option<String>,
     pub(crate) cluster_sharded: bool,
     pub(crate) schedules: Vec<Schedule>,
+    pub(crate) startup: Vec<Hook>,
 }
 
 /// Who sets up logging: see [`App::logging`].
@@ -75,6 +77,7 @@ impl App {
             cluster: None,
             cluster_sharded: false,
             schedules: Vec::new(),
+            startup: Vec::new(),
         }
     }
 
@@ -103,6 +106,62 @@ impl App {
     pub fn schedule(mut self, schedule: Schedule) -> Self {
         self.schedules.push(schedule);
         self
+    }
+
+    /// Runs `hook` once per start (`start`, `restart`; not `reload`), before any worker
+    /// accepts a connection: in a process of its own that the master starts after binding
+    /// the listeners, whose connections and memory end with it. An error fails the start with
+    /// what the hook said; hooks run in the order they were added. Build what the hook
+    /// needs in `main`, as for a server (it runs in every process; only this one calls the
+    /// hook).
+    ///
+    /// ```no_run
+    /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
+    /// brisk::App::new("app")
+    ///     .server(server)
+    ///     .before_start(|| async {
+    ///         std::fs::create_dir_all("run/uploads")?;
+    ///         Ok(())
+    ///     })
+    ///     .run();
+    /// ```
+    pub fn before_start<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn() -> Fut + 'static,
+        Fut: std::future::Future<Output = std::result::Result<(), crate::BoxError>> + 'static,
+    {
+        self.startup.push(startup::hook(hook));
+        self
+    }
+
+    /// Applies `migrations` to `db` once per start, before any worker accepts a connection
+    /// (a [`before_start`](Self::before_start) hook): two instances starting together apply
+    /// each once, and a failing migration fails the start with its file, its statement and
+    /// the server's reason.
+    ///
+    /// ```no_run
+    /// use brisk::db::{Db, DbOptions};
+    /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
+    /// let db = Db::open("sqlite:run/app.sqlite", DbOptions::default()).unwrap();
+    /// brisk::App::new("app")
+    ///     .server(server)
+    ///     .migrate(db, brisk::db::Migrations::from_dir("migrations").unwrap())
+    ///     .run();
+    /// ```
+    #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+    pub fn migrate(self, db: crate::db::Db, migrations: crate::db::Migrations) -> Self {
+        self.before_start(move || {
+            let (db, migrations) = (db.clone(), migrations.clone());
+            async move {
+                let applied = migrations.run(&db).await?;
+                tracing::info!(
+                    "migrations: {} applied now, {} in all",
+                    applied.len(),
+                    migrations.list().len()
+                );
+                Ok(())
+            }
+        })
     }
 
     /// Default limits for every server (each server may override them).
@@ -243,7 +302,7 @@ impl App {
 
     /// Parses the command line (`start [-d]`, `stop [-g]`, …) and runs the command.
     pub fn run(self) -> ExitCode {
-        let command = if is_worker() {
+        let command = if is_worker() || startup::is_startup_process() {
             Command::Start { daemon: false }
         } else {
             Cli::parse().command
@@ -260,6 +319,9 @@ impl App {
         app.add_schedules_process();
         if is_worker() {
             return app.run_as_worker();
+        }
+        if startup::is_startup_process() {
+            return startup::run_hooks(&app.name, &app.startup);
         }
         let name = app.name.clone();
         match app.dispatch(command) {
@@ -332,6 +394,7 @@ impl App {
             schedules: self.schedules,
             cluster: self.cluster,
             cluster_sharded: self.cluster_sharded,
+            startup: !self.startup.is_empty(),
         })
     }
 

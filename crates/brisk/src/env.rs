@@ -16,6 +16,9 @@ pub(crate) const ENV_CLUSTER: &str = "BRISK_CLUSTER";
 pub(crate) const SHARDED: &str = "sharded";
 /// Set in the environment of a background master started by `start -d`.
 pub(crate) const ENV_DAEMON: &str = "BRISK_DAEMON";
+/// Set in the environment of the process the master starts to run the app's start-up hooks
+/// (`App::before_start`, `App::migrate`) before any worker.
+pub(crate) const ENV_STARTUP: &str = "BRISK_STARTUP";
 
 /// This process's worker spec (`SERVICE:INDEX`), if the master started it as a worker.
 pub(crate) fn worker_spec() -> Option<String> {

@@ -50,6 +50,9 @@ pub enum Error {
         /// Why not.
         reason: String,
     },
+    /// A start-up hook (`App::before_start`, `App::migrate`) failed: the app did not start.
+    #[error("the app did not start: {0}")]
+    Startup(String),
     /// Talking to the master or a worker failed.
     #[error("control channel: {0}")]
     Control(String),

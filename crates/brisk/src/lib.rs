@@ -30,7 +30,8 @@
 //! ```text
 //!  app + cli        app.rs (what to run), cli.rs (talks to the master through the run paths)
 //!  process roles    master/ (plan, supervisor, control socket, daemon, pid file),
-//!                   worker.rs (the worker entry: takes its spec, answers the master)
+//!                   worker.rs (the worker entry: takes its spec, answers the master),
+//!                   startup.rs (the start-up hooks' process)
 //!  builders         server.rs (Server, UdpServer), http/server.rs (HttpServer),
 //!                   ws/server.rs (WsServer), process.rs (Process, no listener): each
 //!                   turns into a runtime Service; schedule.rs (Schedule)
@@ -42,7 +43,7 @@
 //!  core types       address, error, limits, listen, stats, env, run_paths, tls (config),
 //!                   ipc/ (wire types and codec), log, latency, response_counts,
 //!                   process_sample, alerts (thresholds and their hysteresis), redact,
-//!                   conninfo
+//!                   conninfo, civil (dates as numbers and ISO text)
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -55,6 +56,7 @@
 mod address;
 pub mod alerts;
 mod app;
+mod civil;
 pub mod cli;
 mod conninfo;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
@@ -87,6 +89,7 @@ mod run_paths;
 mod runtime;
 pub mod schedule;
 mod server;
+mod startup;
 pub mod stats;
 #[cfg(feature = "templates")]
 pub mod template;
@@ -97,6 +100,8 @@ pub mod ws;
 
 pub use address::{Address, Endpoint, Scheme};
 pub use app::{run_all, App};
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+pub use brisk_macros::migrations;
 pub use cli::Command;
 pub use error::{Error, Result};
 pub use ipc::{MasterStatus, ScheduleStatus};
@@ -115,3 +120,8 @@ pub use server::{Server, UdpServer};
 #[cfg(all(doctest, feature = "sqlite"))]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The guide's Databases chapter, its examples compiled as doctests.
+#[cfg(all(doctest, feature = "sqlite", feature = "chrono", feature = "uuid"))]
+#[doc = include_str!("../../../docs/guide/databases.md")]
+pub struct GuideDatabases;

@@ -15,7 +15,8 @@ use lru::LruCache;
 
 use super::database::Db;
 use super::error::DbError;
-use super::value::{Row, Value};
+use super::row::Row;
+use super::value::Value;
 use crate::runtime::context;
 use crate::stats::Stats;
 

@@ -1,13 +1,17 @@
 //! [`Db`]: one of the backends, picked from a URL, behind their common surface.
 
 use super::error::DbError;
+use super::from_value::FromValue;
 #[cfg(feature = "mysql")]
 use super::mysql::{Mysql, MysqlOptions};
 #[cfg(feature = "postgres")]
 use super::postgres::{Postgres, PostgresOptions};
+use super::row::{decode_all, decode_first, first_column, Row};
 #[cfg(feature = "sqlite")]
 use super::sqlite::{Sqlite, SqliteOptions};
-use super::value::{Row, Value};
+use super::transaction::{retry_pause, Backend, Transaction};
+use super::tx_options::TxOptions;
+use super::value::Value;
 
 /// The options of every backend; [`Db::open`] uses the one its URL names.
 #[derive(Debug, Clone, Default)]
@@ -120,6 +124,49 @@ impl Db {
         }
     }
 
+    /// Every row `sql` returns, each as a `T` filled by column name ([`Row::decode`]).
+    ///
+    /// ```no_run
+    /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {
+    /// #[derive(serde::Deserialize)]
+    /// struct Message { id: i64, author: String, text: String }
+    /// let newest: Vec<Message> = db
+    ///     .query_as("SELECT id, author, text FROM messages WHERE room_id = $1 ORDER BY id DESC LIMIT 50", vec![7.into()])
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_as<T: serde::de::DeserializeOwned>(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+    ) -> Result<Vec<T>, DbError> {
+        decode_all(self.query(sql, params).await?)
+    }
+
+    /// The first row `sql` returns as a `T`, if any.
+    pub async fn query_one_as<T: serde::de::DeserializeOwned>(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+    ) -> Result<Option<T>, DbError> {
+        decode_first(self.query_one(sql, params).await?)
+    }
+
+    /// The first column of the first row `sql` returns, as a `T`, if there is a row.
+    ///
+    /// ```no_run
+    /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {
+    /// let rooms: i64 = db.query_scalar("SELECT COUNT(*) FROM rooms", vec![]).await?.unwrap_or(0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_scalar<T: FromValue>(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+    ) -> Result<Option<T>, DbError> {
+        first_column(self.query_one(sql, params).await?)
+    }
+
     /// Runs `sql` once for each parameter list; each run's rows, in order. PostgreSQL sends
     /// them as one batch (one round trip ending in one `Sync`, so one implicit transaction);
     /// the other backends run them side by side on their pools.
@@ -158,7 +205,9 @@ impl Db {
         }
     }
 
-    /// Runs several statements separated by `;` (no parameters), such as a schema.
+    /// Runs several statements separated by `;` (no parameters), such as a schema. A
+    /// statement that would open a transaction or change the connection's session for later
+    /// callers (`BEGIN`, `SET`, …) is refused: run it in a [`transaction`](Self::transaction).
     pub async fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
         match self {
             #[cfg(feature = "sqlite")]
@@ -167,6 +216,108 @@ impl Db {
             Db::Postgres(db) => db.execute_batch(sql).await,
             #[cfg(feature = "mysql")]
             Db::Mysql(db) => db.execute_batch(sql).await,
+        }
+    }
+
+    /// Begins a transaction with the database's default isolation level: it holds one
+    /// connection of this worker's pool until [`commit`](Transaction::commit) or
+    /// [`rollback`](Transaction::rollback) (or until dropped, which rolls it back).
+    ///
+    /// ```no_run
+    /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {
+    /// let mut tx = db.begin().await?;
+    /// tx.execute("UPDATE accounts SET balance = balance - $1 WHERE id = $2", vec![10.into(), 1.into()]).await?;
+    /// tx.execute("UPDATE accounts SET balance = balance + $1 WHERE id = $2", vec![10.into(), 2.into()]).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn begin(&self) -> Result<Transaction, DbError> {
+        self.begin_with(&TxOptions::default()).await
+    }
+
+    /// Begins a transaction as `options` say (isolation level, read-only).
+    pub async fn begin_with(&self, options: &TxOptions) -> Result<Transaction, DbError> {
+        let inner = match self {
+            #[cfg(feature = "sqlite")]
+            Db::Sqlite(db) => Backend::Sqlite(db.begin(options).await?),
+            #[cfg(feature = "postgres")]
+            Db::Postgres(db) => Backend::Postgres(db.begin(options).await?),
+            #[cfg(feature = "mysql")]
+            Db::Mysql(db) => Backend::Mysql(db.begin(options).await?),
+        };
+        Ok(Transaction::new(inner))
+    }
+
+    /// Runs `f` in a transaction: committed if `f` returns `Ok`, rolled back if it returns
+    /// `Err` (which is returned). See [`transaction_with`](Self::transaction_with) for an
+    /// isolation level and retries.
+    ///
+    /// ```no_run
+    /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {
+    /// use brisk::db::{DbError, Transaction};
+    /// let id: i64 = db
+    ///     .transaction(async |tx: &mut Transaction| -> Result<i64, DbError> {
+    ///         let row = tx.query_one("INSERT INTO rooms (name) VALUES ($1) RETURNING id", vec!["ops".into()]).await?;
+    ///         let id: i64 = row.expect("a row").get(0)?;
+    ///         tx.execute("INSERT INTO members (room_id, name) VALUES ($1, $2)", vec![id.into(), "ann".into()]).await?;
+    ///         Ok(id)
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn transaction<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: AsyncFnMut(&mut Transaction) -> Result<T, E>,
+        E: From<DbError>,
+    {
+        self.transaction_with(TxOptions::default(), f).await
+    }
+
+    /// Runs `f` in a transaction as `options` say, committed if `f` returns `Ok`, rolled back
+    /// if it returns `Err`. When a statement or the commit fails with a serialization failure
+    /// or a deadlock ([`ErrorKind::Serialization`](super::ErrorKind::Serialization)), the
+    /// transaction is rolled back and `f` runs again in a new one, up to `options.retries`
+    /// more times, after a short pause with jitter; past them, the last error is returned.
+    ///
+    /// ```no_run
+    /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {
+    /// use brisk::db::{DbError, Isolation, Transaction, TxOptions};
+    /// let options = TxOptions::default().isolation(Isolation::Serializable).retries(5);
+    /// db.transaction_with(options, async |tx: &mut Transaction| -> Result<(), DbError> {
+    ///     let row = tx.query_one("SELECT balance FROM accounts WHERE id = $1", vec![1.into()]).await?;
+    ///     let balance: i64 = row.expect("account 1").get(0)?;
+    ///     tx.execute("UPDATE accounts SET balance = $1 WHERE id = $2", vec![(balance + 1).into(), 1.into()]).await?;
+    ///     Ok(())
+    /// })
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn transaction_with<T, E, F>(&self, options: TxOptions, mut f: F) -> Result<T, E>
+    where
+        F: AsyncFnMut(&mut Transaction) -> Result<T, E>,
+        E: From<DbError>,
+    {
+        let mut attempt = 0;
+        loop {
+            let mut tx = self.begin_with(&options).await?;
+            match f(&mut tx).await {
+                Ok(value) => match tx.commit().await {
+                    Ok(()) => return Ok(value),
+                    Err(e) if e.is_retryable() && attempt < options.retries => {}
+                    Err(e) => return Err(e.into()),
+                },
+                Err(e) => {
+                    let retry = tx.retryable && attempt < options.retries;
+                    if let Err(rollback) = tx.rollback().await {
+                        tracing::warn!("cannot roll back a failed transaction: {rollback}");
+                    }
+                    if !retry {
+                        return Err(e);
+                    }
+                }
+            }
+            attempt += 1;
+            tokio::time::sleep(retry_pause(attempt)).await;
         }
     }
 }

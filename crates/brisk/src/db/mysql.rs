@@ -4,15 +4,24 @@
 //! and then runs within the query timeout. Placeholders
 //! are written `$1`, `$2`… as for the other backends and rewritten to MySQL's `?`. TLS
 //! (rustls) when the URL says `require_ssl=true` or [`MysqlOptions::tls_root_certs`] is set.
+//!
+//! A connection goes back to the pool as it is (resetting it would drop its prepared
+//! statements), so a call must not leave it changed: statements that would open a
+//! transaction or change the session are refused ([`statement`](super::statement)), and a
+//! transaction a call left open anyway is rolled back and the call fails. A transaction
+//! holds a pooled connection for its whole life (`mysql_tx.rs`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use mysql_async::consts::StatusFlags;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts, SslOpts};
 
-use super::error::DbError;
-use super::value::{rewrite_placeholders, Row, Value};
+use super::error::{mysql_constraint, mysql_kind, DbError, ServerError};
+use super::mysql_types::{self, convert_rows};
+use super::row::Row;
+use super::statement::{self, Dialect, Place};
+use super::value::{rewrite_placeholders, Value};
 use crate::redact::redacted;
 
 /// How a worker uses a MySQL or MariaDB database.
@@ -64,7 +73,7 @@ impl Default for MysqlOptions {
 pub struct Mysql {
     pool: Pool,
     acquire_timeout: Duration,
-    query_timeout: Duration,
+    pub(super) query_timeout: Duration,
 }
 
 impl Mysql {
@@ -89,9 +98,12 @@ impl Mysql {
             .with_constraints(constraints)
             .with_reset_connection(reset);
         let tls = opts.ssl_opts().is_some() || options.tls_root_certs.is_some();
+        // Every session in UTC (again after a reset): a TIMESTAMP column's instant then reads
+        // and writes the same whatever the server's time zone.
         let mut opts = OptsBuilder::from_opts(opts)
             .stmt_cache_size(options.statement_cache)
-            .pool_opts(pool_opts);
+            .pool_opts(pool_opts)
+            .setup(vec!["SET time_zone = '+00:00'"]);
         if tls {
             // mysql_async builds its rustls configuration with the process's default
             // provider: make it ring, Brisk's, unless the app installed another.
@@ -124,14 +136,14 @@ impl Mysql {
     /// A connection of the pool, within the acquire timeout. Whatever keeps it from opening
     /// (the server down, a refused login, an unknown database, TLS) leaves the database
     /// unavailable to this app: [`DbError::Unavailable`], as with PostgreSQL.
-    async fn conn(&self) -> Result<mysql_async::Conn, DbError> {
+    pub(super) async fn conn(&self) -> Result<mysql_async::Conn, DbError> {
         match tokio::time::timeout(self.acquire_timeout, self.pool.get_conn()).await {
             Ok(r) => r.map_err(|e| DbError::Unavailable(e.to_string())),
             Err(_) => Err(DbError::PoolTimeout(self.acquire_timeout)),
         }
     }
 
-    async fn timed<T>(
+    pub(super) async fn timed<T>(
         &self,
         work: impl std::future::Future<Output = Result<T, mysql_async::Error>>,
     ) -> Result<T, DbError> {
@@ -143,18 +155,21 @@ impl Mysql {
 
     /// Every row `sql` returns; parameters are `$1`, `$2`…
     pub async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>, DbError> {
-        let (sql, params) = mysql_sql(sql, params);
+        statement::check(sql, Dialect::Mysql, Place::Shared)?;
         let mut conn = self.conn().await?;
-        let rows: Vec<mysql_async::Row> = self.timed(conn.exec(sql, params)).await?;
-        let Some(first) = rows.first() else {
-            return Ok(Vec::new());
-        };
-        let columns: Arc<[String]> = first
-            .columns_ref()
-            .iter()
-            .map(|c| c.name_str().into_owned())
-            .collect();
-        rows.into_iter().map(|r| convert_row(r, &columns)).collect()
+        let rows = self.query_on(&mut conn, sql, params).await;
+        left_as_found(&mut conn, rows).await
+    }
+
+    /// The rows of `sql` on `conn`.
+    pub(super) async fn query_on(
+        &self,
+        conn: &mut mysql_async::Conn,
+        sql: &str,
+        params: Vec<Value>,
+    ) -> Result<Vec<Row>, DbError> {
+        let (sql, params) = mysql_sql(sql, params)?;
+        convert_rows(self.timed(conn.exec(sql, params)).await?)
     }
 
     /// The first row `sql` returns, if any.
@@ -164,8 +179,20 @@ impl Mysql {
 
     /// Runs a statement; returns how many rows it changed.
     pub async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64, DbError> {
-        let (sql, params) = mysql_sql(sql, params);
+        statement::check(sql, Dialect::Mysql, Place::Shared)?;
         let mut conn = self.conn().await?;
+        let changed = self.execute_on(&mut conn, sql, params).await;
+        left_as_found(&mut conn, changed).await
+    }
+
+    /// Runs a statement on `conn`; how many rows it changed.
+    pub(super) async fn execute_on(
+        &self,
+        conn: &mut mysql_async::Conn,
+        sql: &str,
+        params: Vec<Value>,
+    ) -> Result<u64, DbError> {
+        let (sql, params) = mysql_sql(sql, params)?;
         self.timed(async {
             conn.exec_drop(sql, params).await?;
             Ok(conn.affected_rows())
@@ -173,100 +200,73 @@ impl Mysql {
         .await
     }
 
-    /// Runs several statements separated by `;` (no parameters), such as a schema.
+    /// Runs several statements separated by `;` (no parameters), such as a schema. A
+    /// statement that would open a transaction or change the session is refused.
     pub async fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
+        statement::check(sql, Dialect::Mysql, Place::Shared)?;
         let mut conn = self.conn().await?;
-        self.timed(conn.query_drop(sql)).await
+        let done = self.timed(conn.query_drop(sql)).await;
+        left_as_found(&mut conn, done).await
     }
+}
+
+/// `result`, unless the call left the connection inside a transaction (which the statement
+/// check should have refused): then that is rolled back, and the call fails.
+async fn left_as_found<T>(
+    conn: &mut mysql_async::Conn,
+    result: Result<T, DbError>,
+) -> Result<T, DbError> {
+    let in_transaction = conn.last_ok_packet().is_some_and(|ok| {
+        ok.status_flags()
+            .contains(StatusFlags::SERVER_STATUS_IN_TRANS)
+    });
+    if !in_transaction {
+        return result;
+    }
+    if conn.query_drop("ROLLBACK").await.is_err() {
+        // Reset before it serves anyone else.
+        conn.reset_connection(true);
+    }
+    Err(DbError::Refused(
+        "the statement left the connection inside a transaction, which was rolled back: run \
+         transactions with db.transaction() or db.begin()"
+            .into(),
+    ))
 }
 
 /// The SQL with `?` placeholders, and the parameters in the order they now appear.
-fn mysql_sql(sql: &str, params: Vec<Value>) -> (String, mysql_async::Params) {
+pub(super) fn mysql_sql(
+    sql: &str,
+    params: Vec<Value>,
+) -> Result<(String, mysql_async::Params), DbError> {
     let (sql, order) = rewrite_placeholders(sql, |_| "?".into());
     if params.is_empty() {
-        return (sql, mysql_async::Params::Empty);
+        return Ok((sql, mysql_async::Params::Empty));
     }
     let values = order
         .iter()
-        .map(|&n| {
-            params
-                .get(n.wrapping_sub(1))
-                .map_or(mysql_async::Value::NULL, to_mysql)
+        .map(|&n| match params.get(n.wrapping_sub(1)) {
+            Some(v) => mysql_types::to_mysql(n, v),
+            None => Ok(mysql_async::Value::NULL),
         })
-        .collect();
-    (sql, mysql_async::Params::Positional(values))
+        .collect::<Result<_, _>>()?;
+    Ok((sql, mysql_async::Params::Positional(values)))
 }
 
-fn to_mysql(v: &Value) -> mysql_async::Value {
-    use mysql_async::Value as M;
-    match v {
-        Value::Null => M::NULL,
-        Value::Int(i) => M::Int(*i),
-        Value::Float(f) => M::Double(*f),
-        Value::Text(t) => M::Bytes(t.clone().into_bytes()),
-        Value::Bytes(b) => M::Bytes(b.clone()),
-    }
-}
-
-fn convert_row(row: mysql_async::Row, columns: &Arc<[String]>) -> Result<Row, DbError> {
-    use mysql_async::consts::{ColumnFlags, ColumnType};
-    use mysql_async::Value as M;
-    let kinds: Vec<(ColumnType, bool)> = row
-        .columns_ref()
-        .iter()
-        .map(|c| {
-            (
-                c.column_type(),
-                c.flags().contains(ColumnFlags::BINARY_FLAG),
-            )
-        })
-        .collect();
-    let values = row
-        .unwrap()
-        .into_iter()
-        .zip(kinds)
-        .map(|(v, (ty, binary))| match v {
-            M::NULL => Ok(Value::Null),
-            M::Int(i) => Ok(Value::Int(i)),
-            M::UInt(u) => i64::try_from(u)
-                .map(Value::Int)
-                .map_err(|_| DbError::Decode(format!("{u} does not fit an i64"))),
-            M::Float(f) => Ok(Value::Float(f.into())),
-            M::Double(f) => Ok(Value::Float(f)),
-            M::Bytes(b) => Ok(bytes_value(b, ty, binary)),
-            other => Ok(Value::Text(other.as_sql(true))),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Row::new(columns.clone(), values))
-}
-
-/// Text-protocol bytes as the column's kind: numbers parsed, text as text, blobs as bytes.
-fn bytes_value(b: Vec<u8>, ty: mysql_async::consts::ColumnType, binary: bool) -> Value {
-    use mysql_async::consts::ColumnType as T;
-    let text = || String::from_utf8(b.clone()).ok();
-    match ty {
-        T::MYSQL_TYPE_TINY
-        | T::MYSQL_TYPE_SHORT
-        | T::MYSQL_TYPE_LONG
-        | T::MYSQL_TYPE_LONGLONG
-        | T::MYSQL_TYPE_INT24
-        | T::MYSQL_TYPE_YEAR => text()
-            .and_then(|s| s.parse().ok())
-            .map_or(Value::Bytes(b.clone()), Value::Int),
-        T::MYSQL_TYPE_FLOAT | T::MYSQL_TYPE_DOUBLE => text()
-            .and_then(|s| s.parse().ok())
-            .map_or(Value::Bytes(b.clone()), Value::Float),
-        _ if binary => Value::Bytes(b),
-        _ => match String::from_utf8(b) {
-            Ok(s) => Value::Text(s),
-            Err(e) => Value::Bytes(e.into_bytes()),
-        },
-    }
-}
-
-fn mysql_error(e: mysql_async::Error) -> DbError {
+pub(super) fn mysql_error(e: mysql_async::Error) -> DbError {
     match e {
-        mysql_async::Error::Server(s) => DbError::Query(format!("{}: {}", s.code, s.message)),
+        mysql_async::Error::Server(s) => {
+            let kind = mysql_kind(s.code);
+            if kind == super::error::ErrorKind::Unavailable {
+                return DbError::Unavailable(format!("{}: {}", s.code, s.message));
+            }
+            DbError::Query(ServerError {
+                constraint: mysql_constraint(s.code, &s.message),
+                code: s.code.to_string(),
+                message: s.message,
+                kind,
+            })
+        }
         other => DbError::Unavailable(other.to_string()),
     }
 }

@@ -28,11 +28,14 @@
 //!   to whichever host is the primary now.
 //! - **Timeouts**: the server ends a statement past `query_timeout` (the session's
 //!   `statement_timeout`), and the query fails with [`DbError::Timeout`].
-//! - **Values**: parameters go as text, so the server reads them as the column's type; columns
-//!   of integer, float, boolean, bytea and text types come back in binary, every other type as
-//!   its text (a NUMERIC as `Value::Text("1.50")`).
-//! - **Not for transactions across calls**: the connection is shared, so a call that leaves a
-//!   transaction open is rolled back at once; a transaction fits in one `execute_batch`.
+//! - **Values** ([`postgres_types`](super::postgres_types)): in binary both ways where the
+//!   value fits the type (integers, floats, booleans, bytes, text, dates, times, timestamps,
+//!   UUIDs, JSON, arrays of those), else as text the server parses whatever its settings;
+//!   NUMERIC as its exact text ([`Value::Decimal`]).
+//! - **Transactions** hold a connection of their own for their whole life
+//!   ([`Db::begin`](super::Db::begin)): up to `max_transactions` per worker, opened as they are
+//!   needed and kept for the next. The shared connection refuses what would open a
+//!   transaction or change its session for the callers after ([`statement`](super::statement)).
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -48,13 +51,16 @@ use postgres_protocol::message::backend::{DataRowBody, ErrorResponseBody, Messag
 use postgres_protocol::message::frontend::{self, BindError};
 use tokio::sync::{Notify, OnceCell, Semaphore, SemaphorePermit};
 use tokio_postgres::config::{ChannelBinding, SslMode, SslNegotiation};
-use tokio_postgres::types::{FromSql, Type};
+use tokio_postgres::types::Type;
 use tokio_postgres::Config;
 
 use super::error::DbError;
 use super::postgres_tls::{PgTls, Verify};
-use super::postgres_wire::{self, Answer, Connection};
-use super::value::{Row, Value};
+use super::postgres_types;
+use super::postgres_wire::{self, Answer, Connection, Mode};
+use super::row::Row;
+use super::statement::{self, Dialect, Place};
+use super::value::Value;
 use crate::conninfo;
 use crate::redact::redacted;
 
@@ -85,6 +91,10 @@ pub struct PostgresOptions {
     /// closes the least recently used on the server, so SQL built per request cannot grow
     /// the worker's and the server's memory without bound.
     pub statement_cache: usize,
+    /// Connections per worker that transactions hold, one each, beside the shared ones:
+    /// opened as transactions need them and kept for the next. A transaction that finds them
+    /// all taken waits up to `acquire_timeout` ([`DbError::PoolTimeout`]). Default 4.
+    pub max_transactions: usize,
 }
 
 impl Default for PostgresOptions {
@@ -98,6 +108,7 @@ impl Default for PostgresOptions {
             max_backoff: Duration::from_secs(1),
             tls_root_certs: None,
             statement_cache: 256,
+            max_transactions: 4,
         }
     }
 }
@@ -113,13 +124,13 @@ impl Default for PostgresOptions {
 /// ```
 #[derive(Clone)]
 pub struct Postgres {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     config: Config,
     tls: PgTls,
-    options: PostgresOptions,
+    pub(super) options: PostgresOptions,
     slots: OnceLock<Vec<Arc<Slot>>>,
     /// Set once every connection made its first attempt (successful or not).
     attempted: AtomicUsize,
@@ -127,6 +138,10 @@ struct Inner {
     changed: Notify,
     /// The worker's places in its connections' pipelines (`pool_size × max_pipeline`).
     places: Semaphore,
+    /// Transactions' connections not in use.
+    pub(super) idle: Mutex<Vec<Live>>,
+    /// One per transaction that may run at once (`max_transactions`).
+    pub(super) transactions: Arc<Semaphore>,
 }
 
 /// One place in the pool: the connection up there now, if any, and what belongs to it.
@@ -139,8 +154,12 @@ struct Slot {
 }
 
 /// A connection that is up, with the statements prepared on it (they go with it).
-struct Live {
-    connection: Connection,
+pub(super) struct Live {
+    pub(super) connection: Connection,
+    /// Shared (pipelined) or a transaction's.
+    mode: Mode,
+    /// Whether statements are checked before they are prepared (all but a session's).
+    checked: bool,
     statements: Mutex<LruCache<Box<str>, Arc<OnceCell<Prepared>>>>,
     /// Statements out of the cache, to close on the server with the next preparation.
     retired: Mutex<Vec<Arc<str>>>,
@@ -148,6 +167,18 @@ struct Live {
 }
 
 impl Live {
+    fn new(connection: Connection, mode: Mode, statement_cache: usize) -> Live {
+        let capacity = NonZeroUsize::new(statement_cache.max(1)).expect("at least one statement");
+        Live {
+            connection,
+            mode,
+            checked: true,
+            statements: Mutex::new(LruCache::new(capacity)),
+            retired: Mutex::default(),
+            named: AtomicU64::new(0),
+        }
+    }
+
     /// Closes the statement `name` on the server with the next preparation.
     fn retire(&self, name: Arc<str>) {
         self.retired
@@ -158,7 +189,7 @@ impl Live {
 
     /// Drops `sql`'s statement from the cache if it is still `name` (a newer one stays), and
     /// retires it.
-    fn forget(&self, sql: &str, name: &Arc<str>) {
+    pub(super) fn forget(&self, sql: &str, name: &Arc<str>) {
         let mut statements = self.statements.lock().unwrap_or_else(|p| p.into_inner());
         let same = statements
             .peek(sql)
@@ -175,17 +206,21 @@ impl Live {
 /// A statement prepared on one connection: its name there, how many parameters it takes,
 /// its columns' names and types.
 #[derive(Clone)]
-struct Prepared {
-    name: Arc<str>,
-    params: usize,
+pub(super) struct Prepared {
+    pub(super) name: Arc<str>,
+    /// The type the server gave each parameter (`$1`, `$2`…).
+    params: Arc<[Type]>,
     columns: Arc<[String]>,
     types: Arc<[Type]>,
 }
 
 /// One query's answer: its rows and the count its command tag gives.
-struct Outcome {
-    rows: Vec<DataRowBody>,
-    changed: u64,
+pub(super) struct Outcome {
+    pub(super) rows: Vec<DataRowBody>,
+    pub(super) changed: u64,
+    /// Its command tag is `ROLLBACK` (what PostgreSQL answers a COMMIT of a failed
+    /// transaction with).
+    pub(super) rolled_back: bool,
 }
 
 impl Postgres {
@@ -211,6 +246,7 @@ impl Postgres {
         let root_certs = own.root_certs.or_else(|| options.tls_root_certs.clone());
         let tls =
             PgTls::new(config.get_ssl_mode(), own.verify, root_certs.as_deref()).map_err(bad)?;
+        let options_max_transactions = options.max_transactions;
         let places = options
             .pool_size
             .max(1)
@@ -224,6 +260,10 @@ impl Postgres {
                 attempted: AtomicUsize::new(0),
                 changed: Notify::new(),
                 places: Semaphore::new(places.min(Semaphore::MAX_PERMITS)),
+                idle: Mutex::default(),
+                transactions: Arc::new(Semaphore::new(
+                    options_max_transactions.clamp(1, Semaphore::MAX_PERMITS),
+                )),
             }),
         })
     }
@@ -248,7 +288,7 @@ impl Postgres {
 
     /// A place in the pipelines (waiting for one in arrival order, up to the acquire
     /// timeout), on the connection with the fewest queries in flight.
-    async fn pick(&self) -> Result<Place<'_>, DbError> {
+    async fn pick(&self) -> Result<Turn<'_>, DbError> {
         let slots = self.slots();
         let inner = &*self.inner;
         let options = &inner.options;
@@ -271,7 +311,7 @@ impl Postgres {
                 .min_by_key(|(s, _)| s.in_flight.load(Ordering::Relaxed));
             if let Some((slot, live)) = up {
                 slot.in_flight.fetch_add(1, Ordering::Relaxed);
-                return Ok(Place {
+                return Ok(Turn {
                     slot: slot.clone(),
                     live,
                     _permit: permit,
@@ -284,23 +324,15 @@ impl Postgres {
                     .await
                     .is_err()
             {
-                let why = slots
-                    .iter()
-                    .find_map(|s| {
-                        let e = s.last_error.lock().ok()?.clone();
-                        (!e.is_empty()).then_some(e)
-                    })
-                    .unwrap_or_else(|| "not connected yet".into());
-                return Err(DbError::Unavailable(why));
+                return Err(DbError::Unavailable(last_error(slots)));
             }
         }
     }
 
-    /// The statement of `sql` on `place`'s connection: prepared there once (queries that ask
+    /// The statement of `sql` on connection `live`: prepared there once (queries that ask
     /// at the same time wait for the one preparation), then cached; a full cache gives up its
     /// least recently used statement, closed on the server with the next preparation.
-    async fn prepared(&self, place: &Place<'_>, sql: &str) -> Result<Prepared, DbError> {
-        let live = &place.live;
+    pub(super) async fn prepared(&self, live: &Live, sql: &str) -> Result<Prepared, DbError> {
         let lock = || live.statements.lock().unwrap_or_else(|p| p.into_inner());
         let cell = {
             let mut statements = lock();
@@ -320,10 +352,19 @@ impl Postgres {
         };
         // A statement already prepared (the common case) needs no second look at the cache.
         let fresh = !cell.initialized();
-        let prepared = cell
-            .get_or_try_init(|| self.prepare(place, sql))
-            .await?
-            .clone();
+        let prepared = cell.get_or_try_init(|| self.prepare(live, sql)).await;
+        let prepared = match prepared {
+            Ok(p) => p.clone(),
+            Err(e) => {
+                // A statement refused or not prepared is not kept: the next call says why
+                // again.
+                let mut statements = lock();
+                if statements.peek(sql).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                    statements.pop(sql);
+                }
+                return Err(e);
+            }
+        };
         if fresh && !lock().peek(sql).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
             // Pushed out of the cache while it was being prepared.
             live.retire(prepared.name.clone());
@@ -331,10 +372,17 @@ impl Postgres {
         Ok(prepared)
     }
 
-    /// Prepares `sql` on `place`'s connection under a name of its own, closing the retired
-    /// statements first in the same round trip.
-    async fn prepare(&self, place: &Place<'_>, sql: &str) -> Result<Prepared, DbError> {
-        let live = &place.live;
+    /// Prepares `sql` on connection `live` under a name of its own, closing the retired
+    /// statements first in the same round trip. A statement that would change the connection
+    /// for later callers (or end a transaction behind Brisk's back) is refused first.
+    async fn prepare(&self, live: &Live, sql: &str) -> Result<Prepared, DbError> {
+        let place = match live.mode {
+            Mode::Shared => Place::Shared,
+            Mode::Exclusive => Place::Transaction,
+        };
+        if live.checked {
+            statement::check(sql, Dialect::Postgres, place)?;
+        }
         let name: Arc<str> = format!("b{}", live.named.fetch_add(1, Ordering::Relaxed)).into();
         let mut out = BytesMut::new();
         let retired = std::mem::take(&mut *live.retired.lock().unwrap_or_else(|p| p.into_inner()));
@@ -346,13 +394,16 @@ impl Postgres {
         frontend::describe(b'S', &name, &mut out).map_err(encode_error)?;
         frontend::sync(&mut out);
         let answer = self.timed(live.connection.request(out)).await?;
-        let timeout = self.inner.options.query_timeout;
-        let (mut params, mut columns, mut types) = (0, Vec::new(), Vec::new());
-        for message in answer {
+        let (mut params, mut columns, mut types) = (Vec::new(), Vec::new(), Vec::new());
+        for message in answer.messages {
             match message {
-                Message::ErrorResponse(body) => return Err(db_error(&body, timeout)),
+                Message::ErrorResponse(body) => return Err(db_error(&body, self.timeout())),
                 Message::ParameterDescription(body) => {
-                    params = body.parameters().count().map_err(decode_error)?;
+                    params = body
+                        .parameters()
+                        .map(|oid| Ok(type_of(oid)))
+                        .collect()
+                        .map_err(decode_error)?;
                 }
                 Message::RowDescription(body) => {
                     let mut fields = body.fields();
@@ -366,21 +417,26 @@ impl Postgres {
         }
         Ok(Prepared {
             name,
-            params,
+            params: params.into(),
             columns: columns.into(),
             types: types.into(),
         })
+    }
+
+    /// The query timeout.
+    pub(super) fn timeout(&self) -> Duration {
+        self.inner.options.query_timeout
     }
 
     /// Awaits `request`. The server ends a statement past the query timeout itself (the
     /// session's `statement_timeout`, error 57014, read as [`DbError::Timeout`]); this waits a
     /// grace longer (up to 1 s more) for an answer that does not come at all, such as one
     /// queued behind a statement the server is still ending.
-    async fn timed<T>(
+    pub(super) async fn timed<T>(
         &self,
         request: impl std::future::Future<Output = Result<T, DbError>>,
     ) -> Result<T, DbError> {
-        let timeout = self.inner.options.query_timeout;
+        let timeout = self.timeout();
         let grace = timeout.min(Duration::from_secs(1));
         match tokio::time::timeout(timeout.saturating_add(grace), request).await {
             Ok(result) => result,
@@ -388,8 +444,8 @@ impl Postgres {
         }
     }
 
-    /// Runs `sql` once per parameter list as one request ending in one `Sync`; each
-    /// query's rows and count, and the statement's columns.
+    /// Runs `sql` once per parameter list as one request ending in one `Sync`, on the shared
+    /// connections; each query's rows and count, and the statement's columns.
     async fn run(
         &self,
         sql: &str,
@@ -397,31 +453,46 @@ impl Postgres {
     ) -> Result<(Vec<Outcome>, Prepared), DbError> {
         let mut again = false;
         loop {
-            let place = self.pick().await?;
-            let prepared = self.prepared(&place, sql).await?;
-            let mut out = BytesMut::new();
-            for params in lists {
-                bind(&prepared, params, &mut out)?;
-            }
-            frontend::sync(&mut out);
-            let answer = self.timed(place.live.connection.request(out)).await?;
-            match outcomes(answer, self.inner.options.query_timeout) {
-                Ok(outcomes) => return Ok((outcomes, prepared)),
-                Err(DbError::Query(what))
-                    if what.starts_with("26000") || what.starts_with("0A000") =>
-                {
+            let turn = self.pick().await?;
+            match self.run_on(&turn.live, sql, lists).await {
+                Ok((answer, prepared)) => return Ok((answer, prepared)),
+                Err(RunError::Reshaped(what, prepared)) => {
                     // The statement is gone (closed as the cache made room while this call
                     // held it, or DISCARD, DEALLOCATE) or its result changed shape (ALTER
                     // TABLE under `SELECT *`). Nothing ran (the request's one implicit
                     // transaction failed), so prepare it again and run it once more.
-                    place.live.forget(sql, &prepared.name);
+                    turn.live.forget(sql, &prepared.name);
                     if again {
-                        return Err(DbError::Query(what));
+                        return Err(what);
                     }
                     again = true;
                 }
-                Err(e) => return Err(e),
+                Err(RunError::Failed(e)) => return Err(e),
             }
+        }
+    }
+
+    /// Runs `sql` once per parameter list on connection `live`, as one request ending in one
+    /// `Sync`: each query's rows and count, and the statement's columns.
+    pub(super) async fn run_on(
+        &self,
+        live: &Live,
+        sql: &str,
+        lists: &[Vec<Value>],
+    ) -> Result<(Vec<Outcome>, Prepared), RunError> {
+        let prepared = self.prepared(live, sql).await?;
+        let mut out = BytesMut::new();
+        for params in lists {
+            bind(&prepared, params, &mut out)?;
+        }
+        frontend::sync(&mut out);
+        let answer = self.timed(live.connection.request(out)).await?;
+        match outcomes(answer, self.timeout()) {
+            Ok(outcomes) => Ok((outcomes, prepared)),
+            Err(e) if matches!(e.code(), Some("26000" | "0A000")) => {
+                Err(RunError::Reshaped(e, prepared))
+            }
+            Err(e) => Err(RunError::Failed(e)),
         }
     }
 
@@ -471,24 +542,131 @@ impl Postgres {
         Ok(outcomes.first().map_or(0, |o| o.changed))
     }
 
-    /// Runs several statements separated by `;` (no parameters), such as a schema.
+    /// Runs several statements separated by `;` (no parameters), such as a schema. They
+    /// run in one implicit transaction; one that would open a transaction or change the
+    /// session is refused (run it in a transaction).
     pub async fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
-        let place = self.pick().await?;
+        statement::check(sql, Dialect::Postgres, Place::Shared)?;
+        let turn = self.pick().await?;
+        self.simple(&turn.live, sql).await.map(drop)
+    }
+
+    /// Runs `sql` as a simple query (several statements, no parameters) on `live`.
+    pub(super) async fn simple(&self, live: &Live, sql: &str) -> Result<Vec<Outcome>, DbError> {
         let mut out = BytesMut::new();
         frontend::query(sql, &mut out).map_err(encode_error)?;
-        let answer = self.timed(place.live.connection.request(out)).await?;
-        outcomes(answer, self.inner.options.query_timeout).map(drop)
+        let answer = self.timed(live.connection.request(out)).await?;
+        outcomes(answer, self.timeout())
+    }
+
+    /// A connection of its own for a transaction: an idle one, or a new one. While every
+    /// shared connection is known to be down, fails at once as the shared path does.
+    pub(super) async fn exclusive(&self) -> Result<Live, DbError> {
+        loop {
+            let idle = self
+                .inner
+                .idle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop();
+            match idle {
+                Some(live) if !live.connection.is_closed() => return Ok(live),
+                Some(_) => continue,
+                None => break,
+            }
+        }
+        self.open_exclusive().await
+    }
+
+    /// A new connection of its own whose statements are not checked, for Brisk's own
+    /// session (the migrations); it is never given back to the pool.
+    pub(super) async fn unchecked(&self) -> Result<Live, DbError> {
+        let mut live = self.open_exclusive().await?;
+        live.checked = false;
+        Ok(live)
+    }
+
+    /// A new connection for one user at a time.
+    async fn open_exclusive(&self) -> Result<Live, DbError> {
+        if let Some(slots) = self.inner.slots.get() {
+            let tried = self.inner.attempted.load(Ordering::Relaxed) >= slots.len();
+            let none_up = slots
+                .iter()
+                .all(|s| s.live.lock().map_or(true, |l| l.is_none()));
+            if tried && none_up {
+                return Err(DbError::Unavailable(last_error(slots)));
+            }
+        }
+        let options = &self.inner.options;
+        let (connection, driver) = postgres_wire::connect(
+            &self.inner.config,
+            &self.inner.tls,
+            options.connect_timeout,
+            options.query_timeout,
+        )
+        .await
+        .map_err(DbError::Unavailable)?;
+        tokio::spawn(async move {
+            let why = driver.run(Mode::Exclusive).await;
+            tracing::debug!("a PostgreSQL transaction connection closed: {why}");
+        });
+        Ok(Live::new(
+            connection,
+            Mode::Exclusive,
+            options.statement_cache,
+        ))
+    }
+
+    /// Gives a transaction's connection back for the next one.
+    pub(super) fn give_back(&self, live: Live) {
+        if !live.connection.is_closed() {
+            let mut idle = self.inner.idle.lock().unwrap_or_else(|p| p.into_inner());
+            idle.push(live);
+        }
     }
 }
 
-/// A taken place in a connection's pipeline, given back on drop.
-struct Place<'a> {
+/// Why the shared connections are down: the first one's last error.
+fn last_error(slots: &[Arc<Slot>]) -> String {
+    slots
+        .iter()
+        .find_map(|s| {
+            let e = s.last_error.lock().ok()?.clone();
+            (!e.is_empty()).then_some(e)
+        })
+        .unwrap_or_else(|| "not connected yet".into())
+}
+
+/// Why [`Postgres::run_on`] failed: a statement to prepare again, or for good.
+pub(super) enum RunError {
+    /// The statement is gone from the connection or its result changed shape.
+    Reshaped(DbError, Prepared),
+    /// Anything else.
+    Failed(DbError),
+}
+
+impl From<DbError> for RunError {
+    fn from(e: DbError) -> Self {
+        RunError::Failed(e)
+    }
+}
+
+impl From<RunError> for DbError {
+    fn from(e: RunError) -> Self {
+        match e {
+            RunError::Reshaped(e, _) | RunError::Failed(e) => e,
+        }
+    }
+}
+
+/// A taken place in a shared connection's pipeline, given back on drop.
+struct Turn<'a> {
     slot: Arc<Slot>,
     live: Arc<Live>,
     _permit: SemaphorePermit<'a>,
 }
 
-impl Drop for Place<'_> {
+impl Drop for Turn<'_> {
     fn drop(&mut self) {
         self.slot.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
@@ -564,8 +742,7 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
     let set_error = |why: String| {
         *slot.last_error.lock().unwrap_or_else(|p| p.into_inner()) = why;
     };
-    let statement_cache =
-        NonZeroUsize::new(inner.options.statement_cache.max(1)).expect("at least one statement");
+    let statement_cache = inner.options.statement_cache;
     loop {
         let options = &inner.options;
         let attempt = postgres_wire::connect(
@@ -582,14 +759,13 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
         match attempt {
             Ok((connection, driver)) => {
                 backoff = min_backoff;
-                set_live(Some(Arc::new(Live {
+                set_live(Some(Arc::new(Live::new(
                     connection,
-                    statements: Mutex::new(LruCache::new(statement_cache)),
-                    retired: Mutex::default(),
-                    named: AtomicU64::new(0),
-                })));
+                    Mode::Shared,
+                    statement_cache,
+                ))));
                 inner.changed.notify_waiters();
-                let why = driver.run().await;
+                let why = driver.run(Mode::Shared).await;
                 set_live(None);
                 tracing::warn!("PostgreSQL connection lost ({why}); reconnecting");
                 set_error(why);
@@ -607,54 +783,45 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
     }
 }
 
-/// Appends `Bind` and `Execute` for one run. Parameters go in text form (the server parses
-/// them as whatever type it expects, so `Int` fits a NUMERIC and `Text` a DATE), bytes in
-/// binary; results come back as the statement's column formats say.
+/// Appends `Bind` and `Execute` for one run: each parameter in binary where its value fits
+/// the type the server gave it, else as text ([`postgres_types`](super::postgres_types));
+/// results come back in the formats the statement's column types call for.
 fn bind(prepared: &Prepared, params: &[Value], out: &mut BytesMut) -> Result<(), DbError> {
-    if params.len() != prepared.params {
-        return Err(DbError::Query(format!(
+    if params.len() != prepared.params.len() {
+        return Err(DbError::Refused(format!(
             "the statement takes {} parameters, {} given",
-            prepared.params,
+            prepared.params.len(),
             params.len()
         )));
     }
-    let formats = params
+    let typed = || params.iter().zip(prepared.params.iter()).enumerate();
+    let formats = typed().map(|(_, (v, ty))| i16::from(postgres_types::binary_param(v, ty)));
+    let values = typed().map(|(i, (v, ty))| (i + 1, v, ty));
+    let results = prepared
+        .types
         .iter()
-        .map(|v| if matches!(v, Value::Bytes(_)) { 1 } else { 0 });
-    let results = prepared.types.iter().map(|ty| i16::from(is_binary(ty)));
-    frontend::bind("", &prepared.name, formats, params, encode, results, out).map_err(
-        |e| match e {
-            BindError::Conversion(e) => DbError::Query(format!("a parameter does not fit: {e}")),
-            BindError::Serialization(e) => encode_error(e),
-        },
-    )?;
+        .map(|ty| i16::from(postgres_types::is_binary(ty)));
+    frontend::bind(
+        "",
+        &prepared.name,
+        formats,
+        values,
+        postgres_types::encode_param,
+        results,
+        out,
+    )
+    .map_err(|e| match e {
+        BindError::Conversion(e) => DbError::Refused(format!("a parameter does not fit: {e}")),
+        BindError::Serialization(e) => encode_error(e),
+    })?;
     frontend::execute("", 0, out).map_err(encode_error)
 }
 
-/// One parameter's bytes: the text form of a number or string, the bytes of `Bytes`.
-fn encode(
-    value: &Value,
-    buf: &mut BytesMut,
-) -> Result<postgres_protocol::IsNull, Box<dyn std::error::Error + Sync + Send>> {
-    use std::fmt::Write;
-    match value {
-        Value::Null => return Ok(postgres_protocol::IsNull::Yes),
-        Value::Int(i) => write!(buf, "{i}")?,
-        Value::Float(f) if f.is_infinite() => {
-            buf.extend_from_slice(if *f > 0.0 { b"Infinity" } else { b"-Infinity" })
-        }
-        Value::Float(f) => write!(buf, "{f}")?,
-        Value::Text(t) => buf.extend_from_slice(t.as_bytes()),
-        Value::Bytes(b) => buf.extend_from_slice(b),
-    }
-    Ok(postgres_protocol::IsNull::No)
-}
-
 /// Each query's rows and count in an answer, or the error the server gave.
-fn outcomes(answer: Answer, timeout: Duration) -> Result<Vec<Outcome>, DbError> {
+pub(super) fn outcomes(answer: Answer, timeout: Duration) -> Result<Vec<Outcome>, DbError> {
     let mut outcomes = Vec::new();
     let mut rows = Vec::new();
-    for message in answer {
+    for message in answer.messages {
         match message {
             Message::DataRow(row) => rows.push(row),
             Message::CommandComplete(body) => {
@@ -663,11 +830,13 @@ fn outcomes(answer: Answer, timeout: Duration) -> Result<Vec<Outcome>, DbError> 
                 outcomes.push(Outcome {
                     rows: std::mem::take(&mut rows),
                     changed: changed.unwrap_or(0),
+                    rolled_back: tag == "ROLLBACK",
                 });
             }
             Message::EmptyQueryResponse => outcomes.push(Outcome {
                 rows: std::mem::take(&mut rows),
                 changed: 0,
+                rolled_back: false,
             }),
             Message::ErrorResponse(body) => return Err(db_error(&body, timeout)),
             _ => {}
@@ -682,7 +851,7 @@ fn type_of(oid: u32) -> Type {
 }
 
 fn encode_error(e: std::io::Error) -> DbError {
-    DbError::Query(format!("cannot encode the query: {e}"))
+    DbError::Refused(format!("cannot encode the query: {e}"))
 }
 
 fn decode_error(e: std::io::Error) -> DbError {
@@ -690,21 +859,20 @@ fn decode_error(e: std::io::Error) -> DbError {
 }
 
 /// The server's error as a [`DbError`]; 57014 (a statement past `statement_timeout`, which
-/// is the query timeout) as [`DbError::Timeout`].
-fn db_error(body: &ErrorResponseBody, timeout: Duration) -> DbError {
-    let what = postgres_wire::error_text(body);
-    if what.starts_with("57014") {
+/// is the query timeout) as [`DbError::Timeout`], connection and server failures as
+/// [`DbError::Unavailable`].
+pub(super) fn db_error(body: &ErrorResponseBody, timeout: Duration) -> DbError {
+    let error = postgres_wire::server_error(body);
+    if error.code == "57014" {
         return DbError::Timeout(timeout);
     }
-    // 08: connection exceptions; 53: out of resources (too many connections); 57: operator
-    // intervention (shutdown, crash, starting up): the server, not the query.
-    if what.starts_with("08") || what.starts_with("53") || what.starts_with("57") {
-        return DbError::Unavailable(what);
+    if error.kind == super::error::ErrorKind::Unavailable {
+        return DbError::Unavailable(error.to_string());
     }
-    DbError::Query(what)
+    DbError::Query(error)
 }
 
-fn convert_row(row: &DataRowBody, prepared: &Prepared) -> Result<Row, DbError> {
+pub(super) fn convert_row(row: &DataRowBody, prepared: &Prepared) -> Result<Row, DbError> {
     let mut values = Vec::with_capacity(prepared.types.len());
     let mut ranges = row.ranges();
     while let Some(range) = ranges.next().map_err(decode_error)? {
@@ -712,60 +880,12 @@ fn convert_row(row: &DataRowBody, prepared: &Prepared) -> Result<Row, DbError> {
         let (Some(ty), Some(column)) = (prepared.types.get(i), prepared.columns.get(i)) else {
             return Err(DbError::Decode(format!("a row with more than {i} columns")));
         };
-        let raw = range.map(|r| &row.buffer()[r]);
-        values.push(match raw {
+        values.push(match range {
             None => Value::Null,
-            Some(raw) if is_binary(ty) => decode(ty, raw, column)?,
-            Some(_) if *ty == Type::VOID => Value::Null,
-            Some(raw) => Value::Text(
-                String::from_utf8(raw.to_vec())
-                    .map_err(|_| DbError::Decode(format!("column {column} ({ty}): not UTF-8")))?,
-            ),
+            Some(r) => postgres_types::decode(ty, &row.buffer()[r], column)?,
         });
     }
     Ok(Row::new(prepared.columns.clone(), values))
-}
-
-/// One column's value, sent in binary (a type [`is_binary`] names), as its [`Value`].
-fn decode(ty: &Type, raw: &[u8], column: &str) -> Result<Value, DbError> {
-    let bad = |e: Box<dyn std::error::Error + Sync + Send>| {
-        DbError::Decode(format!("column {column} ({ty}): {e}"))
-    };
-    Ok(match *ty {
-        Type::INT2 => Value::Int(i16::from_sql(ty, raw).map_err(bad)?.into()),
-        Type::INT4 => Value::Int(i32::from_sql(ty, raw).map_err(bad)?.into()),
-        Type::INT8 => Value::Int(i64::from_sql(ty, raw).map_err(bad)?),
-        Type::OID => Value::Int(u32::from_sql(ty, raw).map_err(bad)?.into()),
-        Type::BOOL => Value::Int(bool::from_sql(ty, raw).map_err(bad)?.into()),
-        Type::FLOAT4 => Value::Float(f32::from_sql(ty, raw).map_err(bad)?.into()),
-        Type::FLOAT8 => Value::Float(f64::from_sql(ty, raw).map_err(bad)?),
-        Type::BYTEA => Value::Bytes(raw.to_vec()),
-        _ => Value::Text(
-            <&str as FromSql>::from_sql(ty, raw)
-                .map_err(bad)?
-                .to_string(),
-        ),
-    })
-}
-
-/// Whether a column of type `ty` comes back in binary ([`decode`] reads it); every other
-/// type comes back as its text (a NUMERIC as `1.50`, a DATE as `2026-11-24`).
-fn is_binary(ty: &Type) -> bool {
-    matches!(
-        *ty,
-        Type::INT2
-            | Type::INT4
-            | Type::INT8
-            | Type::OID
-            | Type::BOOL
-            | Type::FLOAT4
-            | Type::FLOAT8
-            | Type::BYTEA
-            | Type::TEXT
-            | Type::VARCHAR
-            | Type::BPCHAR
-            | Type::NAME
-    )
 }
 
 #[cfg(test)]

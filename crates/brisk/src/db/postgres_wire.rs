@@ -7,15 +7,22 @@
 //!   (or only reads); a host that fails any of it gives way to the next host of the URL. TLS,
 //!   when asked for, starts before it ([`postgres_tls`](super::postgres_tls)).
 //! - **The pipeline**: a request is a run of frontend messages ending in one `Sync` (or one
-//!   simple `Query`), and its answer is every message up to the `ReadyForQuery` that ends it.
-//!   The [`Driver`] writes every request queued since its last write in one write and hands
-//!   the answers back in order. A request may hold many `Bind`/`Execute` pairs before its one
-//!   `Sync`, so a batch of queries costs the server one implicit transaction and one flush.
+//!   simple `Query`), and its answer is every message up to the `ReadyForQuery` that ends it,
+//!   with the transaction status that `ReadyForQuery` gives. The [`Driver`] writes every
+//!   request queued since its last write in one write and hands the answers back in order. A
+//!   request may hold many `Bind`/`Execute` pairs before its one `Sync`, so a batch of
+//!   queries costs the server one implicit transaction and one flush.
 //! - **Timeouts** are the server's: the session's `statement_timeout` ends a statement that
 //!   runs too long (a cancel request would stop whichever query runs at that moment, maybe
 //!   another caller's).
-//! - **What a shared connection cannot take** is refused: a request that leaves a
-//!   transaction open is rolled back, and `COPY FROM STDIN` drops the connection.
+//! - **A shared connection keeps no transaction** ([`Mode::Shared`]): statements that would
+//!   open one are refused before they are sent ([`statement`](super::statement)); if one gets
+//!   through anyway (dynamic SQL in a function), the driver answers it with an error, fails
+//!   every request that was already sent behind it (they ran inside that transaction) and
+//!   rolls the transaction back before anything written later, so no caller is told a write
+//!   succeeded that was rolled back. `COPY FROM STDIN` drops the connection.
+//! - **A transaction's connection** ([`Mode::Exclusive`]) has one user at a time, who reads
+//!   the transaction status from each answer.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -32,13 +39,21 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::config::{ChannelBinding, Host, TargetSessionAttrs};
 use tokio_postgres::Config;
 
-use super::error::DbError;
+use super::error::{postgres_kind, DbError, ServerError};
 use super::postgres_tls::{Opened, PgTls, Socket};
 
-/// What the server answered one request: its messages up to (not including) `ReadyForQuery`.
-pub(super) type Answer = Vec<Message>;
+/// What the server answered one request: its messages up to (not including) the
+/// `ReadyForQuery` that ended it, and the transaction status that gave (`I` idle, `T` in a
+/// transaction, `E` in a failed one).
+pub(super) struct Answer {
+    pub(super) messages: Vec<Message>,
+    pub(super) status: u8,
+}
 
 type Reply = oneshot::Sender<Result<Answer, DbError>>;
+
+/// An answer on its way: [`Connection::send`]'s receipt.
+pub(super) type Pending = oneshot::Receiver<Result<Answer, DbError>>;
 
 /// Requests waiting to be written past this many bytes wait in the queue instead.
 const MAX_OUTPUT: usize = 1 << 20;
@@ -49,6 +64,15 @@ struct Request {
     reply: Reply,
 }
 
+/// Who uses a connection, which decides what its driver does about transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Many callers pipeline on it: no transaction may outlive the request that opened it.
+    Shared,
+    /// One transaction at a time holds it.
+    Exclusive,
+}
+
 /// The callers' side of one connection; its [`Driver`] does the reading and writing.
 pub(super) struct Connection {
     requests: mpsc::UnboundedSender<Request>,
@@ -57,13 +81,33 @@ pub(super) struct Connection {
 impl Connection {
     /// Sends `messages` (ending in one `Sync`) and waits for their answer.
     pub(super) async fn request(&self, messages: BytesMut) -> Result<Answer, DbError> {
+        let pending = self.send(messages)?;
+        answer(pending).await
+    }
+
+    /// Queues `messages` without waiting: requests queued one after another are written and
+    /// answered in that order.
+    pub(super) fn send(&self, messages: BytesMut) -> Result<Pending, DbError> {
         let (reply, answer) = oneshot::channel();
-        let gone = || DbError::Unavailable("the connection to PostgreSQL closed".into());
         self.requests
             .send(Request { messages, reply })
             .map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())?
+        Ok(answer)
     }
+
+    /// Whether the driver has stopped (the connection is gone).
+    pub(super) fn is_closed(&self) -> bool {
+        self.requests.is_closed()
+    }
+}
+
+/// The answer of a request queued with [`Connection::send`].
+pub(super) async fn answer(pending: Pending) -> Result<Answer, DbError> {
+    pending.await.map_err(|_| gone())?
+}
+
+fn gone() -> DbError {
+    DbError::Unavailable("the connection to PostgreSQL closed".into())
 }
 
 /// Where a server listens.
@@ -372,6 +416,28 @@ async fn read_message(
     }
 }
 
+/// The server's error as Brisk's: its SQLSTATE (`C`), message (`M`), constraint (`n`) and
+/// their kind.
+pub(super) fn server_error(body: &ErrorResponseBody) -> ServerError {
+    let (mut code, mut message, mut constraint) = (String::new(), String::new(), None);
+    let mut fields = body.fields();
+    while let Ok(Some(field)) = fields.next() {
+        let value = || String::from_utf8_lossy(field.value_bytes()).into_owned();
+        match field.type_() {
+            b'C' => code = value(),
+            b'M' => message = value(),
+            b'n' => constraint = Some(value()),
+            _ => {}
+        }
+    }
+    ServerError {
+        kind: postgres_kind(&code),
+        code,
+        message,
+        constraint,
+    }
+}
+
 /// An error's code and message, as `CODE: message`.
 pub(super) fn error_text(body: &ErrorResponseBody) -> String {
     let (mut code, mut message) = (String::new(), String::new());
@@ -408,10 +474,18 @@ pub(super) struct Driver {
     queue: mpsc::UnboundedReceiver<Request>,
 }
 
+/// A request written (or about to be) whose answer has not come yet.
+struct Waiting {
+    /// `None`: a ROLLBACK of the driver's own, whose answer nobody waits for.
+    reply: Option<Reply>,
+    /// It runs inside a transaction an earlier request left open, which is rolled back.
+    doomed: bool,
+}
+
 impl Driver {
     /// Runs the connection until it ends (the server goes, or every [`Connection`] handle is
     /// dropped) and says why. Requests still waiting then fail with `Unavailable`.
-    pub(super) async fn run(self) -> String {
+    pub(super) async fn run(self, mode: Mode) -> String {
         let Driver {
             socket,
             mut input,
@@ -419,9 +493,8 @@ impl Driver {
         } = self;
         let (mut reader, mut writer) = tokio::io::split(socket);
         let mut output = BytesMut::new();
-        // `None`: a ROLLBACK of the driver's own, whose answer nobody waits for.
-        let mut waiting: VecDeque<Option<Reply>> = VecDeque::new();
-        let mut answer: Answer = Vec::new();
+        let mut waiting: VecDeque<Waiting> = VecDeque::new();
+        let mut messages: Vec<Message> = Vec::new();
         let why = 'run: loop {
             loop {
                 let message = match Message::parse(&mut input) {
@@ -431,20 +504,44 @@ impl Driver {
                 };
                 match message {
                     Message::ReadyForQuery(body) => {
-                        let done = std::mem::take(&mut answer);
-                        match waiting.pop_front() {
-                            Some(Some(reply)) => {
-                                let _ = reply.send(Ok(done));
-                            }
-                            Some(None) => {}
-                            None => break 'run "an answer nobody asked for".to_string(),
+                        let status = body.status();
+                        let messages = std::mem::take(&mut messages);
+                        let Some(done) = waiting.pop_front() else {
+                            break 'run "an answer nobody asked for".to_string();
+                        };
+                        let left_open = mode == Mode::Shared && status != b'I';
+                        if let Some(reply) = done.reply {
+                            let answer = if done.doomed {
+                                Err(DbError::Unavailable(
+                                    "the statement ran inside a transaction that another \
+                                     statement left open on the shared connection, and was \
+                                     rolled back with it"
+                                        .into(),
+                                ))
+                            } else if left_open {
+                                Err(DbError::Refused(
+                                    "the statement left the shared connection inside a \
+                                     transaction, which was rolled back: run transactions with \
+                                     db.transaction() or db.begin()"
+                                        .into(),
+                                ))
+                            } else {
+                                Ok(Answer { messages, status })
+                            };
+                            let _ = reply.send(answer);
                         }
-                        // The connection is shared: a request must not leave a transaction
-                        // open (or failed) for later callers' queries to land in. The ROLLBACK
-                        // goes after whatever is already queued, in wire order.
-                        if body.status() != b'I' {
+                        // A barrier: whatever was sent behind it ran inside the transaction
+                        // and fails; the ROLLBACK goes before anything not yet queued. (If
+                        // one of ours is on its way, it ends this transaction already.)
+                        if left_open && !waiting.iter().any(|w| w.reply.is_none()) {
+                            for w in waiting.iter_mut() {
+                                w.doomed = true;
+                            }
                             let _ = frontend::query("ROLLBACK", &mut output);
-                            waiting.push_back(None);
+                            waiting.push_back(Waiting {
+                                reply: None,
+                                doomed: false,
+                            });
                         }
                     }
                     // The server would wait for rows that never come, and ignore the Syncs
@@ -458,7 +555,7 @@ impl Driver {
                     Message::ErrorResponse(body) if is_fatal(&body) => {
                         break 'run error_text(&body)
                     }
-                    other => answer.push(other),
+                    other => messages.push(other),
                 }
             }
             tokio::select! {
@@ -472,7 +569,7 @@ impl Driver {
                         let mut next = Some(first);
                         while let Some(Request { messages, reply }) = next {
                             output.extend_from_slice(&messages);
-                            waiting.push_back(Some(reply));
+                            waiting.push_back(Waiting { reply: Some(reply), doomed: false });
                             next = if output.len() < MAX_OUTPUT { queue.try_recv().ok() } else { None };
                         }
                     }
@@ -485,7 +582,7 @@ impl Driver {
                 },
             }
         };
-        for reply in waiting.into_iter().flatten() {
+        for reply in waiting.into_iter().filter_map(|w| w.reply) {
             let _ = reply.send(Err(DbError::Unavailable(why.clone())));
         }
         why

@@ -1,7 +1,10 @@
 //! [`Sqlite`]: the embedded default. rusqlite's calls block, so they never run on the worker's
 //! event loop: each worker starts a few threads (one by default) on first use, each holding
-//! one connection in WAL mode, and a query is a job sent to them whose answer the caller
-//! awaits. Statements are prepared once per connection (rusqlite's statement cache).
+//! one connection in WAL mode with foreign keys enforced, and a query is a job sent to them
+//! whose answer the caller awaits. Statements are prepared once per connection (rusqlite's
+//! statement cache). A transaction holds a connection (and its thread) of its own
+//! (`sqlite_tx.rs`); the shared ones refuse what would open a transaction or
+//! change the connection, and roll back a transaction a statement left open anyway.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -11,8 +14,11 @@ use std::time::Duration;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, InterruptHandle};
 
-use super::error::DbError;
-use super::value::{rewrite_placeholders, Row, Value};
+use super::error::{DbError, ErrorKind, ServerError};
+use super::row::Row;
+use super::statement::{self, Dialect, Place};
+use super::value::{parse_uuid, rewrite_placeholders, Value};
+use crate::civil;
 
 /// How a worker uses an SQLite database.
 #[derive(Debug, Clone)]
@@ -25,6 +31,12 @@ pub struct SqliteOptions {
     pub query_timeout: Duration,
     /// How long a writer waits for another connection's lock before failing. Default 5 s.
     pub busy_timeout: Duration,
+    /// Connections (each with its thread) per worker that transactions hold, one each,
+    /// beside the shared ones; opened as needed and kept for the next. Default 4.
+    pub max_transactions: usize,
+    /// How long a transaction waits for one of them before failing with
+    /// [`DbError::PoolTimeout`]. Default 5 s.
+    pub acquire_timeout: Duration,
 }
 
 impl Default for SqliteOptions {
@@ -33,6 +45,8 @@ impl Default for SqliteOptions {
             threads: 1,
             query_timeout: Duration::from_secs(5),
             busy_timeout: Duration::from_secs(5),
+            max_transactions: 4,
+            acquire_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -66,7 +80,7 @@ impl Drop for AbandonOnDrop {
 }
 
 /// Work for a connection thread: the connection, or why it could not be opened.
-type Job = Box<dyn FnOnce(Result<&mut Connection, &DbError>) + Send>;
+pub(super) type Job = Box<dyn FnOnce(Result<&mut Connection, &DbError>) + Send>;
 
 /// An SQLite database as one worker sees it; cheap to clone, `Send + Sync`. Nothing is opened
 /// until the first query, so a value made in `main` opens nothing in the master.
@@ -81,13 +95,17 @@ type Job = Box<dyn FnOnce(Result<&mut Connection, &DbError>) + Send>;
 /// ```
 #[derive(Clone)]
 pub struct Sqlite {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     path: PathBuf,
-    options: SqliteOptions,
+    pub(super) options: SqliteOptions,
     jobs: OnceLock<Mutex<mpsc::Sender<Job>>>,
+    /// Transactions' connections not in use: the job queue of each one's thread.
+    pub(super) idle: Mutex<Vec<mpsc::Sender<Job>>>,
+    /// One per transaction that may run at once (`max_transactions`).
+    pub(super) transactions: Arc<tokio::sync::Semaphore>,
 }
 
 impl Sqlite {
@@ -96,8 +114,14 @@ impl Sqlite {
         Sqlite {
             inner: Arc::new(Inner {
                 path: path.as_ref().to_path_buf(),
+                transactions: Arc::new(tokio::sync::Semaphore::new(
+                    options
+                        .max_transactions
+                        .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+                )),
                 options,
                 jobs: OnceLock::new(),
+                idle: Mutex::default(),
             }),
         }
     }
@@ -130,10 +154,32 @@ impl Sqlite {
         queue.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// A new connection with a thread of its own, for a transaction: its job queue.
+    pub(super) fn dedicated(&self) -> Result<mpsc::Sender<Job>, DbError> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let (path, options) = (self.inner.path.clone(), self.inner.options.clone());
+        std::thread::Builder::new()
+            .name("brisk-sqlite-tx".into())
+            .spawn(move || serve_jobs(&path, &options, &Mutex::new(rx)))
+            .map_err(|e| DbError::Unavailable(format!("cannot start an SQLite thread: {e}")))?;
+        Ok(tx)
+    }
+
     /// Runs `f` on a connection thread and waits for its result without blocking the worker.
     /// A call that runs past the query timeout is interrupted and fails with
-    /// [`DbError::Timeout`].
+    /// [`DbError::Timeout`]. The connection must be left as it was found (no transaction
+    /// open, no setting changed): it serves other callers next.
     pub async fn call<R, F>(&self, f: F) -> Result<R, DbError>
+    where
+        F: FnOnce(&mut Connection) -> Result<R, DbError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let jobs = self.jobs();
+        self.call_on(&jobs, f).await
+    }
+
+    /// Runs `f` on the thread whose queue is `jobs` (see [`call`](Self::call)).
+    pub(super) async fn call_on<R, F>(&self, jobs: &mpsc::Sender<Job>, f: F) -> Result<R, DbError>
     where
         F: FnOnce(&mut Connection) -> Result<R, DbError> + Send + 'static,
         R: Send + 'static,
@@ -163,7 +209,7 @@ impl Sqlite {
             };
             let _ = reply.send(result);
         });
-        if self.jobs().send(job).is_err() {
+        if jobs.send(job).is_err() {
             return Err(DbError::Unavailable("the SQLite threads are gone".into()));
         }
         let timeout = self.inner.options.query_timeout;
@@ -176,8 +222,10 @@ impl Sqlite {
 
     /// Every row `sql` returns; parameters are `$1`, `$2`…
     pub async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>, DbError> {
+        statement::check(sql, Dialect::Sqlite, Place::Shared)?;
         let sql = sqlite_sql(sql);
-        self.call(move |conn| query_rows(conn, &sql, &params)).await
+        self.call(move |conn| left_as_found(conn, query_rows(conn, &sql, &params)))
+            .await
     }
 
     /// The first row `sql` returns, if any.
@@ -187,27 +235,48 @@ impl Sqlite {
 
     /// Runs a statement; returns how many rows it changed.
     pub async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64, DbError> {
+        statement::check(sql, Dialect::Sqlite, Place::Shared)?;
         let sql = sqlite_sql(sql);
-        self.call(move |conn| {
-            let mut stmt = conn.prepare_cached(&sql).map_err(query_error)?;
-            let n = stmt
-                .execute(rusqlite::params_from_iter(params.iter().map(to_sql)))
-                .map_err(query_error)?;
-            Ok(n as u64)
-        })
-        .await
+        self.call(move |conn| left_as_found(conn, execute(conn, &sql, &params)))
+            .await
     }
 
-    /// Runs several statements separated by `;` (no parameters), such as a schema.
+    /// Runs several statements separated by `;` (no parameters), such as a schema. A
+    /// statement that would open a transaction or change the connection is refused.
     pub async fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
+        statement::check(sql, Dialect::Sqlite, Place::Shared)?;
         let sql = sql.to_string();
-        self.call(move |conn| conn.execute_batch(&sql).map_err(query_error))
+        self.call(move |conn| left_as_found(conn, conn.execute_batch(&sql).map_err(query_error)))
             .await
     }
 }
 
+/// `result`, unless the call left the shared connection inside a transaction (which the
+/// statement check should have refused): then that is rolled back, and the call fails.
+fn left_as_found<R>(conn: &Connection, result: Result<R, DbError>) -> Result<R, DbError> {
+    if conn.is_autocommit() {
+        return result;
+    }
+    let _ = conn.execute_batch("ROLLBACK");
+    Err(DbError::Refused(
+        "the statement left the shared connection inside a transaction, which was rolled \
+         back: run transactions with db.transaction() or db.begin()"
+            .into(),
+    ))
+}
+
+/// Runs one statement; how many rows it changed.
+pub(super) fn execute(conn: &Connection, sql: &str, params: &[Value]) -> Result<u64, DbError> {
+    let params = sqlite_params(params)?;
+    let mut stmt = conn.prepare_cached(sql).map_err(query_error)?;
+    let n = stmt
+        .execute(rusqlite::params_from_iter(params))
+        .map_err(query_error)?;
+    Ok(n as u64)
+}
+
 /// `$N` placeholders as SQLite's `?N`.
-fn sqlite_sql(sql: &str) -> String {
+pub(super) fn sqlite_sql(sql: &str) -> String {
     rewrite_placeholders(sql, |n| format!("?{n}")).0
 }
 
@@ -265,6 +334,7 @@ fn open_once(path: &Path, options: &SqliteOptions) -> rusqlite::Result<Connectio
         conn.pragma_update(None, "journal_mode", "WAL")?;
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.set_prepared_statement_cache_capacity(256);
     Ok(conn)
 }
@@ -276,64 +346,182 @@ fn is_busy(e: &rusqlite::Error) -> bool {
     )
 }
 
-fn query_rows(conn: &mut Connection, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
+pub(super) fn query_rows(
+    conn: &Connection,
+    sql: &str,
+    params: &[Value],
+) -> Result<Vec<Row>, DbError> {
     let mut stmt = conn.prepare_cached(sql).map_err(query_error)?;
     let columns: Arc<[String]> = stmt.column_names().iter().map(|c| c.to_string()).collect();
-    let width = columns.len();
+    let declared: Vec<Declared> = stmt
+        .columns()
+        .iter()
+        .map(|c| Declared::of(c.decl_type()))
+        .collect();
+    let params = sqlite_params(params)?;
     let mut rows = stmt
-        .query(rusqlite::params_from_iter(params.iter().map(to_sql)))
+        .query(rusqlite::params_from_iter(params))
         .map_err(query_error)?;
     let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(query_error)? {
-        let mut values = Vec::with_capacity(width);
-        for i in 0..width {
-            values.push(from_sql(row.get_ref(i).map_err(query_error)?));
+        let mut values = Vec::with_capacity(declared.len());
+        for (i, declared) in declared.iter().enumerate() {
+            values.push(declared.read(row.get_ref(i).map_err(query_error)?));
         }
         out.push(Row::new(columns.clone(), values));
     }
     Ok(out)
 }
 
-fn to_sql(v: &Value) -> rusqlite::types::Value {
+/// Parameters as SQLite keeps them: booleans as 0 / 1, dates, times and timestamps as ISO
+/// 8601 text (`2026-11-26T12:00:00.000000Z` for an instant), UUIDs, JSON and decimals as text.
+pub(super) fn sqlite_params(params: &[Value]) -> Result<Vec<rusqlite::types::Value>, DbError> {
     use rusqlite::types::Value as S;
-    match v {
-        Value::Null => S::Null,
-        Value::Int(i) => S::Integer(*i),
-        Value::Float(f) => S::Real(*f),
-        Value::Text(t) => S::Text(t.clone()),
-        Value::Bytes(b) => S::Blob(b.clone()),
+    params
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            Ok(match v {
+                Value::Null => S::Null,
+                Value::Bool(b) => S::Integer(i64::from(*b)),
+                Value::Int(i) => S::Integer(*i),
+                Value::Float(f) => S::Real(*f),
+                Value::Text(t) => S::Text(t.clone()),
+                Value::Bytes(b) => S::Blob(b.clone()),
+                Value::Array(_) => {
+                    return Err(DbError::Refused(format!(
+                        "parameter ${}: SQLite has no arrays (store JSON instead)",
+                        i + 1
+                    )))
+                }
+                other => S::Text(other.to_text().unwrap_or_default()),
+            })
+        })
+        .collect()
+}
+
+/// What a column's declared type says its values are, for the types SQLite keeps as text or
+/// integers: a value that reads as the type becomes it (a `TIMESTAMPTZ` column's ISO text a
+/// [`Value::TimestampTz`]), any other stays as SQLite gave it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Declared {
+    Bool,
+    Date,
+    Time,
+    Timestamp,
+    TimestampTz,
+    Uuid,
+    Json,
+    Decimal,
+    Other,
+}
+
+impl Declared {
+    fn of(decl_type: Option<&str>) -> Declared {
+        let Some(decl) = decl_type else {
+            return Declared::Other;
+        };
+        let decl = decl.trim();
+        let base = decl.split(['(', ' ']).next().unwrap_or("");
+        let is = |names: &[&str]| names.iter().any(|n| base.eq_ignore_ascii_case(n));
+        if is(&["BOOL", "BOOLEAN"]) {
+            Declared::Bool
+        } else if is(&["DATE"]) {
+            Declared::Date
+        } else if is(&["TIME"]) {
+            Declared::Time
+        } else if is(&["TIMESTAMPTZ"])
+            || (is(&["TIMESTAMP"]) && decl.to_ascii_uppercase().contains("WITH TIME ZONE"))
+        {
+            Declared::TimestampTz
+        } else if is(&["DATETIME", "TIMESTAMP"]) {
+            Declared::Timestamp
+        } else if is(&["UUID"]) {
+            Declared::Uuid
+        } else if is(&["JSON", "JSONB"]) {
+            Declared::Json
+        } else if is(&["DECIMAL", "NUMERIC"]) {
+            Declared::Decimal
+        } else {
+            Declared::Other
+        }
+    }
+
+    fn read(self, v: ValueRef<'_>) -> Value {
+        let text = |t: &[u8]| String::from_utf8_lossy(t).into_owned();
+        match (self, v) {
+            (_, ValueRef::Null) => Value::Null,
+            (Declared::Bool, ValueRef::Integer(i @ (0 | 1))) => Value::Bool(i == 1),
+            (Declared::Decimal, ValueRef::Integer(i)) => Value::Decimal(i.to_string()),
+            (Declared::Decimal, ValueRef::Real(f)) => Value::Decimal(f.to_string()),
+            (Declared::Uuid, ValueRef::Blob(b)) if b.len() == 16 => {
+                Value::Uuid(b.try_into().expect("16 bytes"))
+            }
+            (_, ValueRef::Integer(i)) => Value::Int(i),
+            (_, ValueRef::Real(f)) => Value::Float(f),
+            (_, ValueRef::Blob(b)) => Value::Bytes(b.to_vec()),
+            (declared, ValueRef::Text(t)) => {
+                let t = std::str::from_utf8(t).unwrap_or_default();
+                declared
+                    .read_text(t)
+                    .unwrap_or_else(|| Value::Text(text(t.as_bytes())))
+            }
+        }
+    }
+
+    fn read_text(self, t: &str) -> Option<Value> {
+        let instant = |t: &str| {
+            let (micros, offset) = civil::parse_timestamp(t)?;
+            Some(micros - i64::from(offset.unwrap_or(0)) * 1_000_000)
+        };
+        Some(match self {
+            Declared::Date => Value::Date(civil::parse_date(t)?),
+            Declared::Time => Value::Time(civil::parse_time(t)?),
+            Declared::Timestamp => Value::Timestamp(instant(t)?),
+            Declared::TimestampTz => Value::TimestampTz(instant(t)?),
+            Declared::Uuid => Value::Uuid(parse_uuid(t)?),
+            Declared::Json => Value::Json(Box::new(serde_json::from_str(t).ok()?)),
+            Declared::Decimal => Value::Decimal(t.to_string()),
+            Declared::Bool | Declared::Other => return None,
+        })
     }
 }
 
-fn from_sql(v: ValueRef<'_>) -> Value {
-    match v {
-        ValueRef::Null => Value::Null,
-        ValueRef::Integer(i) => Value::Int(i),
-        ValueRef::Real(f) => Value::Float(f),
-        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
-        ValueRef::Blob(b) => Value::Bytes(b.to_vec()),
+/// rusqlite's error as a [`DbError`]: a constraint by its kind, a lock held by another
+/// connection as [`DbError::Unavailable`].
+pub(super) fn query_error(e: rusqlite::Error) -> DbError {
+    use rusqlite::ffi;
+    let rusqlite::Error::SqliteFailure(failure, message) = &e else {
+        return DbError::server(ErrorKind::Other, "", e.to_string());
+    };
+    if matches!(
+        failure.code,
+        rusqlite::ErrorCode::DatabaseBusy
+            | rusqlite::ErrorCode::DatabaseLocked
+            | rusqlite::ErrorCode::CannotOpen
+    ) {
+        return DbError::Unavailable(e.to_string());
     }
-}
-
-fn query_error(e: rusqlite::Error) -> DbError {
-    match e {
-        rusqlite::Error::SqliteFailure(f, _)
-            if f.code == rusqlite::ErrorCode::OperationInterrupted =>
-        {
-            DbError::Query("interrupted".into())
+    let kind = match failure.extended_code {
+        ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+            ErrorKind::UniqueViolation
         }
-        rusqlite::Error::SqliteFailure(f, _)
-            if matches!(
-                f.code,
-                rusqlite::ErrorCode::DatabaseBusy
-                    | rusqlite::ErrorCode::DatabaseLocked
-                    | rusqlite::ErrorCode::CannotOpen
-            ) =>
-        {
-            DbError::Unavailable(e.to_string())
-        }
-        other => DbError::Query(other.to_string()),
-    }
+        ffi::SQLITE_CONSTRAINT_FOREIGNKEY => ErrorKind::ForeignKeyViolation,
+        ffi::SQLITE_CONSTRAINT_CHECK => ErrorKind::CheckViolation,
+        ffi::SQLITE_CONSTRAINT_NOTNULL => ErrorKind::NotNullViolation,
+        _ => ErrorKind::Other,
+    };
+    let message = message.clone().unwrap_or_else(|| failure.to_string());
+    // "UNIQUE constraint failed: rooms.name", "CHECK constraint failed: name_not_empty".
+    let constraint = (kind != ErrorKind::Other && kind != ErrorKind::ForeignKeyViolation)
+        .then(|| message.split_once("failed: ").map(|(_, c)| c.to_string()))
+        .flatten();
+    DbError::Query(ServerError {
+        code: failure.extended_code.to_string(),
+        message,
+        constraint,
+        kind,
+    })
 }
 
 #[cfg(test)]

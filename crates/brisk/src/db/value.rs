@@ -1,60 +1,167 @@
-//! Values in and out of the common surface: [`Value`] (a parameter or a column's value) and
-//! [`Row`] (one result row, by index or column name). Each backend converts to and from its
-//! own types; an application that wants a backend's typed API uses that backend directly.
+//! [`Value`]: a parameter or a column's value, as every backend hands it over. Each backend
+//! converts to and from its own types, in binary where its protocol has it;
+//! [`FromValue`](super::FromValue) turns a value into the app's Rust type.
+//!
+//! Dates and times are numbers here (days since 1970-01-01, microseconds since midnight or
+//! since 1970-01-01 00:00 UTC), so nothing depends on a server's `DateStyle` or `TimeZone`;
+//! the app's calendar crate converts from them (features `chrono` and `time`).
 
-use std::sync::Arc;
-
-use super::error::DbError;
+use crate::civil;
 
 /// A parameter or column value.
+///
+/// ```
+/// use brisk::db::Value;
+/// let params: Vec<Value> = vec![7.into(), "ann".into(), true.into(), None::<i64>.into()];
+/// assert_eq!(params[2], Value::Bool(true));
+/// assert_eq!(params[3], Value::Null);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// SQL NULL.
     Null,
-    /// Any integer column (SMALLINT, INT, BIGINT, BOOLEAN as 0/1).
+    /// BOOLEAN (MySQL's `TINYINT(1)`; SQLite stores it as 0 / 1).
+    Bool(bool),
+    /// Any integer column (SMALLINT, INT, BIGINT).
     Int(i64),
     /// REAL, DOUBLE PRECISION, FLOAT.
     Float(f64),
-    /// TEXT, VARCHAR, CHAR.
+    /// TEXT, VARCHAR, CHAR, and a type Brisk does not read, as the server writes it.
     Text(String),
-    /// BYTEA, BLOB.
+    /// BYTEA, BLOB, BINARY.
     Bytes(Vec<u8>),
+    /// DATE: days since 1970-01-01.
+    Date(i32),
+    /// TIME (without time zone): microseconds since midnight.
+    Time(i64),
+    /// TIMESTAMP, DATETIME (without time zone): microseconds since 1970-01-01 00:00.
+    Timestamp(i64),
+    /// TIMESTAMPTZ, MySQL's TIMESTAMP: an instant, microseconds since 1970-01-01 00:00 UTC.
+    TimestampTz(i64),
+    /// UUID: its 16 bytes.
+    Uuid([u8; 16]),
+    /// JSON, JSONB.
+    Json(Box<serde_json::Value>),
+    /// NUMERIC, DECIMAL, exactly, as its text (`-12.50`, `NaN`).
+    Decimal(String),
+    /// An array (PostgreSQL): its elements, an array of arrays for more dimensions.
+    Array(Vec<Value>),
 }
 
-impl From<i64> for Value {
-    fn from(v: i64) -> Self {
-        Value::Int(v)
+impl Value {
+    /// What kind of value this is, in SQL's words: `integer`, `text`, `timestamptz`…
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Int(_) => "integer",
+            Value::Float(_) => "float",
+            Value::Text(_) => "text",
+            Value::Bytes(_) => "bytes",
+            Value::Date(_) => "date",
+            Value::Time(_) => "time",
+            Value::Timestamp(_) => "timestamp",
+            Value::TimestampTz(_) => "timestamptz",
+            Value::Uuid(_) => "uuid",
+            Value::Json(_) => "json",
+            Value::Decimal(_) => "decimal",
+            Value::Array(_) => "array",
+        }
+    }
+
+    /// The value as text a server parses whatever its settings (ISO 8601 dates, `true`,
+    /// hyphenated UUIDs, JSON), or `None` for NULL, bytes and arrays, which have no such text.
+    pub(crate) fn to_text(&self) -> Option<String> {
+        Some(match self {
+            Value::Null | Value::Bytes(_) | Value::Array(_) => return None,
+            Value::Bool(b) => b.to_string(),
+            Value::Int(i) => i.to_string(),
+            Value::Float(f) if f.is_nan() => "NaN".into(),
+            Value::Float(f) if f.is_infinite() => {
+                if *f > 0.0 { "Infinity" } else { "-Infinity" }.into()
+            }
+            Value::Float(f) => f.to_string(),
+            Value::Text(t) => t.clone(),
+            Value::Date(d) => civil::date_text(*d),
+            Value::Time(t) => civil::time_text(*t),
+            Value::Timestamp(t) => civil::timestamp_text(*t, false),
+            Value::TimestampTz(t) => civil::timestamp_text(*t, true),
+            Value::Uuid(u) => uuid_text(u),
+            Value::Json(j) => j.to_string(),
+            Value::Decimal(d) => d.clone(),
+        })
+    }
+
+    /// An array of `items`.
+    ///
+    /// ```
+    /// use brisk::db::Value;
+    /// assert_eq!(Value::array([1, 2]), Value::Array(vec![Value::Int(1), Value::Int(2)]));
+    /// ```
+    pub fn array<T: Into<Value>>(items: impl IntoIterator<Item = T>) -> Value {
+        Value::Array(items.into_iter().map(Into::into).collect())
     }
 }
 
-impl From<i32> for Value {
-    fn from(v: i32) -> Self {
-        Value::Int(v.into())
+/// A UUID's hyphenated text (`67e55044-10b1-426f-9247-bb680e5fe0c8`).
+pub(crate) fn uuid_text(bytes: &[u8; 16]) -> String {
+    let mut s = String::with_capacity(36);
+    for (i, b) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        s.push_str(&format!("{b:02x}"));
     }
+    s
 }
 
-impl From<f64> for Value {
-    fn from(v: f64) -> Self {
-        Value::Float(v)
+/// A UUID's 16 bytes from its text, hyphenated or not, in braces or not.
+pub(crate) fn parse_uuid(text: &str) -> Option<[u8; 16]> {
+    let hex: Vec<u8> = text
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .bytes()
+        .filter(|b| *b != b'-')
+        .collect();
+    if hex.len() != 32 {
+        return None;
     }
+    let mut out = [0u8; 16];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let pair = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(out)
 }
 
-impl From<&str> for Value {
-    fn from(v: &str) -> Self {
-        Value::Text(v.to_string())
-    }
+macro_rules! value_from {
+    ($($t:ty => |$v:ident| $e:expr),* $(,)?) => {$(
+        impl From<$t> for Value {
+            fn from($v: $t) -> Self {
+                $e
+            }
+        }
+    )*};
 }
 
-impl From<String> for Value {
-    fn from(v: String) -> Self {
-        Value::Text(v)
-    }
-}
-
-impl From<Vec<u8>> for Value {
-    fn from(v: Vec<u8>) -> Self {
-        Value::Bytes(v)
-    }
+value_from! {
+    bool => |v| Value::Bool(v),
+    i8 => |v| Value::Int(v.into()),
+    i16 => |v| Value::Int(v.into()),
+    i32 => |v| Value::Int(v.into()),
+    i64 => |v| Value::Int(v),
+    u8 => |v| Value::Int(v.into()),
+    u16 => |v| Value::Int(v.into()),
+    u32 => |v| Value::Int(v.into()),
+    f32 => |v| Value::Float(v.into()),
+    f64 => |v| Value::Float(v),
+    &str => |v| Value::Text(v.to_string()),
+    &String => |v| Value::Text(v.clone()),
+    String => |v| Value::Text(v),
+    Vec<u8> => |v| Value::Bytes(v),
+    &[u8] => |v| Value::Bytes(v.to_vec()),
+    serde_json::Value => |v| Value::Json(Box::new(v)),
 }
 
 impl<T: Into<Value>> From<Option<T>> for Value {
@@ -63,129 +170,37 @@ impl<T: Into<Value>> From<Option<T>> for Value {
     }
 }
 
-/// A Rust type a [`Value`] converts into: integers, floats, `String`, `Vec<u8>`, `bool` and
-/// `Option` of those (NULL is `None`).
-pub trait FromValue: Sized {
-    /// The value as `Self`, or why not.
-    fn from_value(v: &Value) -> Result<Self, DbError>;
-}
-
-fn mismatch(v: &Value, want: &str) -> DbError {
-    DbError::Decode(format!("{v:?} is not {want}"))
-}
-
-macro_rules! int_from_value {
+/// Arrays of the scalars (PostgreSQL's `int[]`, `text[]`…); `Vec<u8>` is bytes.
+macro_rules! array_from {
     ($($t:ty),*) => {$(
-        impl FromValue for $t {
-            fn from_value(v: &Value) -> Result<Self, DbError> {
-                match v {
-                    Value::Int(i) => <$t>::try_from(*i).map_err(|_| mismatch(v, stringify!($t))),
-                    _ => Err(mismatch(v, stringify!($t))),
-                }
+        impl From<Vec<$t>> for Value {
+            fn from(v: Vec<$t>) -> Self {
+                Value::array(v)
+            }
+        }
+
+        impl From<&[$t]> for Value {
+            fn from(v: &[$t]) -> Self {
+                Value::array(v.iter().cloned())
             }
         }
     )*};
 }
-int_from_value!(i64, i32, i16, u32, u64, usize);
+array_from!(bool, i16, i32, i64, f32, f64, String, &str);
 
-impl FromValue for f64 {
-    fn from_value(v: &Value) -> Result<Self, DbError> {
-        match v {
-            Value::Float(f) => Ok(*f),
-            Value::Int(i) => Ok(*i as f64),
-            _ => Err(mismatch(v, "f64")),
-        }
-    }
-}
-
-impl FromValue for bool {
-    fn from_value(v: &Value) -> Result<Self, DbError> {
-        match v {
-            Value::Int(i) => Ok(*i != 0),
-            _ => Err(mismatch(v, "bool")),
-        }
-    }
-}
-
-impl FromValue for String {
-    fn from_value(v: &Value) -> Result<Self, DbError> {
-        match v {
-            Value::Text(s) => Ok(s.clone()),
-            _ => Err(mismatch(v, "String")),
-        }
-    }
-}
-
-impl FromValue for Vec<u8> {
-    fn from_value(v: &Value) -> Result<Self, DbError> {
-        match v {
-            Value::Bytes(b) => Ok(b.clone()),
-            Value::Text(s) => Ok(s.clone().into_bytes()),
-            _ => Err(mismatch(v, "Vec<u8>")),
-        }
-    }
-}
-
-impl<T: FromValue> FromValue for Option<T> {
-    fn from_value(v: &Value) -> Result<Self, DbError> {
-        match v {
-            Value::Null => Ok(None),
-            other => T::from_value(other).map(Some),
-        }
-    }
-}
-
-/// One result row: its values in column order, and the column names (shared by every row of
-/// one query).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    columns: Arc<[String]>,
-    values: Vec<Value>,
-}
-
-impl Row {
-    /// A row of `values` under `columns`.
-    pub fn new(columns: Arc<[String]>, values: Vec<Value>) -> Self {
-        Row { columns, values }
-    }
-
-    /// The value of column `index` (from 0) as `T`.
-    ///
-    /// ```
-    /// use brisk::db::{Row, Value};
-    /// let row = Row::new(vec!["id".to_string()].into(), vec![Value::Int(7)]);
-    /// assert_eq!(row.get::<i32>(0).unwrap(), 7);
-    /// assert_eq!(row.by_name::<i64>("id").unwrap(), 7);
-    /// ```
-    pub fn get<T: FromValue>(&self, index: usize) -> Result<T, DbError> {
-        let v = self.values.get(index).ok_or_else(|| {
-            DbError::Decode(format!(
-                "column {index} of a row of {} columns",
-                self.values.len()
-            ))
-        })?;
-        T::from_value(v)
-    }
-
-    /// The value of the column called `name` as `T`.
-    pub fn by_name<T: FromValue>(&self, name: &str) -> Result<T, DbError> {
-        let index = self
-            .columns
-            .iter()
-            .position(|c| c.eq_ignore_ascii_case(name))
-            .ok_or_else(|| DbError::Decode(format!("no column {name:?}")))?;
-        self.get(index)
-    }
-
-    /// The values, in column order.
-    pub fn values(&self) -> &[Value] {
-        &self.values
-    }
-
-    /// The column names.
-    pub fn columns(&self) -> &[String] {
-        &self.columns
-    }
+/// Parameters as [`Value`]s: `params![id, name, at]` is `vec![id.into(), name.into(),
+/// at.into()]`.
+///
+/// ```
+/// use brisk::db::{params, Value};
+/// let p = brisk::db::params![7, "ann", Some(1.5)];
+/// assert_eq!(p, vec![Value::Int(7), Value::Text("ann".into()), Value::Float(1.5)]);
+/// ```
+#[macro_export]
+macro_rules! params {
+    ($($value:expr),* $(,)?) => {
+        vec![$($crate::db::Value::from($value)),*]
+    };
 }
 
 /// Rewrites `$1`, `$2`… placeholders (outside quoted strings) with `to(n)`: how a backend
@@ -241,20 +256,5 @@ mod tests {
         assert_eq!(order, vec![2, 10]);
         let (sql, _) = rewrite_placeholders("x = $1 or y = $1", |n| format!("?{n}"));
         assert_eq!(sql, "x = ?1 or y = ?1");
-    }
-
-    #[test]
-    fn values_convert_or_say_why_not() {
-        let row = Row::new(
-            vec!["a".to_string(), "b".to_string(), "c".to_string()].into(),
-            vec![Value::Int(300), Value::Null, Value::Text("x".into())],
-        );
-        assert_eq!(row.get::<i64>(0).unwrap(), 300);
-        assert!(row.get::<i16>(0).is_ok());
-        assert_eq!(row.get::<Option<i32>>(1).unwrap(), None);
-        assert_eq!(row.by_name::<String>("C").unwrap(), "x");
-        assert!(matches!(row.get::<i32>(2), Err(DbError::Decode(_))));
-        assert!(matches!(row.get::<i32>(9), Err(DbError::Decode(_))));
-        assert!(matches!(row.by_name::<i32>("zz"), Err(DbError::Decode(_))));
     }
 }

@@ -275,7 +275,7 @@ impl Clock {
             return;
         }
         self.second = secs;
-        let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+        let (y, m, d) = crate::civil::date_of((secs / 86_400) as i32);
         let (hh, mm, ss) = (secs % 86_400 / 3600, secs % 3600 / 60, secs % 60);
         self.clf = format!(
             "{d:02}/{}/{y}:{hh:02}:{mm:02}:{ss:02} +0000",
@@ -295,30 +295,13 @@ impl Clock {
     }
 }
 
-/// Year, month (1-12) and day of the `days`th day since 1970-01-01 (Howard Hinnant's
-/// algorithm for the proleptic Gregorian calendar).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn dates_are_gregorian() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(civil_from_days(20_415), (2025, 11, 23));
+        assert_eq!(crate::civil::date_of(11_016), (2000, 2, 29));
         let mut c = Clock::default();
         let t = UNIX_EPOCH + Duration::from_secs(1_795_441_536);
         assert_eq!(c.clf(t), "23/Nov/2026:13:45:36 +0000");

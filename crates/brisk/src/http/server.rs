@@ -252,6 +252,25 @@ impl IntoResponse for std::io::Error {
     }
 }
 
+/// The error's status ([`DbError::http_status`](crate::db::DbError::http_status)) with a
+/// JSON body of general words (`{"error": "it exists already"}`); the whole error, the
+/// server's message included, goes to the log.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+impl IntoResponse for crate::db::DbError {
+    fn into_response(self) -> Response<Body> {
+        self.log();
+        let status =
+            StatusCode::from_u16(self.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut resp = Response::new(Body::from(self.client_body()));
+        *resp.status_mut() = status;
+        resp.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        resp
+    }
+}
+
 /// The upstream error's status (502 or 504) with its message as plain text, also logged as a
 /// warning.
 #[cfg(feature = "client")]

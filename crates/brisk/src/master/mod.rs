@@ -56,6 +56,8 @@ pub(crate) struct MasterConfig {
     pub cluster: Option<String>,
     /// The cluster bus uses a Redis Cluster's sharded pub/sub.
     pub cluster_sharded: bool,
+    /// The app has start-up hooks, run in a process of their own before the workers.
+    pub startup: bool,
 }
 
 /// One server or custom process, as the master sees it.
@@ -233,6 +235,10 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         None => None,
     };
     let (uid, gid) = resolve_identity(config.user.as_deref(), config.group.as_deref())?;
+    // With the listeners bound (a busy port fails first) and no worker yet to accept.
+    if config.startup {
+        crate::startup::run_process()?;
+    }
     let plan = Plan {
         name: paths.name.clone(),
         exe: std::env::current_exe().map_err(|e| Error::io("cannot find this program", e))?,

@@ -1,0 +1,20 @@
+//! Waiting for one of a pool's places (a transaction's connection), for as long as the
+//! pool's acquire timeout allows.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::error::DbError;
+
+/// One of `places`, waiting up to `wait` ([`DbError::PoolTimeout`] past it).
+pub(super) async fn take(
+    places: &Arc<Semaphore>,
+    wait: Duration,
+) -> Result<OwnedSemaphorePermit, DbError> {
+    tokio::time::timeout(wait, places.clone().acquire_owned())
+        .await
+        .map_err(|_| DbError::PoolTimeout(wait))?
+        .map_err(|_| DbError::Unavailable("the pool is closed".into()))
+}

@@ -1,0 +1,768 @@
+//! What a statement does to the connection it runs on, read before it is sent.
+//!
+//! Single statements share connections: PostgreSQL's is one pipelined connection per worker,
+//! and the others hand a pooled connection to one call after another. A statement that
+//! starts or ends a transaction, or changes the session (`SET`, `LISTEN`, `PREPARE`, a
+//! temporary table, a session lock…), would reach every caller after it: the writes of
+//! other requests would run inside a transaction someone else rolls back. So such statements
+//! are refused there with an error that names [`Db::transaction`](super::Db::transaction),
+//! and inside a transaction only those that would end it behind Brisk's back or outlive it.
+//!
+//! The check lexes the SQL (quotes, dollar quotes, comments, each dialect's identifiers),
+//! splits it into statements at `;` (a trigger's or routine's body is kept whole) and reads
+//! each statement's leading keywords and the functions it calls. It is a pure function of
+//! the text, run once per prepared statement on PostgreSQL. What it cannot see (a session
+//! change made by dynamic SQL inside a function) is caught after the fact on PostgreSQL:
+//! the driver rolls back a transaction left open and fails the calls that ran inside it.
+
+use super::error::DbError;
+
+/// The SQL dialect of a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Postgres,
+    Mysql,
+    Sqlite,
+}
+
+/// Where a statement is about to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// A connection other callers use after (or, pipelined, beside) this one.
+    Shared,
+    /// A connection a transaction holds.
+    Transaction,
+}
+
+/// Refuses `sql` (one statement or several separated by `;`) if a statement in it would
+/// change the connection for later callers at `place`, saying which and what to use.
+pub(crate) fn check(sql: &str, dialect: Dialect, place: Place) -> Result<(), DbError> {
+    let tokens = lex(sql, dialect);
+    for (statement, _) in split(&tokens, dialect) {
+        if let Some(why) = refusal(statement, dialect, place) {
+            return Err(DbError::Refused(why));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `sql` is `ROLLBACK TO [SAVEPOINT] name`, which mends a transaction after a
+/// failed statement.
+pub(crate) fn is_rollback_to(sql: &str, dialect: Dialect) -> bool {
+    let tokens = lex(sql, dialect);
+    let words: Vec<&Token<'_>> = tokens
+        .iter()
+        .filter(|t| matches!(t, Token::Word(..)))
+        .collect();
+    words.first().is_some_and(|t| t.is("rollback"))
+        && words.iter().skip(1).take(2).any(|t| t.is("to"))
+}
+
+/// The statements of `sql` (separated by `;`, a trigger's or routine's body kept whole),
+/// each trimmed, without empty ones: how a migration file runs one statement at a time, so
+/// that a failure names its statement.
+pub(crate) fn statements(sql: &str, dialect: Dialect) -> Vec<&str> {
+    let tokens = lex(sql, dialect);
+    let mut start = 0;
+    let mut out = Vec::new();
+    for (statement, end) in split(&tokens, dialect) {
+        let end = end.unwrap_or(sql.len());
+        if !statement.is_empty() {
+            out.push(sql[start..end].trim());
+        }
+        start = (end + 1).min(sql.len());
+    }
+    out
+}
+
+/// A token that matters here: a word (keyword or bare identifier; whether a `(` follows),
+/// `;` (where it is), or one of a few symbols. Literals, quoted identifiers and numbers are
+/// `Other`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Token<'a> {
+    Word(&'a str, bool),
+    Semicolon(usize),
+    Symbol(u8),
+    Other,
+}
+
+impl Token<'_> {
+    fn is(&self, keyword: &str) -> bool {
+        matches!(self, Token::Word(w, _) if w.eq_ignore_ascii_case(keyword))
+    }
+}
+
+fn is_word_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_' || b >= 0x80
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+/// The tokens of `sql`.
+fn lex(sql: &str, dialect: Dialect) -> Vec<Token<'_>> {
+    let bytes = sql.as_bytes();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    // Inside MySQL's `/*! … */`, whose text is SQL: its closing `*/` is skipped.
+    let mut executable_comment = false;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let next = bytes.get(i + 1).copied();
+        match b {
+            b if b.is_ascii_whitespace() => i += 1,
+            b'-' if next == Some(b'-')
+                && (dialect != Dialect::Mysql
+                    || bytes.get(i + 2).is_none_or(|c| c.is_ascii_whitespace())) =>
+            {
+                i = skip_line(bytes, i);
+            }
+            b'#' if dialect == Dialect::Mysql => i = skip_line(bytes, i),
+            b'*' if next == Some(b'/') && executable_comment => {
+                executable_comment = false;
+                i += 2;
+            }
+            b'/' if next == Some(b'*') => {
+                if dialect == Dialect::Mysql && matches!(bytes.get(i + 2), Some(b'!' | b'M')) {
+                    // `/*!50100 SQL */` and MariaDB's `/*M!100100 SQL */` run their text.
+                    i += 2;
+                    while i < bytes.len() && matches!(bytes[i], b'!' | b'M' | b'0'..=b'9') {
+                        i += 1;
+                    }
+                    executable_comment = true;
+                } else {
+                    i = skip_block_comment(bytes, i, dialect == Dialect::Postgres);
+                }
+            }
+            b'\'' => {
+                let backslashes = dialect == Dialect::Mysql;
+                i = skip_quoted(bytes, i, b'\'', backslashes);
+                tokens.push(Token::Other);
+            }
+            b'"' => {
+                i = skip_quoted(bytes, i, b'"', dialect == Dialect::Mysql);
+                tokens.push(Token::Other);
+            }
+            b'`' if dialect != Dialect::Postgres => {
+                i = skip_quoted(bytes, i, b'`', false);
+                tokens.push(Token::Other);
+            }
+            b'[' if dialect == Dialect::Sqlite => {
+                i = bytes[i..]
+                    .iter()
+                    .position(|&c| c == b']')
+                    .map_or(bytes.len(), |p| i + p + 1);
+                tokens.push(Token::Other);
+            }
+            b'$' if dialect == Dialect::Postgres => {
+                i = skip_dollar(bytes, i);
+                tokens.push(Token::Other);
+            }
+            b';' => {
+                tokens.push(Token::Semicolon(i));
+                i += 1;
+            }
+            b'0'..=b'9' => {
+                while i < bytes.len() && (is_word_byte(bytes[i]) || bytes[i] == b'.') {
+                    i += 1;
+                }
+                tokens.push(Token::Other);
+            }
+            b if is_word_start(b) => {
+                let start = i;
+                while i < bytes.len() && is_word_byte(bytes[i]) {
+                    i += 1;
+                }
+                let word = &sql[start..i];
+                if bytes.get(i) == Some(&b'\'') && is_string_prefix(word) {
+                    // E'…' (backslash escapes), X'…', B'…', N'…', U&'…' are literals.
+                    let backslashes = dialect == Dialect::Mysql || word.eq_ignore_ascii_case("e");
+                    i = skip_quoted(bytes, i, b'\'', backslashes);
+                    tokens.push(Token::Other);
+                    continue;
+                }
+                let mut j = i;
+                while j < bytes.len() && bytes[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                tokens.push(Token::Word(word, bytes.get(j) == Some(&b'(')));
+            }
+            b'(' | b')' | b'=' | b'@' => {
+                tokens.push(Token::Symbol(b));
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    tokens
+}
+
+fn is_string_prefix(word: &str) -> bool {
+    [
+        "e", "x", "b", "n", "_utf8mb4", "_binary", "_latin1", "_utf8",
+    ]
+    .iter()
+    .any(|p| word.eq_ignore_ascii_case(p))
+}
+
+fn skip_line(bytes: &[u8], i: usize) -> usize {
+    bytes[i..]
+        .iter()
+        .position(|&c| c == b'\n')
+        .map_or(bytes.len(), |p| i + p + 1)
+}
+
+/// Past a `/* … */` comment starting at `i`; PostgreSQL's nest.
+fn skip_block_comment(bytes: &[u8], mut i: usize, nested: bool) -> usize {
+    let mut depth = 0usize;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(b"/*") && (depth == 0 || nested) {
+            depth += 1;
+            i += 2;
+        } else if bytes[i..].starts_with(b"*/") {
+            depth -= 1;
+            i += 2;
+            if depth == 0 {
+                return i;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    bytes.len()
+}
+
+/// Past a literal or quoted identifier opened by `quote` at `i` (a doubled quote stays
+/// inside; with `backslashes`, so does an escaped character).
+fn skip_quoted(bytes: &[u8], mut i: usize, quote: u8, backslashes: bool) -> usize {
+    i += 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if backslashes => i += 2,
+            c if c == quote => {
+                if bytes.get(i + 1) == Some(&quote) {
+                    i += 2;
+                } else {
+                    return i + 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    bytes.len()
+}
+
+/// Past a PostgreSQL `$n` parameter or `$tag$ … $tag$` string starting at `i`.
+fn skip_dollar(bytes: &[u8], i: usize) -> usize {
+    let mut j = i + 1;
+    if bytes.get(j).is_some_and(u8::is_ascii_digit) {
+        while bytes.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+        return j;
+    }
+    while j < bytes.len() && bytes[j] != b'$' && is_word_byte(bytes[j]) {
+        j += 1;
+    }
+    if bytes.get(j) != Some(&b'$') {
+        return i + 1;
+    }
+    let tag = &bytes[i..=j];
+    let body = j + 1;
+    bytes[body..]
+        .windows(tag.len())
+        .position(|w| w == tag)
+        .map_or(bytes.len(), |p| body + p + tag.len())
+}
+
+/// The statements of `tokens`, split at `;` outside the body of a trigger or routine
+/// (`BEGIN … END`; on PostgreSQL `BEGIN ATOMIC … END`): each one's tokens and the byte
+/// offset of the `;` that ends it (`None` for the last, if nothing ends it). Empty statements
+/// are kept, so the offsets stay in step.
+type Split<'t, 'a> = Vec<(&'t [Token<'a>], Option<usize>)>;
+
+fn split<'t, 'a>(tokens: &'t [Token<'a>], dialect: Dialect) -> Split<'t, 'a> {
+    let mut statements = Vec::new();
+    let mut start = 0;
+    let mut depth = 0usize;
+    for (i, token) in tokens.iter().enumerate() {
+        let statement = &tokens[start..i];
+        let next = tokens.get(i + 1);
+        match token {
+            Token::Semicolon(at) if depth == 0 => {
+                statements.push((statement, Some(*at)));
+                start = i + 1;
+            }
+            Token::Word(..) if has_body(statement, dialect) => {
+                let opens = match dialect {
+                    Dialect::Postgres => token.is("begin") && next.is_some_and(|t| t.is("atomic")),
+                    _ => token.is("begin"),
+                };
+                if opens || token.is("case") {
+                    depth += 1;
+                } else if token.is("end") {
+                    let loop_end = next.is_some_and(|t| {
+                        ["if", "loop", "while", "repeat", "for"]
+                            .iter()
+                            .any(|k| t.is(k))
+                    });
+                    if !loop_end {
+                        depth = depth.saturating_sub(1);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    statements.push((&tokens[start..], None));
+    statements
+}
+
+/// Whether a statement (its tokens so far) creates a trigger or routine, whose body may
+/// hold `;`.
+fn has_body(statement: &[Token<'_>], dialect: Dialect) -> bool {
+    let Some(first) = statement.first() else {
+        return false;
+    };
+    if !first.is("create") {
+        return false;
+    }
+    let kinds: &[&str] = match dialect {
+        Dialect::Postgres => &["function", "procedure"],
+        Dialect::Mysql => &["trigger", "procedure", "function", "event"],
+        Dialect::Sqlite => &["trigger"],
+    };
+    statement
+        .iter()
+        .take(8)
+        .any(|t| kinds.iter().any(|k| t.is(k)))
+}
+
+/// Why `statement` may not run at `place`, if it may not.
+fn refusal(statement: &[Token<'_>], dialect: Dialect, place: Place) -> Option<String> {
+    let words: Vec<&Token<'_>> = statement
+        .iter()
+        .filter(|t| matches!(t, Token::Word(..)))
+        .collect();
+    let first = statement.first()?;
+    let Token::Word(head, _) = *first else {
+        return None;
+    };
+    let second = words.get(1).copied();
+    let shared = place == Place::Shared;
+    let head_upper = head.to_ascii_uppercase();
+    let is = |k: &str| first.is(k);
+    let then = |k: &str| second.is_some_and(|t| t.is(k));
+    let transaction = |what: &str| {
+        if shared {
+            format!(
+                "{what} would hold the shared connection's transaction for every caller after \
+                 it: run a transaction with db.transaction() or db.begin()"
+            )
+        } else {
+            format!("{what} inside a transaction: end it with tx.commit() or tx.rollback()")
+        }
+    };
+    let session = |what: &str| {
+        let fix = if shared {
+            "run it inside db.transaction() or db.begin()"
+        } else {
+            "a transaction's connection goes back to the pool after it"
+        };
+        format!("{what} would change the connection's session for every later caller: {fix}")
+    };
+
+    // Transaction control.
+    let rollback_to = |words: &[&Token<'_>]| words.iter().skip(1).take(2).any(|t| t.is("to"));
+    let ends_or_starts = match dialect {
+        Dialect::Postgres => {
+            is("begin")
+                || is("start")
+                || is("commit")
+                || is("end")
+                || is("abort")
+                || (is("rollback") && !rollback_to(&words))
+                || (is("prepare") && then("transaction"))
+        }
+        Dialect::Mysql => {
+            is("begin")
+                || is("start")
+                || is("commit")
+                || is("xa")
+                || (is("rollback") && !rollback_to(&words))
+        }
+        Dialect::Sqlite => {
+            is("begin") || is("commit") || is("end") || (is("rollback") && !rollback_to(&words))
+        }
+    };
+    if ends_or_starts {
+        return Some(transaction(&head_upper));
+    }
+    let savepoint = is("savepoint") || is("release") || is("rollback");
+    if savepoint {
+        // SAVEPOINT, RELEASE, ROLLBACK TO belong in a transaction.
+        return shared.then(|| transaction(&head_upper));
+    }
+
+    // Statements that change the session.
+    let create_temporary = is("create")
+        && words
+            .iter()
+            .skip(1)
+            .take(3)
+            .any(|t| t.is("temp") || t.is("temporary"));
+    if create_temporary {
+        let dropped_at_commit = dialect == Dialect::Postgres
+            && statement
+                .windows(3)
+                .any(|w| w[0].is("on") && w[1].is("commit") && w[2].is("drop"));
+        if shared || !dropped_at_commit {
+            return Some(session("a temporary table"));
+        }
+    }
+    if let Some(why) = session_function(statement, dialect) {
+        return Some(session(why));
+    }
+    let refused_word = match dialect {
+        Dialect::Postgres => {
+            let set_in_transaction = is("set")
+                && !shared
+                && second
+                    .is_some_and(|t| t.is("local") || t.is("transaction") || t.is("constraints"));
+            let copy_in = is("copy")
+                && statement
+                    .windows(2)
+                    .any(|w| w[0].is("from") && w[1].is("stdin"));
+            if copy_in {
+                return Some(
+                    "COPY FROM STDIN: Brisk's PostgreSQL client does not send COPY data".into(),
+                );
+            }
+            let declare_held = is("declare") && (shared || words.iter().any(|t| t.is("hold")));
+            (is("set") && !set_in_transaction)
+                || is("reset")
+                || is("listen")
+                || is("unlisten")
+                || (is("prepare") && !then("transaction"))
+                || is("deallocate")
+                || is("discard")
+                || is("load")
+                || declare_held
+        }
+        Dialect::Mysql => {
+            is("set")
+                || is("prepare")
+                || is("execute")
+                || is("deallocate")
+                || is("use")
+                || is("handler")
+                || is("lock")
+                || is("unlock")
+        }
+        Dialect::Sqlite => {
+            let pragma_set = is("pragma") && statement.contains(&Token::Symbol(b'='));
+            pragma_set || is("attach") || is("detach")
+        }
+    };
+    if refused_word {
+        return Some(session(&head_upper));
+    }
+    if dialect == Dialect::Mysql && !shared {
+        // MySQL commits the transaction itself before (and after) these.
+        let implicit_commit = [
+            "create",
+            "alter",
+            "drop",
+            "rename",
+            "truncate",
+            "grant",
+            "revoke",
+            "analyze",
+            "optimize",
+            "repair",
+            "flush",
+            "install",
+            "uninstall",
+        ];
+        if implicit_commit.iter().any(|k| is(k)) {
+            return Some(format!(
+                "{head_upper} inside a transaction: MySQL commits the transaction before it runs, \
+                 so a rollback could not undo what came before; run it outside the transaction"
+            ));
+        }
+    }
+    None
+}
+
+/// A call in `statement` that changes the session beyond it: a session-level lock, or
+/// `set_config` without `true` (local to the transaction) as its third argument.
+fn session_function(statement: &[Token<'_>], dialect: Dialect) -> Option<&'static str> {
+    for (i, token) in statement.iter().enumerate() {
+        let Token::Word(name, true) = *token else {
+            continue;
+        };
+        match dialect {
+            Dialect::Postgres => {
+                let lock = [
+                    "pg_advisory_lock",
+                    "pg_advisory_lock_shared",
+                    "pg_try_advisory_lock",
+                    "pg_try_advisory_lock_shared",
+                ];
+                if lock.iter().any(|f| name.eq_ignore_ascii_case(f)) {
+                    return Some("a session-level advisory lock (use pg_advisory_xact_lock)");
+                }
+                if name.eq_ignore_ascii_case("set_config") && !local_to_transaction(&statement[i..])
+                {
+                    return Some("set_config(…) without is_local = true");
+                }
+            }
+            Dialect::Mysql => {
+                if name.eq_ignore_ascii_case("get_lock") {
+                    return Some("GET_LOCK(…), a session-level lock");
+                }
+            }
+            Dialect::Sqlite => {}
+        }
+    }
+    None
+}
+
+/// Whether the call whose name starts `call` has the word `true` among its arguments
+/// (`set_config(name, value, true)`).
+fn local_to_transaction(call: &[Token<'_>]) -> bool {
+    let mut depth = 0usize;
+    for token in &call[1..] {
+        match token {
+            Token::Symbol(b'(') => depth += 1,
+            Token::Symbol(b')') => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return false;
+                }
+            }
+            t if depth == 1 && t.is("true") => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Dialect::*;
+    use Place::*;
+
+    fn refused(sql: &str, dialect: Dialect, place: Place) -> bool {
+        check(sql, dialect, place).is_err()
+    }
+
+    #[test]
+    fn transaction_control_is_refused_on_the_shared_connection_in_every_spelling() {
+        for sql in [
+            "BEGIN",
+            "begin",
+            "  /* hi */ BEGIN ISOLATION LEVEL SERIALIZABLE",
+            "-- comment\nSTART TRANSACTION",
+            "COMMIT",
+            "end",
+            "ROLLBACK",
+            "abort",
+            "SAVEPOINT a",
+            "RELEASE a",
+            "ROLLBACK TO a",
+            "SELECT 1; BEGIN",
+            "INSERT INTO t VALUES ('x;y'); COMMIT",
+            "PREPARE TRANSACTION 'x'",
+        ] {
+            assert!(refused(sql, Postgres, Shared), "{sql}");
+        }
+        for sql in [
+            "BEGIN",
+            "START TRANSACTION",
+            "XA START 'x'",
+            "commit",
+            "/*!40101 BEGIN*/",
+        ] {
+            assert!(refused(sql, Mysql, Shared), "{sql}");
+        }
+        for sql in [
+            "BEGIN IMMEDIATE",
+            "COMMIT",
+            "END TRANSACTION",
+            "SAVEPOINT x",
+        ] {
+            assert!(refused(sql, Sqlite, Shared), "{sql}");
+        }
+        let e = check("BEGIN", Postgres, Shared).unwrap_err().to_string();
+        assert!(e.contains("db.transaction()"), "{e}");
+    }
+
+    #[test]
+    fn session_changes_are_refused_on_the_shared_connection() {
+        for sql in [
+            "SET search_path TO other",
+            "SET ROLE admin",
+            "set local x = 1",
+            "RESET ALL",
+            "LISTEN ch",
+            "PREPARE p AS SELECT 1",
+            "DEALLOCATE ALL",
+            "DISCARD ALL",
+            "DECLARE c CURSOR WITH HOLD FOR SELECT 1",
+            "CREATE TEMP TABLE t (x int)",
+            "create temporary table t (x int)",
+            "SELECT set_config('search_path', 'x', false)",
+            "SELECT set_config('search_path', $1, $2)",
+            "SELECT pg_advisory_lock(1)",
+            "COPY t FROM STDIN",
+        ] {
+            assert!(refused(sql, Postgres, Shared), "{sql}");
+        }
+        for sql in [
+            "SET @a = 1",
+            "SET NAMES latin1",
+            "USE other",
+            "SELECT GET_LOCK('x', 1)",
+            "LOCK TABLES t WRITE",
+            "CREATE TEMPORARY TABLE t (x int)",
+        ] {
+            assert!(refused(sql, Mysql, Shared), "{sql}");
+        }
+        for sql in [
+            "PRAGMA foreign_keys = OFF",
+            "ATTACH 'x.db' AS x",
+            "CREATE TEMP TABLE t(x)",
+        ] {
+            assert!(refused(sql, Sqlite, Shared), "{sql}");
+        }
+    }
+
+    #[test]
+    fn ordinary_statements_and_keywords_in_literals_comments_and_names_pass() {
+        for sql in [
+            "SELECT id, randomnumber FROM world WHERE id = $1",
+            "SELECT 'BEGIN; SET x = 1'",
+            "SELECT $$BEGIN; COMMIT$$, $tag$ ROLLBACK $tag$",
+            "SELECT E'it\\'s; BEGIN'",
+            "/* BEGIN; /* nested */ COMMIT */ SELECT 1",
+            "SELECT \"begin\", \"set\" FROM \"commit\"",
+            "UPDATE t SET x = 1 WHERE id = $1",
+            "INSERT INTO settings (k) VALUES ('a') ON CONFLICT (k) DO UPDATE SET k = excluded.k",
+            "SELECT set_config('app.user', $1, true)",
+            "SELECT pg_advisory_xact_lock(1)",
+            "WITH x AS (SELECT 1) SELECT * FROM x",
+            "COPY t TO STDOUT",
+            "CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; END; SELECT 2",
+            "SELECT 1e5, 2.5, x$1 FROM t",
+        ] {
+            assert!(!refused(sql, Postgres, Shared), "{sql}");
+        }
+        for sql in [
+            "SELECT 'it\\'s; BEGIN'",
+            "SELECT `begin` FROM t # BEGIN",
+            "UPDATE t SET x = 1",
+            "INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE x = 2",
+            "CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW BEGIN IF NEW.x < 0 THEN SET NEW.x = 0; END IF; END",
+        ] {
+            assert!(!refused(sql, Mysql, Shared), "{sql}");
+        }
+        for sql in [
+            "PRAGMA journal_mode",
+            "PRAGMA table_info(t)",
+            "SELECT [begin] FROM t",
+            "CREATE TRIGGER tr AFTER INSERT ON t BEGIN UPDATE c SET n = CASE WHEN n > 0 THEN n + 1 ELSE 1 END; END; SELECT 1",
+        ] {
+            assert!(!refused(sql, Sqlite, Shared), "{sql}");
+        }
+    }
+
+    #[test]
+    fn a_transaction_takes_savepoints_and_local_settings_but_not_its_own_end() {
+        for sql in [
+            "SAVEPOINT a",
+            "RELEASE SAVEPOINT a",
+            "ROLLBACK TO SAVEPOINT a",
+            "SET LOCAL search_path TO x",
+            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+            "SET CONSTRAINTS ALL DEFERRED",
+            "LOCK TABLE t IN EXCLUSIVE MODE",
+            "DECLARE c CURSOR FOR SELECT 1",
+            "CREATE TEMP TABLE t (x int) ON COMMIT DROP",
+            "SELECT set_config('app.user', $1, true)",
+        ] {
+            assert!(!refused(sql, Postgres, Transaction), "{sql}");
+        }
+        for sql in [
+            "COMMIT",
+            "ROLLBACK",
+            "BEGIN",
+            "SET search_path TO x",
+            "SET SESSION x = 1",
+            "CREATE TEMP TABLE t (x int)",
+            "DECLARE c CURSOR WITH HOLD FOR SELECT 1",
+        ] {
+            assert!(refused(sql, Postgres, Transaction), "{sql}");
+        }
+        assert!(!refused("SAVEPOINT a", Mysql, Transaction));
+        assert!(!refused("ROLLBACK TO a", Mysql, Transaction));
+        assert!(refused("CREATE TABLE t (x int)", Mysql, Transaction));
+        assert!(refused("COMMIT", Mysql, Transaction));
+        assert!(!refused("ROLLBACK TO x", Sqlite, Transaction));
+        assert!(refused("END", Sqlite, Transaction));
+        let e = check("COMMIT", Postgres, Transaction)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tx.commit()"), "{e}");
+    }
+
+    #[test]
+    fn a_file_splits_into_its_statements_with_bodies_kept_whole() {
+        let sql = "-- schema\nCREATE TABLE a (x text DEFAULT ';');\n\n\
+                   CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; END;\n\
+                   INSERT INTO a VALUES ($$;$$); -- done\n";
+        assert_eq!(
+            statements(sql, Postgres),
+            [
+                "-- schema\nCREATE TABLE a (x text DEFAULT ';')",
+                "CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; END",
+                "INSERT INTO a VALUES ($$;$$)",
+            ]
+        );
+        let trigger = "CREATE TRIGGER t AFTER INSERT ON a BEGIN UPDATE b SET n = n + 1; END;";
+        assert_eq!(statements(trigger, Sqlite), [&trigger[..trigger.len() - 1]]);
+        assert!(statements(" ; -- nothing\n", Mysql).is_empty());
+    }
+
+    #[test]
+    fn rollback_to_a_savepoint_is_told_apart() {
+        for d in [Postgres, Mysql, Sqlite] {
+            assert!(is_rollback_to("ROLLBACK TO SAVEPOINT before_dup", d));
+            assert!(is_rollback_to("rollback work to a", d));
+            assert!(!is_rollback_to("ROLLBACK", d));
+            assert!(!is_rollback_to("SELECT 1", d));
+        }
+    }
+
+    #[test]
+    fn unterminated_input_ends_without_panicking() {
+        for sql in [
+            "'",
+            "\"",
+            "$a$",
+            "/*",
+            "`",
+            "[",
+            "E'\\",
+            "$",
+            "--",
+            "SELECT $1",
+        ] {
+            for d in [Postgres, Mysql, Sqlite] {
+                let _ = check(sql, d, Shared);
+            }
+        }
+    }
+}
