@@ -15,7 +15,7 @@
 //! body is `{"error": "…"}` in words a client can show; a database error says only what kind
 //! of failure it was (the server's message goes to the log).
 
-use brisk::db::{params, Db, DbError, ErrorKind, Transaction, TxOptions};
+use brisk::db::{params, Db, DbError, DbKind, ErrorKind, Transaction, TxOptions};
 use brisk::http::{Body, IntoResponse, RequestBody};
 use chrono::{DateTime, Utc};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
@@ -198,6 +198,11 @@ impl Api {
         let author = text_field(new.author, "author", MAX_NAME)?;
         let text = text_field(new.text, "text", MAX_TEXT)?;
         let options = TxOptions::default().retries(POST_RETRIES);
+        // The message first where the room's row then stays locked only from the UPDATE to
+        // the commit (PostgreSQL: the foreign key's check takes a KEY SHARE lock, which the
+        // UPDATE's does not conflict with). Not on MySQL, whose check takes a shared lock
+        // that two posts would both hold while each waits to update the row: a deadlock.
+        let message_first = self.db.kind() != DbKind::Mysql;
         let message = self
             .db
             .transaction_with(
@@ -210,28 +215,13 @@ impl Api {
                         text: text.clone(),
                         created_at: now(),
                     };
-                    let found = tx
-                    .execute(
-                        "UPDATE rooms SET message_count = message_count + 1, last_message_at = $2 \
-                         WHERE id = $1",
-                        params![room_id, message.created_at],
-                    )
-                    .await?;
-                    if found == 0 {
-                        return Err(ApiError::NotFound("no such room"));
+                    if message_first {
+                        insert_message(tx, &message).await?;
+                        bump_room(tx, &message).await?;
+                    } else {
+                        bump_room(tx, &message).await?;
+                        insert_message(tx, &message).await?;
                     }
-                    tx.execute(
-                        "INSERT INTO messages (id, room_id, author, text, created_at) \
-                     VALUES ($1, $2, $3, $4, $5)",
-                        params![
-                            message.id,
-                            room_id,
-                            message.author.as_str(),
-                            message.text.as_str(),
-                            message.created_at
-                        ],
-                    )
-                    .await?;
                     Ok(message)
                 },
             )
@@ -260,6 +250,45 @@ impl Api {
             .await?;
         Ok(json(StatusCode::OK, &messages))
     }
+}
+
+/// Inserts `message`; a room that does not exist (its foreign key) is 404.
+async fn insert_message(tx: &mut Transaction, message: &Message) -> Result<(), ApiError> {
+    let inserted = tx
+        .execute(
+            "INSERT INTO messages (id, room_id, author, text, created_at) \
+             VALUES ($1, $2, $3, $4, $5)",
+            params![
+                message.id,
+                message.room_id,
+                message.author.as_str(),
+                message.text.as_str(),
+                message.created_at
+            ],
+        )
+        .await;
+    match inserted {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::ForeignKeyViolation => {
+            Err(ApiError::NotFound("no such room"))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Counts `message` in its room; a room that does not exist is 404.
+async fn bump_room(tx: &mut Transaction, message: &Message) -> Result<(), ApiError> {
+    let found = tx
+        .execute(
+            "UPDATE rooms SET message_count = message_count + 1, last_message_at = $2 \
+             WHERE id = $1",
+            params![message.room_id, message.created_at],
+        )
+        .await?;
+    if found == 0 {
+        return Err(ApiError::NotFound("no such room"));
+    }
+    Ok(())
 }
 
 /// 405, naming the methods the route takes.

@@ -55,27 +55,44 @@ fn days_in_month(year: i32, month: u32) -> u32 {
     }
 }
 
+/// Appends `n` in `width` digits (zeros before it).
+fn push_digits(out: &mut String, n: u64, width: u32) {
+    for i in (0..width).rev() {
+        let digit = (n / 10u64.pow(i)) % 10;
+        out.push(char::from(b'0' + digit as u8));
+    }
+}
+
 /// `YYYY-MM-DD`.
 pub(crate) fn format_date(days: i32, out: &mut String) {
     let (y, m, d) = date_of(days);
     if (0..=9999).contains(&y) {
-        let _ = write!(out, "{y:04}-{m:02}-{d:02}");
+        push_digits(out, y as u64, 4);
     } else {
-        let _ = write!(out, "{y:+05}-{m:02}-{d:02}");
+        let _ = write!(out, "{y:+05}");
     }
+    out.push('-');
+    push_digits(out, m.into(), 2);
+    out.push('-');
+    push_digits(out, d.into(), 2);
 }
 
-/// `HH:MM:SS.ffffff` of microseconds since midnight.
+/// `HH:MM:SS.ffffff` of microseconds since midnight (MySQL's TIME, an interval of up to
+/// ±838 hours, as `-HHH:MM:SS.ffffff`).
 pub(crate) fn format_time(micros: i64, out: &mut String) {
-    let s = micros.div_euclid(1_000_000);
-    let us = micros.rem_euclid(1_000_000);
-    let _ = write!(
-        out,
-        "{:02}:{:02}:{:02}.{us:06}",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    );
+    if micros < 0 {
+        out.push('-');
+    }
+    let micros = micros.unsigned_abs();
+    let (s, us) = (micros / 1_000_000, micros % 1_000_000);
+    let hours = s / 3600;
+    push_digits(out, hours, if hours >= 100 { 3 } else { 2 });
+    out.push(':');
+    push_digits(out, s / 60 % 60, 2);
+    out.push(':');
+    push_digits(out, s % 60, 2);
+    out.push('.');
+    push_digits(out, us, 6);
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.ffffff` of microseconds since 1970-01-01 00:00.
@@ -264,6 +281,7 @@ mod tests {
         assert_eq!(parse_time("12:34:56.789012"), Some(45_296_789_012));
         assert_eq!(parse_time("12:34"), Some(45_240_000_000));
         assert_eq!(time_text(45_296_789_012), "12:34:56.789012");
+        assert_eq!(time_text(-(3_600_000_000 * 101 + 1)), "-101:00:00.000001");
         assert_eq!(parse_date("1999-12-31"), days_of(1999, 12, 31));
         assert_eq!(date_text(days_of(1999, 12, 31).unwrap()), "1999-12-31");
         for bad in [
