@@ -418,6 +418,33 @@ fn what_would_change_the_shared_connection_is_refused_and_copy_from_stdin_too() 
     });
 }
 
+/// What the statement check cannot see (dynamic SQL in a `DO` block) but the server reports
+/// (a `ParameterStatus` for `DateStyle`) ends the shared connection once what was sent is
+/// answered: the next call runs on a new connection with the session's settings as they were.
+#[test]
+fn a_session_change_the_check_cannot_see_ends_the_shared_connection() {
+    let server = Postgres::start().unwrap();
+    let db = Pg::new(&server.url(), options()).unwrap();
+    worker_runtime().block_on(async {
+        let session = "SELECT current_setting('DateStyle'), pg_backend_pid()::int8";
+        let row = db.query_one(session, vec![]).await.unwrap().unwrap();
+        let (style, pid): (String, i64) = (row.get(0).unwrap(), row.get(1).unwrap());
+        assert_eq!(style, "ISO, MDY");
+        let change = "DO $$ BEGIN EXECUTE 'SET DateStyle = ''SQL, DMY'''; END $$";
+        db.execute(change, vec![]).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let row = loop {
+            match db.query_one(session, vec![]).await {
+                Ok(row) => break row.unwrap(),
+                Err(e) => assert!(Instant::now() < deadline, "{e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(row.get::<String>(0).unwrap(), "ISO, MDY");
+        assert_ne!(row.get::<i64>(1).unwrap(), pid, "a new connection");
+    });
+}
+
 /// Whether this worker's connection to `db` is encrypted, as the server sees it.
 async fn encrypted(db: &Pg) -> Result<bool, DbError> {
     let sql = "SELECT ssl::int FROM pg_stat_ssl WHERE pid = pg_backend_pid()";

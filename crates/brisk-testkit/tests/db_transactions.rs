@@ -378,3 +378,67 @@ fn no_write_reported_done_is_lost_on_the_shared_connection() {
         assert_eq!(committed.len(), 200 + 200 + 100);
     });
 }
+
+/// A MySQL procedure that commits ends the transaction it was called in: the statement says
+/// so, and the transaction can only roll back (what followed would run outside it).
+#[test]
+fn a_statement_that_ends_a_mysql_transaction_is_noticed() {
+    let server = MariaDb::start().unwrap();
+    let db = Db::open(&server.url(), DbOptions::default()).unwrap();
+    worker_runtime().block_on(async {
+        db.execute_batch(schema(DbKind::Mysql)).await.unwrap();
+        db.execute_batch("CREATE PROCEDURE sneaky() BEGIN COMMIT; END")
+            .await
+            .unwrap();
+        let mut tx = db.begin().await.unwrap();
+        tx.execute(INSERT, vec![1.into(), 0.into()]).await.unwrap();
+        let err = tx.execute("CALL sneaky()", vec![]).await.unwrap_err();
+        assert!(
+            matches!(&err, DbError::Refused(m) if m.contains("ended the transaction")),
+            "{err:?}"
+        );
+        let after = tx.execute(INSERT, vec![2.into(), 0.into()]).await;
+        assert!(after.is_err(), "nothing runs outside the transaction");
+        assert!(tx.commit().await.is_err());
+        assert_eq!(
+            ids(&db).await,
+            [1],
+            "the procedure committed row 1; row 2 never ran"
+        );
+    });
+}
+
+/// A statement of an SQLite transaction whose caller gives up (its own timeout drops the
+/// call) is interrupted, and SQLite rolls the whole transaction back: what the transaction
+/// runs next is refused instead of running outside it, and nothing of it is kept.
+#[test]
+fn an_interrupted_sqlite_transaction_refuses_what_would_run_outside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("t.sqlite").display());
+    let db = Db::open(&url, DbOptions::default()).unwrap();
+    worker_runtime().block_on(async {
+        db.execute_batch(schema(DbKind::Sqlite)).await.unwrap();
+        let mut tx = db.begin().await.unwrap();
+        tx.execute(INSERT, vec![1.into(), 0.into()]).await.unwrap();
+        // A write that would run for long (an interrupted read does not end the transaction).
+        let slow = "INSERT INTO acct (id, balance) WITH RECURSIVE c(x) AS \
+                    (SELECT 10 UNION ALL SELECT x + 1 FROM c WHERE x < 100000000) \
+                    SELECT x, 0 FROM c";
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(200), tx.execute(slow, vec![])).await;
+        assert!(gave_up.is_err(), "the caller's timeout fired");
+        let err = tx
+            .execute(INSERT, vec![2.into(), 0.into()])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, DbError::Refused(m) if m.contains("transaction ended")),
+            "{err:?}"
+        );
+        assert!(tx.commit().await.is_err());
+        assert!(
+            ids(&db).await.is_empty(),
+            "nothing of the transaction is kept"
+        );
+    });
+}

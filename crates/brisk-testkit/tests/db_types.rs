@@ -329,5 +329,20 @@ fn values_round_trip_on_sqlite() {
             .unwrap();
         assert_eq!(tz, "2026-11-26T23:30:00.654321Z");
         assert_eq!(d, "1999-12-31");
+        // Text that is no date in a DATE column (SQLite keeps what it is given) reads as
+        // text, and as a date it is an error, not a panic.
+        db.execute("UPDATE typed SET d = 'on 2026-01-0é' WHERE id = 2", vec![])
+            .await
+            .unwrap();
+        db.execute("UPDATE typed SET d = '2026-01-0é' WHERE id = 2", vec![])
+            .await
+            .unwrap();
+        let row = db
+            .query_one("SELECT d FROM typed WHERE id = 2", vec![])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.get::<String>(0).unwrap(), "2026-01-0é");
+        assert!(row.get::<NaiveDate>(0).is_err());
     });
 }

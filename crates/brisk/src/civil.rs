@@ -144,7 +144,7 @@ pub(crate) fn parse_time(text: &str) -> Option<i64> {
 /// (midnight).
 pub(crate) fn parse_timestamp(text: &str) -> Option<(i64, Option<i32>)> {
     let (days, rest) = split_date(text.trim())?;
-    let midnight = i64::from(days) * DAY_MICROS;
+    let midnight = i64::from(days).checked_mul(DAY_MICROS)?;
     if rest.is_empty() {
         return Some((midnight, None));
     }
@@ -155,7 +155,7 @@ pub(crate) fn parse_timestamp(text: &str) -> Option<(i64, Option<i32>)> {
         "Z" | "z" | "UTC" | "+00" => Some(0),
         zone => Some(parse_offset(zone)?),
     };
-    Some((midnight + micros, offset))
+    Some((midnight.checked_add(micros)?, offset))
 }
 
 /// Seconds east of UTC in `±HH`, `±HHMM` or `±HH:MM`.
@@ -182,16 +182,16 @@ fn split_date(text: &str) -> Option<(i32, &str)> {
     if year_len < 4 {
         return None;
     }
-    let year: i32 = unsigned[..year_len].parse().ok()?;
+    let year: i32 = unsigned.get(..year_len)?.parse().ok()?;
     let year = if negative { -year } else { year };
-    let rest = &unsigned[year_len..];
+    let rest = unsigned.get(year_len..)?;
     let b = rest.as_bytes();
     if b.len() < 6 || b[0] != b'-' || b[3] != b'-' {
         return None;
     }
-    let month = two_digits(&rest[1..3])?;
-    let day = two_digits(&rest[4..6])?;
-    Some((days_of(year, month, day)?, &rest[6..]))
+    let month = two_digits(rest.get(1..3)?)?;
+    let day = two_digits(rest.get(4..6)?)?;
+    Some((days_of(year, month, day)?, rest.get(6..)?))
 }
 
 /// The time at the start of `text` and the rest (a zone, or nothing).
@@ -200,14 +200,14 @@ fn split_time(text: &str) -> Option<(i64, &str)> {
     if b.len() < 5 || b[2] != b':' {
         return None;
     }
-    let hour = two_digits(&text[0..2])?;
-    let minute = two_digits(&text[3..5])?;
-    let mut rest = &text[5..];
+    let hour = two_digits(text.get(0..2)?)?;
+    let minute = two_digits(text.get(3..5)?)?;
+    let mut rest = text.get(5..)?;
     let mut second = 0;
     let mut micros = 0u32;
     if let Some(s) = rest.strip_prefix(':') {
         second = two_digits(s.get(0..2)?)?;
-        rest = &s[2..];
+        rest = s.get(2..)?;
         if let Some(f) = rest.strip_prefix(['.', ',']) {
             let digits = f.bytes().take_while(u8::is_ascii_digit).count();
             if digits == 0 {
@@ -293,6 +293,11 @@ mod tests {
             "2026-11-26T25:00",
             "2026-11-26T12:60",
             "2026-11-26T12:00+5",
+            "2026-01-0é",
+            "2026-01-01 12:3é",
+            "2026-01-01 12:34:5é",
+            "99999999-01-01",
+            "-99999999-01-01 00:00",
         ] {
             assert_eq!(parse_timestamp(bad), None, "{bad}");
         }

@@ -30,11 +30,21 @@ pub(crate) fn is_startup_process() -> bool {
     std::env::var_os(ENV_STARTUP).is_some()
 }
 
-/// In the master: runs this program again as the start-up process and waits for it. Its log
-/// lines go where the master's go; what it says on failure becomes the error.
-pub(crate) fn run_process() -> Result<()> {
+/// In the master: runs this program again as the start-up process, as the user and group the
+/// workers run as, and waits for it. Its log lines go where the master's go; what it says on
+/// failure becomes the error.
+pub(crate) fn run_process(uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+    use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().map_err(|e| Error::io("cannot find this program", e))?;
-    let output = Command::new(exe)
+    let mut command = Command::new(exe);
+    // As the workers will run: what the hooks create (an SQLite file) is theirs.
+    if let Some(gid) = gid {
+        command.gid(gid);
+    }
+    if let Some(uid) = uid {
+        command.uid(uid);
+    }
+    let output = command
         .args(std::env::args_os().skip(1))
         .env(ENV_STARTUP, "1")
         .env_remove(ENV_DAEMON)

@@ -119,13 +119,13 @@ mod with_time {
 
     impl From<PrimitiveDateTime> for Value {
         fn from(v: PrimitiveDateTime) -> Self {
-            Value::Timestamp((v.assume_utc().unix_timestamp_nanos() / 1000) as i64)
+            Value::Timestamp(v.assume_utc().unix_timestamp_nanos().div_euclid(1000) as i64)
         }
     }
 
     impl From<OffsetDateTime> for Value {
         fn from(v: OffsetDateTime) -> Self {
-            Value::TimestampTz((v.unix_timestamp_nanos() / 1000) as i64)
+            Value::TimestampTz(v.unix_timestamp_nanos().div_euclid(1000) as i64)
         }
     }
 

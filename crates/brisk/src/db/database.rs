@@ -299,7 +299,16 @@ impl Db {
     {
         let mut attempt = 0;
         loop {
-            let mut tx = self.begin_with(&options).await?;
+            let mut tx = match self.begin_with(&options).await {
+                Ok(tx) => tx,
+                // SQLite's write lock held by another writer past the busy timeout.
+                Err(e) if e.is_retryable() && attempt < options.retries => {
+                    attempt += 1;
+                    tokio::time::sleep(retry_pause(attempt)).await;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             match f(&mut tx).await {
                 Ok(value) => match tx.commit().await {
                     Ok(()) => return Ok(value),

@@ -83,6 +83,9 @@ pub enum ErrorKind {
     CheckViolation,
     /// A NOT NULL column given NULL (23502, MySQL 1048, SQLite `NOT NULL`). Answers 422.
     NotNullViolation,
+    /// An exclusion constraint (PostgreSQL 23P01: two bookings of one room overlap).
+    /// Answers 409.
+    ExclusionViolation,
     /// The transaction lost a race with another and may succeed if run again: a
     /// serialization failure (40001), a deadlock (40P01, MySQL 1213), SQLite's lock taken by
     /// another writer inside a transaction. [`Db::transaction_with`](super::Db::transaction_with)
@@ -155,7 +158,9 @@ impl DbError {
     /// ```
     pub fn http_status(&self) -> u16 {
         match self.kind() {
-            ErrorKind::UniqueViolation | ErrorKind::ForeignKeyViolation => 409,
+            ErrorKind::UniqueViolation
+            | ErrorKind::ForeignKeyViolation
+            | ErrorKind::ExclusionViolation => 409,
             ErrorKind::CheckViolation | ErrorKind::NotNullViolation => 422,
             ErrorKind::Serialization | ErrorKind::Unavailable | ErrorKind::PoolTimeout => 503,
             ErrorKind::Timeout => 504,
@@ -167,6 +172,7 @@ impl DbError {
     pub fn client_message(&self) -> &'static str {
         match self.kind() {
             ErrorKind::UniqueViolation => "it exists already",
+            ErrorKind::ExclusionViolation => "it conflicts with something that exists",
             ErrorKind::ForeignKeyViolation => "it refers to something that does not exist",
             ErrorKind::CheckViolation => "a value is not allowed",
             ErrorKind::NotNullViolation => "a required value is missing",
@@ -201,6 +207,7 @@ impl DbError {
             | ErrorKind::ForeignKeyViolation
             | ErrorKind::CheckViolation
             | ErrorKind::NotNullViolation
+            | ErrorKind::ExclusionViolation
             | ErrorKind::Serialization => tracing::info!("database: {self}"),
             _ => tracing::warn!("database: {self}"),
         }
@@ -244,6 +251,10 @@ pub(crate) fn postgres_kind(code: &str) -> ErrorKind {
         "23503" => ErrorKind::ForeignKeyViolation,
         "23514" => ErrorKind::CheckViolation,
         "23502" => ErrorKind::NotNullViolation,
+        "23P01" => ErrorKind::ExclusionViolation,
+        // A write on a server that only reads now (a standby after a failover): the server,
+        // not the query.
+        "25006" => ErrorKind::Unavailable,
         "40001" | "40P01" => ErrorKind::Serialization,
         // Lock not available (lock_timeout), a statement cancelled (statement_timeout).
         "55P03" | "57014" => ErrorKind::Timeout,
@@ -266,7 +277,9 @@ pub(crate) fn mysql_kind(code: u16) -> ErrorKind {
         1048 | 1364 => ErrorKind::NotNullViolation,
         1213 => ErrorKind::Serialization,
         1205 | 3024 | 1969 => ErrorKind::Timeout,
-        1040 | 1053 | 1203 => ErrorKind::Unavailable,
+        // Too many connections, shutting down; read-only (--read-only, a read-only
+        // transaction, super_read_only on a replica).
+        1040 | 1053 | 1203 | 1290 | 1792 | 1836 => ErrorKind::Unavailable,
         _ => ErrorKind::Other,
     }
 }
@@ -326,6 +339,16 @@ mod tests {
             "the log has it"
         );
         assert!(DbError::server(ErrorKind::Serialization, "40001", String::new()).is_retryable());
+    }
+
+    #[test]
+    #[cfg(feature = "axum")]
+    fn as_an_axum_response_it_has_its_status_and_general_words() {
+        use axum_core::response::IntoResponse;
+        let e = DbError::server(ErrorKind::UniqueViolation, "23505", "on 10.0.0.5".into());
+        let response = e.into_response();
+        assert_eq!(response.status(), 409);
+        assert_eq!(response.headers()["content-type"], "application/json");
     }
 
     #[test]

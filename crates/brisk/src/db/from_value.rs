@@ -213,7 +213,9 @@ pub(crate) fn instant_of(v: &Value, want: &str) -> Result<i64, DbError> {
     match v {
         Value::TimestampTz(t) | Value::Timestamp(t) => Ok(*t),
         Value::Text(t) => match civil::parse_timestamp(t) {
-            Some((micros, offset)) => Ok(micros - i64::from(offset.unwrap_or(0)) * 1_000_000),
+            Some((micros, offset)) => micros
+                .checked_sub(i64::from(offset.unwrap_or(0)) * 1_000_000)
+                .ok_or_else(|| DbError::Decode(format!("{t:?} is out of range as {want}"))),
             None => Err(DbError::Decode(format!(
                 "{t:?} is not a timestamp as {want}"
             ))),

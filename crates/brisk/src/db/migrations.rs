@@ -29,8 +29,10 @@ use super::value::Value;
 /// The lock PostgreSQL's advisory lock and MySQL's `GET_LOCK` take for a run: any number, the
 /// same in every instance.
 const LOCK_KEY: i64 = 0x6272_6973_6b00_0001;
-/// How long MySQL waits for another instance's run (seconds).
-const MYSQL_LOCK_WAIT: i64 = 300;
+/// How long a run waits for another instance's (its lock, SQLite's write lock) before it fails.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+/// How often it tries the lock meanwhile.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// One migration file.
 #[derive(Debug, Clone)]
@@ -277,12 +279,22 @@ impl Migrations {
         let kind = session.kind();
         let transactional = kind != DbKind::Mysql;
         if transactional {
-            let begin = if kind == DbKind::Sqlite {
-                "BEGIN IMMEDIATE"
+            if kind == DbKind::Sqlite {
+                // SQLite's write lock, waited for while another instance holds it.
+                let started = Instant::now();
+                loop {
+                    match session.run("BEGIN IMMEDIATE").await {
+                        Ok(()) => break,
+                        Err(DbError::Unavailable(why)) if started.elapsed() < LOCK_WAIT => {
+                            tracing::info!("migrations: waiting for SQLite's write lock ({why})");
+                            tokio::time::sleep(LOCK_RETRY).await;
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
             } else {
-                "BEGIN"
-            };
-            session.run(begin).await?;
+                session.run("BEGIN").await?;
+            }
         }
         let result = self.apply_in(session, m, kind).await;
         let end = match &result {
@@ -379,35 +391,39 @@ impl Migration {
     }
 }
 
-/// Waits for the run's lock (PostgreSQL, MySQL), held until the session ends.
+/// Waits for the run's lock (PostgreSQL, MySQL), held until the session ends, trying it
+/// every 200 ms for up to 10 minutes while another instance runs its migrations.
 async fn lock(session: &mut Session) -> Result<(), DbError> {
-    match session.kind() {
-        DbKind::Postgres => {
-            session
-                .query("SELECT pg_advisory_lock($1)", vec![LOCK_KEY.into()])
-                .await?;
-        }
-        DbKind::Mysql => {
-            let rows = session
-                .query(
-                    "SELECT GET_LOCK($1, $2)",
-                    vec![
-                        format!("brisk_migrations_{LOCK_KEY}").into(),
-                        MYSQL_LOCK_WAIT.into(),
-                    ],
-                )
-                .await?;
-            let got: Option<i64> = rows.first().map(|r| r.get(0)).transpose()?.flatten();
-            if got != Some(1) {
-                return Err(DbError::Unavailable(format!(
-                    "another instance held the migrations' lock for {MYSQL_LOCK_WAIT} s"
-                )));
-            }
-        }
+    let try_lock = match session.kind() {
+        DbKind::Postgres => "SELECT pg_try_advisory_lock($1)",
+        DbKind::Mysql => "SELECT GET_LOCK($1, 0)",
         // SQLite's write lock, per migration.
-        DbKind::Sqlite => {}
+        DbKind::Sqlite => return Ok(()),
+    };
+    let key: Value = match session.kind() {
+        DbKind::Mysql => format!("brisk_migrations_{LOCK_KEY}").into(),
+        _ => LOCK_KEY.into(),
+    };
+    let started = Instant::now();
+    let mut said = false;
+    loop {
+        let rows = session.query(try_lock, vec![key.clone()]).await?;
+        let got = rows.first().map(|r| r.get::<bool>(0)).transpose()?;
+        if got == Some(true) {
+            return Ok(());
+        }
+        if started.elapsed() > LOCK_WAIT {
+            return Err(DbError::Unavailable(format!(
+                "another instance held the migrations' lock for {} s",
+                LOCK_WAIT.as_secs()
+            )));
+        }
+        if !said {
+            tracing::info!("migrations: waiting for another instance's run");
+            said = true;
+        }
+        tokio::time::sleep(LOCK_RETRY).await;
     }
-    Ok(())
 }
 
 /// The table of applied migrations, in the backend's types.

@@ -20,8 +20,9 @@ use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts, SslOpts};
 use super::error::{mysql_constraint, mysql_kind, DbError, ServerError};
 use super::mysql_types::{self, convert_rows};
 use super::row::Row;
+use super::statement::rewrite_placeholders;
 use super::statement::{self, Dialect, Place};
-use super::value::{rewrite_placeholders, Value};
+use super::value::Value;
 use crate::redact::redacted;
 
 /// How a worker uses a MySQL or MariaDB database.
@@ -216,6 +217,15 @@ async fn left_as_found<T>(
     conn: &mut mysql_async::Conn,
     result: Result<T, DbError>,
 ) -> Result<T, DbError> {
+    if result.is_err() {
+        // An error leaves no OK packet to read the transaction status from, and a statement
+        // that failed may have opened one (a procedure): end any, so that the next caller's
+        // START TRANSACTION does not commit it. A ROLLBACK outside one is nothing.
+        if conn.query_drop("ROLLBACK").await.is_err() {
+            conn.reset_connection(true);
+        }
+        return result;
+    }
     let in_transaction = conn.last_ok_packet().is_some_and(|ok| {
         ok.status_flags()
             .contains(StatusFlags::SERVER_STATUS_IN_TRANS)
@@ -239,16 +249,14 @@ pub(super) fn mysql_sql(
     sql: &str,
     params: Vec<Value>,
 ) -> Result<(String, mysql_async::Params), DbError> {
-    let (sql, order) = rewrite_placeholders(sql, |_| "?".into());
+    let (sql, order) = rewrite_placeholders(sql, Dialect::Mysql, params.len(), |_| "?".into())?;
     if params.is_empty() {
         return Ok((sql, mysql_async::Params::Empty));
     }
+    // Every number is one of the parameters: rewrite_placeholders checked.
     let values = order
         .iter()
-        .map(|&n| match params.get(n.wrapping_sub(1)) {
-            Some(v) => mysql_types::to_mysql(n, v),
-            None => Ok(mysql_async::Value::NULL),
-        })
+        .map(|&n| mysql_types::to_mysql(n, &params[n - 1]))
         .collect::<Result<_, _>>()?;
     Ok((sql, mysql_async::Params::Positional(values)))
 }
@@ -267,6 +275,9 @@ pub(super) fn mysql_error(e: mysql_async::Error) -> DbError {
                 kind,
             })
         }
+        // The driver refused the call (the wrong number of parameters): the code's mistake.
+        mysql_async::Error::Driver(e) => DbError::Refused(e.to_string()),
+        mysql_async::Error::Url(e) => DbError::Config(e.to_string()),
         other => DbError::Unavailable(other.to_string()),
     }
 }

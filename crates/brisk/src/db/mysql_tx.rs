@@ -5,6 +5,7 @@
 //! (`COM_RESET_CONNECTION`, which rolls back), so it never reaches another caller still
 //! inside the transaction. Statements MySQL commits implicitly (DDL) are refused inside one.
 
+use mysql_async::consts::StatusFlags;
 use mysql_async::prelude::Queryable;
 
 use super::error::DbError;
@@ -68,7 +69,26 @@ impl MysqlTransaction {
     ) -> Result<Vec<Row>, DbError> {
         check(sql, Dialect::Mysql, Place::Transaction)?;
         let db = self.db.clone();
-        db.query_on(self.conn()?, sql, params).await
+        let rows = db.query_on(self.conn()?, sql, params).await?;
+        self.still_open()?;
+        Ok(rows)
+    }
+
+    /// An error if the last statement ended the transaction (a procedure that commits, a
+    /// statement MySQL commits before): what followed would run outside it.
+    fn still_open(&mut self) -> Result<(), DbError> {
+        let in_transaction = self.conn()?.last_ok_packet().map(|ok| {
+            ok.status_flags()
+                .contains(StatusFlags::SERVER_STATUS_IN_TRANS)
+        });
+        if in_transaction == Some(false) {
+            return Err(DbError::Refused(
+                "a statement ended the transaction (MySQL committed it); it can only roll back \
+                 now"
+                .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Runs a statement; how many rows it changed.
@@ -76,13 +96,16 @@ impl MysqlTransaction {
         check(sql, Dialect::Mysql, Place::Transaction)?;
         let db = self.db.clone();
         let conn = self.conn()?;
-        db.execute_on(conn, sql, params).await
+        let changed = db.execute_on(conn, sql, params).await?;
+        self.still_open()?;
+        Ok(changed)
     }
 
     /// Runs several statements separated by `;`, without parameters.
     pub(crate) async fn execute_batch(&mut self, sql: &str) -> Result<(), DbError> {
         check(sql, Dialect::Mysql, Place::Transaction)?;
-        self.batch(sql).await
+        self.batch(sql).await?;
+        self.still_open()
     }
 
     /// Ends the transaction with `sql`; the connection goes back to the pool (reset if the

@@ -130,9 +130,13 @@ impl Kind {
             M::Float(f) => Value::Float(f.into()),
             M::Double(f) => Value::Float(f),
             M::Date(y, mo, d, h, mi, s, us) => {
-                let days = civil::days_of(y.into(), mo.into(), d.into()).ok_or_else(|| {
-                    DbError::Decode(format!("column {column:?}: {y}-{mo}-{d} is not a date"))
-                })?;
+                let Some(days) = civil::days_of(y.into(), mo.into(), d.into()) else {
+                    // MySQL's zero date (`0000-00-00`) and its dates with a zero month or day
+                    // are no calendar's: their text, which a date type refuses by name.
+                    return Ok(Value::Text(format!(
+                        "{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}"
+                    )));
+                };
                 let micros = i64::from(days) * DAY_MICROS
                     + (i64::from(h) * 3600 + i64::from(mi) * 60 + i64::from(s)) * 1_000_000
                     + i64::from(us);

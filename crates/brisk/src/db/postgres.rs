@@ -158,7 +158,8 @@ pub(super) struct Live {
     pub(super) connection: Connection,
     /// Shared (pipelined) or a transaction's.
     mode: Mode,
-    /// Whether statements are checked before they are prepared (all but a session's).
+    /// Whether statements are checked before they are prepared, and their answers awaited
+    /// within the query timeout (all but a session's).
     checked: bool,
     statements: Mutex<LruCache<Box<str>, Arc<OnceCell<Prepared>>>>,
     /// Statements out of the cache, to close on the server with the next preparation.
@@ -167,6 +168,12 @@ pub(super) struct Live {
 }
 
 impl Live {
+    /// Whether a transaction's connection can serve the next transaction: still open, its
+    /// session as it began.
+    fn reusable(&self) -> bool {
+        !self.connection.is_closed() && !self.connection.is_tainted()
+    }
+
     fn new(connection: Connection, mode: Mode, statement_cache: usize) -> Live {
         let capacity = NonZeroUsize::new(statement_cache.max(1)).expect("at least one statement");
         Live {
@@ -393,7 +400,10 @@ impl Postgres {
         frontend::parse(&name, sql, std::iter::empty(), &mut out).map_err(encode_error)?;
         frontend::describe(b'S', &name, &mut out).map_err(encode_error)?;
         frontend::sync(&mut out);
-        let answer = self.timed(live.connection.request(out)).await?;
+        // A caller that gives up once the Parse is sent would leave the statement on the
+        // server under a name nobody knows: it is closed with the next preparation instead.
+        let mut unknown = RetireOnDrop(live, Some(name.clone()));
+        let answer = self.timed_on(live, live.connection.request(out)).await?;
         let (mut params, mut columns, mut types) = (Vec::new(), Vec::new(), Vec::new());
         for message in answer.messages {
             match message {
@@ -415,6 +425,7 @@ impl Postgres {
                 _ => {}
             }
         }
+        unknown.1 = None;
         Ok(Prepared {
             name,
             params: params.into(),
@@ -426,6 +437,20 @@ impl Postgres {
     /// The query timeout.
     pub(super) fn timeout(&self) -> Duration {
         self.inner.options.query_timeout
+    }
+
+    /// Awaits `request` on `live`: within the query timeout ([`timed`](Self::timed)), but
+    /// on a session's connection (migrations), for as long as it takes.
+    async fn timed_on<T>(
+        &self,
+        live: &Live,
+        request: impl std::future::Future<Output = Result<T, DbError>>,
+    ) -> Result<T, DbError> {
+        if live.checked {
+            self.timed(request).await
+        } else {
+            request.await
+        }
     }
 
     /// Awaits `request`. The server ends a statement past the query timeout itself (the
@@ -455,7 +480,7 @@ impl Postgres {
         loop {
             let turn = self.pick().await?;
             match self.run_on(&turn.live, sql, lists).await {
-                Ok((answer, prepared)) => return Ok((answer, prepared)),
+                Ok((answer, prepared, _)) => return Ok((answer, prepared)),
                 Err(RunError::Reshaped(what, prepared)) => {
                     // The statement is gone (closed as the cache made room while this call
                     // held it, or DISCARD, DEALLOCATE) or its result changed shape (ALTER
@@ -473,22 +498,24 @@ impl Postgres {
     }
 
     /// Runs `sql` once per parameter list on connection `live`, as one request ending in one
-    /// `Sync`: each query's rows and count, and the statement's columns.
+    /// `Sync`: each query's rows and count, the statement's columns, and the transaction
+    /// status after it.
     pub(super) async fn run_on(
         &self,
         live: &Live,
         sql: &str,
         lists: &[Vec<Value>],
-    ) -> Result<(Vec<Outcome>, Prepared), RunError> {
+    ) -> Result<(Vec<Outcome>, Prepared, u8), RunError> {
         let prepared = self.prepared(live, sql).await?;
         let mut out = BytesMut::new();
         for params in lists {
             bind(&prepared, params, &mut out)?;
         }
         frontend::sync(&mut out);
-        let answer = self.timed(live.connection.request(out)).await?;
+        let answer = self.timed_on(live, live.connection.request(out)).await?;
+        let status = answer.status;
         match outcomes(answer, self.timeout()) {
-            Ok(outcomes) => Ok((outcomes, prepared)),
+            Ok(outcomes) => Ok((outcomes, prepared, status)),
             Err(e) if matches!(e.code(), Some("26000" | "0A000")) => {
                 Err(RunError::Reshaped(e, prepared))
             }
@@ -551,12 +578,18 @@ impl Postgres {
         self.simple(&turn.live, sql).await.map(drop)
     }
 
-    /// Runs `sql` as a simple query (several statements, no parameters) on `live`.
-    pub(super) async fn simple(&self, live: &Live, sql: &str) -> Result<Vec<Outcome>, DbError> {
+    /// Runs `sql` as a simple query (several statements, no parameters) on `live`: the
+    /// outcomes, and the transaction status after it.
+    pub(super) async fn simple(
+        &self,
+        live: &Live,
+        sql: &str,
+    ) -> Result<(Vec<Outcome>, u8), DbError> {
         let mut out = BytesMut::new();
         frontend::query(sql, &mut out).map_err(encode_error)?;
-        let answer = self.timed(live.connection.request(out)).await?;
-        outcomes(answer, self.timeout())
+        let answer = self.timed_on(live, live.connection.request(out)).await?;
+        let status = answer.status;
+        outcomes(answer, self.timeout()).map(|o| (o, status))
     }
 
     /// A connection of its own for a transaction: an idle one, or a new one. While every
@@ -570,24 +603,27 @@ impl Postgres {
                 .unwrap_or_else(|p| p.into_inner())
                 .pop();
             match idle {
-                Some(live) if !live.connection.is_closed() => return Ok(live),
+                Some(live) if live.reusable() => return Ok(live),
                 Some(_) => continue,
                 None => break,
             }
         }
-        self.open_exclusive().await
+        self.open_exclusive(self.inner.options.query_timeout).await
     }
 
     /// A new connection of its own whose statements are not checked, for Brisk's own
     /// session (the migrations); it is never given back to the pool.
+    /// Its statements may run as long as they take (no `statement_timeout`, no timeout
+    /// here): a migration may build an index, or wait for another instance's lock.
     pub(super) async fn unchecked(&self) -> Result<Live, DbError> {
-        let mut live = self.open_exclusive().await?;
+        let mut live = self.open_exclusive(Duration::ZERO).await?;
         live.checked = false;
         Ok(live)
     }
 
-    /// A new connection for one user at a time.
-    async fn open_exclusive(&self) -> Result<Live, DbError> {
+    /// A new connection for one user at a time, whose session ends statements past
+    /// `statement_timeout` (zero: none).
+    async fn open_exclusive(&self, statement_timeout: Duration) -> Result<Live, DbError> {
         if let Some(slots) = self.inner.slots.get() {
             let tried = self.inner.attempted.load(Ordering::Relaxed) >= slots.len();
             let none_up = slots
@@ -602,7 +638,7 @@ impl Postgres {
             &self.inner.config,
             &self.inner.tls,
             options.connect_timeout,
-            options.query_timeout,
+            statement_timeout,
         )
         .await
         .map_err(DbError::Unavailable)?;
@@ -617,11 +653,22 @@ impl Postgres {
         ))
     }
 
-    /// Gives a transaction's connection back for the next one.
+    /// Gives a transaction's connection back for the next one, if it can serve it.
     pub(super) fn give_back(&self, live: Live) {
-        if !live.connection.is_closed() {
+        if live.reusable() {
             let mut idle = self.inner.idle.lock().unwrap_or_else(|p| p.into_inner());
             idle.push(live);
+        }
+    }
+}
+
+/// Retires a statement's name when dropped while still holding it: see [`Postgres::prepare`].
+struct RetireOnDrop<'a>(&'a Live, Option<Arc<str>>);
+
+impl Drop for RetireOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(name) = self.1.take() {
+            self.0.retire(name);
         }
     }
 }

@@ -92,7 +92,9 @@ impl PgTransaction {
             live.forget(sql, &prepared.name);
         }
         self.settle().await?;
-        Ok(ran?)
+        let (outcomes, prepared, status) = ran?;
+        still_open(status)?;
+        Ok((outcomes, prepared))
     }
 
     /// Every row `sql` returns.
@@ -119,7 +121,8 @@ impl PgTransaction {
         let live = self.live()?;
         let ran = self.db.simple(live, sql).await;
         self.settle().await?;
-        ran.map(drop)
+        let (_, status) = ran?;
+        still_open(status)
     }
 
     /// Ends the transaction with `sql` (`COMMIT` or `ROLLBACK`); the connection goes back to
@@ -157,6 +160,20 @@ impl PgTransaction {
     pub(crate) async fn rollback(mut self) -> Result<(), DbError> {
         self.end("ROLLBACK").await.map(drop)
     }
+}
+
+/// An error if `status`, after a statement of the transaction, says no transaction is open:
+/// the statement ended it (a COMMIT or ROLLBACK the check could not see), and what followed
+/// would run outside it.
+fn still_open(status: u8) -> Result<(), DbError> {
+    if status == b'I' {
+        return Err(DbError::Refused(
+            "a statement ended the transaction (a COMMIT or ROLLBACK inside it); it can only \
+             roll back now"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 impl Drop for PgTransaction {

@@ -25,6 +25,37 @@ const PG_EPOCH_DAYS: i32 = 10_957;
 /// Microseconds from 1970-01-01 00:00 to 2000-01-01 00:00.
 const PG_EPOCH_MICROS: i64 = PG_EPOCH_DAYS as i64 * DAY_MICROS;
 
+/// PostgreSQL's days since 2000-01-01 as days since 1970-01-01; ±infinity (the type's
+/// extremes) stays at the extremes, both ways.
+fn to_unix_days(pg: i32) -> i32 {
+    match pg {
+        i32::MAX | i32::MIN => pg,
+        d => d.saturating_add(PG_EPOCH_DAYS),
+    }
+}
+
+fn from_unix_days(days: i32) -> i32 {
+    match days {
+        i32::MAX | i32::MIN => days,
+        d => d.saturating_sub(PG_EPOCH_DAYS),
+    }
+}
+
+/// PostgreSQL's microseconds since 2000-01-01 as since 1970-01-01; ±infinity stays.
+fn to_unix_micros(pg: i64) -> i64 {
+    match pg {
+        i64::MAX | i64::MIN => pg,
+        t => t.saturating_add(PG_EPOCH_MICROS),
+    }
+}
+
+fn from_unix_micros(micros: i64) -> i64 {
+    match micros {
+        i64::MAX | i64::MIN => micros,
+        t => t.saturating_sub(PG_EPOCH_MICROS),
+    }
+}
+
 /// The element type of an array type, if `ty` is one.
 fn element_of(ty: &Type) -> Option<&Type> {
     match ty.kind() {
@@ -104,15 +135,22 @@ fn encode_binary(v: &Value, ty: &Type, buf: &mut BytesMut) -> Result<(), BoxErro
         (Value::Int(i), _) => wire::float8_to_sql(*i as f64, buf),
         (Value::Float(f), &Type::FLOAT4) => wire::float4_to_sql(*f as f32, buf),
         (Value::Float(f), _) => wire::float8_to_sql(*f, buf),
-        (Value::Date(d), &Type::DATE) => wire::date_to_sql(d.saturating_sub(PG_EPOCH_DAYS), buf),
+        (Value::Date(d), &Type::DATE) => wire::date_to_sql(from_unix_days(*d), buf),
         (Value::Date(d), _) => {
-            wire::timestamp_to_sql(i64::from(*d) * DAY_MICROS - PG_EPOCH_MICROS, buf)
+            let micros = match *d {
+                i32::MAX => i64::MAX,
+                i32::MIN => i64::MIN,
+                d => i64::from(d)
+                    .checked_mul(DAY_MICROS)
+                    .ok_or_else(|| format!("date {d} is out of a timestamp's range"))?,
+            };
+            wire::timestamp_to_sql(from_unix_micros(micros), buf)
         }
         (Value::Time(t), _) => wire::time_to_sql(*t, buf),
         // A timestamp without a zone is taken as UTC for a TIMESTAMPTZ, and a TIMESTAMPTZ's
         // instant as the UTC wall clock for a TIMESTAMP: the session's TimeZone plays no part.
         (Value::Timestamp(t) | Value::TimestampTz(t), _) => {
-            wire::timestamp_to_sql(t.saturating_sub(PG_EPOCH_MICROS), buf)
+            wire::timestamp_to_sql(from_unix_micros(*t), buf)
         }
         (Value::Uuid(u), _) => wire::uuid_to_sql(*u, buf),
         (Value::Array(items), ty) => {
@@ -260,15 +298,10 @@ fn decode_binary(ty: &Type, raw: &[u8]) -> Result<Value, BoxError> {
         Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME => {
             Value::Text(wire::text_from_sql(raw)?.to_string())
         }
-        // ±infinity (the type's extremes) stays at the extremes.
-        Type::DATE => Value::Date(wire::date_from_sql(raw)?.saturating_add(PG_EPOCH_DAYS)),
+        Type::DATE => Value::Date(to_unix_days(wire::date_from_sql(raw)?)),
         Type::TIME => Value::Time(wire::time_from_sql(raw)?),
-        Type::TIMESTAMP => {
-            Value::Timestamp(wire::timestamp_from_sql(raw)?.saturating_add(PG_EPOCH_MICROS))
-        }
-        Type::TIMESTAMPTZ => {
-            Value::TimestampTz(wire::timestamp_from_sql(raw)?.saturating_add(PG_EPOCH_MICROS))
-        }
+        Type::TIMESTAMP => Value::Timestamp(to_unix_micros(wire::timestamp_from_sql(raw)?)),
+        Type::TIMESTAMPTZ => Value::TimestampTz(to_unix_micros(wire::timestamp_from_sql(raw)?)),
         Type::UUID => Value::Uuid(wire::uuid_from_sql(raw)?),
         Type::JSON => Value::Json(Box::new(serde_json::from_slice(raw)?)),
         Type::JSONB => match raw.split_first() {
@@ -330,6 +363,14 @@ mod tests {
             Value::Date(20_783)
         );
         assert_eq!(round_trip(Value::Date(-1), Type::DATE), Value::Date(-1));
+        for infinity in [i64::MAX, i64::MIN] {
+            let t = Value::TimestampTz(infinity);
+            assert_eq!(round_trip(t.clone(), Type::TIMESTAMPTZ), t);
+        }
+        assert_eq!(
+            round_trip(Value::Date(i32::MAX), Type::DATE),
+            Value::Date(i32::MAX)
+        );
         let t = 1_764_160_496_789_012;
         assert_eq!(
             round_trip(Value::TimestampTz(t), Type::TIMESTAMPTZ),

@@ -21,12 +21,16 @@
 //!   every request that was already sent behind it (they ran inside that transaction) and
 //!   rolls the transaction back before anything written later, so no caller is told a write
 //!   succeeded that was rolled back. `COPY FROM STDIN` drops the connection.
+//!   A setting the server reports (`DateStyle`, `TimeZone`, `application_name`, the role…)
+//!   changed mid-session ends the shared connection the same way: the pool opens a new one.
 //! - **A transaction's connection** ([`Mode::Exclusive`]) has one user at a time, who reads
 //!   the transaction status from each answer.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
@@ -76,6 +80,9 @@ pub(super) enum Mode {
 /// The callers' side of one connection; its [`Driver`] does the reading and writing.
 pub(super) struct Connection {
     requests: mpsc::UnboundedSender<Request>,
+    /// Set by the driver when the server reports a setting changed mid-session: the
+    /// connection is not as a new one would be, and must not serve another transaction.
+    tainted: Arc<AtomicBool>,
 }
 
 impl Connection {
@@ -98,6 +105,11 @@ impl Connection {
     /// Whether the driver has stopped (the connection is gone).
     pub(super) fn is_closed(&self) -> bool {
         self.requests.is_closed()
+    }
+
+    /// Whether the server reported a setting changed since the connection opened.
+    pub(super) fn is_tainted(&self) -> bool {
+        self.tainted.load(Ordering::Relaxed)
     }
 }
 
@@ -365,12 +377,14 @@ async fn start(
         }
     }
     let (requests, queue) = mpsc::unbounded_channel();
+    let tainted = Arc::new(AtomicBool::new(false));
     let driver = Driver {
         socket,
         input,
         queue,
+        tainted: tainted.clone(),
     };
-    Ok((Connection { requests }, driver))
+    Ok((Connection { requests, tainted }, driver))
 }
 
 /// The value of the server setting `name`, asked before the pipeline starts.
@@ -472,6 +486,7 @@ pub(super) struct Driver {
     socket: Box<dyn Socket>,
     input: BytesMut,
     queue: mpsc::UnboundedReceiver<Request>,
+    tainted: Arc<AtomicBool>,
 }
 
 /// A request written (or about to be) whose answer has not come yet.
@@ -490,7 +505,10 @@ impl Driver {
             socket,
             mut input,
             mut queue,
+            tainted,
         } = self;
+        // Why the connection takes no more requests and ends once those sent are answered.
+        let mut retiring: Option<String> = None;
         let (mut reader, mut writer) = tokio::io::split(socket);
         let mut output = BytesMut::new();
         let mut waiting: VecDeque<Waiting> = VecDeque::new();
@@ -549,13 +567,33 @@ impl Driver {
                     Message::CopyInResponse(_) => {
                         break 'run "COPY FROM STDIN is not supported".to_string()
                     }
-                    Message::NoticeResponse(_)
-                    | Message::ParameterStatus(_)
-                    | Message::NotificationResponse(_) => {}
+                    // A setting the server reports changed mid-session: something (dynamic
+                    // SQL the statement check cannot see, a configuration reload) changed the
+                    // session. Only a new connection is sure to be as every caller expects:
+                    // what was sent is answered as it ran, nothing more is sent, and the
+                    // connection ends (the pool opens another; a transaction's is not given
+                    // back).
+                    Message::ParameterStatus(body) => {
+                        tainted.store(true, Ordering::Relaxed);
+                        if mode == Mode::Shared && retiring.is_none() {
+                            let name = body.name().unwrap_or("?");
+                            tracing::warn!(
+                                "the shared PostgreSQL connection's session changed ({name}): \
+                                 replacing the connection"
+                            );
+                            retiring = Some(format!("its session changed ({name})"));
+                        }
+                    }
+                    Message::NoticeResponse(_) | Message::NotificationResponse(_) => {}
                     Message::ErrorResponse(body) if is_fatal(&body) => {
                         break 'run error_text(&body)
                     }
                     other => messages.push(other),
+                }
+            }
+            if let Some(why) = &retiring {
+                if waiting.is_empty() && output.is_empty() {
+                    break why.clone();
                 }
             }
             tokio::select! {
@@ -564,7 +602,7 @@ impl Driver {
                     Ok(_) => {}
                     Err(e) => break e.to_string(),
                 },
-                request = queue.recv(), if output.len() < MAX_OUTPUT => match request {
+                request = queue.recv(), if output.len() < MAX_OUTPUT && retiring.is_none() => match request {
                     Some(first) => {
                         let mut next = Some(first);
                         while let Some(Request { messages, reply }) = next {

@@ -77,7 +77,7 @@ impl Session {
             #[cfg(feature = "sqlite")]
             Backend::Sqlite { db, jobs } => {
                 let sql = sql.to_string();
-                db.call_on(jobs, move |conn| {
+                db.call_within(jobs, None, move |conn| {
                     conn.execute_batch(&sql).map_err(super::sqlite::query_error)
                 })
                 .await
@@ -85,10 +85,12 @@ impl Session {
             #[cfg(feature = "postgres")]
             Backend::Postgres { db, live } => db.simple(live, sql).await.map(drop),
             #[cfg(feature = "mysql")]
-            Backend::Mysql { db, conn } => {
+            Backend::Mysql { conn, .. } => {
                 use mysql_async::prelude::Queryable;
                 let conn = conn.as_mut().expect("held until dropped");
-                db.timed(conn.query_drop(sql)).await
+                conn.query_drop(sql)
+                    .await
+                    .map_err(super::mysql::mysql_error)
             }
         }
     }
@@ -102,7 +104,7 @@ impl Session {
         match &mut self.backend {
             #[cfg(feature = "sqlite")]
             Backend::Sqlite { db, jobs } => {
-                let sql = super::sqlite::sqlite_sql(sql);
+                let sql = super::sqlite::sqlite_sql(sql, params.len())?;
                 db.call_on(jobs, move |conn| {
                     super::sqlite::query_rows(conn, &sql, &params)
                 })
@@ -110,7 +112,7 @@ impl Session {
             }
             #[cfg(feature = "postgres")]
             Backend::Postgres { db, live } => {
-                let (outcomes, prepared) = db.run_on(live, sql, &[params]).await?;
+                let (outcomes, prepared, _) = db.run_on(live, sql, &[params]).await?;
                 let rows = outcomes.first().map(|o| &o.rows[..]).unwrap_or_default();
                 rows.iter()
                     .map(|r| super::postgres::convert_row(r, &prepared))

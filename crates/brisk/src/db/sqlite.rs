@@ -16,8 +16,9 @@ use rusqlite::{Connection, InterruptHandle};
 
 use super::error::{DbError, ErrorKind, ServerError};
 use super::row::Row;
+use super::statement::rewrite_placeholders;
 use super::statement::{self, Dialect, Place};
-use super::value::{parse_uuid, rewrite_placeholders, Value};
+use super::value::{parse_uuid, Value};
 use crate::civil;
 
 /// How a worker uses an SQLite database.
@@ -184,6 +185,22 @@ impl Sqlite {
         F: FnOnce(&mut Connection) -> Result<R, DbError> + Send + 'static,
         R: Send + 'static,
     {
+        self.call_within(jobs, Some(self.inner.options.query_timeout), f)
+            .await
+    }
+
+    /// Runs `f` on the thread whose queue is `jobs`, interrupted past `timeout` (`None`: as
+    /// long as it takes, for a session's migrations).
+    pub(super) async fn call_within<R, F>(
+        &self,
+        jobs: &mpsc::Sender<Job>,
+        timeout: Option<Duration>,
+        f: F,
+    ) -> Result<R, DbError>
+    where
+        F: FnOnce(&mut Connection) -> Result<R, DbError> + Send + 'static,
+        R: Send + 'static,
+    {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let slot: Arc<Mutex<Slot>> = Arc::new(Mutex::new(Slot::Queued));
         let job_slot = slot.clone();
@@ -212,10 +229,13 @@ impl Sqlite {
         if jobs.send(job).is_err() {
             return Err(DbError::Unavailable("the SQLite threads are gone".into()));
         }
-        let timeout = self.inner.options.query_timeout;
+        let stopped = || DbError::Unavailable("the SQLite thread stopped".into());
+        let Some(timeout) = timeout else {
+            return answer.await.unwrap_or_else(|_| Err(stopped()));
+        };
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(DbError::Unavailable("the SQLite thread stopped".into())),
+            Ok(Err(_)) => Err(stopped()),
             Err(_) => Err(DbError::Timeout(timeout)),
         }
     }
@@ -223,7 +243,7 @@ impl Sqlite {
     /// Every row `sql` returns; parameters are `$1`, `$2`…
     pub async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>, DbError> {
         statement::check(sql, Dialect::Sqlite, Place::Shared)?;
-        let sql = sqlite_sql(sql);
+        let sql = sqlite_sql(sql, params.len())?;
         self.call(move |conn| left_as_found(conn, query_rows(conn, &sql, &params)))
             .await
     }
@@ -236,7 +256,7 @@ impl Sqlite {
     /// Runs a statement; returns how many rows it changed.
     pub async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64, DbError> {
         statement::check(sql, Dialect::Sqlite, Place::Shared)?;
-        let sql = sqlite_sql(sql);
+        let sql = sqlite_sql(sql, params.len())?;
         self.call(move |conn| left_as_found(conn, execute(conn, &sql, &params)))
             .await
     }
@@ -275,9 +295,9 @@ pub(super) fn execute(conn: &Connection, sql: &str, params: &[Value]) -> Result<
     Ok(n as u64)
 }
 
-/// `$N` placeholders as SQLite's `?N`.
-pub(super) fn sqlite_sql(sql: &str) -> String {
-    rewrite_placeholders(sql, |n| format!("?{n}")).0
+/// `$N` placeholders as SQLite's `?N`, if `given` parameters fit them.
+pub(super) fn sqlite_sql(sql: &str, given: usize) -> Result<String, DbError> {
+    rewrite_placeholders(sql, Dialect::Sqlite, given, |n| format!("?{n}")).map(|(sql, _)| sql)
 }
 
 /// Opens the connection, then runs jobs until every sender is gone.
@@ -296,9 +316,19 @@ fn serve_jobs(path: &Path, options: &SqliteOptions, jobs: &Mutex<mpsc::Receiver<
         if conn.is_err() {
             conn = open(path, options);
         }
-        match &mut conn {
+        // A job that panics (a bug reached by a value read) fails its call, whose reply
+        // goes unsent; the thread and its connection serve on.
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &mut conn {
             Ok(c) => job(Ok(c)),
             Err(e) => job(Err(e)),
+        }));
+        if ran.is_err() {
+            tracing::error!("an SQLite job panicked; its call failed");
+            if let Ok(c) = &conn {
+                if !c.is_autocommit() {
+                    let _ = c.execute_batch("ROLLBACK");
+                }
+            }
         }
     }
 }
@@ -454,6 +484,10 @@ impl Declared {
             (Declared::Bool, ValueRef::Integer(i @ (0 | 1))) => Value::Bool(i == 1),
             (Declared::Decimal, ValueRef::Integer(i)) => Value::Decimal(i.to_string()),
             (Declared::Decimal, ValueRef::Real(f)) => Value::Decimal(f.to_string()),
+            // A JSON column's NUMERIC affinity keeps a number as one.
+            (Declared::Json, ValueRef::Integer(i)) => Value::Json(Box::new(i.into())),
+            (Declared::Json, ValueRef::Real(f)) => serde_json::Number::from_f64(f)
+                .map_or(Value::Float(f), |n| Value::Json(Box::new(n.into()))),
             (Declared::Uuid, ValueRef::Blob(b)) if b.len() == 16 => {
                 Value::Uuid(b.try_into().expect("16 bytes"))
             }
@@ -472,7 +506,7 @@ impl Declared {
     fn read_text(self, t: &str) -> Option<Value> {
         let instant = |t: &str| {
             let (micros, offset) = civil::parse_timestamp(t)?;
-            Some(micros - i64::from(offset.unwrap_or(0)) * 1_000_000)
+            micros.checked_sub(i64::from(offset.unwrap_or(0)) * 1_000_000)
         };
         Some(match self {
             Declared::Date => Value::Date(civil::parse_date(t)?),

@@ -85,20 +85,24 @@ impl SqliteTransaction {
         params: Vec<Value>,
     ) -> Result<Vec<Row>, DbError> {
         check(sql, Dialect::Sqlite, Place::Transaction)?;
-        let sql = sqlite_sql(sql);
+        let sql = sqlite_sql(sql, params.len())?;
         let jobs = self.jobs()?;
         self.db
-            .call_on(jobs, move |conn| query_rows(conn, &sql, &params))
+            .call_on(jobs, move |conn| {
+                in_transaction(conn, |c| query_rows(c, &sql, &params))
+            })
             .await
     }
 
     /// Runs a statement; how many rows it changed.
     pub(crate) async fn execute(&mut self, sql: &str, params: Vec<Value>) -> Result<u64, DbError> {
         check(sql, Dialect::Sqlite, Place::Transaction)?;
-        let sql = sqlite_sql(sql);
+        let sql = sqlite_sql(sql, params.len())?;
         let jobs = self.jobs()?;
         self.db
-            .call_on(jobs, move |conn| execute(conn, &sql, &params))
+            .call_on(jobs, move |conn| {
+                in_transaction(conn, |c| execute(c, &sql, &params))
+            })
             .await
     }
 
@@ -109,7 +113,7 @@ impl SqliteTransaction {
         let jobs = self.jobs()?;
         self.db
             .call_on(jobs, move |conn| {
-                conn.execute_batch(&sql).map_err(query_error)
+                in_transaction(conn, |c| c.execute_batch(&sql).map_err(query_error))
             })
             .await
     }
@@ -156,6 +160,30 @@ impl SqliteTransaction {
     pub(crate) async fn rollback(mut self) -> Result<(), DbError> {
         self.end("ROLLBACK").await
     }
+}
+
+/// Runs `f` if the connection is still inside the transaction, and says so if `f` ended it:
+/// an interrupted statement (its caller gave up, the query timeout) rolls SQLite's whole
+/// transaction back, and what followed must not run outside it.
+fn in_transaction<R>(
+    conn: &rusqlite::Connection,
+    f: impl FnOnce(&rusqlite::Connection) -> Result<R, DbError>,
+) -> Result<R, DbError> {
+    let ended = || {
+        DbError::Refused(
+            "the transaction ended (rolled back by an interrupted statement, or by one of its \
+             own); it can only roll back now"
+                .into(),
+        )
+    };
+    if conn.is_autocommit() {
+        return Err(ended());
+    }
+    let result = f(conn);
+    if conn.is_autocommit() && result.is_ok() {
+        return Err(ended());
+    }
+    result
 }
 
 impl Drop for SqliteTransaction {

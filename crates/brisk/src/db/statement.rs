@@ -46,13 +46,86 @@ pub(crate) fn check(sql: &str, dialect: Dialect, place: Place) -> Result<(), DbE
     Ok(())
 }
 
+/// Rewrites `$1`, `$2`… placeholders with `to(n)` outside literals, quoted identifiers and
+/// comments (as `dialect` writes them), and not inside a name (`a$1`): how a backend that
+/// does not number its parameters the PostgreSQL way (SQLite's `?N`, MySQL's `?`) runs the
+/// same SQL. Returns the SQL and the parameter numbers in the order they appear, or why the
+/// `given` parameters do not fit them (a number past them, or one of them unused).
+#[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
+pub(crate) fn rewrite_placeholders(
+    sql: &str,
+    dialect: Dialect,
+    given: usize,
+    to: impl Fn(usize) -> String,
+) -> Result<(String, Vec<usize>), DbError> {
+    let bytes = sql.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(sql.len());
+    let mut order = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let next = bytes.get(i + 1).copied();
+        let start = i;
+        match b {
+            b'-' if next == Some(b'-')
+                && (dialect != Dialect::Mysql
+                    || bytes.get(i + 2).is_none_or(|c| c.is_ascii_whitespace())) =>
+            {
+                i = skip_line(bytes, i);
+            }
+            b'#' if dialect == Dialect::Mysql => i = skip_line(bytes, i),
+            b'/' if next == Some(b'*')
+                && !(dialect == Dialect::Mysql && bytes.get(i + 2) == Some(&b'!')) =>
+            {
+                i = skip_block_comment(bytes, i, dialect == Dialect::Postgres);
+            }
+            b'\'' | b'"' => i = skip_quoted(bytes, i, b, dialect == Dialect::Mysql),
+            b'`' => i = skip_quoted(bytes, i, b'`', false),
+            b'[' if dialect == Dialect::Sqlite => {
+                i = bytes[i..]
+                    .iter()
+                    .position(|&c| c == b']')
+                    .map_or(bytes.len(), |p| i + p + 1);
+            }
+            b'$' if next.is_some_and(|d| d.is_ascii_digit())
+                && !(i > 0 && is_word_byte(bytes[i - 1])) =>
+            {
+                let mut n = 0usize;
+                i += 1;
+                while let Some(d) = bytes.get(i).filter(|d| d.is_ascii_digit()) {
+                    n = n.saturating_mul(10).saturating_add(usize::from(d - b'0'));
+                    i += 1;
+                }
+                order.push(n);
+                out.extend_from_slice(to(n).as_bytes());
+                continue;
+            }
+            _ => i += 1,
+        }
+        out.extend_from_slice(&bytes[start..i.min(bytes.len())]);
+    }
+    let used = order.iter().copied().max().unwrap_or(0);
+    if let Some(n) = order.iter().find(|&&n| n == 0 || n > given) {
+        return Err(DbError::Refused(format!(
+            "the statement uses ${n}, and {given} parameters are given"
+        )));
+    }
+    if given > used {
+        return Err(DbError::Refused(format!(
+            "{given} parameters are given, and the statement uses {used}"
+        )));
+    }
+    let out = String::from_utf8(out).expect("only ASCII placeholders were replaced");
+    Ok((out, order))
+}
+
 /// Whether `sql` is `ROLLBACK TO [SAVEPOINT] name`, which mends a transaction after a
 /// failed statement.
 pub(crate) fn is_rollback_to(sql: &str, dialect: Dialect) -> bool {
     let tokens = lex(sql, dialect);
     let words: Vec<&Token<'_>> = tokens
         .iter()
-        .filter(|t| matches!(t, Token::Word(..)))
+        .filter(|t| matches!(t, Token::Word(_)))
         .collect();
     words.first().is_some_and(|t| t.is("rollback"))
         && words.iter().skip(1).take(2).any(|t| t.is("to"))
@@ -75,20 +148,27 @@ pub(crate) fn statements(sql: &str, dialect: Dialect) -> Vec<&str> {
     out
 }
 
-/// A token that matters here: a word (keyword or bare identifier; whether a `(` follows),
-/// `;` (where it is), or one of a few symbols. Literals, quoted identifiers and numbers are
-/// `Other`.
+/// A token that matters here: a word (keyword or bare identifier), a quoted identifier (its
+/// text, never a keyword), `;` (where it is), or one of a few symbols. Literals and numbers
+/// are `Other`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Token<'a> {
-    Word(&'a str, bool),
+    Word(&'a str),
+    Quoted(&'a str),
     Semicolon(usize),
     Symbol(u8),
     Other,
 }
 
 impl Token<'_> {
+    /// Whether this is the keyword (an unquoted word).
     fn is(&self, keyword: &str) -> bool {
-        matches!(self, Token::Word(w, _) if w.eq_ignore_ascii_case(keyword))
+        matches!(self, Token::Word(w) if w.eq_ignore_ascii_case(keyword))
+    }
+
+    /// Whether this names `name`, quoted or not (a function, a schema).
+    fn names(&self, name: &str) -> bool {
+        matches!(self, Token::Word(w) | Token::Quoted(w) if w.eq_ignore_ascii_case(name))
     }
 }
 
@@ -140,20 +220,23 @@ fn lex(sql: &str, dialect: Dialect) -> Vec<Token<'_>> {
                 i = skip_quoted(bytes, i, b'\'', backslashes);
                 tokens.push(Token::Other);
             }
-            b'"' => {
-                i = skip_quoted(bytes, i, b'"', dialect == Dialect::Mysql);
+            // MySQL's "…" is a string (without ANSI_QUOTES); elsewhere an identifier.
+            b'"' if dialect == Dialect::Mysql => {
+                i = skip_quoted(bytes, i, b'"', true);
                 tokens.push(Token::Other);
             }
-            b'`' if dialect != Dialect::Postgres => {
-                i = skip_quoted(bytes, i, b'`', false);
-                tokens.push(Token::Other);
+            b'"' | b'`' if b == b'"' || dialect != Dialect::Postgres => {
+                let end = skip_quoted(bytes, i, b, false);
+                tokens.push(Token::Quoted(inner(sql, i + 1, end)));
+                i = end;
             }
             b'[' if dialect == Dialect::Sqlite => {
-                i = bytes[i..]
+                let end = bytes[i..]
                     .iter()
                     .position(|&c| c == b']')
                     .map_or(bytes.len(), |p| i + p + 1);
-                tokens.push(Token::Other);
+                tokens.push(Token::Quoted(inner(sql, i + 1, end)));
+                i = end;
             }
             b'$' if dialect == Dialect::Postgres => {
                 i = skip_dollar(bytes, i);
@@ -182,13 +265,9 @@ fn lex(sql: &str, dialect: Dialect) -> Vec<Token<'_>> {
                     tokens.push(Token::Other);
                     continue;
                 }
-                let mut j = i;
-                while j < bytes.len() && bytes[j].is_ascii_whitespace() {
-                    j += 1;
-                }
-                tokens.push(Token::Word(word, bytes.get(j) == Some(&b'(')));
+                tokens.push(Token::Word(word));
             }
-            b'(' | b')' | b'=' | b'@' => {
+            b'(' | b')' | b'=' | b'@' | b',' | b'.' => {
                 tokens.push(Token::Symbol(b));
                 i += 1;
             }
@@ -196,6 +275,22 @@ fn lex(sql: &str, dialect: Dialect) -> Vec<Token<'_>> {
         }
     }
     tokens
+}
+
+/// The text between a quote at `start - 1` and the one closing it before `end` (what an
+/// unterminated quote has).
+fn inner(sql: &str, start: usize, end: usize) -> &str {
+    let end = if end > start
+        && sql
+            .as_bytes()
+            .get(end - 1)
+            .is_some_and(|b| matches!(b, b'"' | b'`' | b']'))
+    {
+        end - 1
+    } else {
+        end
+    };
+    sql.get(start..end.max(start)).unwrap_or("")
 }
 
 fn is_string_prefix(word: &str) -> bool {
@@ -206,10 +301,12 @@ fn is_string_prefix(word: &str) -> bool {
     .any(|p| word.eq_ignore_ascii_case(p))
 }
 
+/// Past a line comment: to the next `\n` or `\r` (PostgreSQL ends one at either; ending it
+/// early elsewhere only shows more of the text to the check).
 fn skip_line(bytes: &[u8], i: usize) -> usize {
     bytes[i..]
         .iter()
-        .position(|&c| c == b'\n')
+        .position(|&c| c == b'\n' || c == b'\r')
         .map_or(bytes.len(), |p| i + p + 1)
 }
 
@@ -294,7 +391,7 @@ fn split<'t, 'a>(tokens: &'t [Token<'a>], dialect: Dialect) -> Split<'t, 'a> {
                 statements.push((statement, Some(*at)));
                 start = i + 1;
             }
-            Token::Word(..) if has_body(statement, dialect) => {
+            Token::Word(_) if has_body(statement, dialect) => {
                 let opens = match dialect {
                     Dialect::Postgres => token.is("begin") && next.is_some_and(|t| t.is("atomic")),
                     _ => token.is("begin"),
@@ -320,7 +417,8 @@ fn split<'t, 'a>(tokens: &'t [Token<'a>], dialect: Dialect) -> Split<'t, 'a> {
 }
 
 /// Whether a statement (its tokens so far) creates a trigger or routine, whose body may
-/// hold `;`.
+/// hold `;`: the first kind of object its words name after `CREATE` says so (`CREATE TABLE
+/// log (event text, begin date)` creates a table).
 fn has_body(statement: &[Token<'_>], dialect: Dialect) -> bool {
     let Some(first) = statement.first() else {
         return false;
@@ -328,25 +426,57 @@ fn has_body(statement: &[Token<'_>], dialect: Dialect) -> bool {
     if !first.is("create") {
         return false;
     }
-    let kinds: &[&str] = match dialect {
+    const KINDS: [&str; 22] = [
+        "table",
+        "view",
+        "index",
+        "sequence",
+        "type",
+        "schema",
+        "database",
+        "role",
+        "user",
+        "domain",
+        "extension",
+        "aggregate",
+        "operator",
+        "policy",
+        "rule",
+        "server",
+        "cast",
+        "function",
+        "procedure",
+        "trigger",
+        "event",
+        "statistics",
+    ];
+    let kind = statement
+        .iter()
+        .skip(1)
+        .find(|t| KINDS.iter().any(|k| t.is(k)));
+    let bodies: &[&str] = match dialect {
         Dialect::Postgres => &["function", "procedure"],
         Dialect::Mysql => &["trigger", "procedure", "function", "event"],
         Dialect::Sqlite => &["trigger"],
     };
-    statement
-        .iter()
-        .take(8)
-        .any(|t| kinds.iter().any(|k| t.is(k)))
+    kind.is_some_and(|t| bodies.iter().any(|k| t.is(k)))
 }
 
 /// Why `statement` may not run at `place`, if it may not.
 fn refusal(statement: &[Token<'_>], dialect: Dialect, place: Place) -> Option<String> {
     let words: Vec<&Token<'_>> = statement
         .iter()
-        .filter(|t| matches!(t, Token::Word(..)))
+        .filter(|t| matches!(t, Token::Word(_)))
         .collect();
+    // What a statement calls counts whatever it starts with (`(SELECT pg_advisory_lock(1))`).
+    if let Some(why) = session_function(statement, dialect, place) {
+        return Some(why);
+    }
+    if let Some(why) = temporary_object(statement, dialect, place) {
+        return Some(why);
+    }
     let first = statement.first()?;
-    let Token::Word(head, _) = *first else {
+    let Token::Word(head) = *first else {
         return None;
     };
     let second = words.get(1).copied();
@@ -406,24 +536,6 @@ fn refusal(statement: &[Token<'_>], dialect: Dialect, place: Place) -> Option<St
     }
 
     // Statements that change the session.
-    let create_temporary = is("create")
-        && words
-            .iter()
-            .skip(1)
-            .take(3)
-            .any(|t| t.is("temp") || t.is("temporary"));
-    if create_temporary {
-        let dropped_at_commit = dialect == Dialect::Postgres
-            && statement
-                .windows(3)
-                .any(|w| w[0].is("on") && w[1].is("commit") && w[2].is("drop"));
-        if shared || !dropped_at_commit {
-            return Some(session("a temporary table"));
-        }
-    }
-    if let Some(why) = session_function(statement, dialect) {
-        return Some(session(why));
-    }
     let refused_word = match dialect {
         Dialect::Postgres => {
             let set_in_transaction = is("set")
@@ -460,10 +572,7 @@ fn refusal(statement: &[Token<'_>], dialect: Dialect, place: Place) -> Option<St
                 || is("lock")
                 || is("unlock")
         }
-        Dialect::Sqlite => {
-            let pragma_set = is("pragma") && statement.contains(&Token::Symbol(b'='));
-            pragma_set || is("attach") || is("detach")
-        }
+        Dialect::Sqlite => (is("pragma") && pragma_sets(statement)) || is("attach") || is("detach"),
     };
     if refused_word {
         return Some(session(&head_upper));
@@ -495,58 +604,145 @@ fn refusal(statement: &[Token<'_>], dialect: Dialect, place: Place) -> Option<St
     None
 }
 
-/// A call in `statement` that changes the session beyond it: a session-level lock, or
-/// `set_config` without `true` (local to the transaction) as its third argument.
-fn session_function(statement: &[Token<'_>], dialect: Dialect) -> Option<&'static str> {
+/// The message for a statement that would change the session at `place`.
+fn session_change(what: &str, place: Place) -> String {
+    let fix = match place {
+        Place::Shared => "run it inside db.transaction() or db.begin()",
+        Place::Transaction => "a transaction's connection goes back to the pool after it",
+    };
+    format!("{what} would change the connection's session for every later caller: {fix}")
+}
+
+/// Why a call in `statement` would change the session beyond it, if one would: a
+/// session-level lock, or `set_config` (in a transaction, allowed with the literal `true`
+/// as its third argument: local to the transaction). A call is a name, quoted or not, whose
+/// next token is `(`, whatever comments stand between.
+fn session_function(statement: &[Token<'_>], dialect: Dialect, place: Place) -> Option<String> {
     for (i, token) in statement.iter().enumerate() {
-        let Token::Word(name, true) = *token else {
+        if statement.get(i + 1) != Some(&Token::Symbol(b'(')) {
             continue;
-        };
-        match dialect {
-            Dialect::Postgres => {
-                let lock = [
+        }
+        let names = |list: &[&str]| list.iter().any(|f| token.names(f));
+        let why = match dialect {
+            Dialect::Postgres
+                if names(&[
                     "pg_advisory_lock",
                     "pg_advisory_lock_shared",
                     "pg_try_advisory_lock",
                     "pg_try_advisory_lock_shared",
-                ];
-                if lock.iter().any(|f| name.eq_ignore_ascii_case(f)) {
-                    return Some("a session-level advisory lock (use pg_advisory_xact_lock)");
-                }
-                if name.eq_ignore_ascii_case("set_config") && !local_to_transaction(&statement[i..])
-                {
-                    return Some("set_config(…) without is_local = true");
-                }
+                ]) =>
+            {
+                "a session-level advisory lock (use pg_advisory_xact_lock in a transaction)"
             }
-            Dialect::Mysql => {
-                if name.eq_ignore_ascii_case("get_lock") {
-                    return Some("GET_LOCK(…), a session-level lock");
+            Dialect::Postgres if names(&["set_config"]) => {
+                if place == Place::Transaction && third_argument_is_true(&statement[i + 1..]) {
+                    continue;
                 }
+                "set_config(…) (in a transaction, set_config(name, value, true) is local to it)"
             }
-            Dialect::Sqlite => {}
-        }
+            Dialect::Mysql if names(&["get_lock"]) => "GET_LOCK(…), a session-level lock",
+            _ => continue,
+        };
+        return Some(session_change(why, place));
     }
     None
 }
 
-/// Whether the call whose name starts `call` has the word `true` among its arguments
-/// (`set_config(name, value, true)`).
-fn local_to_transaction(call: &[Token<'_>]) -> bool {
+/// Whether the arguments in `call` (from its `(`) have exactly the keyword `true` as the
+/// third: `set_config(name, value, true)`.
+fn third_argument_is_true(call: &[Token<'_>]) -> bool {
     let mut depth = 0usize;
-    for token in &call[1..] {
+    let mut argument = 0usize;
+    let mut third = Vec::new();
+    for token in call {
         match token {
-            Token::Symbol(b'(') => depth += 1,
+            Token::Symbol(b'(') => {
+                depth += 1;
+                if depth == 1 {
+                    continue;
+                }
+            }
             Token::Symbol(b')') => {
                 depth = depth.saturating_sub(1);
                 if depth == 0 {
-                    return false;
+                    break;
                 }
             }
-            t if depth == 1 && t.is("true") => return true,
+            Token::Symbol(b',') if depth == 1 => {
+                argument += 1;
+                continue;
+            }
             _ => {}
         }
+        if argument == 2 {
+            third.push(*token);
+        }
     }
-    false
+    argument == 2 && third.len() == 1 && third[0].is("true")
+}
+
+/// Why `statement` would make a temporary object that outlives it, if it would:
+/// `CREATE TEMP …`, `SELECT … INTO TEMP`, a name in the temporary schema (`pg_temp.t`,
+/// SQLite's `temp.t`). In a PostgreSQL transaction, a temporary table dropped at its commit
+/// (`ON COMMIT DROP`) is allowed.
+fn temporary_object(statement: &[Token<'_>], dialect: Dialect, place: Place) -> Option<String> {
+    let words: Vec<&Token<'_>> = statement
+        .iter()
+        .filter(|t| matches!(t, Token::Word(_)))
+        .collect();
+    let temp = |t: &Token<'_>| t.is("temp") || t.is("temporary");
+    let created = words.first().is_some_and(|t| t.is("create"))
+        && words.iter().skip(1).take(3).any(|t| temp(t));
+    let into = words.windows(2).any(|w| w[0].is("into") && temp(w[1]));
+    let schema = statement.windows(2).any(|w| {
+        w[1] == Token::Symbol(b'.')
+            && match dialect {
+                Dialect::Postgres => w[0].names("pg_temp") || w[0].names("pg_temp_1"),
+                Dialect::Sqlite => w[0].names("temp") || w[0].names("temporary"),
+                Dialect::Mysql => false,
+            }
+    });
+    if !(created || into || schema) {
+        return None;
+    }
+    let dropped_at_commit = dialect == Dialect::Postgres
+        && statement
+            .windows(3)
+            .any(|w| w[0].is("on") && w[1].is("commit") && w[2].is("drop"));
+    if place == Place::Transaction && dropped_at_commit {
+        return None;
+    }
+    Some(session_change("a temporary table", place))
+}
+
+/// Whether a `PRAGMA` sets a value (`= v`, or `(v)` but for the pragmas that take an argument
+/// only to read: `table_info(t)`…).
+fn pragma_sets(statement: &[Token<'_>]) -> bool {
+    const READS: [&str; 15] = [
+        "table_info",
+        "table_xinfo",
+        "table_list",
+        "index_info",
+        "index_xinfo",
+        "index_list",
+        "foreign_key_list",
+        "foreign_key_check",
+        "integrity_check",
+        "quick_check",
+        "collation_list",
+        "pragma_list",
+        "function_list",
+        "module_list",
+        "database_list",
+    ];
+    if statement.contains(&Token::Symbol(b'=')) {
+        return true;
+    }
+    let Some(open) = statement.iter().position(|t| *t == Token::Symbol(b'(')) else {
+        return false;
+    };
+    let name = open.checked_sub(1).and_then(|i| statement.get(i));
+    !name.is_some_and(|n| READS.iter().any(|r| n.names(r)))
 }
 
 #[cfg(test)]
@@ -616,6 +812,7 @@ mod tests {
             "create temporary table t (x int)",
             "SELECT set_config('search_path', 'x', false)",
             "SELECT set_config('search_path', $1, $2)",
+            "SELECT set_config('app.user', $1, true)",
             "SELECT pg_advisory_lock(1)",
             "COPY t FROM STDIN",
         ] {
@@ -641,6 +838,50 @@ mod tests {
     }
 
     #[test]
+    fn what_hides_behind_comments_quotes_parentheses_and_names_is_seen() {
+        for sql in [
+            "-- x\rSET synchronous_commit = off",
+            "(SELECT set_config('search_path', 'x', false))",
+            "(SELECT pg_advisory_lock(1))",
+            "SELECT set_config/**/('search_path', 'x', false)",
+            "SELECT \"set_config\"('search_path', 'x', false)",
+            "SELECT pg_catalog.set_config('search_path', 'x', false)",
+            "SELECT set_config('search_path', 'x', true)",
+            "SELECT 1 INTO TEMP t",
+            "CREATE TABLE pg_temp.users (id int)",
+            "CREATE TABLE \"pg_temp\".users (id int)",
+        ] {
+            assert!(refused(sql, Postgres, Shared), "{sql}");
+        }
+        for sql in [
+            "SELECT set_config('search_path', 'x', true AND false)",
+            "SELECT set_config('search_path', 'x', false)",
+            "SELECT 1 INTO TEMPORARY t",
+        ] {
+            assert!(refused(sql, Postgres, Transaction), "{sql}");
+        }
+        for sql in [
+            "(SELECT GET_LOCK('x', 0))",
+            "SELECT GET_LOCK /**/ ('x', 0)",
+            "SELECT `get_lock`('x', 0)",
+            "CREATE TABLE log (event VARCHAR(9), begin DATETIME); SET time_zone = '+05:00'",
+        ] {
+            assert!(refused(sql, Mysql, Shared), "{sql}");
+        }
+        for sql in [
+            "PRAGMA synchronous(OFF)",
+            "PRAGMA foreign_keys(0)",
+            "CREATE TABLE temp.t (x)",
+            "CREATE TRIGGER temp.tr AFTER INSERT ON o BEGIN SELECT 1; END",
+            "CREATE TABLE t (trigger int, begin int); PRAGMA query_only = 0",
+        ] {
+            assert!(refused(sql, Sqlite, Shared), "{sql}");
+        }
+        assert!(!refused("PRAGMA table_info(t)", Sqlite, Shared));
+        assert!(!refused("PRAGMA main.index_list(t)", Sqlite, Shared));
+    }
+
+    #[test]
     fn ordinary_statements_and_keywords_in_literals_comments_and_names_pass() {
         for sql in [
             "SELECT id, randomnumber FROM world WHERE id = $1",
@@ -651,7 +892,6 @@ mod tests {
             "SELECT \"begin\", \"set\" FROM \"commit\"",
             "UPDATE t SET x = 1 WHERE id = $1",
             "INSERT INTO settings (k) VALUES ('a') ON CONFLICT (k) DO UPDATE SET k = excluded.k",
-            "SELECT set_config('app.user', $1, true)",
             "SELECT pg_advisory_xact_lock(1)",
             "WITH x AS (SELECT 1) SELECT * FROM x",
             "COPY t TO STDOUT",
@@ -744,6 +984,46 @@ mod tests {
             assert!(!is_rollback_to("ROLLBACK", d));
             assert!(!is_rollback_to("SELECT 1", d));
         }
+    }
+
+    #[test]
+    fn placeholders_are_rewritten_outside_literals_names_and_comments() {
+        let question = |_| "?".to_string();
+        let (sql, order) = rewrite_placeholders(
+            "SELECT '$1', a$1, `$2`, \"$3\" FROM t -- $9\nWHERE b = $2 AND c = $1 # $8",
+            Mysql,
+            2,
+            question,
+        )
+        .unwrap();
+        assert_eq!(
+            sql,
+            "SELECT '$1', a$1, `$2`, \"$3\" FROM t -- $9\nWHERE b = ? AND c = ? # $8"
+        );
+        assert_eq!(order, vec![2, 1]);
+        let (sql, _) =
+            rewrite_placeholders("x = 'it\\'s $5' and y = $1", Mysql, 1, question).unwrap();
+        assert_eq!(sql, "x = 'it\\'s $5' and y = ?");
+        let (sql, _) = rewrite_placeholders("x = $1 or [$2] = $1 /* $3 */", Sqlite, 1, |n| {
+            format!("?{n}")
+        })
+        .unwrap();
+        assert_eq!(sql, "x = ?1 or [$2] = ?1 /* $3 */");
+        let e = rewrite_placeholders("x = $2", Sqlite, 1, question)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("$2"), "{e}");
+        let e = rewrite_placeholders("x = $1", Sqlite, 2, question)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("uses 1"), "{e}");
+        assert!(rewrite_placeholders("x = $0", Sqlite, 0, question).is_err());
+        assert_eq!(
+            rewrite_placeholders("é = $1 — ü", Sqlite, 1, question)
+                .unwrap()
+                .0,
+            "é = ? — ü"
+        );
     }
 
     #[test]

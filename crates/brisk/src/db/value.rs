@@ -205,58 +205,23 @@ macro_rules! params {
     };
 }
 
-/// Rewrites `$1`, `$2`… placeholders (outside quoted strings) with `to(n)`: how a backend
-/// that does not number its parameters the PostgreSQL way (SQLite's `?N`, MySQL's `?`) runs
-/// the same SQL. Returns the SQL and the parameter numbers in the order they appear.
-#[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
-pub(crate) fn rewrite_placeholders(
-    sql: &str,
-    to: impl Fn(usize) -> String,
-) -> (String, Vec<usize>) {
-    let mut out = String::with_capacity(sql.len());
-    let mut order = Vec::new();
-    let mut quote: Option<char> = None;
-    let mut chars = sql.char_indices().peekable();
-    while let Some((_, c)) = chars.next() {
-        match quote {
-            Some(q) => {
-                out.push(c);
-                if c == q {
-                    quote = None;
-                }
-            }
-            None if c == '\'' || c == '"' => {
-                quote = Some(c);
-                out.push(c);
-            }
-            None if c == '$' && chars.peek().is_some_and(|(_, d)| d.is_ascii_digit()) => {
-                let mut n = 0usize;
-                while let Some((_, d)) = chars.peek().copied().filter(|(_, d)| d.is_ascii_digit()) {
-                    n = n * 10 + d.to_digit(10).unwrap_or(0) as usize;
-                    chars.next();
-                }
-                order.push(n);
-                out.push_str(&to(n));
-            }
-            None => out.push(c),
-        }
-    }
-    (out, order)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn placeholders_are_rewritten_outside_quotes_only() {
-        let (sql, order) =
-            rewrite_placeholders("SELECT '$1', a FROM t WHERE b = $2 AND c = $10", |_| {
-                "?".into()
-            });
-        assert_eq!(sql, "SELECT '$1', a FROM t WHERE b = ? AND c = ?");
-        assert_eq!(order, vec![2, 10]);
-        let (sql, _) = rewrite_placeholders("x = $1 or y = $1", |n| format!("?{n}"));
-        assert_eq!(sql, "x = ?1 or y = ?1");
+    fn uuids_are_written_and_read_back() {
+        let u = [
+            0x67, 0xe5, 0x50, 0x44, 0x10, 0xb1, 0x42, 0x6f, 0x92, 0x47, 0xbb, 0x68, 0x0e, 0x5f,
+            0xe0, 0xc8,
+        ];
+        assert_eq!(uuid_text(&u), "67e55044-10b1-426f-9247-bb680e5fe0c8");
+        assert_eq!(
+            parse_uuid("{67E55044-10B1-426F-9247-BB680E5FE0C8}"),
+            Some(u)
+        );
+        assert_eq!(parse_uuid("67e5504410b1426f9247bb680e5fe0c8"), Some(u));
+        assert_eq!(parse_uuid("67e55044"), None);
+        assert_eq!(parse_uuid("zze55044-10b1-426f-9247-bb680e5fe0c8"), None);
     }
 }

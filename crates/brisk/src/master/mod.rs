@@ -237,7 +237,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
     let (uid, gid) = resolve_identity(config.user.as_deref(), config.group.as_deref())?;
     // With the listeners bound (a busy port fails first) and no worker yet to accept.
     if config.startup {
-        crate::startup::run_process()?;
+        crate::startup::run_process(uid, gid)?;
     }
     let plan = Plan {
         name: paths.name.clone(),
