@@ -47,7 +47,10 @@ impl Chat {
     /// Rooms whose slow members get `slow`, keeping their messages in `history` if given.
     pub(crate) fn new(slow: ws::SlowConsumer, history: Option<History>) -> Self {
         let on_open = history.clone();
+        // Browsers' pages of the demo's own host only: another site's page cannot join the
+        // rooms with a visitor's cookies.
         let endpoint = WsEndpoint::new()
+            .same_origin()
             .permessage_deflate(true)
             .slow_consumer(slow)
             .on_open(move |ws, handshake| {

@@ -303,6 +303,32 @@ fn bad_handshakes_get_http_errors() {
     assert!(read_status(no_key_http, d.http).starts_with("HTTP/1.1 400"));
 }
 
+/// `/chat` takes handshakes from the demo's own pages (an `Origin` naming the host the client
+/// connected to) and from clients that send no `Origin`, and refuses other sites' pages
+/// (cross-site WebSocket hijacking) with 403; so does a `websocket://` listener's endpoint.
+#[test]
+fn chat_refuses_pages_of_other_origins() {
+    let d = demo(1);
+    let handshake = |origin: Option<&str>| {
+        let mut s = connect(d.http);
+        let origin = origin.map_or(String::new(), |o| format!("Origin: {o}\r\n"));
+        let host = format!("127.0.0.1:{}", d.http);
+        s.write_all(format!("GET /chat HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{origin}\r\n").as_bytes()).unwrap();
+        read_response_head(&mut s).status
+    };
+    assert_eq!(
+        handshake(Some(&format!("http://127.0.0.1:{}", d.http))),
+        101
+    );
+    assert_eq!(handshake(None), 101, "not a browser");
+    assert_eq!(handshake(Some("https://evil.example")), 403);
+    assert_eq!(
+        handshake(Some("http://127.0.0.1:1")),
+        403,
+        "another port is another origin"
+    );
+}
+
 #[test]
 fn broadcast_reaches_every_member_in_every_worker_once() {
     let d = demo(2);

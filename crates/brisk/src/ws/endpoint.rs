@@ -11,6 +11,7 @@ use http::{header, HeaderValue, Request, Response, StatusCode};
 
 use super::codec::{Handshake, WsCodec, WsFrame};
 use super::deflate::{self, Agreement};
+use super::origin::OriginPolicy;
 use super::{group, Message, Utf8Bytes};
 use crate::error::Result;
 use crate::http::{has_token, Body, FramingGuard, HeadTimeoutIo, HttpIo};
@@ -57,6 +58,8 @@ struct EndpointInner {
     handshake_timeout: Duration,
     /// Whether permessage-deflate is offered.
     deflate: bool,
+    /// Which pages' handshakes are accepted.
+    origins: OriginPolicy,
     /// Per worker, made on first use: what this endpoint's connections share.
     shared: RefCell<Option<Rc<ServerShared<WsCodec>>>>,
 }
@@ -89,6 +92,7 @@ impl WsEndpoint {
                 dead_peer_timeout: Duration::from_secs(60),
                 handshake_timeout: Duration::from_secs(10),
                 deflate: false,
+                origins: OriginPolicy::default(),
                 shared: RefCell::new(None),
             }),
         }
@@ -173,6 +177,46 @@ impl WsEndpoint {
             deflate::enable();
         }
         self.edit(|e| e.deflate = on)
+    }
+
+    /// Accepts handshakes from browser pages of `origins` only (`https://chat.example.com`;
+    /// a default port may be written or not), besides those [`same_origin`](Self::same_origin)
+    /// allows: another site's page that connects with the user's cookies gets 403. Clients
+    /// that are not browsers send no `Origin` and are let through. Without this or
+    /// `same_origin`, every page may connect.
+    ///
+    /// ```
+    /// use brisk::ws::WsEndpoint;
+    /// let chat = WsEndpoint::new().allowed_origins(["https://chat.example.com"]);
+    /// ```
+    pub fn allowed_origins<I, S>(self, origins: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.edit(|e| {
+            for origin in origins {
+                e.origins = std::mem::take(&mut e.origins).allow(origin.as_ref());
+            }
+        })
+    }
+
+    /// Accepts handshakes from browser pages of the host the client connected to (the
+    /// page's origin names the request's `Host`), besides the
+    /// [`allowed_origins`](Self::allowed_origins): the usual rule for a site that serves its
+    /// own pages.
+    ///
+    /// ```
+    /// use brisk::ws::WsEndpoint;
+    /// let chat = WsEndpoint::new().same_origin();
+    /// ```
+    pub fn same_origin(self) -> Self {
+        self.edit(|e| e.origins = std::mem::take(&mut e.origins).allow_same_host())
+    }
+
+    /// Whether the page behind a handshake's headers may connect.
+    fn origin_allowed<'a>(&self, header: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.inner.origins.allows(header("origin"), header("host"))
     }
 
     /// What to do with a connection whose send buffer is full (default
@@ -281,6 +325,16 @@ impl WsEndpoint {
     async fn dispatch(&self, conn: Connection<WsCodec>, frame: WsFrame) -> Result<(), BoxError> {
         match frame {
             WsFrame::Handshake(h) => {
+                let header = |name: &str| {
+                    h.headers
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| v.as_str())
+                };
+                if !self.origin_allowed(header) {
+                    refuse(&conn, 403, "this page's origin may not connect");
+                    return Ok(());
+                }
                 let offers = h
                     .headers
                     .iter()
@@ -300,20 +354,7 @@ impl WsEndpoint {
                     return f(WsConnection { conn }, h).await;
                 }
             }
-            WsFrame::BadHandshake(status, why) => {
-                conn.count_rejected();
-                let reason = StatusCode::from_u16(status)
-                    .ok()
-                    .and_then(|s| s.canonical_reason())
-                    .unwrap_or("Bad Request");
-                let mut reply = format!("HTTP/1.1 {status} {reason}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n", why.len() + 1);
-                if status == 426 {
-                    reply += "sec-websocket-version: 13\r\n";
-                }
-                reply += &format!("\r\n{why}\n");
-                let _ = conn.send(WsFrame::Raw(Bytes::from(reply)));
-                conn.close();
-            }
+            WsFrame::BadHandshake(status, why) => refuse(&conn, status, why),
             WsFrame::Text(t) => return self.deliver(conn, Message::Text(t)).await,
             WsFrame::Binary(b) => return self.deliver(conn, Message::Binary(b)).await,
             WsFrame::Ping(p) => {
@@ -401,6 +442,15 @@ impl WsEndpoint {
                 "missing or malformed Sec-WebSocket-Key\n",
             );
         };
+        if !self.origin_allowed(|name| h.get(name).and_then(|v| v.to_str().ok())) {
+            if let Some(w) = worker::current() {
+                Stats::add(&w.stats.rejected, 1);
+            }
+            return bad(
+                StatusCode::FORBIDDEN,
+                "this page's origin may not connect\n",
+            );
+        }
         let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
         let offers = h.get_all("sec-websocket-extensions").iter();
         let agreed = self.negotiate(offers.filter_map(|v| v.to_str().ok()));
@@ -512,6 +562,26 @@ fn take_upgraded(upgraded: hyper::upgrade::Upgraded) -> Option<(Stream, BytesMut
             Some((Stream::Tls(Box::new(tls)), initial))
         }
     }
+}
+
+/// Refuses an opening handshake of a `websocket://` listener's connection with `status` and
+/// `why`, and closes it.
+fn refuse(conn: &Connection<WsCodec>, status: u16, why: &str) {
+    conn.count_rejected();
+    let reason = StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("Bad Request");
+    let mut reply = format!(
+        "HTTP/1.1 {status} {reason}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n",
+        why.len() + 1
+    );
+    if status == 426 {
+        reply += "sec-websocket-version: 13\r\n";
+    }
+    reply += &format!("\r\n{why}\n");
+    let _ = conn.send(WsFrame::Raw(Bytes::from(reply)));
+    conn.close();
 }
 
 /// A WebSocket connection, as handlers get it. Cheap to clone.

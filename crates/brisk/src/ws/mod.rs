@@ -19,6 +19,7 @@ mod endpoint;
 mod group;
 #[cfg(feature = "redis")]
 mod history;
+mod origin;
 #[cfg(feature = "redis")]
 mod presence;
 mod server;
