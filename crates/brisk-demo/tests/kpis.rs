@@ -66,6 +66,14 @@ fn status_shows_rates_latency_percentiles_memory_and_loop_lag() {
     );
     let status = d.server.status().unwrap();
     assert_eq!(status["load_average"].as_array().unwrap().len(), 3);
+    // The percentiles the table prints are in the JSON too: the worker's and everyone's.
+    let p = &row["percentiles"];
+    let (p50, p99) = (p["http"]["p50_ms"].as_f64(), p["http"]["p99_ms"].as_f64());
+    assert!(p50.is_some_and(|p50| p50 <= p99.unwrap()), "{p}");
+    assert!(p["ws"]["p99_ms"].as_f64().is_some(), "{p}");
+    assert!(p["loop_lag"]["p95_ms"].as_f64().is_some(), "{p}");
+    let total = &status["percentiles"];
+    assert!(total["http"]["p95_ms"].as_f64().is_some(), "{total}");
 
     let text = d.server.cli(&["status"]);
     let text = String::from_utf8_lossy(&text.stdout).into_owned();

@@ -181,7 +181,8 @@ pub(crate) fn status(app: &RunPaths, json: bool) -> Result<()> {
     match request(app, ControlRequest::Status, Duration::from_secs(10))? {
         ControlReply::Status(s) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+                let v = status_json(&s);
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             } else {
                 print!("{}", format_status(&s));
             }
@@ -342,6 +343,46 @@ pub fn format_status(s: &MasterStatus) -> String {
         out += &format!("worker pid {pid} did not answer\n");
     }
     out
+}
+
+/// `status --json`: the status as the master sent it, with the percentiles the table prints
+/// (milliseconds, `null` without samples: HTTP over the last 10 s, WebSocket handlers and
+/// event-loop lag) under `percentiles`, in each worker's row and at the top for every worker
+/// together, so that a script need not rebuild them from the buckets.
+///
+/// ```text
+/// "percentiles": {"http": {"p50_ms": 0.21, "p95_ms": 0.9, "p99_ms": 2.3}, "ws": {…}, "loop_lag": {…}}
+/// ```
+pub fn status_json(s: &MasterStatus) -> serde_json::Value {
+    let quantiles = |w: &LatencyWindow| {
+        serde_json::json!({
+            "p50_ms": w.quantile_ms(0.5),
+            "p95_ms": w.quantile_ms(0.95),
+            "p99_ms": w.quantile_ms(0.99),
+        })
+    };
+    let percentiles = |rows: &[&WorkerStatus]| {
+        let (mut http, mut ws, mut lag) = Default::default();
+        for w in rows {
+            LatencyWindow::merge(&mut http, &w.http_latency);
+            LatencyWindow::merge(&mut ws, &w.ws_latency);
+            LatencyWindow::merge(&mut lag, &w.loop_lag);
+        }
+        serde_json::json!({
+            "http": quantiles(&http),
+            "ws": quantiles(&ws),
+            "loop_lag": quantiles(&lag),
+        })
+    };
+    let mut v = serde_json::to_value(s).unwrap_or_default();
+    if let Some(rows) = v.get_mut("workers").and_then(|w| w.as_array_mut()) {
+        for (row, w) in rows.iter_mut().zip(&s.workers) {
+            row["percentiles"] = percentiles(&[w]);
+        }
+    }
+    let all: Vec<&WorkerStatus> = s.workers.iter().collect();
+    v["percentiles"] = percentiles(&all);
+    v
 }
 
 /// The KPI table of `status`: per worker and in total, HTTP requests/s over the last 10 s and
