@@ -94,8 +94,13 @@ impl Sessions {
         if let Some(problem) = options.problem() {
             return Err(SessionError::BadOptions(problem));
         }
+        // The cookie's name goes into the key: two session types that share a secret (an
+        // admin area's cookie and a shop's) never accept each other's cookies.
+        let mut material = secret.to_vec();
+        material.extend_from_slice(b"\0brisk-session\0");
+        material.extend_from_slice(options.cookie_name.as_bytes());
         Ok(Sessions {
-            key: Arc::new(Key::derive_from(secret)),
+            key: Arc::new(Key::derive_from(&material)),
             options: Arc::new(options),
         })
     }
@@ -173,8 +178,9 @@ impl Sessions {
     }
 
     /// A tower layer that lets requests with a logged-in session through (the [`Session`] in
-    /// their extensions, for axum's `Extension<Session>`) and sends the others to
-    /// `login_path?next=…` with 303.
+    /// their extensions, for axum's `Extension<Session>`) and answers the others: a browser
+    /// with a 303 to `login_path?next=…`, a request that asks for JSON (and not HTML) with
+    /// 401 and `{"error": "…"}`.
     pub fn require_login(&self, login_path: &str) -> RequireLogin {
         RequireLogin::new(self.clone(), login_path)
     }

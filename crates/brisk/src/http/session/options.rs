@@ -10,7 +10,8 @@ pub enum SameSite {
     Lax,
     /// Sent on same-site requests only.
     Strict,
-    /// Sent everywhere (needs `secure`).
+    /// Sent everywhere, cross-site requests included; refused without `secure` (browsers
+    /// drop such a cookie).
     None,
 }
 
@@ -32,10 +33,10 @@ impl From<SameSite> for cookie::SameSite {
 ///
 /// let options = SessionOptions {
 ///     max_age: Duration::from_secs(15 * 60),
-///     secure: true,
 ///     ..SessionOptions::default()
 /// };
 /// assert_eq!(options.cookie_name, "brisk_session");
+/// assert!(options.secure, "HTTPS only unless told otherwise");
 /// ```
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
@@ -44,8 +45,9 @@ pub struct SessionOptions {
     /// How long a session lasts from its login or last renewal (default one hour). Signed into
     /// the cookie's value, so a client cannot extend it.
     pub max_age: Duration,
-    /// Send the cookie over HTTPS only (default false, for `http://` on loopback; set it in
-    /// production).
+    /// Send the cookie over HTTPS only (default true). Browsers accept such a cookie from
+    /// `http://localhost` and `http://127.0.0.1` too; turn it off only for a site served over
+    /// plain HTTP elsewhere, which should not carry logins.
     pub secure: bool,
     /// The cookie's `SameSite` attribute (default `Lax`).
     pub same_site: SameSite,
@@ -58,7 +60,7 @@ impl Default for SessionOptions {
         SessionOptions {
             cookie_name: "brisk_session".into(),
             max_age: Duration::from_secs(3600),
-            secure: false,
+            secure: true,
             same_site: SameSite::Lax,
             path: "/".into(),
         }
@@ -92,6 +94,13 @@ impl SessionOptions {
         }
         if self.max_age.as_secs() == 0 {
             return Some("max_age: at least one second".into());
+        }
+        if self.same_site == SameSite::None && !self.secure {
+            return Some(
+                "SameSite=None without secure: browsers drop such a cookie (and it would be sent \
+                 to every site's requests over plain HTTP)"
+                    .into(),
+            );
         }
         None
     }

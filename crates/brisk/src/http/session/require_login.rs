@@ -73,8 +73,11 @@ fn redirect<B: Default>(location: &str) -> Response<B> {
 }
 
 /// A tower layer: requests with a logged-in session go on with the [`Session`](super::Session)
-/// in their extensions; the others get a 303 to the login page. The session cookie is renewed
-/// on the way out once half of its lifetime has passed.
+/// in their extensions; the others get a 303 to the login page, or, when they ask for JSON
+/// and not for HTML (`Accept: application/json`: an API client, a page's `fetch`), 401 with
+/// `{"error": "login required"}`, which a script can act on where a redirect to an HTML page
+/// would only confuse it. The session cookie is renewed on the way out once half of its
+/// lifetime has passed.
 ///
 /// ```no_run
 /// use axum::{routing::get, Extension, Router};
@@ -124,7 +127,7 @@ pub struct RequireLoginService<S> {
 impl<S, B, R> Service<Request<B>> for RequireLoginService<S>
 where
     S: Service<Request<B>, Response = Response<R>> + Clone,
-    R: Default,
+    R: Default + From<&'static str>,
 {
     type Response = Response<R>;
     type Error = S::Error;
@@ -148,6 +151,7 @@ where
                     renew,
                 }
             }
+            None if wants_json(req.headers()) => RequireLoginFuture::Unauthorized,
             None => {
                 RequireLoginFuture::Redirect(Some(login_location(&self.gate.login_path, req.uri())))
             }
@@ -166,12 +170,43 @@ pub enum RequireLoginFuture<F> {
     },
     /// An anonymous request: a redirect to this location.
     Redirect(Option<String>),
+    /// An anonymous request that asked for JSON: 401.
+    Unauthorized,
+}
+
+/// Whether a request asks for JSON and not for HTML.
+fn wants_json(headers: &http::HeaderMap) -> bool {
+    let accept = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",")
+        .to_ascii_lowercase();
+    accept.contains("application/json") && !accept.contains("text/html")
+}
+
+/// 401 with a JSON body a script can show.
+fn unauthorized<B: Default + From<&'static str>>() -> Response<B> {
+    let mut r = Response::new(B::from(r#"{"error":"login required"}"#));
+    *r.status_mut() = StatusCode::UNAUTHORIZED;
+    let headers = r.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Cookie realm=\"login\""),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
 }
 
 impl<F, R, E> Future for RequireLoginFuture<F>
 where
     F: Future<Output = Result<Response<R>, E>>,
-    R: Default,
+    R: Default + From<&'static str>,
 {
     type Output = Result<Response<R>, E>;
 
@@ -202,6 +237,7 @@ where
                 let location = location.take().expect("polled after completion");
                 Poll::Ready(Ok(redirect(&location)))
             }
+            RequireLoginFuture::Unauthorized => Poll::Ready(Ok(unauthorized())),
         }
     }
 }

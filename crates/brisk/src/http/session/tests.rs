@@ -21,7 +21,13 @@ fn a_login_cookie_reads_back_as_the_same_session() {
     let cookie = sessions.set_cookie(&session);
     let text = cookie.to_str().unwrap();
     assert!(text.starts_with("brisk_session="), "{text}");
-    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/", "Max-Age=3600"] {
+    for attribute in [
+        "HttpOnly",
+        "Secure",
+        "SameSite=Lax",
+        "Path=/",
+        "Max-Age=3600",
+    ] {
         assert!(text.contains(attribute), "{attribute} missing in {text}");
     }
     let back = sessions.read(&sent_back(&cookie)).expect("a session");
@@ -30,6 +36,56 @@ fn a_login_cookie_reads_back_as_the_same_session() {
     assert!(back.check_csrf(session.csrf_token()));
     assert!(!back.check_csrf(&"0".repeat(32)));
     assert!(!back.check_csrf(""));
+}
+
+#[test]
+fn two_session_types_with_one_secret_refuse_each_others_cookies() {
+    let admin = Sessions::with_options(
+        SECRET,
+        SessionOptions {
+            cookie_name: "admin".into(),
+            ..SessionOptions::default()
+        },
+    )
+    .unwrap();
+    let shop = Sessions::with_options(
+        SECRET,
+        SessionOptions {
+            cookie_name: "shop".into(),
+            ..SessionOptions::default()
+        },
+    )
+    .unwrap();
+    // The shop's cookie, its value presented under the admin's name.
+    let cookie = shop.set_cookie(&shop.login("ada"));
+    let pair = cookie.to_str().unwrap().split(';').next().unwrap();
+    let (_, value) = pair.split_once('=').unwrap();
+    let mut headers = HeaderMap::new();
+    headers.insert(header::COOKIE, format!("admin={value}").parse().unwrap());
+    assert!(admin.read(&headers).is_none(), "signed for the shop only");
+    assert!(shop.read(&sent_back(&cookie)).is_some());
+}
+
+#[test]
+fn same_site_none_needs_secure_and_secure_is_the_default() {
+    assert!(SessionOptions::default().secure);
+    let insecure_none = SessionOptions {
+        secure: false,
+        same_site: SameSite::None,
+        ..SessionOptions::default()
+    };
+    let err = Sessions::with_options(SECRET, insecure_none).unwrap_err();
+    assert!(err.to_string().contains("SameSite=None"), "{err}");
+    let plain = SessionOptions {
+        secure: false,
+        ..SessionOptions::default()
+    };
+    let sessions = Sessions::with_options(SECRET, plain).unwrap();
+    let cookie = sessions.set_cookie(&sessions.login("ada"));
+    assert!(
+        !cookie.to_str().unwrap().contains("Secure"),
+        "off when asked"
+    );
 }
 
 #[test]
@@ -176,7 +232,15 @@ mod layer {
         router: Router,
         cookie: Option<&HeaderValue>,
     ) -> http::Response<axum::body::Body> {
-        let mut req = Request::get("/admin/page?x=1");
+        call_accepting(router, cookie, "text/html,*/*").await
+    }
+
+    async fn call_accepting(
+        router: Router,
+        cookie: Option<&HeaderValue>,
+        accept: &str,
+    ) -> http::Response<axum::body::Body> {
+        let mut req = Request::get("/admin/page?x=1").header(header::ACCEPT, accept);
         if let Some(c) = cookie {
             let pair = c.to_str().unwrap().split(';').next().unwrap().to_string();
             req = req.header(header::COOKIE, pair);
@@ -214,6 +278,20 @@ mod layer {
             );
             assert_eq!(r.headers()[header::CACHE_CONTROL], "no-store");
         }
+    }
+
+    #[tokio::test]
+    async fn a_request_for_json_gets_401_json_instead_of_a_redirect() {
+        let sessions = Sessions::new(SECRET).unwrap();
+        let r = call_accepting(app(&sessions), None, "application/json").await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
+        assert!(r.headers().get(header::LOCATION).is_none());
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], br#"{"error":"login required"}"#);
+        // A browser's Accept (HTML among others) is still sent to the login page.
+        let r = call_accepting(app(&sessions), None, "text/html,application/json;q=0.9").await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
     }
 
     #[tokio::test]
