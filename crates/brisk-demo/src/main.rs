@@ -118,11 +118,14 @@ struct Args {
     /// The database of the TechEmpower routes: `sqlite:PATH` (default: `DATABASE_URL` from
     /// the environment if set, else `sqlite:RUN_DIR/brisk-demo.sqlite`, created and seeded on
     /// first start), `postgres://user:password@host:port/db` or `mysql://…` (tables created
-    /// and seeded if missing).
+    /// and seeded if missing). A password here shows in every process's command line
+    /// (`ps`): give it in `DATABASE_URL` or the config file instead.
     #[arg(long, global = true)]
     database: Option<String>,
-    /// A Redis server (`redis://host:port`): `/cached-queries` reads the World rows and
-    /// `/blocks` its blocks from it instead of from each worker's memory.
+    /// A Redis server (`redis://host:port`; default: `REDIS_URL` from the environment if
+    /// set): `/cached-queries` reads the World rows and `/blocks` its blocks from it instead
+    /// of from each worker's memory. A password here shows in every process's command line
+    /// (`ps`): give it in `REDIS_URL` or the config file instead.
     #[arg(long, global = true)]
     redis: Option<String>,
     /// Close `/chat` members that cannot keep up (their send buffer is full) with this close
@@ -209,6 +212,10 @@ struct Args {
     /// http://127.0.0.1:9100; `GET /metrics`).
     #[arg(long, global = true)]
     metrics: Option<String>,
+    /// A file holding the bearer token the metrics listener asks for
+    /// (`Authorization: Bearer …`); `BRISK_METRICS_TOKEN` in the environment wins.
+    #[arg(long, global = true)]
+    metrics_token_file: Option<PathBuf>,
     /// Alert when fewer messages than this are answered per second (every protocol).
     #[arg(long, global = true)]
     alert_throughput_below: Option<f64>,
@@ -293,6 +300,7 @@ struct Config {
     session_secret_file: Option<PathBuf>,
     template_engine: Option<String>,
     metrics: Option<String>,
+    metrics_token_file: Option<PathBuf>,
     heartbeat_ms: Option<u64>,
     alert_throughput_below: Option<f64>,
     alert_p99_ms: Option<f64>,
@@ -469,7 +477,11 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("static"));
     let database = database_url(args, file.database, &run_dir);
     let db = brisk::db::Db::open(&database, db_options)?;
-    let redis_url = args.redis.clone().or(file.redis);
+    let redis_url = args
+        .redis
+        .clone()
+        .or(file.redis)
+        .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()));
     let redis = match redis_url.clone() {
         Some(url) => Some(brisk::redis::Redis::new(
             &url,
@@ -674,6 +686,26 @@ fn build(args: &Args) -> anyhow::Result<App> {
     }
     if let Some(address) = args.metrics.clone().or(file.metrics.clone()) {
         app = app.metrics(address);
+    }
+    let token_file = args
+        .metrics_token_file
+        .clone()
+        .or(file.metrics_token_file.clone());
+    let token = match std::env::var("BRISK_METRICS_TOKEN") {
+        Ok(token) if !token.is_empty() => Some(token),
+        _ => match token_file {
+            Some(path) => Some(
+                std::fs::read_to_string(&path)
+                    .with_context(|| format!("--metrics-token-file {}", path.display()))?
+                    .trim()
+                    .to_string(),
+            ),
+            None => None,
+        },
+    };
+    if let Some(token) = token {
+        anyhow::ensure!(!token.is_empty(), "the metrics token is empty");
+        app = app.metrics_token(token);
     }
     if let Some(alerts) = alerts {
         app = app.alerts(alerts);

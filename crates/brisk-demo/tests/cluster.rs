@@ -188,6 +188,14 @@ fn the_cluster_url_is_shown_without_its_password() {
     });
     assert!(shown.starts_with("redis://:***@127.0.0.1:"), "{shown}");
     assert!(!d.server.log().contains("s3cret"), "{}", d.server.log());
+    // Nor do the workers get it in their environment (each takes it from its own app).
+    let workers = d.server.worker_pids().unwrap();
+    assert!(!workers.is_empty());
+    for pid in workers {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        let environ = String::from_utf8_lossy(&environ);
+        assert!(!environ.contains("s3cret"), "worker {pid}: {environ}");
+    }
 }
 
 /// The instances' HTTP workers' open connections, summed.

@@ -458,6 +458,125 @@ fn start_while_running_is_refused() {
     assert_eq!(text_round_trip(&mut s, "ok"), "ok");
 }
 
+/// The pid file is locked while the master runs: a second `start` is refused even when the
+/// file does not name the first (as while the first is still starting).
+#[test]
+fn a_second_start_is_refused_while_the_pid_file_is_locked() {
+    let d = demo(1);
+    let pid_file = d.server.run_dir.join("brisk-demo.pid");
+    std::fs::write(&pid_file, "").unwrap();
+    let (args, _, _) = demo_args(1);
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run_dir = d.server.run_dir.display().to_string();
+    args.extend(["--run-dir", &run_dir, "start"]);
+    let out = run(&args);
+    let err = one_sentence(&out);
+    assert!(err.contains("already running"), "{err}");
+    let mut s = connect(d.text);
+    assert_eq!(text_round_trip(&mut s, "ok"), "ok");
+}
+
+/// A pid file that is a symbolic link is not followed (root would overwrite its target).
+#[test]
+fn a_pid_file_that_is_a_symbolic_link_is_refused() {
+    let run_dir = temp_dir("pid-link");
+    let target = run_dir.path().join("precious");
+    std::fs::write(&target, "keep me\n").unwrap();
+    std::os::unix::fs::symlink(&target, run_dir.path().join("brisk-demo.pid")).unwrap();
+    let (args, _, _) = demo_args(1);
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let rd = run_dir.path().display().to_string();
+    args.extend(["--run-dir", &rd, "start"]);
+    let err = one_sentence(&run(&args));
+    assert!(err.contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
+}
+
+/// A run directory others may write to (where they could swap the pid file or the control
+/// socket) is refused; one the app makes is private.
+#[test]
+fn the_run_directory_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("run-dir-mode");
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (args, _, _) = demo_args(1);
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let rd = shared.display().to_string();
+    args.extend(["--run-dir", &rd, "start"]);
+    let err = one_sentence(&run(&args));
+    assert!(err.contains("others can write to it (mode 777)"), "{err}");
+
+    // (The testkit makes a run directory itself, for its log: `start -d` makes this one.)
+    let (args, _, _) = demo_args(1);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let made = dir.path().join("made");
+    let made_text = made.display().to_string();
+    let mut daemon_args = args.clone();
+    daemon_args.extend(["--run-dir", &made_text, "start", "-d"]);
+    let out = run(&daemon_args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mode = std::fs::metadata(&made).unwrap().permissions().mode() & 0o777;
+    let stopped = run(&["--run-dir", &made_text, "stop"]);
+    assert_eq!(mode, 0o700);
+    assert!(
+        stopped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
+}
+
+/// The control socket answers only the app's user and root, whatever its file's mode.
+#[test]
+fn the_control_socket_refuses_another_user() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let d = demo(1);
+    let socket = d.server.run_dir.join("brisk-demo.sock");
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // As if someone loosened it: the file no longer keeps others out.
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // A `status` request: a 4-byte length, then JSON.
+    let script = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+try:
+    s.sendall(b'\x00\x00\x00\x08"Status"')
+except BrokenPipeError:
+    pass  # refused before it read anything
+data = b''
+while True:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
+sys.stdout.write(data.decode('utf-8', 'replace'))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, &socket.display().to_string()])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("refused a connection from uid 65534"),
+        "stdout {said:?} stderr {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!said.contains("workers"), "{said}");
+    // The app's own user still gets an answer.
+    assert!(d.server.status().is_ok());
+}
+
 #[test]
 fn a_stale_pid_file_from_a_crash_does_not_block_a_start() {
     // The pid a crashed master left behind is either gone or, reused, another program's.

@@ -105,7 +105,15 @@ fn the_exposition_is_valid_and_counts_what_was_sent() {
         assert!(b.read().unwrap().is_text());
     }
 
-    let text = scrape(metrics);
+    // Scrapes share one look at the workers for up to a second: wait for a look taken after
+    // the traffic (the last thing sent: the chat messages, 6 deliveries).
+    let key = "brisk_broadcast_deliveries_total";
+    let text = wait_for(Duration::from_secs(5), "a scrape after the traffic", || {
+        let text = scrape(metrics);
+        let delivered = samples(&text).get(key).copied().unwrap_or(0.0)
+            - before.get(key).copied().unwrap_or(0.0);
+        (delivered >= 6.0).then_some(text)
+    });
     promtool_check(&text);
     let after = samples(&text);
     let delta = |key: &str| {
@@ -363,6 +371,59 @@ fn counters_never_go_backwards_across_a_reload_and_a_killed_worker() {
     );
     assert_eq!(last["brisk_worker_restarts_total"], 1.0);
     assert!(last["brisk_workers_exited_total"] >= 9.0, "{last:?}");
+}
+
+/// With a token (`--metrics-token-file`), the listener answers only requests that carry it;
+/// scrapes at the same moment share one look at the workers and agree.
+#[test]
+fn a_metrics_token_is_asked_for_and_concurrent_scrapes_agree() {
+    let dir = temp_dir("metrics-token");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "s3cret-token\n").unwrap();
+    let port = free_port();
+    let address = format!("http://127.0.0.1:{port}");
+    let token_file = token_file.display().to_string();
+    let d = demo_with(
+        1,
+        &["--metrics", &address, "--metrics-token-file", &token_file],
+    );
+    let get = |authorization: Option<&str>| {
+        let mut s = connect(port);
+        let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+        s.write_all(
+            format!("GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n{auth}\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+        read_response(&mut s)
+    };
+    let refused = get(None);
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.header("www-authenticate"), Some("Bearer"));
+    assert_eq!(get(Some("Bearer wrong-token!")).status, 401);
+    assert_eq!(get(Some("Basic czNjcmV0LXRva2Vu")).status, 401);
+    let ok = get(Some("Bearer s3cret-token"));
+    assert_eq!(ok.status, 200);
+    assert!(ok.text().contains("brisk_requests_total"), "{}", ok.text());
+    // Eight scrapes at once: each answered, each counting the same requests.
+    assert_eq!(common::get(d.http, "/").status, 200);
+    let totals: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    let r = get(Some("Bearer s3cret-token"));
+                    assert_eq!(r.status, 200);
+                    samples(&r.text())
+                        .iter()
+                        .filter(|(k, _)| k.starts_with("brisk_requests_total"))
+                        .map(|(_, v)| v)
+                        .sum::<f64>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(totals.windows(2).all(|w| w[0] == w[1]), "{totals:?}");
 }
 
 #[test]

@@ -163,6 +163,7 @@ impl ServerProcess {
             )
             // What a test does not say (the demo's database) comes from its arguments only.
             .env_remove("DATABASE_URL")
+            .env_remove("REDIS_URL")
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)

@@ -29,7 +29,7 @@ pub const RESOLVE_MARGIN: f64 = 0.1;
 ///     .webhook("http://127.0.0.1:9000/alerts");
 /// assert_eq!(alerts.rules().len(), 4);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Alerts {
     pub(crate) throughput_below: Option<f64>,
     pub(crate) p99_above: Option<Duration>,
@@ -37,6 +37,23 @@ pub struct Alerts {
     pub(crate) error_rate_above: Option<f64>,
     pub(crate) hold: Duration,
     pub(crate) webhook: Option<String>,
+}
+
+/// Shows the webhook by its scheme and host only: its path and query often hold a token.
+impl std::fmt::Debug for Alerts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Alerts")
+            .field("throughput_below", &self.throughput_below)
+            .field("p99_above", &self.p99_above)
+            .field("memory_above", &self.memory_above)
+            .field("error_rate_above", &self.error_rate_above)
+            .field("hold", &self.hold)
+            .field(
+                "webhook",
+                &self.webhook.as_deref().map(crate::redact::origin_only),
+            )
+            .finish()
+    }
 }
 
 impl Default for Alerts {
@@ -278,6 +295,17 @@ pub struct AlertEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_does_not_print_the_webhooks_token() {
+        let alerts =
+            Alerts::new().webhook("https://user:pw@hooks.example.com/services/T0K3N?key=s3cret");
+        let shown = format!("{alerts:?}");
+        for secret in ["T0K3N", "s3cret", "pw@", "user"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("https://hooks.example.com/…"), "{shown}");
+    }
 
     fn run(rule: &mut Rule, values: &[f64], hold: u64) -> Vec<(usize, Transition)> {
         values

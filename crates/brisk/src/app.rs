@@ -45,6 +45,7 @@ pub struct App {
     pub(crate) group: Option<String>,
     pub(crate) logging: Logging,
     pub(crate) metrics: Option<String>,
+    pub(crate) metrics_token: Option<String>,
     pub(crate) alerts: Option<crate::alerts::Alerts>,
     pub(crate) cluster: Option<String>,
     pub(crate) cluster_sharded: bool,
@@ -73,6 +74,7 @@ impl App {
             group: None,
             logging: Logging::Default,
             metrics: None,
+            metrics_token: None,
             alerts: None,
             cluster: None,
             cluster_sharded: false,
@@ -219,6 +221,25 @@ impl App {
     /// ```
     pub fn metrics(mut self, address: impl Into<String>) -> Self {
         self.metrics = Some(address.into());
+        self
+    }
+
+    /// Answers the metrics listener's requests only when they carry
+    /// `Authorization: Bearer TOKEN` (Prometheus's `authorization` of a scrape config); any
+    /// other gets 401. Read the token from a file or the environment, not from the command
+    /// line (which every process of the app repeats).
+    ///
+    /// ```no_run
+    /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
+    /// let token = std::fs::read_to_string("/etc/app/metrics.token").unwrap();
+    /// brisk::App::new("app")
+    ///     .server(server)
+    ///     .metrics("http://0.0.0.0:9100")
+    ///     .metrics_token(token.trim())
+    ///     .run();
+    /// ```
+    pub fn metrics_token(mut self, token: impl Into<String>) -> Self {
+        self.metrics_token = Some(token.into());
         self
     }
 
@@ -390,6 +411,7 @@ impl App {
             group: self.group,
             graceful_timeout: self.graceful_timeout,
             metrics: self.metrics.as_deref().map(metrics_address).transpose()?,
+            metrics_token: self.metrics_token,
             alerts: self.alerts,
             schedules: self.schedules,
             cluster: self.cluster,
@@ -410,6 +432,13 @@ impl App {
             eprintln!("worker for server {service}, but the app defines fewer servers");
             return ExitCode::FAILURE;
         };
+        crate::cluster_setting::set(self.cluster.map(|url| {
+            if self.cluster_sharded {
+                crate::cluster_setting::ClusterSetting::Sharded
+            } else {
+                crate::cluster_setting::ClusterSetting::Single(url)
+            }
+        }));
         worker::run(WorkerSpec {
             service,
             index,

@@ -7,13 +7,6 @@ pub(crate) const ENV_WORKER: &str = "BRISK_WORKER";
 pub(crate) const ENV_IPC_FD: &str = "BRISK_IPC_FD";
 /// The descriptor of the listener the master bound, if it did.
 pub(crate) const ENV_LISTEN_FD: &str = "BRISK_LISTEN_FD";
-/// The cluster's Redis URL, in a worker's environment when the app spans machines
-/// (`App::cluster`): the worker then tells the master which broadcast groups it holds members
-/// of, and keeps its counts for presence.
-pub(crate) const ENV_CLUSTER: &str = "BRISK_CLUSTER";
-/// [`ENV_CLUSTER`]'s value when the app spans machines through a Redis Cluster's sharded
-/// pub/sub (`App::cluster_sharded`), which presence cannot use.
-pub(crate) const SHARDED: &str = "sharded";
 /// Set in the environment of a background master started by `start -d`.
 pub(crate) const ENV_DAEMON: &str = "BRISK_DAEMON";
 /// Set in the environment of the process the master starts to run the app's start-up hooks

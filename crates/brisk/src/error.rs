@@ -27,11 +27,11 @@ pub enum Error {
     #[error("{0}")]
     Config(String),
     /// `start` while the app already runs.
-    #[error("{name} is already running (pid {pid}); stop it first")]
+    #[error("{name} is already running ({}); stop it first", master_pid(*.pid))]
     AlreadyRunning {
         /// The app name.
         name: String,
-        /// The running master's pid.
+        /// The running master's pid (0 while that master is starting and has not written it).
         pid: i32,
     },
     /// A control command while nothing runs.
@@ -95,4 +95,13 @@ pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     text
+}
+
+/// How [`Error::AlreadyRunning`] names the running master.
+fn master_pid(pid: i32) -> String {
+    if pid > 0 {
+        format!("pid {pid}")
+    } else {
+        "its master is starting".into()
+    }
 }

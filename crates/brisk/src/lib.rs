@@ -43,7 +43,8 @@
 //!  core types       address, error, limits, listen, stats, env, run_paths, tls (config),
 //!                   ipc/ (wire types and codec), log, latency, response_counts,
 //!                   process_sample, alerts (thresholds and their hysteresis), redact,
-//!                   conninfo, civil (dates as numbers and ISO text)
+//!                   conninfo, civil (dates as numbers and ISO text), cluster_setting
+//!                   (whether a worker's app spans machines)
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -58,6 +59,7 @@ pub mod alerts;
 mod app;
 mod civil;
 pub mod cli;
+mod cluster_setting;
 mod conninfo;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub mod db;

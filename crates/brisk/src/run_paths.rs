@@ -1,6 +1,7 @@
 //! [`RunPaths`]: where a running app keeps its pid file, control socket and daemon log. The
 //! CLI, the master and the daemon starter all find each other through it.
 
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -28,7 +29,9 @@ impl RunPaths {
         self.run_dir.join(format!("{}.log", self.name))
     }
 
-    /// Creates the run directory if needed; its parent must exist.
+    /// Creates the run directory if needed (mode 0700; its parent must exist), or checks the
+    /// one there: it must belong to this user and be writable by no one else, since whoever
+    /// can write to it can swap the pid file or the control socket for their own.
     pub(crate) fn prepare(&self) -> Result<()> {
         let dir = &self.run_dir;
         let fail = |reason: String| Error::RunDir {
@@ -36,7 +39,7 @@ impl RunPaths {
             reason,
         };
         if dir.is_dir() {
-            return Ok(());
+            return check_owner_and_mode(dir).map_err(fail);
         }
         if dir.exists() {
             return Err(fail("it exists and is not a directory".into()));
@@ -51,6 +54,28 @@ impl RunPaths {
                 parent.display()
             )));
         }
-        std::fs::create_dir(dir).map_err(|e| fail(e.to_string()))
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| fail(e.to_string()))
     }
+}
+
+/// Why `dir` is not safe to keep the pid file and control socket in, if it is not.
+fn check_owner_and_mode(dir: &Path) -> std::result::Result<(), String> {
+    let meta = std::fs::metadata(dir).map_err(|e| e.to_string())?;
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(format!(
+            "it belongs to uid {}, not to this user (uid {me}); use a directory of your own",
+            meta.uid()
+        ));
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "others can write to it (mode {mode:o}); make it private (chmod 700) or use another"
+        ));
+    }
+    Ok(())
 }

@@ -63,11 +63,8 @@ enum Change {
 
 /// The master's side of the cluster: its subscriptions, its publishing, its counters.
 pub(crate) struct ClusterBus {
-    url: String,
-    /// `url` without passwords, for logs and `status`.
+    /// The Redis URL without passwords, for logs and `status`.
     shown_url: String,
-    /// Sharded pub/sub on a Redis Cluster.
-    sharded: bool,
     link: Link,
     /// Identifies this instance's messages (random per master start).
     instance: [u8; 16],
@@ -105,9 +102,7 @@ impl ClusterBus {
         let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
         let shown_url = shown(url, sharded);
         Ok(Rc::new(ClusterBus {
-            url: url.to_owned(),
             shown_url: shown_url.clone(),
-            sharded,
             link,
             instance,
             next_seq: RefCell::default(),
@@ -132,16 +127,6 @@ impl ClusterBus {
         let outgoing = self.outgoing_rx.borrow_mut().take().expect("started once");
         tokio::task::spawn_local(self.clone().subscribe_loop(changes, deliver));
         tokio::task::spawn_local(self.clone().publish_loop(outgoing));
-    }
-
-    /// The Redis server's URL (the workers get it for presence).
-    pub(crate) fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// Whether the bus uses sharded pub/sub on a Redis Cluster.
-    pub(crate) fn sharded(&self) -> bool {
-        self.sharded
     }
 
     /// The workers that hold members of `group`.

@@ -27,15 +27,24 @@ pub(crate) trait Controlled: 'static {
     fn reopen_logs(&self) -> usize;
 }
 
-/// Listens on `path` until the returned handle is aborted or dropped with the runtime.
+/// Listens on `path` until the returned handle is aborted or dropped with the runtime. The
+/// socket is created usable by its owner only, and each connection's peer must run as this
+/// process's user or as root (`SO_PEERCRED`), whatever the file's mode later becomes.
 pub(crate) fn serve<C: Controlled>(
     master: Rc<C>,
     path: &Path,
 ) -> Result<tokio::task::JoinHandle<()>> {
     let _ = std::fs::remove_file(path);
-    let listener = UnixListener::bind(path)
+    // The mode is set as the file is made, not after: no moment where others may connect.
+    // SAFETY: umask only swaps the process's file-creation mask.
+    let before = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(path);
+    // SAFETY: as above; puts the mask back.
+    unsafe { libc::umask(before) };
+    let listener = bound
         .map_err(|e| Error::io(format!("cannot open control socket {}", path.display()), e))?;
     let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    let me = nix::unistd::geteuid().as_raw();
     Ok(tokio::task::spawn_local(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -43,8 +52,14 @@ pub(crate) fn serve<C: Controlled>(
             };
             let master = master.clone();
             tokio::task::spawn_local(async move {
+                let peer = stream.peer_cred().map(|c| c.uid());
                 let (rd, wr) = stream.into_split();
                 let (mut rd, mut wr) = (ipc::reader(rd), ipc::writer(wr));
+                if let Some(refused) = refusal(peer, me) {
+                    tracing::warn!("control socket: {refused}");
+                    let _ = write_msg(&mut wr, &ControlReply::Error(refused)).await;
+                    return;
+                }
                 let Ok(Some(req)) = read_msg::<_, ControlRequest>(&mut rd).await else {
                     return;
                 };
@@ -53,6 +68,18 @@ pub(crate) fn serve<C: Controlled>(
             });
         }
     }))
+}
+
+/// Why a peer running as `peer` may not control a master running as `me`, if it may not.
+fn refusal(peer: std::io::Result<u32>, me: u32) -> Option<String> {
+    match peer {
+        Ok(uid) if uid == me || uid == 0 => None,
+        Ok(uid) => Some(format!(
+            "refused a connection from uid {uid}: only uid {me} (the app's user) and root may \
+             control this app"
+        )),
+        Err(e) => Some(format!("refused a connection whose user is unknown: {e}")),
+    }
 }
 
 async fn handle<C: Controlled>(master: &C, req: ControlRequest) -> ControlReply {
@@ -71,5 +98,23 @@ async fn handle<C: Controlled>(master: &C, req: ControlRequest) -> ControlReply 
             Ok(msg) => ControlReply::Done(msg),
             Err(msg) => ControlReply::Error(msg),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusal;
+
+    #[test]
+    fn only_the_apps_user_and_root_may_control_it() {
+        assert_eq!(refusal(Ok(1000), 1000), None);
+        assert_eq!(refusal(Ok(0), 1000), None);
+        let other = refusal(Ok(65534), 1000).unwrap();
+        assert!(
+            other.contains("uid 65534") && other.contains("uid 1000"),
+            "{other}"
+        );
+        let unknown = refusal(Err(std::io::Error::other("no credentials")), 1000).unwrap();
+        assert!(unknown.contains("no credentials"), "{unknown}");
     }
 }

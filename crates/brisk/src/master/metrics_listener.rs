@@ -1,7 +1,8 @@
 //! The metrics listener: a small HTTP/1.1 server in the master (see `App::metrics`) that
 //! answers `GET /metrics` with the Prometheus exposition and `GET /status` with the status
-//! page. It knows the master only through
-//! [`Observed`], like the control socket knows it through its own trait.
+//! page, to requests with the bearer token if the app set one (`App::metrics_token`). It
+//! knows the master only through [`Observed`], like the control socket knows it through its
+//! own trait.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -30,7 +31,9 @@ pub(crate) trait Observed: 'static {
 pub(crate) fn serve<O: Observed>(
     master: Rc<O>,
     listener: std::net::TcpListener,
+    token: Option<String>,
 ) -> Result<tokio::task::JoinHandle<()>> {
+    let token: Option<Rc<str>> = token.map(Into::into);
     let cannot = |e| Error::io("cannot serve the metrics listener", e);
     listener.set_nonblocking(true).map_err(cannot)?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(cannot)?;
@@ -45,11 +48,16 @@ pub(crate) fn serve<O: Observed>(
                     continue;
                 }
             };
-            let master = master.clone();
+            let (master, token) = (master.clone(), token.clone());
             tokio::task::spawn_local(async move {
                 let service = hyper::service::service_fn(move |req| {
-                    let master = master.clone();
-                    async move { Ok::<_, Infallible>(answer(&*master, req).await) }
+                    let (master, token) = (master.clone(), token.clone());
+                    async move {
+                        if !authorized(token.as_deref(), &req) {
+                            return Ok::<_, Infallible>(unauthorized());
+                        }
+                        Ok::<_, Infallible>(answer(&*master, req).await)
+                    }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
@@ -94,6 +102,40 @@ async fn answer<O: Observed, B>(master: &O, req: Request<B>) -> Response<Full<By
             "not found: try /metrics or /status\n",
         ),
     }
+}
+
+/// Whether `req` carries `Authorization: Bearer TOKEN` (anything does without a token),
+/// compared in a time that does not depend on where they differ.
+fn authorized<B>(token: Option<&str>, req: &Request<B>) -> bool {
+    let Some(token) = token else {
+        return true;
+    };
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .unwrap_or("");
+    let (given, token) = (given.trim().as_bytes(), token.as_bytes());
+    given.len() == token.len()
+        && given
+            .iter()
+            .zip(token)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+fn unauthorized() -> Response<Full<Bytes>> {
+    let mut r = text(
+        StatusCode::UNAUTHORIZED,
+        "the metrics need Authorization: Bearer <token>\n",
+    );
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
 }
 
 fn text(code: StatusCode, body: &'static str) -> Response<Full<Bytes>> {

@@ -48,6 +48,8 @@ pub(crate) struct MasterConfig {
     pub graceful_timeout: Duration,
     /// Where the metrics listener listens, if the app has one.
     pub metrics: Option<std::net::SocketAddr>,
+    /// The bearer token the metrics listener asks for, if any.
+    pub metrics_token: Option<String>,
     /// The app's alert thresholds, if any.
     pub alerts: Option<crate::alerts::Alerts>,
     /// The app's schedules, run by the last service (the `schedules` process) if any.
@@ -109,6 +111,8 @@ pub(crate) struct Plan {
     pub socket_files: Vec<std::rc::Rc<socket_file::SocketFile>>,
     /// The metrics listener, bound before the workers start.
     pub metrics: Option<std::net::TcpListener>,
+    /// The bearer token it asks for, if any.
+    pub metrics_token: Option<String>,
     /// The alert rules, checked before the workers start.
     pub alerting: Option<alerting::Alerting>,
     /// The app's schedules; their jobs run in worker 0 of the last service.
@@ -133,12 +137,21 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
     let paths = &config.paths;
     paths.prepare()?;
     let pid_file = paths.pid_file();
-    if let Some(pid) = pidfile::running_pid(&pid_file) {
-        return Err(Error::AlreadyRunning {
-            name: paths.name.clone(),
-            pid,
-        });
-    }
+    let mut pid_lock = match pidfile::PidLock::acquire(&pid_file) {
+        Ok(lock) => lock,
+        Err(pidfile::LockError::Held(pid)) => {
+            return Err(Error::AlreadyRunning {
+                name: paths.name.clone(),
+                pid: pid.unwrap_or(0),
+            })
+        }
+        Err(pidfile::LockError::Unusable(why)) => {
+            return Err(Error::Config(format!(
+                "cannot use pid file {}: {why}",
+                pid_file.display()
+            )))
+        }
+    };
     if config.services.is_empty() {
         return Err(Error::Config(format!(
             "{} defines no servers and no processes",
@@ -251,18 +264,21 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         listeners: std::cell::RefCell::new(listeners),
         socket_files: socket_files.clone(),
         metrics,
+        metrics_token: config.metrics_token,
         alerting,
         schedules: config.schedules,
         cluster,
     };
-    pidfile::write(&pid_file)
+    pid_lock
+        .write_pid()
         .map_err(|e| Error::io(format!("cannot write pid file {}", pid_file.display()), e))?;
     let result = supervisor::run(plan);
-    // Files first: once the pid file is gone, another start may bind the same paths.
+    // Files first: once the pid file is gone and unlocked, another start may bind the same
+    // paths.
     for f in &socket_files {
         f.remove_if_ours();
     }
-    pidfile::remove_if_ours(&pid_file);
+    drop(pid_lock);
     result
 }
 

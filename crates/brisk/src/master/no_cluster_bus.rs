@@ -13,12 +13,6 @@ impl ClusterBus {
     pub(crate) fn start(self: &Rc<Self>, _deliver: impl Fn(&str, &BroadcastFrames) + 'static) {
         match **self {}
     }
-    pub(crate) fn url(&self) -> &str {
-        match *self {}
-    }
-    pub(crate) fn sharded(&self) -> bool {
-        match *self {}
-    }
     pub(crate) fn holders(&self, _group: &str) -> std::collections::HashSet<i32> {
         match *self {}
     }

@@ -1,7 +1,10 @@
 //! The pid file: who the running master is, and whether it is still alive.
 
-use std::io;
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
 /// Whether `pid` is a live process (a zombie counts as dead).
 pub(crate) fn alive(pid: i32) -> bool {
@@ -49,18 +52,80 @@ fn runs_this_program(pid: i32) -> bool {
     }
 }
 
-/// Writes our pid.
-pub(crate) fn write(path: &Path) -> io::Result<()> {
-    std::fs::write(path, format!("{}\n", std::process::id()))
+/// The pid file, open and locked (`flock`) for as long as the master runs: a second master
+/// cannot take the lock, however close together the two start. Dropping it removes the file
+/// (if it still names us) and releases the lock.
+pub(crate) struct PidLock {
+    file: File,
+    path: PathBuf,
 }
 
-/// Removes the pid file if it still names us.
-pub(crate) fn remove_if_ours(path: &Path) {
-    let ours = std::fs::read_to_string(path)
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        == Some(std::process::id());
-    if ours {
-        let _ = std::fs::remove_file(path);
+/// Why [`PidLock::acquire`] failed.
+pub(crate) enum LockError {
+    /// Another process holds the lock; the pid its file names, if it names one yet.
+    Held(Option<i32>),
+    /// The file cannot be opened or locked; the reason.
+    Unusable(String),
+}
+
+impl PidLock {
+    /// Opens (creating, never following a symbolic link) and locks the pid file at `path`.
+    /// The file stays empty until [`write_pid`](Self::write_pid).
+    pub(crate) fn acquire(path: &Path) -> Result<PidLock, LockError> {
+        let unusable = |e: io::Error| {
+            LockError::Unusable(if e.raw_os_error() == Some(libc::ELOOP) {
+                "it is a symbolic link, which a pid file must not be".into()
+            } else {
+                e.to_string()
+            })
+        };
+        loop {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o644)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(path)
+                .map_err(unusable)?;
+            // SAFETY: flock on a descriptor this function owns.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                    let pid = std::fs::read_to_string(path)
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok());
+                    return Err(LockError::Held(pid));
+                }
+                return Err(unusable(e));
+            }
+            // A master that stopped meanwhile removed the file we opened: lock the new one.
+            let same = match (file.metadata(), std::fs::symlink_metadata(path)) {
+                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                _ => false,
+            };
+            if same {
+                return Ok(PidLock {
+                    file,
+                    path: path.to_path_buf(),
+                });
+            }
+        }
+    }
+
+    /// Writes our pid into the locked file.
+    pub(crate) fn write_pid(&mut self) -> io::Result<()> {
+        self.file.set_len(0)?;
+        self.file.seek(io::SeekFrom::Start(0))?;
+        self.file
+            .write_all(format!("{}\n", std::process::id()).as_bytes())
+    }
+}
+
+impl Drop for PidLock {
+    fn drop(&mut self) {
+        // While the lock is held, the file is ours whatever it says.
+        let _ = std::fs::remove_file(&self.path);
     }
 }

@@ -26,7 +26,7 @@ use super::metrics_listener::{self, Observed};
 use super::scheduler::Scheduler;
 use super::status_page::{self, StatusView};
 use super::Plan;
-use crate::env::{ENV_CLUSTER, ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER, SHARDED};
+use crate::env::{ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
 use crate::error::{Error, Result};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
 use crate::ipc::{self, BroadcastFrames, MasterStatus, Packet, ToMaster, ToWorker};
@@ -125,6 +125,9 @@ impl Worker {
     }
 }
 
+/// How old a scrape's look at the workers may be (see `Supervisor::refresh_looks`).
+const SCRAPE_FRESHNESS: Duration = Duration::from_secs(1);
+
 struct Supervisor {
     plan: Plan,
     slots: Vec<(usize, usize)>,
@@ -140,6 +143,10 @@ struct Supervisor {
     /// closes they move into `retired` in the same step, so the sum of the two never goes
     /// backwards.
     looks: RefCell<HashMap<i32, WorkerStatus>>,
+    /// When `looks` were last refreshed for a scrape, and the refresh under way: scrapes
+    /// within a second of one another share one round of questions to the workers.
+    looked_at: Cell<Option<Instant>>,
+    looking: tokio::sync::Mutex<()>,
     /// The KPIs of the last minutes, a sample a second.
     history: RefCell<KpiHistory>,
     /// The alert rules, if the app has any.
@@ -192,6 +199,8 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             restarts: Cell::new(0),
             retired: RefCell::default(),
             looks: RefCell::default(),
+            looked_at: Cell::new(None),
+            looking: tokio::sync::Mutex::new(()),
             history: RefCell::default(),
             alerting: RefCell::new(alerting),
             scheduler,
@@ -221,7 +230,10 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
         }
         let control = control::serve(sup.clone(), &sup.plan.control_socket)?;
         let metrics_server = match metrics_socket {
-            Some(socket) => Some(metrics_listener::serve(sup.clone(), socket)?),
+            Some(socket) => {
+                let token = sup.plan.metrics_token.clone();
+                Some(metrics_listener::serve(sup.clone(), socket, token)?)
+            }
             None => None,
         };
         tracing::info!(
@@ -368,12 +380,6 @@ impl Supervisor {
         }
         // Workers are not background masters, whatever the master is.
         cmd.env_remove(ENV_DAEMON);
-        match &self.cluster {
-            // Presence needs a single server: workers of a sharded bus get none.
-            Some(bus) if bus.sharded() => cmd.env(ENV_CLUSTER, SHARDED),
-            Some(bus) => cmd.env(ENV_CLUSTER, bus.url()),
-            None => cmd.env_remove(ENV_CLUSTER),
-        };
         if let Some(gid) = plan.gid {
             cmd.as_std_mut().gid(gid);
         }
@@ -836,8 +842,24 @@ impl Supervisor {
     }
 
     /// Asks every live worker (those being retired too) for fresh counters, which land in
-    /// `looks`; one that does not answer within 2 s keeps its last look.
+    /// `looks`; one that does not answer within 2 s keeps its last look. Looks less than a
+    /// second old are fresh enough, and a scrape that comes while another's refresh is under
+    /// way waits for it instead of asking again: however many scrape at once, the workers
+    /// answer one round a second.
     async fn refresh_looks(&self) {
+        let _one_at_a_time = self.looking.lock().await;
+        if self
+            .looked_at
+            .get()
+            .is_some_and(|t| t.elapsed() < SCRAPE_FRESHNESS)
+        {
+            return;
+        }
+        self.ask_for_looks().await;
+        self.looked_at.set(Some(Instant::now()));
+    }
+
+    async fn ask_for_looks(&self) {
         let workers: Vec<_> = self.live.borrow().values().cloned().collect();
         futures_util::future::join_all(
             workers

@@ -146,7 +146,7 @@ impl WorkerCtx {
             limits,
             relay,
             to_master,
-            cluster: std::env::var_os(crate::env::ENV_CLUSTER).is_some(),
+            cluster: crate::cluster_setting::get().is_some(),
             relay_queued: Cell::new(0),
             relay_warned: Cell::new(None),
             info,

@@ -58,10 +58,11 @@ thread_local! {
 }
 
 /// The cluster's Redis URL, when the app spans machines.
-fn cluster_url() -> Option<String> {
-    std::env::var(crate::env::ENV_CLUSTER)
-        .ok()
-        .filter(|u| u.starts_with("redis"))
+fn cluster_url() -> Option<&'static str> {
+    match crate::cluster_setting::get()? {
+        crate::cluster_setting::ClusterSetting::Single(url) => Some(url),
+        crate::cluster_setting::ClusterSetting::Sharded => None,
+    }
 }
 
 /// This worker's Redis for presence, made (with the task that keeps the counts fresh) on
@@ -70,7 +71,7 @@ fn redis() -> Option<Redis> {
     PRESENCE.with(|p| {
         let mut p = p.borrow_mut();
         if p.is_none() {
-            let redis = Redis::new(&cluster_url()?, RedisOptions::default()).ok()?;
+            let redis = Redis::new(cluster_url()?, RedisOptions::default()).ok()?;
             *p = Some(Presence {
                 redis,
                 id: random_id(),
@@ -222,7 +223,7 @@ pub async fn presence_ids(group: &str) -> Result<Vec<String>, RedisError> {
 
 /// The values of the live workers' fields of the hash `key`; `None` without a cluster.
 async fn live_values(key: &str) -> Result<Option<Vec<String>>, RedisError> {
-    if std::env::var(crate::env::ENV_CLUSTER).as_deref() == Ok(crate::env::SHARDED) {
+    if crate::cluster_setting::get() == Some(&crate::cluster_setting::ClusterSetting::Sharded) {
         return Err(RedisError::Config(
             "presence needs App::cluster (one Redis server), not App::cluster_sharded".into(),
         ));
