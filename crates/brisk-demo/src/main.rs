@@ -105,6 +105,10 @@ struct Args {
     /// Milliseconds an HTTP client has to send a request head before a 408 (default 10000).
     #[arg(long, global = true)]
     header_read_timeout_ms: Option<u64>,
+    /// Milliseconds an HTTP client has to send a request body a handler waits for, plus a
+    /// second per 4 KiB it sends meanwhile, before a 408 (default 30000).
+    #[arg(long, global = true)]
+    body_read_timeout_ms: Option<u64>,
     /// Milliseconds a TLS client has to finish its handshake (default: the header read timeout).
     #[arg(long, global = true)]
     tls_handshake_timeout_ms: Option<u64>,
@@ -462,6 +466,9 @@ fn build(args: &Args) -> anyhow::Result<App> {
     let mut text = Server::new(&text)?.on_message(|conn, line| async move { conn.send(line) });
     let mut frame = Server::new(&frame)?.on_message(|conn, msg| async move { conn.send(msg) });
     let mut limits = brisk::http::HttpLimits::default();
+    if let Some(ms) = args.body_read_timeout_ms {
+        limits.body_read_timeout = Duration::from_millis(ms);
+    }
     if let Some(ms) = args.header_read_timeout_ms {
         limits.header_read_timeout = Duration::from_millis(ms);
     }

@@ -278,6 +278,59 @@ fn slowloris_gets_408_and_is_closed() {
     assert_eq!(d.server.total("rejected").unwrap(), 1);
 }
 
+/// A request body that trickles in, or stops, gets 408 and a close after the body timeout
+/// (1 s here), on Brisk's own path (a small body) and through hyper (chunked); a body that
+/// comes in time, slowly or not, is answered.
+#[test]
+fn a_trickled_or_stalled_body_gets_408_and_is_closed() {
+    let d = demo_with(&["--body-read-timeout-ms", "1000"]);
+    let heads: [&[u8]; 2] = [
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n",
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n64\r\n",
+    ];
+    for head in heads {
+        let rejected = d.server.total("rejected").unwrap();
+        // Trickled: a byte every 200 ms, for longer than the timeout.
+        let mut s = connect(d.http);
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(head).unwrap();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(2500) {
+            if s.write_all(b"x").is_err() {
+                break;
+            }
+            // Pacing, not a wait: the slow client under test.
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let (resp, closed) = read_all(&mut s);
+        let head_text = String::from_utf8_lossy(head);
+        assert!(resp.starts_with("HTTP/1.1 408"), "{head_text}: {resp:?}");
+        assert!(closed);
+        // Stalled: half the body, then nothing.
+        let (resp, closed) = exchange(
+            d.http,
+            &[head, &b"half"[..]].concat(),
+            Duration::from_secs(5),
+        );
+        assert!(resp.starts_with("HTTP/1.1 408"), "{head_text}: {resp:?}");
+        assert!(closed);
+        assert_eq!(d.server.total("rejected").unwrap(), rejected + 2);
+    }
+    // A body that takes longer than the timeout but keeps coming at more than 4 KiB/s earns
+    // its time: 64 KiB over about 1.6 s.
+    let mut s = connect(d.http);
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 65536\r\n\r\n")
+        .unwrap();
+    for _ in 0..8 {
+        s.write_all(&[b'y'; 8192]).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (head, body) = read_http_response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body.len(), 65536);
+}
+
 /// Reads one response with a Content-Length body; returns the status line and the body.
 fn read_one(s: &mut TcpStream) -> (String, String) {
     let (head, body) = read_http_response(s);

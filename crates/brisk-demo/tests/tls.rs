@@ -409,6 +409,25 @@ fn a_request_head_that_stalls_over_tls_gets_408() {
     assert_eq!(read_http_response(&mut s).1, b"Hello World");
 }
 
+/// A request body that stops arriving over TLS gets its 408 through the session too.
+#[test]
+fn a_request_body_that_stalls_over_tls_gets_408() {
+    let d = demo_with(&["--body-read-timeout-ms=500".to_string()]);
+    let mut s = tls_connect(&d, d.https, &[]);
+    s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nhalf")
+        .unwrap();
+    s.flush().unwrap();
+    let limit = Duration::from_secs(5);
+    s.sock.set_read_timeout(Some(limit)).unwrap();
+    let answer = read_until_closed(&mut s, limit);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408 "), "{answer:?}");
+    let mut s = tls_connect(&d, d.https, &[]);
+    s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nfull")
+        .unwrap();
+    assert_eq!(read_http_response(&mut s).1, b"full");
+}
+
 #[test]
 fn text_over_tls_echoes_and_a_finished_handshake_outlives_the_timeout() {
     let d = demo();

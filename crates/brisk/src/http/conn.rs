@@ -59,7 +59,9 @@ pub(crate) async fn serve(shared: Rc<HttpShared>, stream: TcpStream, remote: Soc
             let (shared, conn) = (shared.clone(), conn.clone());
             async move {
                 let max_body = shared.limits.max_package_size;
-                let req = req.map(|b| RequestBody::limited(b, max_body));
+                // HTTP/2's streams share the connection: its bodies are not timed.
+                let timed = (!conn.h2.get()).then(|| conn.activity.clone());
+                let req = req.map(|b| RequestBody::limited(b, max_body, timed));
                 let resp = respond(&shared, &conn, req).await;
                 Ok::<_, Infallible>(until_sent(resp, &conn.activity))
             }

@@ -33,9 +33,16 @@ pub(crate) struct Activity {
     /// A request is being handled (its body may still be arriving): bytes now are not a
     /// new head.
     pub busy: AtomicBool,
-    /// Under TLS: the head timed out; the connection's reader answers 408 through the TLS
-    /// session, then ends the connection (`HeadTimeoutIo`).
+    /// Under TLS: the head (or body) timed out; the connection's reader answers 408 through
+    /// the TLS session, then ends the connection (`HeadTimeoutIo`).
     pub answer_408: AtomicBool,
+    /// When the request body being waited for began (coarse clock + 1; 0: none pending).
+    pub body_since_ms: AtomicU64,
+    /// `bytes_in` when that body began: what arrives since extends its time.
+    pub body_base_bytes: AtomicU64,
+    /// Someone (the handler, or Brisk's own path) is waiting for body bytes that have not
+    /// come: only then does a late body count against the client.
+    pub body_waiting: AtomicBool,
 }
 
 impl Activity {
@@ -44,11 +51,47 @@ impl Activity {
         self.head_since_ms.store(now_ms + 1, Relaxed);
     }
 
-    /// A head was parsed: the request is the handler's now.
+    /// A head was parsed: the request is the handler's now (no body pending yet).
     pub(crate) fn head_done(&self) {
         self.head_since_ms.store(0, Relaxed);
         self.partial.store(false, Relaxed);
         self.busy.store(true, Relaxed);
+        self.body_done();
+    }
+
+    /// A request body began to be waited for at `now_ms` (kept if one already is).
+    pub(crate) fn body_started(&self, now_ms: u64) {
+        if self.body_since_ms.load(Relaxed) == 0 {
+            self.body_base_bytes
+                .store(self.bytes_in.load(Relaxed), Relaxed);
+            self.body_since_ms.store(now_ms + 1, Relaxed);
+        }
+        self.body_waiting.store(true, Relaxed);
+    }
+
+    /// The request body is read whole, or nobody waits for it any more.
+    pub(crate) fn body_done(&self) {
+        self.body_since_ms.store(0, Relaxed);
+        self.body_waiting.store(false, Relaxed);
+    }
+
+    /// Whether a request body that is being waited for is overdue at `now_ms`: it has had
+    /// `limit_ms`, plus a second for each `min_rate` bytes that arrived meanwhile.
+    pub(crate) fn body_overdue(&self, now_ms: u64, limit_ms: u64, min_rate: u64) -> bool {
+        let Some(since) = self.body_since_ms.load(Relaxed).checked_sub(1) else {
+            return false;
+        };
+        if !self.body_waiting.load(Relaxed) {
+            return false;
+        }
+        let received = self
+            .bytes_in
+            .load(Relaxed)
+            .saturating_sub(self.body_base_bytes.load(Relaxed));
+        let earned_ms = (received.saturating_mul(1000))
+            .checked_div(min_rate)
+            .unwrap_or(0);
+        now_ms.saturating_sub(since) >= limit_ms.saturating_add(earned_ms)
     }
 
     /// Since when the head being read has been pending, if one is.
@@ -438,5 +481,33 @@ pub(crate) mod tests {
             let (stream, _) = io.into_parts();
             assert!(stream.nodelay().unwrap());
         });
+    }
+}
+
+#[cfg(test)]
+mod body_clock_tests {
+    use super::Activity;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    #[test]
+    fn a_body_is_late_only_while_waited_for_and_progress_earns_time() {
+        let a = Activity::default();
+        assert!(!a.body_overdue(100_000, 1000, 4096), "no body pending");
+        a.body_started(0);
+        assert!(!a.body_overdue(999, 1000, 4096));
+        assert!(a.body_overdue(1000, 1000, 4096));
+        // 8 KiB arrived: two more seconds.
+        a.bytes_in.fetch_add(8192, Relaxed);
+        assert!(!a.body_overdue(2999, 1000, 4096));
+        assert!(a.body_overdue(3000, 1000, 4096));
+        // Rate 0: no extension.
+        assert!(a.body_overdue(1000, 1000, 0));
+        // Nobody waits (the handler has not read yet): not late.
+        a.body_waiting.store(false, Relaxed);
+        assert!(!a.body_overdue(10_000, 1000, 4096));
+        a.body_started(5000);
+        assert!(a.body_overdue(3000, 1000, 4096), "a running clock is kept");
+        a.body_done();
+        assert!(!a.body_overdue(100_000, 1000, 4096));
     }
 }

@@ -13,6 +13,14 @@ pub struct HttpLimits {
     /// Time a client has to send a complete request head; then 408 and close (slowloris).
     /// Default 10 s.
     pub header_read_timeout: Duration,
+    /// Time a client has to send a request body that a handler waits for, extended by a
+    /// second for every [`min_body_rate`](Self::min_body_rate) bytes that arrive meanwhile;
+    /// then 408 and close (a body that stops arriving, or trickles in). Default 30 s.
+    pub body_read_timeout: Duration,
+    /// Bytes a second that earn a slow upload more time (see
+    /// [`body_read_timeout`](Self::body_read_timeout)); 0: none, the whole body must come
+    /// within the timeout. Default 4096.
+    pub min_body_rate: u64,
     /// A keep-alive connection idle this long is closed. Default 75 s.
     pub keep_alive_timeout: Duration,
     /// Close a connection after this many requests (`Connection: close` on the last).
@@ -26,6 +34,8 @@ impl Default for HttpLimits {
             max_header_bytes: 16 * 1024,
             max_headers: 100,
             header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            min_body_rate: 4096,
             keep_alive_timeout: Duration::from_secs(75),
             max_requests_per_connection: None,
         }

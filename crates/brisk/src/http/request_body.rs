@@ -1,6 +1,8 @@
 //! [`RequestBody`]: the body of a request as handlers receive it.
 
 use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -8,6 +10,7 @@ use http_body::{Frame, SizeHint};
 use http_body_util::Limited;
 use hyper::body::Incoming;
 
+use super::io::Activity;
 use crate::runtime::handler::BoxError;
 
 /// A request body, limited to the server's max package size: reading past it fails with
@@ -24,6 +27,9 @@ use crate::runtime::handler::BoxError;
 /// ```
 pub struct RequestBody {
     kind: Kind,
+    /// The connection's activity, told when the handler waits for bytes that have not come
+    /// and when it is done with the body (for the body timeout); HTTP/1.1 through hyper only.
+    activity: Option<Arc<Activity>>,
 }
 
 enum Kind {
@@ -38,6 +44,7 @@ impl RequestBody {
     pub(crate) fn empty() -> Self {
         RequestBody {
             kind: Kind::Full(None),
+            activity: None,
         }
     }
 
@@ -45,13 +52,30 @@ impl RequestBody {
     pub(crate) fn full(bytes: Bytes) -> Self {
         RequestBody {
             kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())),
+            activity: None,
         }
     }
 
-    /// A body read by hyper, cut off at `limit` bytes.
-    pub(crate) fn limited(body: Incoming, limit: usize) -> Self {
+    /// A body read by hyper, cut off at `limit` bytes; `activity` (HTTP/1.1) learns when the
+    /// handler waits for it.
+    pub(crate) fn limited(body: Incoming, limit: usize, activity: Option<Arc<Activity>>) -> Self {
+        let activity = activity.filter(|_| !http_body::Body::is_end_stream(&body));
         RequestBody {
             kind: Kind::Incoming(Limited::new(body, limit)),
+            activity,
+        }
+    }
+
+    /// The connection's activity, if the body is still to arrive and is timed.
+    pub(crate) fn timed_activity(&self) -> Option<&Arc<Activity>> {
+        self.activity.as_ref()
+    }
+}
+
+impl Drop for RequestBody {
+    fn drop(&mut self) {
+        if let Some(a) = &self.activity {
+            a.body_done();
         }
     }
 }
@@ -64,9 +88,23 @@ impl http_body::Body for RequestBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match &mut self.get_mut().kind {
+        let this = self.get_mut();
+        match &mut this.kind {
             Kind::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Incoming(b) => Pin::new(b).poll_frame(cx),
+            Kind::Incoming(b) => {
+                let polled = Pin::new(b).poll_frame(cx);
+                if let Some(a) = &this.activity {
+                    match &polled {
+                        Poll::Pending => a.body_waiting.store(true, Relaxed),
+                        Poll::Ready(Some(Ok(_))) => a.body_waiting.store(false, Relaxed),
+                        Poll::Ready(_) => {
+                            a.body_done();
+                            this.activity = None;
+                        }
+                    }
+                }
+                polled
+            }
         }
     }
 

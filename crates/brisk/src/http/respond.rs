@@ -23,7 +23,11 @@ use crate::stats::Stats;
 /// Keeps the connection marked busy (bytes that arrive are the request's, not a new head)
 /// until the response is in hyper's hands: at once for a body in memory, when the body is
 /// dropped for a streamed one (which may still read the request body).
+///
+/// A body still arriving is no longer timed from here: the response is under way, and a 408
+/// cannot be put in front of it.
 pub(super) fn until_sent(resp: Response<Body>, activity: &Arc<Activity>) -> Response<Body> {
+    activity.body_done();
     if !resp.body().is_streaming() {
         activity.busy.store(false, Relaxed);
         return resp;
@@ -123,6 +127,11 @@ async fn answer(shared: &HttpShared, conn: &HttpConn, req: Request<RequestBody>)
     let stats = &shared.worker.stats;
     Stats::add(&stats.total_request, 1);
     conn.activity.head_done();
+    if req.body().timed_activity().is_some() {
+        conn.activity.body_started(shared.worker.io.now_ms());
+        // Nobody waits for it until the handler reads it.
+        conn.activity.body_waiting.store(false, Relaxed);
+    }
     let n = conn.requests.get() + 1;
     conn.requests.set(n);
     if let Some(why) = super::framing::violation(&req) {

@@ -69,11 +69,7 @@ pub(super) fn start(
         request_spans: logging.request_spans,
         latency_histograms: logging.latency_histograms,
     });
-    tokio::task::spawn_local(sweep_http(
-        worker,
-        http.keep_alive_timeout,
-        http.header_read_timeout,
-    ));
+    tokio::task::spawn_local(sweep_http(worker, http));
     tokio::task::spawn_local(accept_http(shared, listener));
 }
 
@@ -92,25 +88,36 @@ async fn accept_http(shared: Rc<HttpShared>, listener: tokio::net::TcpListener) 
 }
 
 /// HTTP's clock: advances the worker's coarse clock, answers request heads that take longer
-/// than `header_timeout` with 408, and closes keep-alive connections idle for `keep_alive`.
-async fn sweep_http(worker: Rc<WorkerCtx>, keep_alive: Duration, header_timeout: Duration) {
+/// than the header timeout and bodies that take longer than the body timeout with 408, and
+/// closes keep-alive connections idle for the keep-alive timeout.
+async fn sweep_http(worker: Rc<WorkerCtx>, http: HttpLimits) {
+    let keep_alive = http.keep_alive_timeout;
     let idle_limit = keep_alive.as_secs().max(1) as u32;
-    let period = (keep_alive.min(header_timeout) / 4)
-        .clamp(Duration::from_millis(50), Duration::from_secs(1));
-    // Heads are stamped with a clock up to one period old: allow for it.
-    let head_limit = (header_timeout + period).as_millis() as u64;
+    let period = (keep_alive
+        .min(http.header_read_timeout)
+        .min(http.body_read_timeout)
+        / 4)
+    .clamp(Duration::from_millis(50), Duration::from_secs(1));
+    // Heads and bodies are stamped with a clock up to one period old: allow for it.
+    let head_limit = (http.header_read_timeout + period).as_millis() as u64;
+    let body_limit = (http.body_read_timeout + period).as_millis() as u64;
+    let min_rate = http.min_body_rate;
     let mut tick = tokio::time::interval(period);
     loop {
         tick.tick().await;
         let now_ms = worker.io.tick();
-        let overdue = |c: &dyn crate::runtime::ConnView| {
-            c.as_any()
-                .downcast_ref::<HttpConn>()
-                .is_some_and(|h| h.head_overdue(now_ms, head_limit))
+        let late = |c: &dyn crate::runtime::ConnView| {
+            c.as_any().downcast_ref::<HttpConn>().is_some_and(|h| {
+                h.head_overdue(now_ms, head_limit) || h.body_overdue(now_ms, body_limit, min_rate)
+            })
         };
-        for conn in worker.connections_where(overdue) {
+        for conn in worker.connections_where(late) {
             if let Some(h) = conn.as_any().downcast_ref::<HttpConn>() {
-                h.reject_slow_head();
+                if h.head_overdue(now_ms, head_limit) {
+                    h.reject_slow_head();
+                } else {
+                    h.reject_slow_body();
+                }
             }
         }
         close_idle(&worker, idle_limit);

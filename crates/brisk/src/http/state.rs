@@ -112,8 +112,28 @@ impl HttpConn {
         let since = self.activity.head_pending_since();
         !self.h2.get() && since.is_some_and(|t| now_ms.saturating_sub(t) >= limit_ms)
     }
+    /// Whether a request body that is being waited for is overdue (see
+    /// [`Activity::body_overdue`](super::io::Activity::body_overdue)).
+    pub(super) fn body_overdue(&self, now_ms: u64, limit_ms: u64, min_rate: u64) -> bool {
+        !self.h2.get() && self.activity.body_overdue(now_ms, limit_ms, min_rate)
+    }
+
     /// Answers (408) and closes a connection whose request head is overdue.
     pub(super) fn reject_slow_head(&self) {
+        // A client that stalled in the middle of a request head gets an answer; one that
+        // sent nothing (or is mid-TLS-handshake) is just closed.
+        let partial = self.activity.partial.load(Relaxed);
+        self.reject_late(partial, "request head");
+    }
+
+    /// Answers (408) and closes a connection whose request body is overdue.
+    pub(super) fn reject_slow_body(&self) {
+        self.reject_late(true, "request body");
+    }
+
+    /// Closes a connection that did not send `what` in time, answering 408 first if
+    /// `answer`.
+    fn reject_late(&self, answer: bool, what: &str) {
         if self.destroyed.get() {
             return;
         }
@@ -122,19 +142,17 @@ impl HttpConn {
             self.destroy();
             return;
         }
-        // A client that stalled in the middle of a request head gets an answer; one that
-        // sent nothing (or is mid-TLS-handshake) is just closed.
-        let partial = self.activity.partial.load(Relaxed);
-        if partial && self.tls_h1.get() {
-            tracing::debug!(conn = self.id, remote = %self.remote, "request head timed out: 408");
+        if answer && self.tls_h1.get() {
+            tracing::debug!(conn = self.id, remote = %self.remote, "{what} timed out: 408");
             Stats::add(&self.worker.stats.rejected, 1);
             self.activity.answer_408.store(true, Relaxed);
             self.wake();
             return;
         }
-        if let Some(fd) = self.raw_fd.filter(|_| partial) {
+        if let Some(fd) = self.raw_fd.filter(|_| answer) {
             // SAFETY: `fd` belongs to this connection, which is open until `destroy` below
-            // lets its task end; hyper has no response in progress while it reads a head.
+            // lets its task end; no response is in progress while a head or a body that
+            // is timed is read (a response under way stops a body's clock).
             unsafe {
                 libc::send(
                     fd,
@@ -143,9 +161,9 @@ impl HttpConn {
                     libc::MSG_NOSIGNAL,
                 )
             };
-            tracing::debug!(conn = self.id, remote = %self.remote, "request head timed out: 408");
+            tracing::debug!(conn = self.id, remote = %self.remote, "{what} timed out: 408");
         } else {
-            tracing::debug!(conn = self.id, remote = %self.remote, "no request head in time");
+            tracing::debug!(conn = self.id, remote = %self.remote, "no {what} in time");
         }
         Stats::add(&self.worker.stats.rejected, 1);
         self.destroy();
