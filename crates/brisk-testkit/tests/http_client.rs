@@ -18,7 +18,8 @@ use http::StatusCode;
 /// connections it accepted. Paths:
 /// `/hello`; `/method` (answers with the method and body); `/agent` (the User-Agent);
 /// `/big` (1 MiB with Content-Length); `/chunked-big` (1 MiB chunked, no length);
-/// `/hang` (never answers); `/slow` (answers after 300 ms); `/redirect/N` (302 to
+/// `/headers` (the names of the request's headers); `/elsewhere/HOST:PORT/PATH` (302 to
+/// `http://HOST:PORT/PATH`); `/hang` (never answers); `/slow` (answers after 300 ms); `/redirect/N` (302 to
 /// `/redirect/N-1`, `/redirect/0` is "arrived"); `/see-other` (303 to `/method`);
 /// `/garbage` (not HTTP); `/close` (answers and closes).
 struct Upstream {
@@ -66,6 +67,7 @@ fn serve(stream: TcpStream) {
             parts.next().unwrap_or("").to_string(),
         );
         let (mut length, mut agent) = (0usize, String::new());
+        let mut names = Vec::new();
         loop {
             let mut header = String::new();
             if reader.read_line(&mut header).unwrap_or(0) == 0 {
@@ -75,6 +77,7 @@ fn serve(stream: TcpStream) {
                 break;
             }
             let (name, value) = header.split_once(':').unwrap_or((&header, ""));
+            names.push(name.to_ascii_lowercase());
             match name.to_ascii_lowercase().as_str() {
                 "content-length" => length = value.trim().parse().unwrap(),
                 "user-agent" => agent = value.trim().to_string(),
@@ -99,6 +102,7 @@ fn serve(stream: TcpStream) {
                 reply("200 OK", "", text.as_bytes())
             }
             "/agent" => reply("200 OK", "", agent.as_bytes()),
+            "/headers" => reply("200 OK", "", names.join(",").as_bytes()),
             "/big" => reply("200 OK", "", &vec![b'x'; 1 << 20]),
             "/chunked-big" => {
                 let mut result =
@@ -127,6 +131,11 @@ fn serve(stream: TcpStream) {
             "/close" => {
                 let _ = reply("200 OK", "connection: close\r\n", b"bye");
                 return;
+            }
+            p if p.starts_with("/elsewhere/") => {
+                let (authority, rest) = p["/elsewhere/".len()..].split_once('/').unwrap();
+                let location = format!("location: http://{authority}/{rest}\r\n");
+                reply("302 Found", &location, b"")
             }
             p if p.starts_with("/redirect/") => {
                 let n: u32 = p["/redirect/".len()..].parse().unwrap();
@@ -389,6 +398,137 @@ fn redirects_are_returned_unless_the_client_follows_them() {
             .await
             .unwrap();
         assert_eq!(resp.text(), "GET ");
+    });
+}
+
+/// A redirect to another host, port or scheme does not take the request's credentials;
+/// one to the same origin does.
+#[test]
+fn credentials_stay_behind_when_a_redirect_leaves_the_origin() {
+    let (a, b) = (Upstream::start(), Upstream::start());
+    let following = client(ClientOptions {
+        max_redirects: 2,
+        ..ClientOptions::default()
+    });
+    worker_runtime().block_on(async {
+        let with_credentials = |url: String| {
+            following
+                .get(&url)
+                .header("authorization", "Bearer t0k3n")
+                .header("cookie", "session=s3cret")
+                .header("proxy-authorization", "Basic cHJveHk=")
+                .header("x-trace", "1")
+        };
+        let elsewhere = a.url(&format!("/elsewhere/{}/headers", b.addr));
+        let seen = with_credentials(elsewhere).send().await.unwrap().text();
+        assert!(seen.contains("x-trace"), "{seen}");
+        for name in ["authorization", "cookie", "proxy-authorization"] {
+            assert!(
+                !seen.split(',').any(|n| n == name),
+                "{name} went along: {seen}"
+            );
+        }
+        let same = a.url(&format!("/elsewhere/{}/headers", a.addr));
+        let seen = with_credentials(same).send().await.unwrap().text();
+        for name in ["authorization", "cookie", "proxy-authorization"] {
+            assert!(
+                seen.split(',').any(|n| n == name),
+                "{name} was dropped: {seen}"
+            );
+        }
+    });
+}
+
+/// With the options that refuse private addresses: a redirect to one (the first request may
+/// go to loopback), or any request to one, by address or by a name that resolves to one.
+#[test]
+fn private_addresses_are_refused_when_asked() {
+    let upstream = Upstream::start();
+    let port = upstream.addr.port();
+    let redirects = client(ClientOptions {
+        max_redirects: 2,
+        refuse_private_redirects: true,
+        ..ClientOptions::default()
+    });
+    let none = client(ClientOptions {
+        max_redirects: 2,
+        refuse_private_addresses: true,
+        ..ClientOptions::default()
+    });
+    worker_runtime().block_on(async {
+        let resp = redirects.get(&upstream.url("/hello")).send().await.unwrap();
+        assert_eq!(resp.text(), "hello");
+        for target in [format!("127.0.0.2:{port}"), format!("localhost:{port}")] {
+            let away = upstream.url(&format!("/elsewhere/{target}/hello"));
+            let err = redirects.get(&away).send().await.unwrap_err();
+            assert!(
+                matches!(err, ClientError::RefusedAddress { redirect: true, .. }),
+                "{target}: {err:?}"
+            );
+            assert_eq!(err.status(), StatusCode::BAD_GATEWAY);
+        }
+        for url in [
+            format!("http://127.0.0.1:{port}/hello"),
+            format!("http://localhost:{port}/hello"),
+            format!("http://[::1]:{port}/hello"),
+            format!("http://[::ffff:127.0.0.1]:{port}/hello"),
+        ] {
+            let err = none.get(&url).send().await.unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ClientError::RefusedAddress {
+                        redirect: false,
+                        ..
+                    }
+                ),
+                "{url}: {err:?}"
+            );
+            assert!(err.to_string().contains("private address"), "{err}");
+        }
+    });
+}
+
+/// Errors shown to clients say what failed in general words: no URL, password, query token,
+/// header value or upstream address; the error's own text (for the log) hides the password
+/// and the query.
+#[test]
+fn client_errors_carry_no_secrets() {
+    let port = free_port();
+    let c = client(ClientOptions::default());
+    worker_runtime().block_on(async {
+        let down = format!("http://user:s3cret@127.0.0.1:{port}/x?token=t0k3n");
+        let bad_url = "http://user:s3cret@exa mple.com/x?token=t0k3n";
+        let errors = [
+            c.get(&down).send().await.unwrap_err(),
+            c.get(bad_url).send().await.unwrap_err(),
+            (c.get(&down).header("authorization", "Bearer t0k3n\n"))
+                .send()
+                .await
+                .unwrap_err(),
+        ];
+        for err in errors {
+            let logged = err.to_string();
+            for secret in ["s3cret", "t0k3n"] {
+                assert!(!logged.contains(secret), "{logged}");
+            }
+            let resp = err.into_response();
+            let head = format!("{:?}", resp.headers());
+            let body = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            let shown = format!("{head}{}", String::from_utf8_lossy(&body));
+            for secret in [
+                "s3cret",
+                "t0k3n",
+                "127.0.0.1",
+                "exa mple",
+                &port.to_string(),
+            ] {
+                assert!(!shown.contains(secret), "{shown}");
+            }
+        }
     });
 }
 

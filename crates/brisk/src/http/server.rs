@@ -271,13 +271,14 @@ impl IntoResponse for crate::db::DbError {
     }
 }
 
-/// The upstream error's status (502 or 504) with its message as plain text, also logged as a
-/// warning.
+/// The upstream error's status (502, 504, or 500 for a request that could not be made) with
+/// general words as plain text ([`ClientError::client_message`](super::client::ClientError::client_message));
+/// the whole error, which names the upstream, goes to the log as a warning.
 #[cfg(feature = "client")]
 impl IntoResponse for super::client::ClientError {
     fn into_response(self) -> Response<Body> {
         tracing::warn!(error = %self, "upstream call failed");
-        let mut resp = Response::new(Body::from(format!("{self}\n")));
+        let mut resp = Response::new(Body::from(format!("{}\n", self.client_message())));
         *resp.status_mut() = self.status();
         resp.headers_mut().insert(
             http::header::CONTENT_TYPE,

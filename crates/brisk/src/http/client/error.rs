@@ -61,6 +61,16 @@ pub enum ClientError {
         /// What went wrong.
         reason: String,
     },
+    /// The address is loopback, link-local or private, and the options refuse those
+    /// ([`ClientOptions::refuse_private_addresses`](super::ClientOptions::refuse_private_addresses),
+    /// or `refuse_private_redirects` for a redirect's target).
+    #[error("refused to {} {authority}: it is a loopback, link-local or private address", if *.redirect { "follow a redirect to" } else { "connect to" })]
+    RefusedAddress {
+        /// `host:port` that was refused.
+        authority: String,
+        /// It was a redirect's target.
+        redirect: bool,
+    },
 }
 
 impl ClientError {
@@ -73,6 +83,30 @@ impl ClientError {
             }
             ClientError::InvalidRequest(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// What a client of the server may be told: general words, without the upstream's
+    /// name, address, URL or the operating system's text (those go to the log).
+    ///
+    /// ```
+    /// use brisk::http::client::ClientError;
+    /// let e = ClientError::Connect { authority: "10.0.0.7:8080".into(), reason: "refused".into() };
+    /// assert_eq!(e.client_message(), "an upstream service is unavailable");
+    /// ```
+    pub fn client_message(&self) -> &'static str {
+        match self {
+            ClientError::ConnectTimeout { .. } | ClientError::Timeout { .. } => {
+                "an upstream service did not answer in time"
+            }
+            ClientError::InvalidRequest(_) => "a request to an upstream service could not be made",
+            ClientError::BodyTooLarge { .. } => "an upstream service answered with too much",
+            ClientError::TooManyRedirects { .. } | ClientError::RefusedAddress { .. } => {
+                "an upstream service sent the request somewhere it may not go"
+            }
+            ClientError::Connect { .. } | ClientError::Upstream { .. } => {
+                "an upstream service is unavailable"
+            }
         }
     }
 

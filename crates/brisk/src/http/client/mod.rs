@@ -8,10 +8,17 @@
 //! limit, and follows redirects only when told to. [`HttpClient::multi`] sends several
 //! requests at once and returns each result in order.
 //!
-//! A failed call is a [`ClientError`] that says which upstream and what went wrong; its
+//! A failed call is a [`ClientError`] that says which upstream and what went wrong (URLs
+//! without their passwords and queries, header values never); its
 //! [`status`](ClientError::status) is 502 (refused, broken, too large) or 504 (too slow), and
 //! it is a [`brisk::http::IntoResponse`](crate::http::IntoResponse), so `?` in a
-//! `try_handler` answers with it.
+//! `try_handler` answers with it: the status and general words
+//! ([`ClientError::client_message`]), the details going to the log.
+//!
+//! A redirect that changes scheme, host or port drops `Authorization`, `Proxy-Authorization`
+//! and `Cookie`. [`ClientOptions::refuse_private_addresses`] and
+//! [`ClientOptions::refuse_private_redirects`] keep URLs that others chose away from loopback,
+//! link-local and private addresses.
 //!
 //! ```no_run
 //! use brisk::http::client::{ClientError, ClientOptions, HttpClient};
@@ -27,6 +34,7 @@
 //! });
 //! ```
 
+mod address;
 mod error;
 mod options;
 mod redirect;
@@ -50,11 +58,12 @@ pub use request::ClientRequest;
 pub use response::ClientResponse;
 
 use crate::error::chain;
+use address::Resolver;
 use error::has_io_kind;
 use request::Parts;
 
 /// hyper-util's pooled client over TCP or rustls.
-type Pool = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Pool = Client<HttpsConnector<HttpConnector<Resolver>>, Full<Bytes>>;
 
 /// An HTTP client; see the [module docs](self).
 #[derive(Clone)]
@@ -65,6 +74,8 @@ pub struct HttpClient {
 struct Inner {
     options: ClientOptions,
     pool: OnceLock<Result<Pool, ClientError>>,
+    /// For redirects' targets when only those must be public addresses.
+    public_pool: OnceLock<Result<Pool, ClientError>>,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -88,6 +99,7 @@ impl HttpClient {
             inner: Arc::new(Inner {
                 options,
                 pool: OnceLock::new(),
+                public_pool: OnceLock::new(),
             }),
         }
     }
@@ -150,7 +162,24 @@ impl HttpClient {
         let mut redirects = 0;
         loop {
             let authority = authority_of(&parts.uri);
-            let resp = match tokio::time::timeout_at(deadline, self.exchange(&parts)).await {
+            let public_only = options.refuse_private_addresses
+                || (redirects > 0 && options.refuse_private_redirects);
+            let literal = parts.uri.host().and_then(|h| {
+                h.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<std::net::IpAddr>()
+                    .ok()
+            });
+            let refused = || ClientError::RefusedAddress {
+                authority: authority.clone(),
+                redirect: redirects > 0,
+            };
+            if public_only && literal.is_some_and(address::is_private) {
+                return Err(refused());
+            }
+            let exchange = self.exchange(&parts, public_only);
+            let resp = match tokio::time::timeout_at(deadline, exchange).await {
+                Ok(Err(ClientError::RefusedAddress { .. })) => return Err(refused()),
                 Ok(resp) => resp?,
                 Err(_) => return Err(ClientError::Timeout { authority, after }),
             };
@@ -174,8 +203,9 @@ impl HttpClient {
                 parts.body = Bytes::new();
                 parts.headers.remove(header::CONTENT_TYPE);
             }
-            if next.authority() != parts.uri.authority() {
+            if !redirect::same_origin(&next, &parts.uri) {
                 parts.headers.remove(header::AUTHORIZATION);
+                parts.headers.remove(header::PROXY_AUTHORIZATION);
                 parts.headers.remove(header::COOKIE);
             }
             parts.method = method;
@@ -183,8 +213,13 @@ impl HttpClient {
         }
     }
 
-    /// One request and its whole response.
-    async fn exchange(&self, parts: &Parts) -> Result<ClientResponse, ClientError> {
+    /// One request and its whole response; `public_only`: through the pool whose resolver
+    /// refuses private addresses.
+    async fn exchange(
+        &self,
+        parts: &Parts,
+        public_only: bool,
+    ) -> Result<ClientResponse, ClientError> {
         let options = &self.inner.options;
         let authority = authority_of(&parts.uri);
         let mut req = Request::new(Full::new(parts.body.clone()));
@@ -196,9 +231,19 @@ impl HttpClient {
                 req.headers_mut().entry(header::USER_AGENT).or_insert(agent);
             }
         }
-        let resp = self.pool()?.request(req).await.map_err(|e| {
+        let pool = match public_only && !options.refuse_private_addresses {
+            true => self.public_pool()?,
+            false => self.pool()?,
+        };
+        let resp = pool.request(req).await.map_err(|e| {
             let reason = std::error::Error::source(&e).map_or_else(|| e.to_string(), chain);
-            if !e.is_connect() {
+            if address::is_refusal(&e) {
+                // `execute` says whether it was a redirect's target.
+                ClientError::RefusedAddress {
+                    authority: authority.clone(),
+                    redirect: false,
+                }
+            } else if !e.is_connect() {
                 ClientError::Upstream {
                     authority: authority.clone(),
                     reason,
@@ -245,16 +290,22 @@ impl HttpClient {
 
     /// The worker's connection pool, made on first use.
     fn pool(&self) -> Result<&Pool, ClientError> {
-        let pool = self
-            .inner
-            .pool
-            .get_or_init(|| make_pool(&self.inner.options));
+        let options = &self.inner.options;
+        let pool =
+            (self.inner.pool).get_or_init(|| make_pool(options, options.refuse_private_addresses));
+        pool.as_ref().map_err(Clone::clone)
+    }
+
+    /// The pool for redirects' targets that must be public addresses, made on first use.
+    fn public_pool(&self) -> Result<&Pool, ClientError> {
+        let pool = (self.inner.public_pool).get_or_init(|| make_pool(&self.inner.options, true));
         pool.as_ref().map_err(Clone::clone)
     }
 }
 
-/// A pooled client with these options.
-fn make_pool(options: &ClientOptions) -> Result<Pool, ClientError> {
+/// A pooled client with these options; `public_only`: its resolver keeps only public
+/// addresses.
+fn make_pool(options: &ClientOptions, public_only: bool) -> Result<Pool, ClientError> {
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     for cert in &options.extra_roots {
@@ -268,7 +319,7 @@ fn make_pool(options: &ClientOptions) -> Result<Pool, ClientError> {
         .map_err(|e| ClientError::InvalidRequest(format!("TLS set-up: {e}")))?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let mut tcp = HttpConnector::new();
+    let mut tcp = HttpConnector::new_with_resolver(Resolver::new(public_only));
     tcp.enforce_http(false);
     tcp.set_nodelay(true);
     tcp.set_connect_timeout(Some(options.connect_timeout));

@@ -40,6 +40,14 @@ pub struct ClientOptions {
     /// Certificate authorities trusted for HTTPS besides the Mozilla roots (webpki-roots):
     /// an internal CA, or a test's self-signed certificate.
     pub extra_roots: Vec<CertificateDer<'static>>,
+    /// Refuse every request to a loopback, link-local or private address (a name is
+    /// checked once resolved, by the resolver the connection uses):
+    /// [`ClientError::RefusedAddress`](super::ClientError::RefusedAddress). For clients
+    /// that fetch URLs that others choose (webhooks, link previews). Default: off.
+    pub refuse_private_addresses: bool,
+    /// Refuse to follow a redirect to such an address (the first request may go anywhere).
+    /// Default: off.
+    pub refuse_private_redirects: bool,
 }
 
 impl Default for ClientOptions {
@@ -53,6 +61,8 @@ impl Default for ClientOptions {
             max_redirects: 0,
             user_agent: Some(concat!("brisk/", env!("CARGO_PKG_VERSION")).into()),
             extra_roots: Vec::new(),
+            refuse_private_addresses: false,
+            refuse_private_redirects: false,
         }
     }
 }

@@ -7,6 +7,21 @@ pub(super) fn is_redirect(status: StatusCode) -> bool {
     matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308)
 }
 
+/// Whether `a` and `b` have the same scheme, host and port: a redirect that changes any of
+/// them does not take the request's credentials along.
+pub(super) fn same_origin(a: &Uri, b: &Uri) -> bool {
+    let port = |u: &Uri| {
+        u.port_u16().unwrap_or(if u.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        })
+    };
+    a.scheme_str() == b.scheme_str()
+        && a.host().map(str::to_ascii_lowercase) == b.host().map(str::to_ascii_lowercase)
+        && port(a) == port(b)
+}
+
 /// The method of the request that follows a `status` redirect of a `method` request: 303
 /// turns anything but HEAD into GET, 301 and 302 turn POST into GET (as browsers do), 307 and
 /// 308 keep method and body.
@@ -69,6 +84,16 @@ mod tests {
         assert_eq!(at("http://a:1/x/y", "z").as_deref(), Some("http://a:1/x/z"));
         assert_eq!(at("http://a:1/x/y", "http:nohost"), None);
         assert_eq!(at("http://a:1/x/y", "a b"), None);
+    }
+
+    #[test]
+    fn origins_differ_by_scheme_host_or_port() {
+        let same = |a: &str, b: &str| same_origin(&a.parse().unwrap(), &b.parse().unwrap());
+        assert!(same("http://a/x", "http://A:80/y"));
+        assert!(same("https://a/x", "https://a:443/y"));
+        assert!(!same("https://a/x", "http://a/x"));
+        assert!(!same("http://a/x", "http://b/x"));
+        assert!(!same("http://a:1/x", "http://a:2/x"));
     }
 
     #[test]

@@ -28,6 +28,16 @@ pub struct ClientRequest {
     pub(super) parts: Result<Parts, ClientError>,
 }
 
+/// `url` for an error message: without its password, and with its query (which may hold
+/// tokens) cut to `?…`.
+pub(super) fn shown_url(url: &str) -> String {
+    let redacted = crate::redact::redacted(url);
+    match redacted.split_once('?') {
+        Some((before, _)) => format!("{before}?…"),
+        None => redacted.into_owned(),
+    }
+}
+
 /// What a request is made of.
 #[derive(Debug, Clone)]
 pub(super) struct Parts {
@@ -42,11 +52,12 @@ impl ClientRequest {
     pub(super) fn new(client: HttpClient, method: Method, url: &str) -> Self {
         let parts = url
             .parse::<Uri>()
-            .map_err(|e| ClientError::InvalidRequest(format!("{url}: {e}")))
+            .map_err(|e| ClientError::InvalidRequest(format!("{}: {e}", shown_url(url))))
             .and_then(|uri| match uri.scheme_str() {
                 Some("http" | "https") if uri.authority().is_some() => Ok(uri),
                 _ => Err(ClientError::InvalidRequest(format!(
-                    "{url}: not an http:// or https:// URL"
+                    "{}: not an http:// or https:// URL",
+                    shown_url(url)
                 ))),
             })
             .map(|uri| Parts {
@@ -66,9 +77,16 @@ impl ClientRequest {
                 (Ok(n), Ok(v)) => {
                     parts.headers.append(n, v);
                 }
-                _ => {
+                // The value is not shown: it may be a token.
+                (Ok(_), Err(_)) => {
                     self.parts = Err(ClientError::InvalidRequest(format!(
-                        "bad header {name:?}: {value:?}"
+                        "header {name:?} has a value that cannot be sent"
+                    )))
+                }
+                (Err(_), _) => {
+                    self.parts = Err(ClientError::InvalidRequest(format!(
+                        "{:?} is not a header name",
+                        name.escape_debug().take(64).collect::<String>()
                     )))
                 }
             }
