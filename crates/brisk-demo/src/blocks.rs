@@ -54,7 +54,7 @@ impl Blocks {
                 tracing::warn!("/blocks: {e}");
                 let status = StatusCode::from_u16(e.http_status())
                     .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-                json_error(status, &e.to_string())
+                json_error(status, e.client_message())
             }
         }
     }

@@ -67,7 +67,10 @@ impl Chat {
                     if let Some(history) = history {
                         let answer = match history.position(&room).await {
                             Ok(at) => json!({ "position": at.to_string() }),
-                            Err(e) => json!({ "error": format!("no position: {e}") }),
+                            Err(e) => {
+                                tracing::warn!("/chat history: {e}");
+                                json!({ "error": format!("no position: {}", e.client_message()) })
+                            }
                         };
                         ws.send_text(answer.to_string())?;
                     }
@@ -135,7 +138,7 @@ async fn message(
                 futures_util::future::try_join(ws::presence(&room), ws::presence_ids(&room));
             let answer = match found.await {
                 Ok((n, names)) => json!({ "presence": n, "names": names }),
-                Err(e) => json!({ "error": e.to_string() }),
+                Err(e) => redis_failure(e),
             };
             ws.send_text(answer.to_string())
         }
@@ -203,11 +206,17 @@ async fn recover(
                 "reason": why.to_string(),
                 "position": at.to_string(),
             }),
-            Err(e) => json!({ "error": e.to_string() }),
+            Err(e) => redis_failure(e),
         },
-        Err(e) => json!({ "error": e.to_string() }),
+        Err(e) => redis_failure(e),
     };
     ws.send_text(answer.to_string())
+}
+
+/// A failed Redis call as a member sees it: general words; the error goes to the log.
+fn redis_failure(e: brisk::redis::RedisError) -> serde_json::Value {
+    tracing::warn!("/chat: {e}");
+    json!({ "error": e.client_message() })
 }
 
 #[cfg(test)]

@@ -61,10 +61,13 @@ pub(crate) async fn page(db: &Db) -> Response<Body> {
     .await;
     let (status, body) = match result {
         Ok(v) => (StatusCode::OK, v.to_string()),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            serde_json::json!({ "error": e.to_string() }).to_string(),
-        ),
+        Err(e) => {
+            e.log();
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::json!({ "error": e.client_message() }).to_string(),
+            )
+        }
     };
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = status;

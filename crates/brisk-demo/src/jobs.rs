@@ -151,8 +151,9 @@ async fn run(job: Job, redis: Redis) -> Result<(), brisk::BoxError> {
 }
 
 fn redis_error(e: RedisError) -> Response<Body> {
+    tracing::warn!("/jobs: {e}");
     let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    error(status, &e.to_string())
+    error(status, e.client_message())
 }
 
 /// A JSON error answer `{"error": message}`.

@@ -62,9 +62,10 @@ impl Mail {
                 serde_json::json!({ "code": d.code, "message": d.message }).to_string(),
             ),
             Err(e) => {
+                tracing::warn!("/mail: {e}");
                 let status = StatusCode::from_u16(e.http_status())
                     .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                error(status, &e.to_string())
+                error(status, &e.client_message())
             }
         }
     }

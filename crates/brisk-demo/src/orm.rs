@@ -98,10 +98,12 @@ impl Orm {
                     }
                     _ => StatusCode::SERVICE_UNAVAILABLE,
                 };
-                answer(
-                    status,
-                    serde_json::json!({ "error": e.to_string() }).to_string(),
-                )
+                tracing::warn!("sqlx: {e}");
+                let words = match status {
+                    StatusCode::SERVICE_UNAVAILABLE => "the database is unavailable",
+                    _ => "the database could not do it",
+                };
+                answer(status, serde_json::json!({ "error": words }).to_string())
             }
             Err(_) => answer(
                 StatusCode::GATEWAY_TIMEOUT,

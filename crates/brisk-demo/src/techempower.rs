@@ -72,11 +72,13 @@ impl From<DbError> for Failure {
     }
 }
 
+/// Redis's status and general words; the whole error goes to the log.
 impl From<RedisError> for Failure {
     fn from(e: RedisError) -> Self {
+        tracing::warn!("redis: {e}");
         Failure {
             status: e.http_status(),
-            message: e.to_string(),
+            message: e.client_message().to_string(),
         }
     }
 }

@@ -93,6 +93,23 @@ impl MailError {
             MailError::Config(_) => 500,
         }
     }
+
+    /// What a client of the server may be told: what was wrong with a message it gave, or
+    /// general words for the rest (the SMTP server's name and answers go to the log).
+    pub fn client_message(&self) -> String {
+        match self {
+            MailError::Message(_) => self.to_string(),
+            MailError::Unavailable(_) | MailError::Tls(_) => {
+                "the mail server is unavailable".into()
+            }
+            // The code says why (550: no such mailbox); its text may name internal hosts.
+            MailError::Refused { code, .. } => {
+                format!("the mail server refused the message ({code})")
+            }
+            MailError::Timeout(_) => "the mail server did not answer in time".into(),
+            MailError::Config(_) => "mail is not set up correctly".into(),
+        }
+    }
 }
 
 /// What the server answered when it accepted a message.

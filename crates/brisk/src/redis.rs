@@ -55,6 +55,22 @@ pub enum RedisError {
 }
 
 impl RedisError {
+    /// What a client of the server may be told: general words, without the server's address
+    /// or its message (log the error itself).
+    ///
+    /// ```
+    /// use brisk::redis::RedisError;
+    /// let e = RedisError::Unavailable("connect to 10.0.0.9:6379: refused".into());
+    /// assert_eq!(e.client_message(), "the cache is unavailable");
+    /// ```
+    pub fn client_message(&self) -> &'static str {
+        match self {
+            RedisError::Unavailable(_) => "the cache is unavailable",
+            RedisError::Timeout(_) => "the cache did not answer in time",
+            RedisError::Command(_) | RedisError::Config(_) => "the cache could not do it",
+        }
+    }
+
     /// The HTTP status that answers a request that failed with this error.
     pub fn http_status(&self) -> u16 {
         match self {
