@@ -387,7 +387,8 @@ impl StaticFiles {
                 self.load(&key, canonical, &content_type, checked, info.len)
                     .await
             } else {
-                blocking(move || open_regular(&canonical))
+                let beneath = self.beneath();
+                blocking(move || open_regular(&canonical, beneath.as_deref()))
                     .await
                     .map(|(file, meta)| {
                         let file = Content::File(Arc::new(file));
@@ -435,6 +436,11 @@ impl StaticFiles {
         (fresh && allowed && small).then(|| respond_from(entry, req, head, self.chunks))
     }
 
+    /// The root a file must be opened beneath (unless symlinks may lead outside it).
+    fn beneath(&self) -> Option<PathBuf> {
+        (!self.allow_symlinks_outside_root).then(|| self.root.to_path_buf())
+    }
+
     /// Loads a file of (about) `len` bytes, at most `cache_max_file_size`:
     /// its bytes, or the open file from [`sendfile_min_size`](Self::sendfile_min_size)
     /// on; and caches it under `key`.
@@ -448,12 +454,14 @@ impl StaticFiles {
     ) -> io::Result<(FileInfo, Content)> {
         let path = canonical.clone();
         let limit = self.cache_max_file_size;
+        let beneath = self.beneath();
         let (mut now, content) = if len >= self.sendfile_min_size {
-            let (file, meta) = blocking(move || open_regular(&path)).await?;
+            let (file, meta) = blocking(move || open_regular(&path, beneath.as_deref())).await?;
             let now = FileInfo::from_metadata(&meta);
             (now, Content::File(Arc::new(file)))
         } else {
-            let (meta, bytes) = blocking(move || read_small(&path, limit)).await?;
+            let (meta, bytes) =
+                blocking(move || read_small(&path, limit, beneath.as_deref())).await?;
             (FileInfo::from_metadata(&meta), Content::Bytes(bytes))
         };
         let consistent = match &content {
