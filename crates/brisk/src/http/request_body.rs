@@ -1,5 +1,6 @@
 //! [`RequestBody`]: the body of a request as handlers receive it.
 
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub struct RequestBody {
     /// The connection's activity, told when the handler waits for bytes that have not come
     /// and when it is done with the body (for the body timeout); HTTP/1.1 through hyper only.
     activity: Option<Arc<Activity>>,
+    /// The client's address, set as the request reaches the handler.
+    remote: Option<SocketAddr>,
 }
 
 enum Kind {
@@ -45,6 +48,7 @@ impl RequestBody {
         RequestBody {
             kind: Kind::Full(None),
             activity: None,
+            remote: None,
         }
     }
 
@@ -53,6 +57,7 @@ impl RequestBody {
         RequestBody {
             kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())),
             activity: None,
+            remote: None,
         }
     }
 
@@ -63,7 +68,26 @@ impl RequestBody {
         RequestBody {
             kind: Kind::Incoming(Limited::new(body, limit)),
             activity,
+            remote: None,
         }
+    }
+
+    /// The address of the client that sent the request: the connection's peer (behind a
+    /// proxy, the proxy). Set for every request a Brisk HTTP server hands to a handler; it
+    /// travels with the body, so keep it before replacing the body.
+    ///
+    /// ```
+    /// # fn f(req: http::Request<brisk::http::RequestBody>) {
+    /// let client = req.body().remote_addr().map(|a| a.ip());
+    /// # }
+    /// ```
+    pub fn remote_addr(&self) -> Option<SocketAddr> {
+        self.remote
+    }
+
+    /// Records the client's address.
+    pub(crate) fn set_remote_addr(&mut self, remote: SocketAddr) {
+        self.remote = Some(remote);
     }
 
     /// The connection's activity, if the body is still to arrive and is timed.

@@ -123,7 +123,12 @@ pub(super) async fn respond(
 
 /// Runs the handler for one request, refusing ambiguous framing (400), enforcing the body
 /// limit and counting errors.
-async fn answer(shared: &HttpShared, conn: &HttpConn, req: Request<RequestBody>) -> Response<Body> {
+async fn answer(
+    shared: &HttpShared,
+    conn: &HttpConn,
+    mut req: Request<RequestBody>,
+) -> Response<Body> {
+    req.body_mut().set_remote_addr(conn.remote);
     let stats = &shared.worker.stats;
     Stats::add(&stats.total_request, 1);
     conn.activity.head_done();
