@@ -27,6 +27,7 @@ mod handler;
 mod head_timeout;
 mod io;
 mod limits;
+pub mod login_throttle;
 mod request_body;
 mod respond;
 mod response_head;

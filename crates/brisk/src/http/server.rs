@@ -271,6 +271,23 @@ impl IntoResponse for crate::db::DbError {
     }
 }
 
+/// `429 Too Many Requests` with `Retry-After` (whole seconds, at least 1) and the refusal as
+/// plain text.
+impl IntoResponse for super::login_throttle::Throttled {
+    fn into_response(self) -> Response<Body> {
+        let mut resp = Response::new(Body::from(format!("{self}\n")));
+        *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        let seconds = self.retry_after.as_secs_f64().ceil().max(1.0) as u64;
+        resp.headers_mut()
+            .insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+        resp.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        resp
+    }
+}
+
 /// The upstream error's status (502, 504, or 500 for a request that could not be made) with
 /// general words as plain text ([`ClientError::client_message`](super::client::ClientError::client_message));
 /// the whole error, which names the upstream, goes to the log as a warning.
