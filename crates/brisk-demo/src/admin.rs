@@ -3,17 +3,24 @@
 //! behind the login (`GET /admin/dashboard`: authentication, a redirect when anonymous,
 //! queries through `brisk::db`, a template) and `POST /admin/logout`.
 //!
+//! The one account, `admin`, has the password whose argon2id hash the operator gives
+//! (`--admin-password-hash-file` or `BRISK_ADMIN_PASSWORD_HASH`); without one the sign-in is
+//! off (there is no published default password).
+//!
 //! Sessions are Brisk's signed cookies; forms carry the session's CSRF token. Passwords are
 //! argon2id hashes checked off the event loop, at most [`VERIFY_SLOTS`] at a time per worker.
 //! An unknown user is checked against a dummy hash of the same cost, so a wrong user and a
 //! wrong password take the same time and get the same 401 page; failures are counted per
-//! worker (shown on the dashboard) and logged.
+//! worker (shown on the dashboard) and logged, and Brisk's [`LoginThrottle`] answers 429 to an
+//! account or an address that failed too often. When every password-check slot stays busy,
+//! the answer is 503 (try again), not a wrong password.
 
 use std::cell::Cell;
 use std::rc::Rc;
 
 use argon2::{Argon2, PasswordHash, PasswordVerifier};
 use brisk::db::{Db, DbError, Value};
+use brisk::http::login_throttle::{LoginThrottle, ThrottleOptions};
 use brisk::http::session::{login_redirect, safe_next, Session, Sessions};
 use brisk::http::{Body, RequestBody};
 use brisk::template::Templates;
@@ -24,11 +31,12 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
-/// The demo's one account: user `admin`, password `brisk-demo-admin` (argon2id, m=19 MiB, t=2).
-const USERS: &[(&str, &str)] = &[(
-    "admin",
-    "$argon2id$v=19$m=19456,t=2,p=1$UbAWdcDi/FrHdqKpr90u2A$UJiB67SaEP+ap6ijNoitbXMO8VkPzD5uLkd7NbM9DXk",
-)];
+/// The demo's one account's name.
+const ADMIN: &str = "admin";
+
+/// What the login page says when no password hash was given.
+const SIGN_IN_OFF: &str = "The admin sign-in is off: start the demo with \
+    --admin-password-hash-file (an argon2id hash) to turn it on.";
 
 /// The hash an unknown user's password is checked against: same algorithm and cost as the real
 /// ones, of a random password nobody knows.
@@ -59,8 +67,19 @@ pub(crate) struct Admin {
     key: SessionKey,
     templates: Templates,
     db: Db,
+    /// The admin's password hash (PHC string); `None`: sign-in is off.
+    password_hash: Option<Rc<str>>,
     verify_slots: Rc<Semaphore>,
     failed_logins: Rc<Cell<u64>>,
+    throttle: LoginThrottle,
+}
+
+/// What a password check found.
+enum Verdict {
+    Match,
+    NoMatch,
+    /// Every password-check slot stayed busy: nothing was checked.
+    Busy,
 }
 
 /// The fields of the sign-in form.
@@ -108,16 +127,35 @@ struct DashboardPage<'a> {
 }
 
 impl Admin {
-    /// The admin area over `db` (the TechEmpower tables), rendering with `templates` and
-    /// signing sessions with `key`.
-    pub(crate) fn new(key: SessionKey, templates: Templates, db: Db) -> Self {
-        Admin {
+    /// The admin area over `db` (the TechEmpower tables), rendering with `templates`,
+    /// signing sessions with `key`, with the admin's argon2id `password_hash` (`None`: the
+    /// sign-in is off). A hash that does not parse is an error.
+    pub(crate) fn new(
+        key: SessionKey,
+        templates: Templates,
+        db: Db,
+        password_hash: Option<String>,
+    ) -> anyhow::Result<Self> {
+        if let Some(phc) = &password_hash {
+            PasswordHash::new(phc).map_err(|e| {
+                anyhow::anyhow!("the admin password hash is not an argon2 PHC string: {e}")
+            })?;
+        }
+        Ok(Admin {
             key,
             templates,
             db,
+            password_hash: password_hash.map(Rc::from),
             verify_slots: Rc::new(Semaphore::new(VERIFY_SLOTS)),
             failed_logins: Rc::new(Cell::new(0)),
-        }
+            throttle: LoginThrottle::new(ThrottleOptions::default()),
+        })
+    }
+
+    /// This admin area with these sign-in limits.
+    pub(crate) fn throttled(mut self, options: ThrottleOptions) -> Self {
+        self.throttle = LoginThrottle::new(options);
+        self
     }
 
     /// Answers `/admin` and `/admin/*`; `Err(req)` hands any other request back.
@@ -156,16 +194,25 @@ impl Admin {
         let next = safe_next(next.as_deref(), DASHBOARD);
         match sessions.read(req.headers()) {
             Some(s) if s.user().is_some() => see_other(next),
-            Some(s) => self.form(&s, next, "", None, StatusCode::OK),
+            Some(s) => self.form(&s, next, "", self.off_notice(), StatusCode::OK),
             None => {
                 let s = sessions.anonymous();
-                with_session(sessions, &s, self.form(&s, next, "", None, StatusCode::OK))
+                let page = self.form(&s, next, "", self.off_notice(), StatusCode::OK);
+                with_session(sessions, &s, page)
             }
         }
     }
 
-    /// Checks the sign-in form: its CSRF token, then the password.
+    /// What the login page says when the sign-in is off.
+    fn off_notice(&self) -> Option<&'static str> {
+        self.password_hash.is_none().then_some(SIGN_IN_OFF)
+    }
+
+    /// Checks the sign-in form: its CSRF token, the throttle, then the password.
     async fn login(&self, sessions: &Sessions, req: Request<RequestBody>) -> Response<Body> {
+        let Some(from) = req.body().remote_addr().map(|a| a.ip()) else {
+            return text(StatusCode::INTERNAL_SERVER_ERROR, "no client address\n");
+        };
         let Some(session) = sessions.read(req.headers()) else {
             // No session cookie (expired, tampered, or cookies off): a fresh form.
             let fresh = sessions.anonymous();
@@ -188,12 +235,53 @@ impl Admin {
                 StatusCode::FORBIDDEN,
             );
         }
-        if self.verify(&form.user, form.password).await {
-            tracing::info!(user = %form.user, "signed in");
-            let mut r = see_other(next);
-            let cookie = sessions.set_cookie(&sessions.login(&form.user));
-            r.headers_mut().insert(header::SET_COOKIE, cookie);
-            return r;
+        let Some(phc) = self.password_hash.clone() else {
+            return self.form(
+                &session,
+                next,
+                &form.user,
+                Some(SIGN_IN_OFF),
+                StatusCode::FORBIDDEN,
+            );
+        };
+        if let Err(throttled) = self.throttle.check(&form.user, from) {
+            tracing::warn!(user = ?form.user, %from, "sign-in refused: {throttled}");
+            let refusal = throttled.to_string();
+            let mut page = self.form(
+                &session,
+                next,
+                &form.user,
+                Some(&refusal),
+                StatusCode::TOO_MANY_REQUESTS,
+            );
+            let wait = throttled.retry_after.as_secs().max(1);
+            page.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(wait));
+            return page;
+        }
+        match self.verify(&phc, &form.user, form.password).await {
+            Verdict::Match => {
+                self.throttle.succeeded(&form.user);
+                tracing::info!(user = %form.user, "signed in");
+                let mut r = see_other(next);
+                let cookie = sessions.set_cookie(&sessions.login(&form.user));
+                r.headers_mut().insert(header::SET_COOKIE, cookie);
+                return r;
+            }
+            Verdict::Busy => {
+                let busy = "Too many sign-ins at once. Please try again in a moment.";
+                let mut page = self.form(
+                    &session,
+                    next,
+                    &form.user,
+                    Some(busy),
+                    StatusCode::SERVICE_UNAVAILABLE,
+                );
+                page.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return page;
+            }
+            Verdict::NoMatch => self.throttle.failed(&form.user, from),
         }
         let failures = self.failed_logins.get() + 1;
         self.failed_logins.set(failures);
@@ -208,20 +296,24 @@ impl Admin {
         )
     }
 
-    /// Whether `password` is `user`'s. Unknown users are checked against [`DUMMY_HASH`], so
-    /// both failures cost the same.
-    async fn verify(&self, user: &str, password: String) -> bool {
-        let known = USERS.iter().find(|(name, _)| *name == user);
-        let phc = known.map_or(DUMMY_HASH, |(_, phc)| *phc);
-        // A flood of sign-ins waits at most VERIFY_WAIT for a slot, then fails like a wrong
-        // password, so the queue behind the slots stays short.
+    /// Whether `password` is `user`'s (the admin's hash is `phc`). Unknown users are checked
+    /// against [`DUMMY_HASH`], so both failures cost the same.
+    async fn verify(&self, phc: &Rc<str>, user: &str, password: String) -> Verdict {
+        let known = user == ADMIN;
+        let phc: String = if known {
+            phc.to_string()
+        } else {
+            DUMMY_HASH.into()
+        };
+        // A flood of sign-ins waits at most VERIFY_WAIT for a slot, then is told to try
+        // again, so the queue behind the slots stays short.
         let slot = tokio::time::timeout(VERIFY_WAIT, self.verify_slots.acquire()).await;
         let Ok(Ok(_slot)) = slot else {
             tracing::warn!("sign-in refused: every password-check slot was busy");
-            return false;
+            return Verdict::Busy;
         };
         let matches = tokio::task::spawn_blocking(move || {
-            PasswordHash::new(phc)
+            PasswordHash::new(&phc)
                 .map(|hash| {
                     Argon2::default()
                         .verify_password(password.as_bytes(), &hash)
@@ -231,7 +323,11 @@ impl Admin {
         })
         .await
         .unwrap_or(false);
-        matches && known.is_some()
+        if matches && known {
+            Verdict::Match
+        } else {
+            Verdict::NoMatch
+        }
     }
 
     /// The dashboard: signed-in users only, then three queries, then the template.
@@ -338,6 +434,24 @@ impl Admin {
         }
         no_store(r)
     }
+}
+
+/// `brisk-demo hash-password`: reads a password (one line) and prints its argon2id hash with
+/// the default cost, for `--admin-password-hash-file`.
+pub(crate) fn hash_password_from_stdin() -> anyhow::Result<()> {
+    use argon2::password_hash::{PasswordHasher, SaltString};
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    let password = line.trim_end_matches(['\r', '\n']);
+    anyhow::ensure!(!password.is_empty(), "no password on standard input");
+    let mut salt = [0u8; 16];
+    getrandom::fill(&mut salt).map_err(|e| anyhow::anyhow!("no random bytes: {e}"))?;
+    let salt = SaltString::encode_b64(&salt).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let hash = Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!("{hash}");
+    Ok(())
 }
 
 /// `page` with the cookie that stores a new `session`.

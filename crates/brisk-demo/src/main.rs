@@ -244,6 +244,19 @@ struct Args {
     /// in the environment wins over both.
     #[arg(long, global = true)]
     session_secret_file: Option<PathBuf>,
+    /// A file holding the argon2id hash (PHC string, `$argon2id$…`) of the password of the
+    /// admin area's user `admin` (`BRISK_ADMIN_PASSWORD_HASH` in the environment wins).
+    /// Without either, the admin sign-in is off.
+    #[arg(long, global = true)]
+    admin_password_hash_file: Option<PathBuf>,
+    /// Failed admin sign-ins per account within 15 minutes before it is refused with 429
+    /// (default 5; per worker).
+    #[arg(long, global = true)]
+    login_failures_per_account: Option<u32>,
+    /// Failed admin sign-ins per client address within 15 minutes before it is refused
+    /// with 429 (default 20; per worker).
+    #[arg(long, global = true)]
+    login_failures_per_address: Option<u32>,
     /// A TOML file with any of the settings above (flags win).
     #[arg(long, global = true)]
     config: Option<PathBuf>,
@@ -262,6 +275,9 @@ enum DemoCommand {
         #[arg(long)]
         list: bool,
     },
+    /// Read a password from standard input (one line) and print its argon2id hash, for
+    /// `--admin-password-hash-file`.
+    HashPassword,
 }
 
 /// The settings a config file may hold.
@@ -381,6 +397,23 @@ fn database_url(args: &Args, file: Option<String>, run_dir: &std::path::Path) ->
         .or(file)
         .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()))
         .unwrap_or_else(|| format!("sqlite:{}", run_dir.join("brisk-demo.sqlite").display()))
+}
+
+/// The admin's argon2id password hash: `BRISK_ADMIN_PASSWORD_HASH`, else the file of
+/// `--admin-password-hash-file`; `None` (the admin sign-in is off) without either.
+fn admin_password_hash(args: &Args) -> anyhow::Result<Option<String>> {
+    if let Some(hash) = std::env::var("BRISK_ADMIN_PASSWORD_HASH")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+    {
+        return Ok(Some(hash.trim().to_string()));
+    }
+    let Some(path) = &args.admin_password_hash_file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the admin password hash {}", path.display()))?;
+    Ok(Some(text.trim().to_string()))
 }
 
 /// The demo's migrations for the backend `kind`, embedded at build time.
@@ -560,7 +593,16 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .or(file.session_secret_file)
         .unwrap_or_else(|| run_dir.join("session.key"));
     let session_key = session_key::SessionKey::new(secret_file)?;
-    let admin = admin::Admin::new(session_key, templates.clone(), db.clone());
+    let admin_hash = admin_password_hash(args)?;
+    let mut throttle = brisk::http::login_throttle::ThrottleOptions::default();
+    if let Some(n) = args.login_failures_per_account {
+        throttle.per_account.failures = n;
+    }
+    if let Some(n) = args.login_failures_per_address {
+        throttle.per_address.failures = n;
+    }
+    let admin = admin::Admin::new(session_key, templates.clone(), db.clone(), admin_hash)?
+        .throttled(throttle);
     let routes = routes::Routes::new(
         &static_root,
         args.static_sendfile_min_size,
@@ -746,6 +788,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let done = match &args.command {
         DemoCommand::Migrate { list } => migrate(&args, *list).map(|()| ExitCode::SUCCESS),
+        DemoCommand::HashPassword => admin::hash_password_from_stdin().map(|()| ExitCode::SUCCESS),
         DemoCommand::Control(command) => build(&args).map(|app| app.run_command(command.clone())),
     };
     done.unwrap_or_else(|e| {

@@ -13,6 +13,25 @@ use common::{demo_with, get, request, Demo};
 
 const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");
 
+/// The password of the tests' hash (`tests/fixtures/admin-password.hash`).
+const PASSWORD: &str = "brisk-demo-admin";
+
+/// The demo with the tests' admin password hash.
+fn admin_demo(workers: usize) -> Demo {
+    admin_demo_with(workers, &[])
+}
+
+/// [`admin_demo`] with more arguments.
+fn admin_demo_with(workers: usize, extra: &[&str]) -> Demo {
+    let hash = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/admin-password.hash"
+    );
+    let mut args = vec!["--admin-password-hash-file", hash];
+    args.extend(extra);
+    demo_with(workers, &args)
+}
+
 /// `name=value` of a response's `Set-Cookie`.
 fn cookie_of(r: &HttpResponse) -> String {
     let set = r
@@ -54,7 +73,7 @@ fn dashboard(d: &Demo, cookie: &str) -> HttpResponse {
 
 #[test]
 fn sign_in_see_the_dashboard_and_sign_out() {
-    let d = demo_with(1, &[]);
+    let d = admin_demo(1);
     // Anonymous: sent to the login page, which brings the visitor back.
     let r = get(d.http, "/admin/dashboard?tab=1");
     assert_eq!(r.status, 303, "{}", r.head);
@@ -70,7 +89,7 @@ fn sign_in_see_the_dashboard_and_sign_out() {
         "{page}"
     );
 
-    let r = sign_in(&d, "admin", "brisk-demo-admin");
+    let r = sign_in(&d, "admin", PASSWORD);
     assert_eq!(r.status, 303, "{}{}", r.head, r.text());
     assert_eq!(r.header("location"), Some("/admin/dashboard"));
     let set = r.header("set-cookie").unwrap();
@@ -116,8 +135,8 @@ fn sign_in_see_the_dashboard_and_sign_out() {
 #[test]
 fn a_session_from_one_worker_is_accepted_by_the_others() {
     // Four workers share the secret in the run directory's session.key.
-    let d = demo_with(4, &[]);
-    let cookie = cookie_of(&sign_in(&d, "admin", "brisk-demo-admin"));
+    let d = admin_demo(4);
+    let cookie = cookie_of(&sign_in(&d, "admin", PASSWORD));
     let mut workers = std::collections::HashSet::new();
     for _ in 0..40 {
         let page = dashboard(&d, &cookie);
@@ -132,16 +151,16 @@ fn a_session_from_one_worker_is_accepted_by_the_others() {
 
 #[test]
 fn tampered_foreign_and_garbage_cookies_are_signed_out_not_errors() {
-    let d = demo_with(1, &[]);
-    let cookie = cookie_of(&sign_in(&d, "admin", "brisk-demo-admin"));
+    let d = admin_demo(1);
+    let cookie = cookie_of(&sign_in(&d, "admin", PASSWORD));
     let (name, value) = cookie.split_once('=').unwrap();
     let last = value.chars().last().unwrap();
     let flipped = if last == 'A' { 'B' } else { 'A' };
     let tampered = format!("{name}={}{flipped}", &value[..value.len() - 1]);
     let foreign = {
         // Another demo, another run directory, another secret.
-        let other = demo_with(1, &[]);
-        cookie_of(&sign_in(&other, "admin", "brisk-demo-admin"))
+        let other = admin_demo(1);
+        cookie_of(&sign_in(&other, "admin", PASSWORD))
     };
     let forged = format!("{name}=v1.99999999999.{}.admin", "a".repeat(32));
     for bad in [tampered, foreign, forged, format!("{name}=%%%")] {
@@ -157,15 +176,24 @@ fn tampered_foreign_and_garbage_cookies_are_signed_out_not_errors() {
 
 #[test]
 fn wrong_credentials_get_401_are_counted_and_keep_the_same_time() {
-    let d = demo_with(1, &[]);
+    // Limits high enough for the timing's 14 failures (throttling has a test of its own).
+    let d = admin_demo_with(
+        1,
+        &[
+            "--login-failures-per-account",
+            "100",
+            "--login-failures-per-address",
+            "100",
+        ],
+    );
     let r = sign_in(&d, "admin", "not-the-password");
     assert_eq!(r.status, 401, "{}", r.text());
     assert!(r.text().contains("Wrong user name or password."));
-    let r = sign_in(&d, "nobody", "brisk-demo-admin");
+    let r = sign_in(&d, "nobody", PASSWORD);
     assert_eq!(r.status, 401, "{}", r.text());
     assert!(r.text().contains("Wrong user name or password."));
     // The two failures are counted on this (the only) worker.
-    let cookie = cookie_of(&sign_in(&d, "admin", "brisk-demo-admin"));
+    let cookie = cookie_of(&sign_in(&d, "admin", PASSWORD));
     let html = dashboard(&d, &cookie).text();
     assert!(
         html.contains("<span id=\"failed-logins\">2</span>"),
@@ -203,16 +231,98 @@ fn wrong_credentials_get_401_are_counted_and_keep_the_same_time() {
     );
 }
 
+/// No password hash given: there is no account to sign in to, and the page says how to
+/// turn it on; the published password of earlier versions gets nowhere.
+#[test]
+fn without_a_password_hash_the_admin_sign_in_is_off() {
+    let d = demo_with(1, &[]);
+    let page = get(d.http, "/admin");
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("sign-in is off"), "{}", page.text());
+    let r = sign_in(&d, "admin", PASSWORD);
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(
+        r.text().contains("--admin-password-hash-file"),
+        "{}",
+        r.text()
+    );
+    assert!(r.header("location").is_none());
+    assert_eq!(
+        dashboard(&d, &cookie_of(&get(d.http, "/admin"))).status,
+        303
+    );
+}
+
+/// Five wrong passwords for an account: the sixth attempt, right or not, gets 429 with
+/// Retry-After; twenty failures from one address: every account is refused from it.
+#[test]
+fn failed_sign_ins_are_throttled_per_account_and_per_address() {
+    let d = admin_demo(1);
+    for _ in 0..5 {
+        assert_eq!(sign_in(&d, "admin", "guess").status, 401);
+    }
+    let r = sign_in(&d, "admin", PASSWORD);
+    assert_eq!(r.status, 429, "{}", r.text());
+    let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=900).contains(&wait), "{wait}");
+    assert!(
+        r.text()
+            .contains("too many failed sign-ins for this account"),
+        "{}",
+        r.text()
+    );
+    assert!(r.header("set-cookie").is_none());
+    // Fifteen more failures on other accounts: the address is at twenty.
+    for i in 0..15 {
+        assert_eq!(sign_in(&d, &format!("user{i}"), "guess").status, 401);
+    }
+    let r = sign_in(&d, "someone", "guess");
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert!(r.text().contains("from this address"), "{}", r.text());
+}
+
+/// More sign-ins at once than the password-check slots can take within their wait: those
+/// left waiting are told to try again (503, Retry-After), never that the password was wrong.
+#[test]
+fn a_full_password_check_queue_says_try_again_not_wrong_password() {
+    let d = admin_demo(1);
+    let (cookie, csrf) = login_form(&d);
+    let body = format!("user=admin&password={PASSWORD}&csrf={csrf}");
+    let answers: Vec<HttpResponse> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..400)
+            .map(|_| s.spawn(|| post_form(&d, "/admin/login", &cookie, &body)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let busy = answers.iter().filter(|r| r.status == 503).count();
+    for r in &answers {
+        assert!(matches!(r.status, 303 | 503), "{} {}", r.status, r.text());
+        if r.status == 503 {
+            assert_eq!(r.header("retry-after"), Some("1"));
+            assert!(
+                r.text().contains("Too many sign-ins at once"),
+                "{}",
+                r.text()
+            );
+        }
+    }
+    assert!(
+        busy > 0,
+        "no sign-in waited past the slots' wait: raise the count"
+    );
+    assert!(answers.len() - busy > 0);
+}
+
 #[test]
 fn forms_without_their_token_or_session_are_refused() {
-    let d = demo_with(1, &[]);
+    let d = admin_demo(1);
     let (cookie, csrf) = login_form(&d);
     // The right password with a wrong token: 403, no session.
     let r = post_form(
         &d,
         "/admin/login",
         &cookie,
-        "user=admin&password=brisk-demo-admin&csrf=00000000000000000000000000000000",
+        &format!("user=admin&password={PASSWORD}&csrf=00000000000000000000000000000000"),
     );
     assert_eq!(r.status, 403, "{}", r.text());
     assert!(r.header("set-cookie").is_none());
@@ -222,7 +332,7 @@ fn forms_without_their_token_or_session_are_refused() {
         "POST",
         "/admin/login",
         &[FORM],
-        &format!("user=admin&password=brisk-demo-admin&csrf={csrf}"),
+        &format!("user=admin&password={PASSWORD}&csrf={csrf}"),
     );
     assert_eq!(r.status, 403, "{}", r.text());
     assert!(r.text().contains("name=\"csrf\""));
@@ -242,7 +352,7 @@ fn forms_without_their_token_or_session_are_refused() {
         &d,
         "/admin/login",
         &cookie,
-        &format!("user=admin&password=brisk-demo-admin&csrf={csrf}&next=%2F%2Fevil.example%2F"),
+        &format!("user=admin&password={PASSWORD}&csrf={csrf}&next=%2F%2Fevil.example%2F"),
     );
     assert_eq!(r.status, 303, "{}", r.text());
     assert_eq!(r.header("location"), Some("/admin/dashboard"));
