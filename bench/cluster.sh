@@ -23,7 +23,8 @@
 #
 # Writes bench/results/cluster/table.md (and raw.txt, every run). For a narrower run:
 # CLUSTER_COST=0 skips part 1, CLUSTER_POINTS="1000:20 10000:2" and
-# CLUSTER_TARGETS="brisk socketio" narrow part 2, CLUSTER_OUT=DIR writes elsewhere.
+# CLUSTER_TARGETS="brisk socketio" narrow part 2 (add brisk_old for a before/after run:
+# CLUSTER_OLD_DEMO, default target/ab-old/release/brisk-demo), CLUSTER_OUT=DIR writes elsewhere.
 set -euo pipefail
 # A run inside $(…) that fails stops the lab instead of writing a short row.
 shopt -s inherit_errexit
@@ -33,6 +34,10 @@ SECS=${2:-5}
 RECEIVERS=${3:-1000}
 RATE1=20
 DEMO=target/release/brisk-demo
+# `brisk_old` (a target for before/after runs): the demo built from an earlier commit.
+OLD_DEMO=${CLUSTER_OLD_DEMO:-target/ab-old/release/brisk-demo}
+# The instances' shared secret for the bus's messages (versions before it ignore it).
+export BRISK_CLUSTER_SECRET=${BRISK_CLUSTER_SECRET:-cluster-lab-secret-0123456789}
 BENCH=target/release/brisk-bench
 CENT=bench/peers/centrifuge/bin/peer-centrifuge
 cargo build --release -p brisk-demo -p brisk-bench
@@ -52,7 +57,9 @@ PEERS=$WORK/peer.pids
 
 stop_all() {
   for d in "$WORK"/brisk*; do
-    [ -d "$d" ] && "$DEMO" --run-dir "$d" stop > /dev/null 2>&1 || true
+    # Stopped by the program that started it (`stop` signals only a master of its own program).
+    [ -d "$d" ] && { "$DEMO" --run-dir "$d" stop > /dev/null 2>&1 \
+      || "$OLD_DEMO" --run-dir "$d" stop > /dev/null 2>&1 || true; }
   done
   rm -rf "$WORK"/brisk*/
   if [ -f "$PEERS" ]; then
@@ -106,13 +113,14 @@ rss_kb() {
 
 # start TARGET N: N instances; their WebSocket URLs in URLS.
 start() {
-  local i port
+  local i port demo=$DEMO
+  [ "$1" = brisk_old ] && demo=$OLD_DEMO
   URLS=()
   for i in $(seq "$2"); do
     port=$((BASE_PORT + i))
     case $1 in
-      brisk)
-        taskset -c 0 "$DEMO" --workers 1 --http "http://127.0.0.1:$port" \
+      brisk | brisk_old)
+        taskset -c 0 "$demo" --workers 1 --http "http://127.0.0.1:$port" \
           --text text://127.0.0.1:0 --frame frame://127.0.0.1:0 \
           --websocket websocket://127.0.0.1:0 --redis "redis://127.0.0.1:$REDIS_PORT" \
           --run-dir "$WORK/brisk$i" start -d > "$WORK/brisk$i.log" 2>&1
@@ -258,7 +266,7 @@ print("|---|---|---|---|---|---|---|---|")
 for r in ("1000", "10000"):
     rates = sorted({x[3] for x in rows if x[0] == "peer" and x[2] == r}, key=float)
     for rate in rates:
-        for t in ("brisk", "socketio", "centrifuge"):
+        for t in ("brisk", "brisk_old", "socketio", "centrifuge"):
             m = [x[4:] for x in rows if x[0] == "peer" and x[1] == t and x[2] == r and x[3] == rate]
             if not m:
                 continue

@@ -213,10 +213,14 @@ async fn recover(
     ws.send_text(answer.to_string())
 }
 
-/// A failed Redis call as a member sees it: general words; the error goes to the log.
+/// A failed Redis call as a member sees it: general words (or, for what the app's set-up
+/// cannot do, such as presence on a sharded bus, what it is); the error goes to the log.
 fn redis_failure(e: brisk::redis::RedisError) -> serde_json::Value {
     tracing::warn!("/chat: {e}");
-    json!({ "error": e.client_message() })
+    match e {
+        brisk::redis::RedisError::Config(why) => json!({ "error": why }),
+        _ => json!({ "error": e.client_message() }),
+    }
 }
 
 #[cfg(test)]

@@ -132,6 +132,10 @@ struct Args {
     /// (`ps`): give it in `REDIS_URL` or the config file instead.
     #[arg(long, global = true)]
     redis: Option<String>,
+    /// A PEM file of the certificate authorities to trust for `rediss://` (`--redis`,
+    /// `--cluster-sharded`) instead of the system's.
+    #[arg(long, global = true)]
+    redis_ca: Option<PathBuf>,
     /// Close `/chat` members that cannot keep up (their send buffer is full) with this close
     /// code (1008 or 1013), instead of dropping messages to them.
     #[arg(long, global = true)]
@@ -140,6 +144,16 @@ struct Args {
     /// (`redis://host:port` of any node) instead of through `--redis`'s pub/sub.
     #[arg(long, global = true)]
     cluster_sharded: Option<String>,
+    /// The secret (16 bytes or more, the same on every instance) that authenticates the
+    /// messages instances exchange through Redis (`--redis`, `--cluster-sharded`). Prefer
+    /// `BRISK_CLUSTER_SECRET` in the environment: a command line shows in `ps`.
+    #[arg(
+        long,
+        global = true,
+        env = "BRISK_CLUSTER_SECRET",
+        hide_env_values = true
+    )]
+    cluster_secret: Option<String>,
     /// Keep the last N messages of each `/chat` room in Redis (needs `--redis`), so that a
     /// client that reconnects recovers what it missed (`/recover E:O`).
     #[arg(long, global = true)]
@@ -300,6 +314,7 @@ struct Config {
     shared_listener: Option<bool>,
     database: Option<String>,
     redis: Option<String>,
+    redis_ca: Option<PathBuf>,
     smtp: Option<String>,
     smtp_ca: Option<PathBuf>,
     slow_consumer_close: Option<u16>,
@@ -522,11 +537,15 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .clone()
         .or(file.redis)
         .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()));
+    let redis_ca = args.redis_ca.clone().or(file.redis_ca);
     let redis = match redis_url.clone() {
-        Some(url) => Some(brisk::redis::Redis::new(
-            &url,
-            brisk::redis::RedisOptions::default(),
-        )?),
+        Some(url) => {
+            let options = brisk::redis::RedisOptions {
+                tls_ca: redis_ca.clone(),
+                ..Default::default()
+            };
+            Some(brisk::redis::Redis::new(&url, options)?)
+        }
         None => None,
     };
     let mailer = match args.smtp.clone().or(file.smtp) {
@@ -765,11 +784,28 @@ fn build(args: &Args) -> anyhow::Result<App> {
     if let Some(heartbeat) = heartbeat {
         app = app.schedule(heartbeat);
     }
-    if let Some(url) = args.cluster_sharded.clone().or(file.cluster_sharded) {
+    let clustered = if let Some(url) = args.cluster_sharded.clone().or(file.cluster_sharded) {
         app = app.cluster_sharded(url);
+        true
     } else if let Some(url) = redis_url {
         // Instances on the same Redis share `/chat` rooms.
         app = app.cluster(url);
+        true
+    } else {
+        false
+    };
+    if clustered {
+        let Some(secret) = args.cluster_secret.clone().filter(|s| !s.is_empty()) else {
+            anyhow::bail!(
+                "--redis shares /chat rooms with other instances through Redis: give \
+                 BRISK_CLUSTER_SECRET (or --cluster-secret), 16 bytes or more, the same on \
+                 every instance"
+            );
+        };
+        app = app.cluster_secret(secret);
+        if let Some(ca) = redis_ca {
+            app = app.cluster_tls_ca(ca);
+        }
     }
     Ok(app)
 }

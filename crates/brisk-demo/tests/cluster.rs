@@ -157,13 +157,12 @@ fn chat_rooms_span_instances_exactly_once_and_survive_a_redis_restart() {
             c["connected"] == true && c["reconnects"].as_u64() >= Some(1)
         });
     }
-    // A's publishing connection may need one failed command to notice the restart: send until
-    // one crosses.
-    let crossed = (0..20).find_map(|k| {
-        on_a[2].send(Message::text(format!("again{k}"))).unwrap();
-        next_text(&mut on_b[0], Duration::from_millis(500))
-    });
-    let crossed = crossed.expect("a message crossed after Redis came back");
+    // The first message after the restart crosses (A renewed its publishing connection when
+    // its subscription came back).
+    on_a[2].send(Message::text("again")).unwrap();
+    let crossed = next_text(&mut on_b[0], Duration::from_secs(5));
+    let crossed = crossed.expect("the first message after Redis came back crossed");
+    assert_eq!(crossed, "again");
     for ws in on_b.iter_mut().skip(1) {
         let mut got = None;
         while let Some(m) = next_text(ws, Duration::from_secs(2)) {
@@ -175,6 +174,186 @@ fn chat_rooms_span_instances_exactly_once_and_survive_a_redis_restart() {
         assert_eq!(got.as_deref(), Some(crossed.as_str()));
     }
     eprintln!("A: {}\nB: {}", cluster_status(&a), cluster_status(&b));
+}
+
+/// Redis restarted while no one spoke: the first message afterwards reaches the members of
+/// both instances (issue 31: it reached the sender's instance only, its publishing
+/// connection found broken by that very publish).
+#[test]
+fn the_first_broadcast_after_a_redis_restart_reaches_every_instance() {
+    let mut redis = Redis::start().unwrap();
+    let url = redis.url();
+    let a = demo_with(1, &["--redis", &url]);
+    let b = demo_with(1, &["--redis", &url]);
+    let mut on_a: Vec<_> = (0..3).map(|_| chat(&a)).collect();
+    let mut on_b: Vec<_> = (0..3).map(|_| chat(&b)).collect();
+    for d in [&a, &b] {
+        wait_until(Duration::from_secs(10), "subscribed to the room", || {
+            let c = cluster_status(d);
+            c["connected"] == true && c["groups"] == 1
+        });
+    }
+    // One message crosses before, so that A's publishing connection is open.
+    on_a[0].send(Message::text("before")).unwrap();
+    for ws in on_a.iter_mut().chain(on_b.iter_mut()) {
+        assert_eq!(
+            next_text(ws, Duration::from_secs(5)).as_deref(),
+            Some("before")
+        );
+    }
+    redis.restart().unwrap();
+    for d in [&a, &b] {
+        wait_until(Duration::from_secs(15), "subscribed again", || {
+            let c = cluster_status(d);
+            c["connected"] == true && c["reconnects"].as_u64() >= Some(1)
+        });
+    }
+    on_a[1].send(Message::text("after")).unwrap();
+    for (i, ws) in on_a.iter_mut().chain(on_b.iter_mut()).enumerate() {
+        assert_eq!(
+            next_text(ws, Duration::from_secs(5)).as_deref(),
+            Some("after"),
+            "member {i} (0-2 on A, 3-5 on B)"
+        );
+    }
+    let ca = cluster_status(&a);
+    assert_eq!(ca["publish_failed"], 0, "{ca}");
+    assert_eq!(cluster_status(&b)["lost"], 0);
+}
+
+/// Sends a Redis command on a new connection (raw RESP: any bytes as arguments) and
+/// returns the first line of the answer.
+fn redis_command(port: u16, args: &[&[u8]]) -> String {
+    use std::io::{BufRead, Write};
+    let mut s = connect(port);
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend(format!("${}\r\n", a.len()).as_bytes());
+        out.extend(*a);
+        out.extend(b"\r\n");
+    }
+    s.write_all(&out).unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(s).read_line(&mut line).unwrap();
+    line.trim_end().to_owned()
+}
+
+/// A raw subscription to `channel`: the payload of each message, as they come.
+struct RawSubscriber(std::io::BufReader<TcpStream>);
+
+impl RawSubscriber {
+    fn new(port: u16, channel: &str) -> Self {
+        use std::io::Write;
+        let mut s = connect(port);
+        let command = format!(
+            "*2\r\n$9\r\nSUBSCRIBE\r\n${}\r\n{channel}\r\n",
+            channel.len()
+        );
+        s.write_all(command.as_bytes()).unwrap();
+        let mut sub = RawSubscriber(std::io::BufReader::new(s));
+        let confirmation = sub.array();
+        assert_eq!(confirmation[0], b"subscribe");
+        sub
+    }
+
+    fn array(&mut self) -> Vec<Vec<u8>> {
+        use std::io::{BufRead, Read};
+        let mut line = String::new();
+        self.0.read_line(&mut line).unwrap();
+        let n: usize = line.trim_end()[1..].parse().unwrap();
+        (0..n)
+            .map(|_| {
+                let mut head = String::new();
+                self.0.read_line(&mut head).unwrap();
+                if let Some(int) = head.strip_prefix(':') {
+                    return int.trim_end().as_bytes().to_vec();
+                }
+                let len: usize = head.trim_end()[1..].parse().unwrap();
+                let mut item = vec![0; len + 2];
+                self.0.read_exact(&mut item).unwrap();
+                item.truncate(len);
+                item
+            })
+            .collect()
+    }
+
+    /// The next message's payload.
+    fn next(&mut self) -> Vec<u8> {
+        let mut m = self.array();
+        assert_eq!(m[0], b"message");
+        m.pop().unwrap()
+    }
+}
+
+/// Anyone who can publish on the app's Redis: a frame in the old unauthenticated format, a
+/// Close frame, one with RSV1 set, garbage, a message under another secret, and a real
+/// message published again (a replay) reach no member and are counted as rejected; the
+/// real messages still cross.
+#[test]
+fn forged_and_replayed_publishes_reach_no_member_and_are_counted() {
+    let redis = Redis::start().unwrap();
+    let url = redis.url();
+    let a = demo_with(1, &["--redis", &url]);
+    let b = demo_with(1, &["--redis", &url]);
+    let mut on_a = chat(&a);
+    let mut on_b = chat(&b);
+    for d in [&a, &b] {
+        wait_until(Duration::from_secs(10), "subscribed to the room", || {
+            let c = cluster_status(d);
+            c["connected"] == true && c["groups"] == 1
+        });
+    }
+    let channel = "brisk:cluster:chat";
+    let mut tap = RawSubscriber::new(redis.port(), channel);
+    on_a.send(Message::text("real")).unwrap();
+    assert_eq!(
+        next_text(&mut on_b, Duration::from_secs(5)).as_deref(),
+        Some("real")
+    );
+    assert_eq!(
+        next_text(&mut on_a, Duration::from_secs(5)).as_deref(),
+        Some("real")
+    );
+    let captured = tap.next();
+    assert!(captured.starts_with(b"BKC2"));
+
+    // What the old format delivered as it was: a header, then any frame.
+    let old = |frame: &[u8]| [&b"BKC1"[..], &[9u8; 16], &1u64.to_be_bytes(), frame].concat();
+    let mut forged_other_secret = captured.clone();
+    let last = forged_other_secret.len() - 1;
+    forged_other_secret[last] ^= 0xff;
+    let forgeries: Vec<Vec<u8>> = vec![
+        old(b"\x81\x06forged"),
+        old(b"\x88\x02\x03\xe8"),
+        old(b"\xc1\x06forged"),
+        b"just some bytes".to_vec(),
+        forged_other_secret,
+        captured.clone(),
+    ];
+    let n = forgeries.len() as u64;
+    for f in &forgeries {
+        let receivers = redis_command(redis.port(), &[b"PUBLISH", channel.as_bytes(), f]);
+        assert_eq!(receivers, ":3", "A, B and the tap heard it");
+    }
+    // (A takes the replay of its own message for its own, and skips it.)
+    wait_until(Duration::from_secs(5), "the forgeries counted", || {
+        cluster_status(&a)["rejected"].as_u64() == Some(n - 1)
+            && cluster_status(&b)["rejected"].as_u64() == Some(n)
+    });
+    // Nothing reached a member, and the connections are still open and served.
+    for ws in [&mut on_a, &mut on_b] {
+        assert_eq!(next_text(ws, Duration::from_millis(300)), None);
+    }
+    on_b.send(Message::text("still")).unwrap();
+    for ws in [&mut on_a, &mut on_b] {
+        assert_eq!(
+            next_text(ws, Duration::from_secs(5)).as_deref(),
+            Some("still")
+        );
+    }
+    assert_eq!(cluster_status(&a)["received"], 1);
+    let log = a.server.log();
+    assert!(log.contains("a message was refused"), "{log}");
 }
 
 /// A Redis URL with a password is shown without it: in `status` and in the log of the
@@ -488,5 +667,74 @@ fn on_a_redis_cluster_rooms_cross_instances_through_sharded_channels() {
             .as_str()
             .is_some_and(|e| e.contains("cluster_sharded")),
         "{answer}"
+    );
+}
+
+/// Over TLS (`rediss://`, trusting the deployment's own CA with `--redis-ca`), rooms cross
+/// instances and the Redis cache answers; with a CA that did not sign Redis's certificate
+/// nothing connects, and the cluster status and the log say why; a CA given for a plain
+/// `redis://` URL stops the start.
+#[test]
+fn over_tls_rooms_cross_with_the_right_ca_and_a_wrong_one_is_refused_loudly() {
+    let redis = Redis::start_tls().unwrap();
+    let (url, ca) = (redis.tls_url(), redis.tls_ca());
+    let ca = ca.to_str().unwrap();
+    let a = demo_with(1, &["--redis", &url, "--redis-ca", ca]);
+    let b = demo_with(1, &["--redis", &url, "--redis-ca", ca]);
+    let (mut on_a, mut on_b) = (chat(&a), chat(&b));
+    for d in [&a, &b] {
+        wait_until(Duration::from_secs(10), "subscribed over TLS", || {
+            let c = cluster_status(d);
+            c["connected"] == true && c["groups"] == 1
+        });
+    }
+    on_a.send(Message::text("over tls")).unwrap();
+    for ws in [&mut on_a, &mut on_b] {
+        assert_eq!(
+            next_text(ws, Duration::from_secs(5)).as_deref(),
+            Some("over tls")
+        );
+    }
+    let r = common::get(a.http, "/cached-queries?count=3");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(json(&r.text()).as_array().map(Vec::len), Some(3));
+    assert_eq!(redis.cli(&["EXISTS", "world:loaded"]).unwrap().trim(), "1");
+
+    // Another deployment's CA: Redis's certificate is not trusted.
+    let other = Redis::start_tls().unwrap();
+    let wrong_ca = other.tls_ca();
+    let c = demo_with(
+        1,
+        &["--redis", &url, "--redis-ca", wrong_ca.to_str().unwrap()],
+    );
+    let _member = chat(&c);
+    let why = wait_for(Duration::from_secs(10), "the reason in the status", || {
+        cluster_status(&c)["last_error"].as_str().map(str::to_owned)
+    });
+    assert!(why.contains("certificate"), "{why}");
+    assert_eq!(cluster_status(&c)["connected"], false);
+    assert!(
+        c.server.log().contains("cluster: cannot subscribe"),
+        "{}",
+        c.server.log()
+    );
+    assert_eq!(common::get(c.http, "/cached-queries").status, 503);
+
+    // A CA for a URL without TLS is a mistake, said at start.
+    let (mut args, _) = common::demo_args(1);
+    let plain = format!("redis://127.0.0.1:{}", redis.port());
+    args.extend(["--redis", &plain, "--redis-ca", ca].map(String::from));
+    args.extend(["--cluster-secret", common::CLUSTER_SECRET].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run_dir = temp_dir("run");
+    let mut server = ServerProcess::spawn(common::DEMO, &args, run_dir.path().into()).unwrap();
+    assert!(
+        !server.wait_exit(Duration::from_secs(30)).unwrap(),
+        "the start failed"
+    );
+    assert!(
+        server.log().contains("not a rediss:// URL"),
+        "{}",
+        server.log()
     );
 }

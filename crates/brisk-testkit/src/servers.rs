@@ -791,6 +791,8 @@ fn redis_reply(port: u16, command: &str) -> Option<String> {
 /// by default it persists nothing (`--save '' --appendonly no`).
 pub struct Redis {
     port: u16,
+    /// The TLS port, for a server made with [`start_tls`](Redis::start_tls).
+    tls_port: Option<u16>,
     daemon: Daemon,
     dir: TempDir,
 }
@@ -805,7 +807,29 @@ impl Redis {
     /// defaults: `&["--appendonly", "yes"]` for a server whose data survives
     /// [`restart`](Self::restart).
     pub fn start_with(extra: &[&str]) -> Result<Self> {
+        let extra: Vec<OsString> = extra.iter().map(Into::into).collect();
+        Self::start_in(temp_dir("redis"), extra, None)
+    }
+
+    /// Like [`start`](Self::start), also serving TLS on a port of its own
+    /// ([`tls_url`](Self::tls_url)) with a certificate for `localhost` from a CA made for
+    /// it ([`tls_ca`](Self::tls_ca)); clients need no certificate.
+    pub fn start_tls() -> Result<Self> {
         let dir = temp_dir("redis");
+        let (cert, key) = write_tls_files(dir.path(), None)?;
+        let tls_port = free_port();
+        let mut extra: Vec<OsString> = vec!["--tls-port".into(), tls_port.to_string().into()];
+        extra.extend(["--tls-cert-file".into(), cert.into_os_string()]);
+        extra.extend(["--tls-key-file".into(), key.into_os_string()]);
+        extra.extend([
+            "--tls-ca-cert-file".into(),
+            dir.path().join("ca.pem").into(),
+        ]);
+        extra.extend(["--tls-auth-clients".into(), "no".into()]);
+        Self::start_in(dir, extra, Some(tls_port))
+    }
+
+    fn start_in(dir: TempDir, extra: Vec<OsString>, tls_port: Option<u16>) -> Result<Self> {
         let port = free_port();
         let mut args: Vec<OsString> = [
             "--port",
@@ -824,10 +848,15 @@ impl Redis {
         .map(Into::into)
         .collect();
         args.push(dir.path().into());
-        args.extend(extra.iter().map(Into::into));
+        args.extend(extra);
         // A server run as root is no worse here than one run as another user.
         let daemon = Daemon::new("redis-server".into(), args, None, dir.path());
-        let mut redis = Redis { port, daemon, dir };
+        let mut redis = Redis {
+            port,
+            tls_port,
+            daemon,
+            dir,
+        };
         redis.start_again()?;
         Ok(redis)
     }
@@ -861,6 +890,22 @@ impl Redis {
     /// `redis://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// `rediss://localhost:TLS_PORT` of a server made with [`start_tls`](Self::start_tls)
+    /// (its certificate names `localhost`).
+    ///
+    /// # Panics
+    /// For a server made without TLS.
+    pub fn tls_url(&self) -> String {
+        let port = self.tls_port.expect("a Redis made with Redis::start_tls");
+        format!("rediss://localhost:{port}")
+    }
+
+    /// The PEM file of the CA that signed the certificate of a server made with
+    /// [`start_tls`](Self::start_tls).
+    pub fn tls_ca(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
     }
 
     /// The TCP port the server listens on (on 127.0.0.1).

@@ -49,6 +49,8 @@ pub struct App {
     pub(crate) alerts: Option<crate::alerts::Alerts>,
     pub(crate) cluster: Option<String>,
     pub(crate) cluster_sharded: bool,
+    pub(crate) cluster_secret: Option<Vec<u8>>,
+    pub(crate) cluster_tls_ca: Option<std::path::PathBuf>,
     pub(crate) schedules: Vec<Schedule>,
     pub(crate) startup: Vec<Hook>,
 }
@@ -78,6 +80,8 @@ impl App {
             alerts: None,
             cluster: None,
             cluster_sharded: false,
+            cluster_secret: None,
+            cluster_tls_ca: None,
             schedules: Vec::new(),
             startup: Vec::new(),
         }
@@ -264,13 +268,15 @@ impl App {
     /// group on every instance of the app that uses the same Redis server, once each. The
     /// master holds the Redis subscription: see the README's "Beyond one machine". While Redis
     /// is unreachable, broadcasts reach this instance only, and what could not be published or
-    /// was missed is counted in `status --json` (`cluster`).
+    /// was missed is counted in `status --json` (`cluster`). Needs
+    /// [`cluster_secret`](Self::cluster_secret).
     ///
     /// ```no_run
     /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
     /// brisk::App::new("chat")
     ///     .server(server)
     ///     .cluster("redis://10.0.0.5:6379")
+    ///     .cluster_secret(std::env::var("CHAT_CLUSTER_SECRET").unwrap())
     ///     .run();
     /// ```
     pub fn cluster(mut self, redis_url: impl Into<String>) -> Self {
@@ -291,11 +297,41 @@ impl App {
     /// brisk::App::new("chat")
     ///     .server(server)
     ///     .cluster_sharded("redis://10.0.0.5:7000")
+    ///     .cluster_secret(std::env::var("CHAT_CLUSTER_SECRET").unwrap())
     ///     .run();
     /// ```
     pub fn cluster_sharded(mut self, node_url: impl Into<String>) -> Self {
         self.cluster = Some(node_url.into());
         self.cluster_sharded = true;
+        self
+    }
+
+    /// The secret (at least 16 bytes; 32 random ones are best) that authenticates the
+    /// cluster bus's messages: the same on every instance of the app, and known to nothing
+    /// else. Anyone who can publish on the app's Redis could otherwise send every member
+    /// messages of their own; with it, a message whose HMAC does not match is not delivered
+    /// (and is counted as `rejected` in `status --json`). Required with
+    /// [`cluster`](Self::cluster) and [`cluster_sharded`](Self::cluster_sharded).
+    pub fn cluster_secret(mut self, secret: impl Into<Vec<u8>>) -> Self {
+        self.cluster_secret = Some(secret.into());
+        self
+    }
+
+    /// For a cluster bus over TLS (`rediss://` URLs): trusts the certificate authorities of
+    /// this PEM file instead of the system's (a CA of your own). A CA file given with a
+    /// plain `redis://` URL is refused at start, not ignored.
+    ///
+    /// ```no_run
+    /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
+    /// brisk::App::new("chat")
+    ///     .server(server)
+    ///     .cluster("rediss://redis.internal:6380")
+    ///     .cluster_tls_ca("/etc/chat/redis-ca.pem")
+    ///     .cluster_secret(std::env::var("CHAT_CLUSTER_SECRET").unwrap())
+    ///     .run();
+    /// ```
+    pub fn cluster_tls_ca(mut self, pem_file: impl Into<std::path::PathBuf>) -> Self {
+        self.cluster_tls_ca = Some(pem_file.into());
         self
     }
 
@@ -416,6 +452,8 @@ impl App {
             schedules: self.schedules,
             cluster: self.cluster,
             cluster_sharded: self.cluster_sharded,
+            cluster_secret: self.cluster_secret,
+            cluster_tls_ca: self.cluster_tls_ca,
             startup: !self.startup.is_empty(),
         })
     }
@@ -436,7 +474,10 @@ impl App {
             if self.cluster_sharded {
                 crate::cluster_setting::ClusterSetting::Sharded
             } else {
-                crate::cluster_setting::ClusterSetting::Single(url)
+                crate::cluster_setting::ClusterSetting::Single {
+                    url,
+                    tls_ca: self.cluster_tls_ca,
+                }
             }
         }));
         worker::run(WorkerSpec {

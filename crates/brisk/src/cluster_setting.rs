@@ -10,8 +10,12 @@ use std::sync::OnceLock;
 /// How the app spans machines.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ClusterSetting {
-    /// Through one Redis server (or a primary), at this URL.
-    Single(String),
+    /// Through one Redis server (or a primary), at `url`; `rediss://` trusting the CAs of
+    /// `tls_ca` when given.
+    Single {
+        url: String,
+        tls_ca: Option<std::path::PathBuf>,
+    },
     /// Through a Redis Cluster's sharded pub/sub, which presence cannot use.
     Sharded,
 }

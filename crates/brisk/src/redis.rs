@@ -25,6 +25,9 @@ pub struct RedisOptions {
     pub connect_timeout: Duration,
     /// After a failed connection attempt, calls fail at once for this long before the next.
     pub retry_interval: Duration,
+    /// For `rediss://` (TLS): a PEM file of the certificate authorities to trust instead of
+    /// the system's (an internal CA). `None`: the system's.
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 impl Default for RedisOptions {
@@ -33,6 +36,7 @@ impl Default for RedisOptions {
             command_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(2),
             retry_interval: Duration::from_millis(500),
+            tls_ca: None,
         }
     }
 }
@@ -81,6 +85,48 @@ impl RedisError {
     }
 }
 
+/// The redis crate's client of `url`: for `rediss://` with `tls_ca`, trusting the CAs of
+/// that PEM file.
+pub(crate) fn client(
+    url: &str,
+    tls_ca: Option<&std::path::Path>,
+) -> Result<::redis::Client, RedisError> {
+    let bad = |e: &dyn std::fmt::Display| RedisError::Config(format!("{}: {e}", redacted(url)));
+    match tls_certificates(url, tls_ca)? {
+        Some(certs) => ::redis::Client::build_with_tls(url, certs).map_err(|e| bad(&e)),
+        None => ::redis::Client::open(url).map_err(|e| bad(&e)),
+    }
+}
+
+/// The certificates to trust for `url`, when it is `rediss://` and `tls_ca` is given; a CA
+/// file given for a plain `redis://` URL is a mistake said as such.
+pub(crate) fn tls_certificates(
+    url: &str,
+    tls_ca: Option<&std::path::Path>,
+) -> Result<Option<::redis::TlsCertificates>, RedisError> {
+    if url.starts_with("rediss://") {
+        // rustls needs one crypto provider for the process: Brisk's (ring).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    let Some(path) = tls_ca else {
+        return Ok(None);
+    };
+    if !url.starts_with("rediss://") {
+        return Err(RedisError::Config(format!(
+            "a TLS CA ({}) is given for {}, which is not a rediss:// URL",
+            path.display(),
+            redacted(url)
+        )));
+    }
+    let pem = std::fs::read(path).map_err(|e| {
+        RedisError::Config(format!("cannot read the TLS CA {}: {e}", path.display()))
+    })?;
+    Ok(Some(::redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem),
+    }))
+}
+
 /// A Redis server; cheap to clone, `Send + Sync`.
 ///
 /// ```no_run
@@ -110,10 +156,10 @@ struct State {
 }
 
 impl Redis {
-    /// A server at `url` (`redis://[:password@]host:port[/db]`). Connects nothing yet.
+    /// A server at `url` (`redis://[:password@]host:port[/db]`, or `rediss://…` for TLS,
+    /// with [`RedisOptions::tls_ca`] for a CA of your own). Connects nothing yet.
     pub fn new(url: &str, options: RedisOptions) -> Result<Self, RedisError> {
-        let client = ::redis::Client::open(url)
-            .map_err(|e| RedisError::Config(format!("{}: {e}", redacted(url))))?;
+        let client = client(url, options.tls_ca.as_deref())?;
         Ok(Redis {
             inner: Arc::new(Inner {
                 client,
@@ -165,6 +211,15 @@ impl Redis {
                 Err(RedisError::Unavailable(why))
             }
         }
+    }
+
+    /// Drops the connection, so that the next call opens a new one: for a caller that knows
+    /// the server restarted (the cluster bus's subscription saw it) before a command on the
+    /// old connection finds it broken.
+    pub(crate) fn reconnect_on_next_call(&self) {
+        let mut state = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.manager = None;
+        state.failed_at = None;
     }
 
     /// The open connection, or the recent failure that makes calls fail fast.

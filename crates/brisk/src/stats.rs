@@ -362,10 +362,20 @@ pub struct ClusterStatus {
     pub published: u64,
     /// Broadcasts that could not be published (Redis down): they reached no other instance.
     pub publish_failed: u64,
+    /// Broadcasts published on a second try, on a new connection (the first found the old
+    /// one broken).
+    pub publish_retried: u64,
     /// Broadcasts received from other instances and handed to this instance's workers.
     pub received: u64,
     /// Broadcasts of other instances missed while the subscription was cut off.
     pub lost: u64,
     /// Times the subscription connected again after losing Redis.
     pub reconnects: u64,
+    /// Messages on the app's channels that were not delivered: a wrong HMAC (forged, or
+    /// another app's secret), too old or repeated (replayed), or not text in UTF-8 or binary.
+    pub rejected: u64,
+    /// Why Redis could not be subscribed to or published on, last time it could not (a
+    /// refused connection, a certificate not trusted…); cleared once subscribed.
+    #[serde(default)]
+    pub last_error: Option<String>,
 }

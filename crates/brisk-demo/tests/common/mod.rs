@@ -35,11 +35,18 @@ pub(crate) fn demo_args(workers: usize) -> (Vec<String>, u16) {
     (args, http)
 }
 
+/// The cluster secret of the tests' instances.
+pub(crate) const CLUSTER_SECRET: &str = "tests-cluster-secret-0123456789";
+
 /// The demo with `workers` workers per server and `extra` flags, started and waited for
 /// (with `--redis`, the workers of the `jobs` and `schedules` processes too).
 pub(crate) fn demo_with(workers: usize, extra: &[&str]) -> Demo {
     let (mut args, http) = demo_args(workers);
     args.extend(extra.iter().map(|s| s.to_string()));
+    // Instances on one Redis share a cluster secret.
+    if extra.contains(&"--redis") || extra.contains(&"--cluster-sharded") {
+        args.extend(["--cluster-secret".to_string(), CLUSTER_SECRET.to_string()]);
+    }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let processes = 2 * usize::from(extra.contains(&"--redis"));
     let server = ServerProcess::start(DEMO, &args, workers * 4 + processes).unwrap();

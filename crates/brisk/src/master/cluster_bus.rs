@@ -12,16 +12,23 @@
 //! instance holds members of the group, so an instance receives no traffic for groups it has
 //! no members of.
 //!
-//! **Each message is encoded once, by the worker that broadcast it**: the channel carries the
-//! WebSocket frame as that worker encoded it (uncompressed), after a header with the sending
-//! instance's id and the group's sequence number on that instance. The receiving master hands the frame to its workers
-//! as it is (members that negotiated permessage-deflate take it uncompressed, which RFC 7692
-//! allows), and skips its own messages, which its workers already delivered.
+//! **Messages are authenticated** ([`cluster_message`](super::cluster_message)): each carries
+//! the opcode and payload of the broadcast (not a frame to pass on), the sending instance's
+//! id, the group's sequence number on that instance and the time it was sent, sealed with an
+//! HMAC of the cluster's secret (`App::cluster_secret`). A receiving master delivers nothing
+//! of a message whose HMAC does not match (forged, or another app's), that is older than
+//! [`MAX_AGE`] or repeats a sequence number it saw (replayed), or that is not text in UTF-8 or
+//! binary: those are counted as `rejected`. It encodes the frame once for its workers
+//! (members that negotiated permessage-deflate take it uncompressed, which RFC 7692 allows),
+//! and skips its own messages, which its workers already delivered.
 //!
 //! **Failures are counted, never silent.** While Redis is unreachable, local broadcast goes on;
 //! a publish that fails is counted (`publish_failed`: those messages reached no other
 //! instance). The subscription reconnects with a backoff (100 ms doubling to 5 s) and
-//! subscribes again to every group it needs; a gap in another instance's sequence numbers for
+//! subscribes again to every group it needs, and then renews the publishing connection too
+//! (Redis restarted: the old one is broken though no publish found it yet); a publish that
+//! fails is tried once more on a new connection before it counts. A gap in another instance's
+//! sequence numbers for
 //! a group, from messages published while this one was cut off (or that instance could not
 //! publish), is counted as `lost`. At most [`MAX_QUEUED`] broadcasts wait to be published;
 //! past that (Redis far too slow) they are counted as `publish_failed` too.
@@ -31,23 +38,32 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::cluster_link::{Event, Link};
+use super::cluster_message::{frame_parts, BusKey, BusMessage, Refused};
 use crate::ipc::BroadcastFrames;
 use crate::redact::{redacted, redacted_each};
 use crate::stats::ClusterStatus;
 
-/// What a message on a channel starts with: a tag, the instance id, the sequence number.
-const TAG: &[u8; 4] = b"BKC1";
-const HEADER: usize = 4 + 16 + 8;
 /// Channel names: this prefix, then the group.
 const PREFIX: &str = "brisk:cluster:";
 /// The most broadcasts waiting to be published.
 const MAX_QUEUED: usize = 10_000;
-/// Groups whose sequence numbers an instance keeps before it starts them all again.
+/// Groups whose sequence numbers an instance keeps before it starts them all again (under a
+/// new instance id, so that receivers do not take the new numbers for replays).
 const MAX_SEQUENCES: usize = 65_536;
+/// The oldest message delivered (by the sender's clock against ours): an older one is a
+/// replay. Instances' clocks must agree within it.
+const MAX_AGE: Duration = Duration::from_secs(300);
+/// Senders' sequence numbers kept, per (instance, group), before those not seen for
+/// [`SENDER_EXPIRY`] are forgotten.
+const MAX_SENDERS: usize = 65_536;
+/// A sender not heard from for this long is forgotten (longer than [`MAX_AGE`], so its old
+/// messages are refused as too old by then).
+const SENDER_EXPIRY: Duration = Duration::from_secs(600);
 /// How often an idle subscription is checked with a ping.
 const PING_INTERVAL: Duration = Duration::from_secs(10);
 /// The most broadcasts published in one round trip.
@@ -66,8 +82,13 @@ pub(crate) struct ClusterBus {
     /// The Redis URL without passwords, for logs and `status`.
     shown_url: String,
     link: Link,
-    /// Identifies this instance's messages (random per master start).
-    instance: [u8; 16],
+    /// Seals and checks messages.
+    key: BusKey,
+    /// Identifies this instance's messages (random per master start, new when the sequence
+    /// numbers start again).
+    instance: Cell<[u8; 16]>,
+    /// This instance's earlier ids, whose messages may still be on their way back.
+    former_ids: RefCell<Vec<[u8; 16]>>,
     /// The next sequence number of each group this instance published to.
     next_seq: RefCell<HashMap<String, u64>>,
     /// Broadcasts waiting in `outgoing`.
@@ -78,9 +99,20 @@ pub(crate) struct ClusterBus {
     changes_rx: RefCell<Option<mpsc::UnboundedReceiver<Change>>>,
     outgoing: mpsc::UnboundedSender<(String, Bytes)>,
     outgoing_rx: RefCell<Option<mpsc::UnboundedReceiver<(String, Bytes)>>>,
-    /// The last sequence number seen from each other instance, by group.
-    last_seq: RefCell<HashMap<([u8; 16], String), u64>>,
+    /// What was last seen from each other instance, by group.
+    senders: RefCell<HashMap<([u8; 16], String), Sender>>,
+    /// When a rejected message was last logged.
+    rejected_logged: Cell<Option<Instant>>,
     status: RefCell<ClusterStatus>,
+}
+
+/// The last message seen from one instance for one group.
+struct Sender {
+    seq: u64,
+    seen: Instant,
+    /// Whether a gap before the next message counts as lost (not right after this
+    /// instance subscribed again, when what came before was not for it).
+    count_gaps: bool,
 }
 
 /// `url` without passwords: each seed of a sharded bus's list, or the one URL.
@@ -93,18 +125,26 @@ fn shown(url: &str, sharded: bool) -> String {
 
 impl ClusterBus {
     /// A bus on the Redis server at `url`, or (`sharded`) on the Redis Cluster that the node
-    /// at `url` belongs to. Connects nothing yet.
-    pub(crate) fn new(url: &str, sharded: bool) -> Result<Rc<Self>, String> {
-        let link = Link::new(url, sharded)?;
-        let mut instance = [0u8; 16];
-        getrandom::fill(&mut instance).expect("the operating system's random source");
+    /// at `url` belongs to, `rediss://` trusting the CAs of `tls_ca` when given. Connects
+    /// nothing yet.
+    pub(crate) fn new(
+        url: &str,
+        sharded: bool,
+        tls_ca: Option<&std::path::Path>,
+        secret: &[u8],
+    ) -> Result<Rc<Self>, String> {
+        let key = BusKey::new(secret).map_err(|e| format!("App::cluster_secret: {e}"))?;
+        let link = Link::new(url, sharded, tls_ca)?;
+        let instance = new_instance_id();
         let (changes, changes_rx) = mpsc::unbounded_channel();
         let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
         let shown_url = shown(url, sharded);
         Ok(Rc::new(ClusterBus {
             shown_url: shown_url.clone(),
             link,
-            instance,
+            key,
+            instance: Cell::new(instance),
+            former_ids: RefCell::default(),
             next_seq: RefCell::default(),
             queued: Cell::new(0),
             groups: RefCell::default(),
@@ -112,7 +152,8 @@ impl ClusterBus {
             changes_rx: RefCell::new(Some(changes_rx)),
             outgoing,
             outgoing_rx: RefCell::new(Some(outgoing_rx)),
-            last_seq: RefCell::default(),
+            senders: RefCell::default(),
+            rejected_logged: Cell::new(None),
             status: RefCell::new(ClusterStatus {
                 url: shown_url,
                 ..Default::default()
@@ -170,8 +211,14 @@ impl ClusterBus {
         }
     }
 
+    /// A new subscription to `group`: what was published before it is not missed (the
+    /// sequence numbers are kept, to refuse replays).
     fn forget_sequences(&self, group: &str) {
-        self.last_seq.borrow_mut().retain(|(_, g), _| g != group);
+        for ((_, g), sender) in self.senders.borrow_mut().iter_mut() {
+            if g == group {
+                sender.count_gaps = false;
+            }
+        }
     }
 
     /// Publishes a broadcast of this instance for the others.
@@ -180,23 +227,42 @@ impl ClusterBus {
             self.count(|s| s.publish_failed += 1);
             return;
         }
+        let Some((opcode, payload)) = frame_parts(&frames.plain) else {
+            // Workers encode broadcasts as plain final frames: this is a bug, said loudly.
+            tracing::error!(
+                group,
+                "cluster: a broadcast that is not a plain frame, not published"
+            );
+            self.count(|s| s.publish_failed += 1);
+            return;
+        };
         let seq = {
             let mut next = self.next_seq.borrow_mut();
             if next.len() >= MAX_SEQUENCES && !next.contains_key(group) {
-                // Receivers see the numbers start again, and count nothing lost for it.
+                // The numbers start again under a new id: receivers see a new sender.
                 next.clear();
+                let former = self.instance.replace(new_instance_id());
+                let mut ids = self.former_ids.borrow_mut();
+                ids.push(former);
+                if ids.len() > 4 {
+                    ids.remove(0);
+                }
             }
             let seq = next.entry(group.to_owned()).or_insert(1);
             *seq += 1;
             *seq - 1
         };
         self.queued.set(self.queued.get() + 1);
-        let mut message = BytesMut::with_capacity(HEADER + frames.plain.len());
-        message.put_slice(TAG);
-        message.put_slice(&self.instance);
-        message.put_u64(seq);
-        message.put_slice(&frames.plain);
-        let _ = self.outgoing.send((channel(group), message.freeze()));
+        let channel = channel(group);
+        let message = BusMessage {
+            instance: self.instance.get(),
+            seq,
+            sent_ms: unix_ms(),
+            opcode,
+            payload,
+        };
+        let sealed = self.key.seal(&channel, &message);
+        let _ = self.outgoing.send((channel, sealed));
     }
 
     /// The counters now.
@@ -208,6 +274,17 @@ impl ClusterBus {
 
     fn count(&self, f: impl FnOnce(&mut ClusterStatus)) {
         f(&mut self.status.borrow_mut());
+    }
+
+    /// Records why the subscription cannot be made (`last_error`), and says it in the log
+    /// each time the reason changes: a wrong URL or CA is seen at once, a Redis that stays
+    /// down is not logged every retry.
+    fn cannot_subscribe(&self, why: &str) {
+        let new = self.status.borrow().last_error.as_deref() != Some(why);
+        self.count(|s| s.last_error = Some(why.to_owned()));
+        if new {
+            tracing::warn!("cluster: cannot subscribe on {}: {why}", self.shown_url);
+        }
     }
 
     /// Publishes in order: what queued up while a round trip was under way goes in the next
@@ -225,11 +302,23 @@ impl ClusterBus {
             let n = batch.len() as u64;
             self.queued
                 .set(self.queued.get().saturating_sub(batch.len()));
-            let sent = self.link.publish(&batch).await;
+            let mut sent = self.link.publish(&batch).await;
+            if sent.is_err() {
+                // Often a connection that broke since the last publish (Redis restarted):
+                // once more, on a new one.
+                self.link.renew_publisher();
+                sent = self.link.publish(&batch).await;
+                if sent.is_ok() {
+                    self.count(|s| s.publish_retried += n);
+                }
+            }
             match sent {
                 Ok(()) => self.count(|s| s.published += n),
                 Err(e) => {
-                    self.count(|s| s.publish_failed += n);
+                    self.count(|s| {
+                        s.publish_failed += n;
+                        s.last_error = Some(e.clone());
+                    });
                     if last_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
                         last_logged = Some(tokio::time::Instant::now());
                         tracing::warn!(
@@ -253,7 +342,7 @@ impl ClusterBus {
             let (mut sink, mut stream) = match self.link.subscription().await {
                 Ok(halves) => halves,
                 Err(why) => {
-                    tracing::debug!("cluster: cannot subscribe on {}: {why}", self.shown_url);
+                    self.cannot_subscribe(&why);
                     // What to subscribe to is read again from `groups` on the next attempt.
                     tokio::time::sleep(backoff).await;
                     while changes.try_recv().is_ok() {}
@@ -266,7 +355,7 @@ impl ClusterBus {
             let mut ok = true;
             for ch in wanted {
                 if let Err(why) = sink.subscribe(ch).await {
-                    tracing::debug!("cluster: cannot subscribe on {}: {why}", self.shown_url);
+                    self.cannot_subscribe(&why);
                     ok = false;
                     break;
                 }
@@ -275,12 +364,16 @@ impl ClusterBus {
                 backoff = Duration::from_millis(100);
                 self.count(|s| {
                     s.connected = true;
+                    s.last_error = None;
                     if ever_connected {
                         s.reconnects += 1;
                     }
                 });
                 if ever_connected {
                     tracing::info!("cluster: subscribed again on {}", self.shown_url);
+                    // The publishing connection went the same way, though no publish may
+                    // have found out yet.
+                    self.link.renew_publisher();
                 }
                 ever_connected = true;
                 let mut ping = tokio::time::interval(PING_INTERVAL);
@@ -331,36 +424,124 @@ impl ClusterBus {
         }
     }
 
-    /// A message from the channel of a group.
-    fn receive(&self, channel: &str, payload: &[u8], deliver: &impl Fn(&str, &BroadcastFrames)) {
+    /// A message from the channel of a group: delivered once checked, else counted.
+    fn receive(&self, channel: &str, payload: &Bytes, deliver: &impl Fn(&str, &BroadcastFrames)) {
         let Some(group) = channel.strip_prefix(PREFIX) else {
             return;
         };
-        if payload.len() < HEADER || &payload[..4] != TAG {
-            tracing::debug!(channel, "cluster: not a Brisk broadcast, ignored");
+        let message = match self.key.open(channel, payload) {
+            Ok(m) => m,
+            Err(why) => return self.reject(group, why_text(why)),
+        };
+        if message.instance == self.instance.get()
+            || self.former_ids.borrow().contains(&message.instance)
+        {
             return;
         }
-        let instance: [u8; 16] = payload[4..20].try_into().expect("16 bytes");
-        if instance == self.instance {
-            return;
+        let age = unix_ms().abs_diff(message.sent_ms);
+        if age > MAX_AGE.as_millis() as u64 {
+            return self.reject(group, "sent too long ago (a replay, or the clocks differ)");
         }
-        let seq = u64::from_be_bytes(payload[20..28].try_into().expect("8 bytes"));
-        let missed = {
-            let mut last = self.last_seq.borrow_mut();
-            let before = last.insert((instance, group.to_owned()), seq);
-            // A number at or below the last one: that instance started its numbers again.
-            before.map_or(0, |b| seq.saturating_sub(b + 1))
+        let missed = match self.sequence(&message, group) {
+            Some(missed) => missed,
+            None => return self.reject(group, "a sequence number seen before (a replay)"),
         };
         self.count(|s| {
             s.received += 1;
             s.lost += missed;
         });
+        let mut frame = BytesMut::new();
+        crate::ws::codec::encode_frame(message.opcode, &message.payload, &mut frame);
         let frames = BroadcastFrames {
-            plain: Bytes::copy_from_slice(&payload[HEADER..]),
+            plain: frame.freeze(),
             deflated: None,
         };
         deliver(group, &frames);
     }
+
+    /// Records `message`'s sequence number: how many of its sender's messages for `group`
+    /// were missed before it, or `None` if its number is not past the last one (a replay).
+    fn sequence(&self, message: &BusMessage, group: &str) -> Option<u64> {
+        let mut senders = self.senders.borrow_mut();
+        let now = Instant::now();
+        let key = (message.instance, group.to_owned());
+        if senders.len() >= MAX_SENDERS && !senders.contains_key(&key) {
+            senders.retain(|_, s| now.duration_since(s.seen) < SENDER_EXPIRY);
+            if senders.len() >= MAX_SENDERS {
+                // All recent: forget them all rather than grow (gaps and replays of the
+                // last minutes then go unnoticed until each sender is seen again).
+                tracing::warn!("cluster: more than {MAX_SENDERS} senders and groups at once");
+                senders.clear();
+            }
+        }
+        match senders.get_mut(&key) {
+            Some(sender) if message.seq <= sender.seq => None,
+            Some(sender) => {
+                let missed = match sender.count_gaps {
+                    true => message.seq - sender.seq - 1,
+                    false => 0,
+                };
+                *sender = Sender {
+                    seq: message.seq,
+                    seen: now,
+                    count_gaps: true,
+                };
+                Some(missed)
+            }
+            None => {
+                senders.insert(
+                    key,
+                    Sender {
+                        seq: message.seq,
+                        seen: now,
+                        count_gaps: true,
+                    },
+                );
+                Some(0)
+            }
+        }
+    }
+
+    /// Counts a message refused for `why`; logs it, at most every 10 s.
+    fn reject(&self, group: &str, why: &str) {
+        self.count(|s| s.rejected += 1);
+        let quiet = self
+            .rejected_logged
+            .get()
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(10));
+        if !quiet {
+            self.rejected_logged.set(Some(Instant::now()));
+            tracing::warn!(
+                group,
+                rejected = self.status.borrow().rejected,
+                "cluster: a message was refused: {why}"
+            );
+        }
+    }
+}
+
+/// What a refusal says in the log.
+fn why_text(why: Refused) -> &'static str {
+    match why {
+        Refused::Malformed => "not a Brisk broadcast",
+        Refused::BadMac => "its HMAC does not match (forged, or sealed with another secret)",
+        Refused::BadOpcode => "neither text nor binary",
+        Refused::BadText => "text that is not UTF-8",
+    }
+}
+
+/// A random instance id.
+fn new_instance_id() -> [u8; 16] {
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).expect("the operating system's random source");
+    id
+}
+
+/// The wall clock, in milliseconds since 1970.
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The Redis channel of `group`.

@@ -4,6 +4,7 @@
 //! its nodes instead of every message going to every node).
 
 use std::cell::RefCell;
+use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,11 +12,11 @@ use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
-use redis::{PushInfo, PushKind, Value};
+use redis::{PushInfo, PushKind, TlsCertificates, Value};
 use tokio::sync::mpsc;
 
-use crate::redact::{redacted, redacted_each};
-use crate::redis::{pipe, Redis, RedisOptions};
+use crate::redact::redacted_each;
+use crate::redis::{pipe, tls_certificates, Redis, RedisOptions};
 
 /// How long connecting, or one command, may take.
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -31,6 +32,8 @@ pub(crate) enum Link {
     Sharded {
         /// Nodes of the cluster to find the others from.
         seeds: Vec<String>,
+        /// The CAs to trust for `rediss://` nodes, when not the system's.
+        certs: Option<TlsCertificates>,
         client: Box<ClusterClient>,
         /// The publishing connection, made on first use and again after a failure.
         publisher: RefCell<Option<ClusterConnection>>,
@@ -51,22 +54,30 @@ pub(crate) enum Stream {
 
 impl Link {
     /// A link to the Redis server at `url`, or (`sharded`) to the Redis Cluster that the nodes
-    /// at `url` (one, or several separated by commas) belong to. Connects nothing yet.
-    pub(crate) fn new(url: &str, sharded: bool) -> Result<Self, String> {
+    /// at `url` (one, or several separated by commas) belong to; `rediss://` URLs trust the
+    /// CAs of the PEM file `tls_ca` when given. Connects nothing yet.
+    pub(crate) fn new(url: &str, sharded: bool, tls_ca: Option<&Path>) -> Result<Self, String> {
         if sharded {
             let seeds: Vec<String> = url.split(',').map(|u| u.trim().to_owned()).collect();
-            let client = cluster_client(&seeds, None)
+            let mut certs = None;
+            for seed in &seeds {
+                certs = tls_certificates(seed, tls_ca).map_err(|e| format!("cluster: {e}"))?;
+            }
+            let client = cluster_client(&seeds, None, certs.clone())
                 .map_err(|e| format!("cluster {}: {e}", redacted_each(url)))?;
             return Ok(Link::Sharded {
                 seeds,
+                certs,
                 client: Box::new(client),
                 publisher: RefCell::new(None),
             });
         }
-        let client =
-            redis::Client::open(url).map_err(|e| format!("cluster {}: {e}", redacted(url)))?;
-        let publisher =
-            Redis::new(url, RedisOptions::default()).map_err(|e| format!("cluster: {e}"))?;
+        let client = crate::redis::client(url, tls_ca).map_err(|e| format!("cluster: {e}"))?;
+        let options = RedisOptions {
+            tls_ca: tls_ca.map(Path::to_owned),
+            ..RedisOptions::default()
+        };
+        let publisher = Redis::new(url, options).map_err(|e| format!("cluster: {e}"))?;
         Ok(Link::Plain { client, publisher })
     }
 
@@ -122,6 +133,18 @@ impl Link {
         }
     }
 
+    /// Drops the publishing connection, so that the next publish opens a new one (the
+    /// subscription found Redis gone and back: the old connection is broken, though no
+    /// publish has found it yet).
+    pub(crate) fn renew_publisher(&self) {
+        match self {
+            Link::Plain { publisher, .. } => publisher.reconnect_on_next_call(),
+            Link::Sharded { publisher, .. } => {
+                publisher.borrow_mut().take();
+            }
+        }
+    }
+
     /// A new subscription connection, subscribed to nothing yet.
     pub(crate) async fn subscription(&self) -> Result<(Sink, Stream), String> {
         match self {
@@ -130,9 +153,10 @@ impl Link {
                 let (sink, stream) = pubsub.split();
                 Ok((Sink::Plain(sink), Stream::Plain(stream)))
             }
-            Link::Sharded { seeds, .. } => {
+            Link::Sharded { seeds, certs, .. } => {
                 let (pushes, received) = mpsc::unbounded_channel();
-                let subscriber = cluster_client(seeds, Some(pushes)).map_err(|e| e.to_string())?;
+                let subscriber = cluster_client(seeds, Some(pushes), certs.clone())
+                    .map_err(|e| e.to_string())?;
                 let conn = within(subscriber.get_async_connection()).await?;
                 Ok((Sink::Sharded(conn), Stream::Sharded(received)))
             }
@@ -212,6 +236,7 @@ impl Stream {
 fn cluster_client(
     seeds: &[String],
     pushes: Option<mpsc::UnboundedSender<PushInfo>>,
+    certs: Option<TlsCertificates>,
 ) -> redis::RedisResult<ClusterClient> {
     let mut builder = ClusterClientBuilder::new(seeds.to_vec())
         .use_protocol(redis::ProtocolVersion::RESP3)
@@ -219,6 +244,9 @@ fn cluster_client(
         .response_timeout(TIMEOUT);
     if let Some(pushes) = pushes {
         builder = builder.push_sender(pushes);
+    }
+    if let Some(certs) = certs {
+        builder = builder.certs(certs);
     }
     builder.build()
 }

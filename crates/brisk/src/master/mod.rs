@@ -10,6 +10,8 @@ mod cluster_bus;
 mod cluster_bus;
 #[cfg(feature = "redis")]
 mod cluster_link;
+#[cfg(feature = "redis")]
+mod cluster_message;
 mod control;
 pub(crate) mod daemon;
 mod kpi_history;
@@ -58,6 +60,12 @@ pub(crate) struct MasterConfig {
     pub cluster: Option<String>,
     /// The cluster bus uses a Redis Cluster's sharded pub/sub.
     pub cluster_sharded: bool,
+    /// The CAs (a PEM file) the cluster bus trusts for `rediss://`, when not the system's.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub cluster_tls_ca: Option<std::path::PathBuf>,
+    /// The secret that authenticates the cluster bus's messages.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub cluster_secret: Option<Vec<u8>>,
     /// The app has start-up hooks, run in a process of their own before the workers.
     pub startup: bool,
 }
@@ -232,7 +240,16 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
     let cluster = match &config.cluster {
         #[cfg(feature = "redis")]
         Some(url) => {
-            Some(cluster_bus::ClusterBus::new(url, config.cluster_sharded).map_err(Error::Config)?)
+            let secret = config.cluster_secret.as_deref().ok_or_else(|| {
+                Error::Config(
+                    "App::cluster needs App::cluster_secret: a secret shared by every instance \
+                     (at least 16 bytes) that authenticates the bus's messages"
+                        .into(),
+                )
+            })?;
+            let tls_ca = config.cluster_tls_ca.as_deref();
+            let bus = cluster_bus::ClusterBus::new(url, config.cluster_sharded, tls_ca, secret);
+            Some(bus.map_err(Error::Config)?)
         }
         #[cfg(not(feature = "redis"))]
         Some(_) => {

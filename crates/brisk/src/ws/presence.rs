@@ -57,10 +57,16 @@ thread_local! {
     static PRESENCE: RefCell<Option<Presence>> = const { RefCell::new(None) };
 }
 
-/// The cluster's Redis URL, when the app spans machines.
-fn cluster_url() -> Option<&'static str> {
+/// The cluster's Redis server, when the app spans machines through one.
+fn cluster_redis() -> Option<Redis> {
     match crate::cluster_setting::get()? {
-        crate::cluster_setting::ClusterSetting::Single(url) => Some(url),
+        crate::cluster_setting::ClusterSetting::Single { url, tls_ca } => {
+            let options = RedisOptions {
+                tls_ca: tls_ca.clone(),
+                ..RedisOptions::default()
+            };
+            Redis::new(url, options).ok()
+        }
         crate::cluster_setting::ClusterSetting::Sharded => None,
     }
 }
@@ -71,7 +77,7 @@ fn redis() -> Option<Redis> {
     PRESENCE.with(|p| {
         let mut p = p.borrow_mut();
         if p.is_none() {
-            let redis = Redis::new(cluster_url()?, RedisOptions::default()).ok()?;
+            let redis = cluster_redis()?;
             *p = Some(Presence {
                 redis,
                 id: random_id(),
@@ -88,7 +94,8 @@ fn redis() -> Option<Redis> {
 /// In a worker of an app that spans machines (`App::cluster`), keeps this worker's counts in
 /// Redis from now on.
 pub(crate) fn start() {
-    if cluster_url().is_some() {
+    use crate::cluster_setting::{get, ClusterSetting};
+    if matches!(get(), Some(ClusterSetting::Single { .. })) {
         super::group::on_change(changed);
     }
 }

@@ -1,0 +1,233 @@
+//! The cluster bus's messages on the wire, sealed with an HMAC of the cluster's secret.
+//!
+//! Anyone who can `PUBLISH` on the app's Redis (another app, anyone on the network path:
+//! Redis traffic is plain text) can put bytes on a group's channel. So a message carries no
+//! WebSocket frame to pass on as it is, but what the frame says (the opcode and the payload),
+//! and every message is authenticated before anything of it is used:
+//!
+//! ```text
+//! "BKC2" | instance (16) | sequence (u64) | sent at, unix ms (u64) | opcode (1) | payload | HMAC-SHA256 (32)
+//! ```
+//!
+//! The HMAC covers the channel's name too (a message cannot be moved to another group) and
+//! everything before it. A receiver checks the HMAC, that the message is recent (replays of
+//! old ones are refused), that the opcode is text or binary and that text is UTF-8, then
+//! encodes the frame itself.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+/// What a message starts with.
+const TAG: &[u8; 4] = b"BKC2";
+/// Bytes before the payload.
+const HEADER: usize = 4 + 16 + 8 + 8 + 1;
+/// Bytes of the HMAC at the end.
+const MAC: usize = 32;
+/// The shortest secret accepted, in bytes.
+pub(crate) const MIN_SECRET: usize = 16;
+
+/// A broadcast between instances, as sent and as received once checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BusMessage {
+    /// The sending instance (random per master start).
+    pub instance: [u8; 16],
+    /// The group's sequence number on that instance.
+    pub seq: u64,
+    /// When it was sent (the sender's clock, unix milliseconds).
+    pub sent_ms: u64,
+    /// 0x1 text or 0x2 binary.
+    pub opcode: u8,
+    pub payload: Bytes,
+}
+
+/// Why a received message was not delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Too short, or not in this format.
+    Malformed,
+    /// The HMAC does not match: forged, damaged, or sealed with another secret.
+    BadMac,
+    /// Neither text nor binary.
+    BadOpcode,
+    /// Text that is not UTF-8.
+    BadText,
+}
+
+/// The cluster's secret, ready to seal and check messages.
+#[derive(Clone)]
+pub(crate) struct BusKey(Hmac<Sha256>);
+
+/// Never shows the key.
+impl std::fmt::Debug for BusKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BusKey(..)")
+    }
+}
+
+impl BusKey {
+    /// The key of `secret`, which must be at least [`MIN_SECRET`] bytes.
+    pub(crate) fn new(secret: &[u8]) -> Result<Self, String> {
+        if secret.len() < MIN_SECRET {
+            return Err(format!(
+                "the cluster secret is {} bytes; it must be at least {MIN_SECRET}",
+                secret.len()
+            ));
+        }
+        Hmac::<Sha256>::new_from_slice(secret)
+            .map(BusKey)
+            .map_err(|e| format!("the cluster secret: {e}"))
+    }
+
+    fn mac(&self, channel: &str, body: &[u8]) -> Hmac<Sha256> {
+        let mut mac = self.0.clone();
+        mac.update(&(channel.len() as u16).to_be_bytes());
+        mac.update(channel.as_bytes());
+        mac.update(body);
+        mac
+    }
+
+    /// `msg` for `channel`, sealed.
+    pub(crate) fn seal(&self, channel: &str, msg: &BusMessage) -> Bytes {
+        let mut out = BytesMut::with_capacity(HEADER + msg.payload.len() + MAC);
+        out.put_slice(TAG);
+        out.put_slice(&msg.instance);
+        out.put_u64(msg.seq);
+        out.put_u64(msg.sent_ms);
+        out.put_u8(msg.opcode);
+        out.put_slice(&msg.payload);
+        let tag = self.mac(channel, &out).finalize().into_bytes();
+        out.put_slice(&tag);
+        out.freeze()
+    }
+
+    /// The message in `bytes`, received on `channel`, if it is sealed with this key and says
+    /// something a WebSocket member may be sent.
+    pub(crate) fn open(&self, channel: &str, bytes: &Bytes) -> Result<BusMessage, Refused> {
+        if bytes.len() < HEADER + MAC || &bytes[..4] != TAG {
+            return Err(Refused::Malformed);
+        }
+        let (body, tag) = bytes.split_at(bytes.len() - MAC);
+        self.mac(channel, body)
+            .verify_slice(tag)
+            .map_err(|_| Refused::BadMac)?;
+        let mut header = &body[4..HEADER];
+        let mut instance = [0u8; 16];
+        header.copy_to_slice(&mut instance);
+        let seq = header.get_u64();
+        let sent_ms = header.get_u64();
+        let opcode = header.get_u8();
+        let payload = bytes.slice(HEADER..bytes.len() - MAC);
+        match opcode {
+            0x1 if std::str::from_utf8(&payload).is_err() => return Err(Refused::BadText),
+            0x1 | 0x2 => {}
+            _ => return Err(Refused::BadOpcode),
+        }
+        Ok(BusMessage {
+            instance,
+            seq,
+            sent_ms,
+            opcode,
+            payload,
+        })
+    }
+}
+
+/// The opcode and payload of an unmasked, final, uncompressed server frame (as a worker
+/// encodes a broadcast); `None` for anything else.
+pub(crate) fn frame_parts(frame: &Bytes) -> Option<(u8, Bytes)> {
+    let (&first, rest) = frame.split_first()?;
+    if first & 0xF0 != 0x80 {
+        return None;
+    }
+    let (&second, rest) = rest.split_first()?;
+    let (len, at) = match second {
+        0..=125 => (second as usize, 2),
+        126 => (
+            u16::from_be_bytes(rest.get(..2)?.try_into().ok()?) as usize,
+            4,
+        ),
+        127 => (
+            usize::try_from(u64::from_be_bytes(rest.get(..8)?.try_into().ok()?)).ok()?,
+            10,
+        ),
+        _ => return None,
+    };
+    (frame.len() == at + len).then(|| (first & 0x0F, frame.slice(at..)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(secret: &str) -> BusKey {
+        BusKey::new(secret.as_bytes()).unwrap()
+    }
+
+    fn message(opcode: u8, payload: &'static [u8]) -> BusMessage {
+        BusMessage {
+            instance: [7; 16],
+            seq: 42,
+            sent_ms: 1_700_000_000_000,
+            opcode,
+            payload: Bytes::from_static(payload),
+        }
+    }
+
+    #[test]
+    fn a_sealed_message_opens_on_its_channel_with_its_key_only() {
+        let k = key("0123456789abcdef-secret");
+        let m = message(0x1, "héllo".as_bytes());
+        let sealed = k.seal("brisk:cluster:room", &m);
+        assert_eq!(k.open("brisk:cluster:room", &sealed), Ok(m));
+        assert_eq!(k.open("brisk:cluster:other", &sealed), Err(Refused::BadMac));
+        let other = key("another-secret-of-16+");
+        assert_eq!(
+            other.open("brisk:cluster:room", &sealed),
+            Err(Refused::BadMac)
+        );
+        let mut flipped = sealed.to_vec();
+        flipped[HEADER] ^= 1;
+        assert_eq!(
+            k.open("brisk:cluster:room", &Bytes::from(flipped)),
+            Err(Refused::BadMac)
+        );
+        assert_eq!(
+            k.open("brisk:cluster:room", &Bytes::from_static(b"BKC2short")),
+            Err(Refused::Malformed)
+        );
+    }
+
+    #[test]
+    fn only_text_in_utf8_and_binary_are_delivered() {
+        let k = key("0123456789abcdef");
+        let open = |m: BusMessage| k.open("c", &k.seal("c", &m));
+        assert!(open(message(0x2, b"\xff\xfe")).is_ok());
+        assert_eq!(open(message(0x1, b"\xff\xfe")), Err(Refused::BadText));
+        for opcode in [0x0, 0x8, 0x9, 0xA, 0x41] {
+            assert_eq!(
+                open(message(opcode, b"x")),
+                Err(Refused::BadOpcode),
+                "{opcode:#x}"
+            );
+        }
+    }
+
+    #[test]
+    fn short_secrets_are_refused() {
+        assert!(BusKey::new(b"short").unwrap_err().contains("at least 16"));
+    }
+
+    #[test]
+    fn a_frame_gives_its_opcode_and_payload() {
+        for len in [0usize, 5, 125, 126, 300, 70_000] {
+            let payload = vec![b'a'; len];
+            let mut frame = BytesMut::new();
+            crate::ws::codec::encode_frame(0x2, &payload, &mut frame);
+            let (opcode, got) = frame_parts(&frame.freeze()).unwrap();
+            assert_eq!((opcode, got.len()), (0x2, len));
+        }
+        assert_eq!(frame_parts(&Bytes::from_static(b"\x81\x05abc")), None);
+        assert_eq!(frame_parts(&Bytes::from_static(b"\xc1\x01a")), None, "RSV1");
+    }
+}
