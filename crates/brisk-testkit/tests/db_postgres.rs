@@ -1052,3 +1052,106 @@ fn a_refused_url_is_quoted_without_its_password() {
     );
     assert!(!message.contains("s3cret"), "{message}");
 }
+
+/// Issue 31 item 11: an answer larger than `max_result_bytes` is read to its end without
+/// being kept and refused, the connection going on; a single row larger than that ends the
+/// connection before any of it is buffered, and the pool opens a new one.
+#[test]
+fn an_answer_over_max_result_bytes_is_refused_and_the_pool_goes_on() {
+    let server = Postgres::start().unwrap();
+    let options = PostgresOptions {
+        max_result_bytes: 256 * 1024,
+        ..options()
+    };
+    let db = Pg::new(&server.url(), options).unwrap();
+    worker_runtime().block_on(async {
+        let pid = "SELECT pg_backend_pid()";
+        let before: i64 = db
+            .query_one(pid, vec![])
+            .await
+            .unwrap()
+            .unwrap()
+            .get(0)
+            .unwrap();
+        // About 1.2 MB in 10,000 rows.
+        let many = "SELECT g, repeat('x', 100) FROM generate_series(1, 10000) g";
+        let err = db.query(many, vec![]).await.unwrap_err();
+        assert!(
+            matches!(&err, DbError::Refused(m) if m.contains("larger than 262144 bytes")
+                && m.contains("max_result_bytes")),
+            "{err:?}"
+        );
+        let same: i64 = db
+            .query_one(pid, vec![])
+            .await
+            .unwrap()
+            .unwrap()
+            .get(0)
+            .unwrap();
+        assert_eq!(same, before, "the connection went on");
+        // Below the limit, the same query is answered whole.
+        let rows = db.query("SELECT g FROM generate_series(1, 1000) g", vec![]);
+        assert_eq!(rows.await.unwrap().len(), 1000);
+
+        // One row of 300,000 bytes: its message alone is over the limit.
+        let err = db
+            .query_one("SELECT repeat('y', 300000)", vec![])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, DbError::Unavailable(m) if m.contains("over the limit of 262144")),
+            "{err:?}"
+        );
+        let mut after = None;
+        for _ in 0..50 {
+            match db.query_one(pid, vec![]).await {
+                Ok(row) => {
+                    after = Some(row.unwrap().get::<i64>(0).unwrap());
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        let after = after.expect("the pool opened a new connection");
+        assert_ne!(after, before, "a new connection");
+    });
+}
+
+/// The connection error a query on a server at `port` fails with.
+fn connect_error(port: u16) -> String {
+    let url = format!("postgres://brisk:pw@127.0.0.1:{port}/brisk");
+    let options = PostgresOptions {
+        connect_timeout: Duration::from_secs(2),
+        ..options()
+    };
+    let db = Pg::new(&url, options).unwrap();
+    match worker_runtime().block_on(db.query("SELECT 1", vec![])) {
+        Err(DbError::Unavailable(why)) => why,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Issue 31 item 11: what a hostile or broken server sends during start-up is bounded: a
+/// message announcing 2 GiB fails the start from its header, and SCRAM asking for two
+/// billion PBKDF2 rounds is refused before any are computed; both say why.
+#[test]
+fn a_hostile_server_at_start_up_is_refused_from_what_it_announces() {
+    let huge = {
+        let mut m = vec![b'R'];
+        m.extend_from_slice(&0x7fff_fff0u32.to_be_bytes());
+        m.extend_from_slice(&[0, 0, 0, 0]);
+        m
+    };
+    let fake = FakePostgres::start(None, huge);
+    let why = connect_error(fake.port);
+    assert!(why.contains("over the limit of 65536"), "{why}");
+
+    let sasl = backend(b'R', b"\0\0\0\x0aSCRAM-SHA-256\0\0");
+    let rounds = backend(b'R', b"\0\0\0\x0br=abc,s=c2FsdA==,i=2000000000");
+    let fake = FakePostgres::start(None, [sasl, rounds].concat());
+    let why = connect_error(fake.port);
+    assert!(
+        why.contains("2000000000 SCRAM iterations, over Brisk's limit of 1000000"),
+        "{why}"
+    );
+}

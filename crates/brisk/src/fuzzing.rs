@@ -210,3 +210,17 @@ pub fn static_path(data: &[u8]) {
         assert!(root.join(&relative).starts_with(root));
     }
 }
+
+/// PostgreSQL start-up against a server that sends `data` and then ends its stream: no
+/// panic, no hang, and a session only after `AuthenticationOk` and `ReadyForQuery`.
+#[cfg(feature = "postgres")]
+pub fn postgres_startup(data: &[u8]) {
+    crate::db::postgres_fuzzing::startup(data)
+}
+
+/// A PostgreSQL answer's bytes read within a 4 KiB limit per message, however cut, and its
+/// rows decoded as column types the first byte picks.
+#[cfg(feature = "postgres")]
+pub fn postgres_answer(data: &[u8]) {
+    crate::db::postgres_fuzzing::answer(data)
+}

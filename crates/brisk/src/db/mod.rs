@@ -34,6 +34,12 @@ mod mysql_types;
 mod pool_wait;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(all(feature = "postgres", feature = "fuzzing"))]
+pub(crate) mod postgres_fuzzing;
+#[cfg(feature = "postgres")]
+mod postgres_message;
+#[cfg(feature = "postgres")]
+mod postgres_startup;
 #[cfg(feature = "postgres")]
 mod postgres_tls;
 #[cfg(feature = "postgres")]

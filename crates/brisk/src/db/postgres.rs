@@ -95,6 +95,12 @@ pub struct PostgresOptions {
     /// opened as transactions need them and kept for the next. A transaction that finds them
     /// all taken waits up to `acquire_timeout` ([`DbError::PoolTimeout`]). Default 4.
     pub max_transactions: usize,
+    /// The most bytes one answer (its rows and the messages around them, as the server
+    /// sends them) may take; default 128 MiB. A larger answer is read to its end without
+    /// being kept and fails with [`DbError::Refused`] (the connection goes on); a single
+    /// message announcing more ends the connection before any of it is buffered. A broken or
+    /// hostile server cannot make a worker allocate more.
+    pub max_result_bytes: usize,
 }
 
 impl Default for PostgresOptions {
@@ -109,6 +115,7 @@ impl Default for PostgresOptions {
             tls_root_certs: None,
             statement_cache: 256,
             max_transactions: 4,
+            max_result_bytes: 128 << 20,
         }
     }
 }
@@ -639,6 +646,7 @@ impl Postgres {
             &self.inner.tls,
             options.connect_timeout,
             statement_timeout,
+            options.max_result_bytes,
         )
         .await
         .map_err(DbError::Unavailable)?;
@@ -797,6 +805,7 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
             &inner.tls,
             options.connect_timeout,
             options.query_timeout,
+            options.max_result_bytes,
         )
         .await;
         let first = !slot.first_attempt_done.swap(true, Ordering::Relaxed);

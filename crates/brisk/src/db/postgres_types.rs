@@ -315,13 +315,23 @@ fn decode_binary(ty: &Type, raw: &[u8]) -> Result<Value, BoxError> {
                 .dimensions()
                 .map(|d| Ok(d.len.max(0) as usize))
                 .collect()?;
-            let values: Vec<Value> = array
-                .values()
-                .map(|v| match v {
-                    None => Ok(Value::Null),
-                    Some(raw) => decode_binary(element, raw),
-                })
-                .collect()?;
+            // Each element takes 4 bytes at least (its length): a header that claims more
+            // than the bytes hold is refused before anything is allocated for it.
+            let most = raw.len() / 4;
+            let elements = dimensions
+                .iter()
+                .try_fold(1usize, |n, &d| (d <= most).then(|| n.saturating_mul(d)));
+            if elements.is_none_or(|n| n > most) {
+                return Err("an array whose header claims more elements than it holds".into());
+            }
+            let mut values = Vec::with_capacity(elements.unwrap_or(0));
+            let mut elements = array.values();
+            while let Some(v) = elements.next()? {
+                values.push(match v {
+                    None => Value::Null,
+                    Some(raw) => decode_binary(element, raw)?,
+                });
+            }
             nest(&dimensions, values)
         }
     })
@@ -352,6 +362,26 @@ mod tests {
         assert!(binary_param(&v, &ty), "{v:?} as {ty}");
         encode_binary(&v, &ty, &mut buf).unwrap();
         decode(&ty, &buf, "c").unwrap()
+    }
+
+    /// Found by the `postgres_answer` fuzz target: an int4[] whose header claims 2^31
+    /// elements made the worker allocate for all of them (and abort).
+    #[test]
+    fn an_array_header_claiming_more_elements_than_its_bytes_is_refused() {
+        let mut raw = Vec::new();
+        for n in [1i32, 0, 23, i32::MAX, 1] {
+            raw.extend_from_slice(&n.to_be_bytes());
+        }
+        let e = decode(&Type::INT4_ARRAY, &raw, "c").unwrap_err();
+        assert!(format!("{e}").contains("claims more elements"), "{e}");
+        // Two dimensions, the second empty: a huge first one is refused too.
+        let mut raw = Vec::new();
+        for n in [2i32, 0, 23, i32::MAX, 1, 0, 1] {
+            raw.extend_from_slice(&n.to_be_bytes());
+        }
+        assert!(decode(&Type::INT4_ARRAY, &raw, "c").is_err());
+        let empty = round_trip(Value::Array(vec![]), Type::INT4_ARRAY);
+        assert_eq!(empty, Value::Array(vec![]));
     }
 
     #[test]

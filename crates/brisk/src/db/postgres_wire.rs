@@ -1,11 +1,13 @@
 //! One PostgreSQL connection spoken by hand on `postgres-protocol`: the hot path under the
 //! [`Postgres`](super::Postgres) pool.
 //!
-//! - **Start-up**: the start-up message, then trust, cleartext, MD5 or SCRAM-SHA-256
-//!   authentication (over TLS, SCRAM-SHA-256-PLUS when the server offers it, as
-//!   `channel_binding` says), then (for `target_session_attrs`) a check that the server takes writes
-//!   (or only reads); a host that fails any of it gives way to the next host of the URL. TLS,
+//! - **Start-up** ([`postgres_startup`](super::postgres_startup)): authentication and the
+//!   session check; a host that fails any of it gives way to the next host of the URL. TLS,
 //!   when asked for, starts before it ([`postgres_tls`](super::postgres_tls)).
+//! - **Limits**: a message or an answer over `PostgresOptions::max_result_bytes` is not
+//!   buffered ([`postgres_message`](super::postgres_message)): a message announcing more
+//!   ends the connection, an answer growing past it is read to its end without being kept and
+//!   fails with [`DbError::Refused`], the connection staying in step.
 //! - **The pipeline**: a request is a run of frontend messages ending in one `Sync` (or one
 //!   simple `Query`), and its answer is every message up to the `ReadyForQuery` that ends it,
 //!   with the transaction status that `ReadyForQuery` gives. The [`Driver`] writes every
@@ -35,15 +37,16 @@ use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use fallible_iterator::FallibleIterator;
-use postgres_protocol::authentication::{self, sasl};
 use postgres_protocol::message::backend::{ErrorResponseBody, Message};
 use postgres_protocol::message::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::config::{ChannelBinding, Host, TargetSessionAttrs};
+use tokio_postgres::config::Host;
 use tokio_postgres::Config;
 
 use super::error::{postgres_kind, DbError, ServerError};
+use super::postgres_message::next_message;
+use super::postgres_startup::start_session;
 use super::postgres_tls::{Opened, PgTls, Socket};
 
 /// What the server answered one request: its messages up to (not including) the
@@ -177,12 +180,13 @@ async fn tcp(config: &Config, host: &str, port: u16) -> std::io::Result<tokio::n
 /// Connects to the first host of `config` that accepts us (and, with
 /// `target_session_attrs`, is of the kind asked for), each within `timeout`.
 /// `statement_timeout` (zero: none) is set on the session: the server ends a statement that
-/// runs longer with error 57014.
+/// runs longer with error 57014. Answers over `max_result` bytes are refused.
 pub(super) async fn connect(
     config: &Config,
     tls: &PgTls,
     timeout: Duration,
     statement_timeout: Duration,
+    max_result: usize,
 ) -> Result<(Connection, Driver), String> {
     let ports = config.get_ports();
     let mut failures = Vec::new();
@@ -192,7 +196,8 @@ pub(super) async fn connect(
             Host::Tcp(name) => Target::Tcp(name.clone(), port),
             Host::Unix(dir) => Target::Unix(dir.join(format!(".s.PGSQL.{port}"))),
         };
-        match tokio::time::timeout(timeout, start(config, tls, &target, statement_timeout)).await {
+        let started = start(config, tls, &target, statement_timeout, max_result);
+        match tokio::time::timeout(timeout, started).await {
             Ok(Ok(connected)) => return Ok(connected),
             Ok(Err(why)) => failures.push(format!("{target}: {why}")),
             Err(_) => failures.push(format!(
@@ -207,175 +212,17 @@ pub(super) async fn connect(
     Err(failures.join("; "))
 }
 
-/// Start-up and authentication on one host, then the session check.
+/// Start-up and authentication on one host ([`postgres_startup`](super::postgres_startup)),
+/// then the connection's driver, which takes answers of up to `max_result` bytes.
 async fn start(
     config: &Config,
     tls: &PgTls,
     target: &Target,
     statement_timeout: Duration,
+    max_result: usize,
 ) -> Result<(Connection, Driver), String> {
-    let Opened {
-        mut socket,
-        encrypted,
-        end_point,
-    } = target.open(config, tls).await?;
-    let binding = config.get_channel_binding();
-    let require_binding = binding == ChannelBinding::Require;
-    let unbound = |why: &str| Err(format!("channel_binding=require, but {why}"));
-    let mut bound = false;
-    let user = config.get_user().ok_or("the URL names no user")?;
-    let password = || {
-        config
-            .get_password()
-            .ok_or("the server asks for a password")
-    };
-    let mut parameters = vec![("client_encoding", "UTF8"), ("user", user)];
-    if let Some(name) = config.get_dbname() {
-        parameters.push(("database", name));
-    }
-    if let Some(options) = config.get_options() {
-        parameters.push(("options", options));
-    }
-    if let Some(name) = config.get_application_name() {
-        parameters.push(("application_name", name));
-    }
-    // The server stops a statement that runs too long itself, so a timeout never cancels
-    // another caller's query that happens to be running on the shared connection.
-    let statement_timeout = statement_timeout.as_millis().to_string();
-    if !statement_timeout.starts_with('0') {
-        parameters.push(("statement_timeout", &statement_timeout));
-    }
-    let mut out = BytesMut::new();
-    frontend::startup_message(parameters, &mut out).map_err(|e| e.to_string())?;
-    let mut input = BytesMut::with_capacity(8192);
-    let mut scram: Option<sasl::ScramSha256> = None;
-    // Nothing but authentication comes before AuthenticationOk: a server (or a man in the
-    // middle) that says it is ready before has not shown that it knows the password.
-    let mut authenticated = false;
-    loop {
-        if !out.is_empty() {
-            socket
-                .write_all_buf(&mut out)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        let io = |e: std::io::Error| e.to_string();
-        let message = read_message(&mut socket, &mut input).await?;
-        let authentication = matches!(
-            message,
-            Message::AuthenticationOk
-                | Message::AuthenticationCleartextPassword
-                | Message::AuthenticationMd5Password(_)
-                | Message::AuthenticationSasl(_)
-                | Message::AuthenticationSaslContinue(_)
-                | Message::AuthenticationSaslFinal(_)
-        );
-        let session = matches!(
-            message,
-            Message::ParameterStatus(_) | Message::BackendKeyData(_) | Message::ReadyForQuery(_)
-        );
-        if authentication && authenticated {
-            return Err("the server asks to authenticate again after AuthenticationOk".into());
-        }
-        if session && !authenticated {
-            return Err(
-                "the server went on without authenticating us (no AuthenticationOk)".into(),
-            );
-        }
-        match message {
-            Message::AuthenticationOk => {
-                if scram.is_some() {
-                    return Err("the server skipped SCRAM's final message".into());
-                }
-                if require_binding && !bound {
-                    return unbound("the server let us in without SCRAM");
-                }
-                authenticated = true;
-            }
-            Message::ParameterStatus(_) | Message::NoticeResponse(_) => {}
-            Message::AuthenticationCleartextPassword if require_binding => {
-                return unbound("the server asks for a cleartext password");
-            }
-            Message::AuthenticationMd5Password(_) if require_binding => {
-                return unbound("the server asks for an MD5 password");
-            }
-            Message::AuthenticationCleartextPassword => {
-                frontend::password_message(password()?, &mut out).map_err(io)?;
-            }
-            Message::AuthenticationMd5Password(body) => {
-                let hash = authentication::md5_hash(user.as_bytes(), password()?, body.salt());
-                frontend::password_message(hash.as_bytes(), &mut out).map_err(io)?;
-            }
-            Message::AuthenticationSasl(body) => {
-                let offered: Vec<String> = body
-                    .mechanisms()
-                    .map(|m| Ok(m.to_string()))
-                    .collect()
-                    .map_err(io)?;
-                let plus = offered.iter().any(|m| m == sasl::SCRAM_SHA_256_PLUS);
-                // Over TLS: bind when the server offers it, else say "y" (could have, was not
-                // offered), so that a server whose offer was stripped in transit notices. A
-                // certificate Brisk cannot hash fails rather than go unbound: whoever ended
-                // TLS chose it.
-                let (mechanism, channel) = if binding == ChannelBinding::Disable || !encrypted {
-                    (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unsupported())
-                } else if plus {
-                    let hash = end_point.clone().ok_or(
-                        "the server offers SCRAM-SHA-256-PLUS, but its certificate's signature \
-                         names no hash Brisk can bind to (SHA-1, SHA-224, -256, -384, -512)",
-                    )?;
-                    (
-                        sasl::SCRAM_SHA_256_PLUS,
-                        sasl::ChannelBinding::tls_server_end_point(hash),
-                    )
-                } else {
-                    (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unrequested())
-                };
-                bound = mechanism == sasl::SCRAM_SHA_256_PLUS;
-                if require_binding && !bound {
-                    return unbound(if encrypted {
-                        "the server does not offer SCRAM-SHA-256-PLUS"
-                    } else {
-                        "this connection is not TLS"
-                    });
-                }
-                if !offered.iter().any(|m| m == mechanism) {
-                    return Err(format!(
-                        "the server offers SASL {offered:?}; Brisk speaks SCRAM-SHA-256"
-                    ));
-                }
-                let s = sasl::ScramSha256::new(password()?, channel);
-                frontend::sasl_initial_response(mechanism, s.message(), &mut out).map_err(io)?;
-                scram = Some(s);
-            }
-            Message::AuthenticationSaslContinue(body) => {
-                let s = scram.as_mut().ok_or("SASL continue before SASL start")?;
-                s.update(body.data()).map_err(io)?;
-                frontend::sasl_response(s.message(), &mut out).map_err(io)?;
-            }
-            Message::AuthenticationSaslFinal(body) => {
-                let mut s = scram.take().ok_or("SASL final before SASL start")?;
-                s.finish(body.data()).map_err(io)?;
-            }
-            Message::BackendKeyData(_) => {}
-            Message::ErrorResponse(body) => return Err(error_text(&body)),
-            Message::ReadyForQuery(_) => break,
-            _ => return Err("the server asks for an authentication Brisk does not speak".into()),
-        }
-    }
-    let wanted = match config.get_target_session_attrs() {
-        TargetSessionAttrs::ReadWrite => Some("off"),
-        TargetSessionAttrs::ReadOnly => Some("on"),
-        _ => None,
-    };
-    if let Some(wanted) = wanted {
-        let read_only = show(&mut socket, &mut input, "transaction_read_only").await?;
-        if read_only != wanted {
-            return Err(format!(
-                "transaction_read_only is {read_only} here (target_session_attrs)"
-            ));
-        }
-    }
+    let opened = target.open(config, tls).await?;
+    let (socket, input) = start_session(opened, config, statement_timeout).await?;
     let (requests, queue) = mpsc::unbounded_channel();
     let tainted = Arc::new(AtomicBool::new(false));
     let driver = Driver {
@@ -383,51 +230,9 @@ async fn start(
         input,
         queue,
         tainted: tainted.clone(),
+        max_result,
     };
     Ok((Connection { requests, tainted }, driver))
-}
-
-/// The value of the server setting `name`, asked before the pipeline starts.
-async fn show(
-    socket: &mut Box<dyn Socket>,
-    input: &mut BytesMut,
-    name: &str,
-) -> Result<String, String> {
-    let mut out = BytesMut::new();
-    frontend::query(&format!("SHOW {name}"), &mut out).map_err(|e| e.to_string())?;
-    socket
-        .write_all_buf(&mut out)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut value = String::new();
-    loop {
-        match read_message(socket, input).await? {
-            Message::DataRow(row) => {
-                if let Ok(Some(Some(range))) = row.ranges().next() {
-                    value = String::from_utf8_lossy(&row.buffer()[range]).into_owned();
-                }
-            }
-            Message::ErrorResponse(body) => return Err(error_text(&body)),
-            Message::ReadyForQuery(_) => return Ok(value),
-            _ => {}
-        }
-    }
-}
-
-async fn read_message(
-    socket: &mut Box<dyn Socket>,
-    input: &mut BytesMut,
-) -> Result<Message, String> {
-    loop {
-        if let Some(message) = Message::parse(input).map_err(|e| e.to_string())? {
-            return Ok(message);
-        }
-        match socket.read_buf(input).await {
-            Ok(0) => return Err("the server closed the connection".into()),
-            Ok(_) => {}
-            Err(e) => return Err(e.to_string()),
-        }
-    }
 }
 
 /// The server's error as Brisk's: its SQLSTATE (`C`), message (`M`), constraint (`n`) and
@@ -487,6 +292,8 @@ pub(super) struct Driver {
     input: BytesMut,
     queue: mpsc::UnboundedReceiver<Request>,
     tainted: Arc<AtomicBool>,
+    /// The most bytes one message, and one answer, may take.
+    max_result: usize,
 }
 
 /// A request written (or about to be) whose answer has not come yet.
@@ -506,6 +313,7 @@ impl Driver {
             mut input,
             mut queue,
             tainted,
+            max_result,
         } = self;
         // Why the connection takes no more requests and ends once those sent are answered.
         let mut retiring: Option<String> = None;
@@ -513,17 +321,27 @@ impl Driver {
         let mut output = BytesMut::new();
         let mut waiting: VecDeque<Waiting> = VecDeque::new();
         let mut messages: Vec<Message> = Vec::new();
+        // The answer being read: its size so far, and whether it went past `max_result`
+        // (then its messages are read and dropped).
+        let (mut answer_bytes, mut oversized) = (0usize, false);
         let why = 'run: loop {
             loop {
-                let message = match Message::parse(&mut input) {
+                let (message, size) = match next_message(&mut input, max_result) {
                     Ok(Some(m)) => m,
                     Ok(None) => break,
-                    Err(e) => break 'run format!("unreadable message from the server: {e}"),
+                    Err(e) => break 'run format!("{e} (PostgresOptions::max_result_bytes)"),
                 };
+                answer_bytes += size;
+                if answer_bytes > max_result && !oversized {
+                    oversized = true;
+                    messages = Vec::new();
+                }
                 match message {
                     Message::ReadyForQuery(body) => {
                         let status = body.status();
                         let messages = std::mem::take(&mut messages);
+                        let too_large = std::mem::take(&mut oversized);
+                        answer_bytes = 0;
                         let Some(done) = waiting.pop_front() else {
                             break 'run "an answer nobody asked for".to_string();
                         };
@@ -543,6 +361,12 @@ impl Driver {
                                      db.transaction() or db.begin()"
                                         .into(),
                                 ))
+                            } else if too_large {
+                                Err(DbError::Refused(format!(
+                                    "the answer is larger than {max_result} bytes \
+                                     (PostgresOptions::max_result_bytes): ask for fewer rows \
+                                     or columns"
+                                )))
                             } else {
                                 Ok(Answer { messages, status })
                             };
@@ -588,6 +412,7 @@ impl Driver {
                     Message::ErrorResponse(body) if is_fatal(&body) => {
                         break 'run error_text(&body)
                     }
+                    _ if oversized => {}
                     other => messages.push(other),
                 }
             }

@@ -1,0 +1,4 @@
+#![no_main]
+//! Fuzz target: see `brisk::fuzzing::postgres_answer`.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| brisk::fuzzing::postgres_answer(data));
