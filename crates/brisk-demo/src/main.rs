@@ -147,12 +147,7 @@ struct Args {
     /// The secret (16 bytes or more, the same on every instance) that authenticates the
     /// messages instances exchange through Redis (`--redis`, `--cluster-sharded`). Prefer
     /// `BRISK_CLUSTER_SECRET` in the environment: a command line shows in `ps`.
-    #[arg(
-        long,
-        global = true,
-        env = "BRISK_CLUSTER_SECRET",
-        hide_env_values = true
-    )]
+    #[arg(long, global = true)]
     cluster_secret: Option<String>,
     /// Keep the last N messages of each `/chat` room in Redis (needs `--redis`), so that a
     /// client that reconnects recovers what it missed (`/recover E:O`).
@@ -410,16 +405,15 @@ fn database_url(args: &Args, file: Option<String>, run_dir: &std::path::Path) ->
     args.database
         .clone()
         .or(file)
-        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()))
+        .or_else(|| brisk::secret_env("DATABASE_URL").filter(|u| !u.is_empty()))
         .unwrap_or_else(|| format!("sqlite:{}", run_dir.join("brisk-demo.sqlite").display()))
 }
 
 /// The admin's argon2id password hash: `BRISK_ADMIN_PASSWORD_HASH`, else the file of
 /// `--admin-password-hash-file`; `None` (the admin sign-in is off) without either.
 fn admin_password_hash(args: &Args) -> anyhow::Result<Option<String>> {
-    if let Some(hash) = std::env::var("BRISK_ADMIN_PASSWORD_HASH")
-        .ok()
-        .filter(|h| !h.trim().is_empty())
+    if let Some(hash) =
+        brisk::secret_env("BRISK_ADMIN_PASSWORD_HASH").filter(|h| !h.trim().is_empty())
     {
         return Ok(Some(hash.trim().to_string()));
     }
@@ -536,7 +530,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .redis
         .clone()
         .or(file.redis)
-        .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()));
+        .or_else(|| brisk::secret_env("REDIS_URL").filter(|u| !u.is_empty()));
     let redis_ca = args.redis_ca.clone().or(file.redis_ca);
     let redis = match redis_url.clone() {
         Some(url) => {
@@ -759,8 +753,8 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .metrics_token_file
         .clone()
         .or(file.metrics_token_file.clone());
-    let token = match std::env::var("BRISK_METRICS_TOKEN") {
-        Ok(token) if !token.is_empty() => Some(token),
+    let token = match brisk::secret_env("BRISK_METRICS_TOKEN") {
+        Some(token) if !token.is_empty() => Some(token),
         _ => match token_file {
             Some(path) => Some(
                 std::fs::read_to_string(&path)
@@ -795,7 +789,10 @@ fn build(args: &Args) -> anyhow::Result<App> {
         false
     };
     if clustered {
-        let Some(secret) = args.cluster_secret.clone().filter(|s| !s.is_empty()) else {
+        let secret = (args.cluster_secret.clone())
+            .or_else(|| brisk::secret_env("BRISK_CLUSTER_SECRET"))
+            .filter(|s| !s.is_empty());
+        let Some(secret) = secret else {
             anyhow::bail!(
                 "--redis shares /chat rooms with other instances through Redis: give \
                  BRISK_CLUSTER_SECRET (or --cluster-secret), 16 bytes or more, the same on \

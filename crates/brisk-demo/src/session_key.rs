@@ -31,10 +31,10 @@ impl SessionKey {
     /// The secret of `BRISK_SESSION_SECRET` if set (an error now if it is too short), else of
     /// `file`.
     pub(crate) fn new(file: PathBuf) -> anyhow::Result<Self> {
-        let source = match std::env::var_os("BRISK_SESSION_SECRET") {
-            Some(secret) => Source::Ready(
-                Sessions::new(&secret.into_encoded_bytes()).context("BRISK_SESSION_SECRET")?,
-            ),
+        let source = match brisk::secret_env("BRISK_SESSION_SECRET") {
+            Some(secret) => {
+                Source::Ready(Sessions::new(secret.as_bytes()).context("BRISK_SESSION_SECRET")?)
+            }
             None => Source::File(file),
         };
         Ok(SessionKey {

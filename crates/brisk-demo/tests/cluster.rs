@@ -738,3 +738,55 @@ fn over_tls_rooms_cross_with_the_right_ca_and_a_wrong_one_is_refused_loudly() {
         server.log()
     );
 }
+
+/// Issue 31 item 6: secrets given in the environment (the database URL with its password,
+/// the Redis URL, the cluster and session secrets) are not inherited by the workers and
+/// custom processes: each gets them from its master through a private descriptor, and uses
+/// them. (So does the start-up process: the tables `/db` reads are the ones its migrations
+/// made in PostgreSQL, not in the SQLite file it would use without `DATABASE_URL`.)
+#[test]
+fn secrets_in_the_environment_reach_no_started_process_environment_and_still_work() {
+    let pg = Postgres::start().unwrap();
+    let redis = Redis::start().unwrap();
+    let (args, http) = common::demo_args(1);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (database, redis_url) = (pg.url(), redis.url());
+    let session = "a-session-secret-that-is-long-enough-0123456789";
+    let secrets = [
+        ("DATABASE_URL", database.as_str()),
+        ("REDIS_URL", redis_url.as_str()),
+        ("BRISK_CLUSTER_SECRET", common::CLUSTER_SECRET),
+        ("BRISK_SESSION_SECRET", session),
+    ];
+    // Four servers of one worker each, and the jobs and schedules processes.
+    let server = ServerProcess::start_with_env(common::DEMO, &args, &secrets, 6).unwrap();
+    let d = Demo { server, http };
+    // Used: the workers reach PostgreSQL and Redis, and the bus is up.
+    let r = common::get(http, "/db");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = common::get(http, "/cached-queries?count=2");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let _member = chat(&d);
+    wait_until(Duration::from_secs(10), "the bus connected", || {
+        cluster_status(&d)["connected"] == true
+    });
+    // Not inherited: no started process has them in its environment; the master does.
+    let environ = |pid: i32| {
+        let bytes = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    let started = d.server.worker_pids().unwrap();
+    assert_eq!(started.len(), 6, "{started:?}");
+    for pid in started {
+        let env = environ(pid);
+        for (name, value) in secrets {
+            assert!(!env.contains(name), "{name} in process {pid}'s environment");
+            assert!(
+                !env.contains(value),
+                "{name}'s value in process {pid}'s environment"
+            );
+        }
+        assert!(env.contains("BRISK_SECRETS_FD=5"), "{env}");
+    }
+    assert!(environ(d.server.pid()).contains("DATABASE_URL="));
+}

@@ -147,8 +147,32 @@ impl ServerProcess {
         Ok(p)
     }
 
+    /// Like [`start`](Self::start), with `env` added to the program's environment.
+    pub fn start_with_env(
+        bin: impl AsRef<Path>,
+        args: &[&str],
+        env: &[(&str, &str)],
+        workers: usize,
+    ) -> Result<Self> {
+        let run_dir = temp_dir("run");
+        let mut p = Self::spawn_with_env(bin, args, env, run_dir.path().to_path_buf())?;
+        p._run_dir_guard = Some(run_dir);
+        p.wait_workers(workers, Duration::from_secs(30))?;
+        Ok(p)
+    }
+
     /// Starts the program without waiting; see [`ServerProcess::start`].
     pub fn spawn(bin: impl AsRef<Path>, args: &[&str], run_dir: PathBuf) -> Result<Self> {
+        Self::spawn_with_env(bin, args, &[], run_dir)
+    }
+
+    /// Like [`spawn`](Self::spawn), with `env` added to the program's environment.
+    pub fn spawn_with_env(
+        bin: impl AsRef<Path>,
+        args: &[&str],
+        env: &[(&str, &str)],
+        run_dir: PathBuf,
+    ) -> Result<Self> {
         let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         args.push("--run-dir".into());
         args.push(run_dir.display().to_string());
@@ -164,6 +188,7 @@ impl ServerProcess {
             // What a test does not say (the demo's database) comes from its arguments only.
             .env_remove("DATABASE_URL")
             .env_remove("REDIS_URL")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)

@@ -276,7 +276,7 @@ impl App {
     /// brisk::App::new("chat")
     ///     .server(server)
     ///     .cluster("redis://10.0.0.5:6379")
-    ///     .cluster_secret(std::env::var("CHAT_CLUSTER_SECRET").unwrap())
+    ///     .cluster_secret(brisk::secret_env("CHAT_CLUSTER_SECRET").unwrap())
     ///     .run();
     /// ```
     pub fn cluster(mut self, redis_url: impl Into<String>) -> Self {
@@ -297,7 +297,7 @@ impl App {
     /// brisk::App::new("chat")
     ///     .server(server)
     ///     .cluster_sharded("redis://10.0.0.5:7000")
-    ///     .cluster_secret(std::env::var("CHAT_CLUSTER_SECRET").unwrap())
+    ///     .cluster_secret(brisk::secret_env("CHAT_CLUSTER_SECRET").unwrap())
     ///     .run();
     /// ```
     pub fn cluster_sharded(mut self, node_url: impl Into<String>) -> Self {
@@ -327,7 +327,7 @@ impl App {
     ///     .server(server)
     ///     .cluster("rediss://redis.internal:6380")
     ///     .cluster_tls_ca("/etc/chat/redis-ca.pem")
-    ///     .cluster_secret(std::env::var("CHAT_CLUSTER_SECRET").unwrap())
+    ///     .cluster_secret(brisk::secret_env("CHAT_CLUSTER_SECRET").unwrap())
     ///     .run();
     /// ```
     pub fn cluster_tls_ca(mut self, pem_file: impl Into<std::path::PathBuf>) -> Self {
@@ -374,6 +374,11 @@ impl App {
         }
         let mut app = self;
         app.add_schedules_process();
+        if is_worker() || startup::is_startup_process() {
+            // The app is built: the secrets it did not ask for are not left on an open
+            // descriptor for the programs it may run.
+            crate::secret_env::close_passed();
+        }
         if is_worker() {
             return app.run_as_worker();
         }

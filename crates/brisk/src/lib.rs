@@ -44,7 +44,8 @@
 //!                   ipc/ (wire types and codec), log, latency, response_counts,
 //!                   process_sample, alerts (thresholds and their hysteresis), redact,
 //!                   conninfo, civil (dates as numbers and ISO text), cluster_setting
-//!                   (whether a worker's app spans machines)
+//!                   (whether a worker's app spans machines), secret_env (secrets kept
+//!                   out of started processes' environment)
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -90,6 +91,7 @@ pub mod response_counts;
 mod run_paths;
 mod runtime;
 pub mod schedule;
+mod secret_env;
 mod server;
 mod startup;
 pub mod stats;
@@ -115,6 +117,7 @@ pub use runtime::handler::{BoxError, HandlerOutput};
 pub use runtime::service::Service;
 pub use runtime::stream::PeerAddr;
 pub use runtime::udp::UdpPeer;
+pub use secret_env::secret_env;
 pub use server::{Server, UdpServer};
 
 /// The README's examples, compiled as doctests (its database example needs `sqlite`, which

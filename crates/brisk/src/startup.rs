@@ -44,6 +44,19 @@ pub(crate) fn run_process(uid: Option<u32>, gid: Option<u32>) -> Result<()> {
     if let Some(uid) = uid {
         command.uid(uid);
     }
+    let secrets = crate::secret_env::pass_to(&mut command)
+        .map_err(|e| Error::io("cannot pass the secrets to the start-up process", e))?;
+    if let Some(fd) = secrets.as_ref().map(std::os::fd::AsRawFd::as_raw_fd) {
+        // SAFETY: only dup2, async-signal-safe, runs between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::dup2(fd, crate::secret_env::SECRETS_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     let output = command
         .args(std::env::args_os().skip(1))
         .env(ENV_STARTUP, "1")

@@ -378,6 +378,7 @@ impl Supervisor {
         } else {
             cmd.env_remove(ENV_LISTEN_FD);
         }
+        let secrets_hi = crate::secret_env::pass_to(cmd.as_std_mut())?;
         // Workers are not background masters, whatever the master is.
         cmd.env_remove(ENV_DAEMON);
         if let Some(gid) = plan.gid {
@@ -388,6 +389,7 @@ impl Supervisor {
         }
         let ipc_raw = ipc_hi.as_raw_fd();
         let listen_raw = listen_hi.as_ref().map(|fd| fd.as_raw_fd());
+        let secrets_raw = secrets_hi.as_ref().map(|fd| fd.as_raw_fd());
         // SAFETY: only async-signal-safe calls (prctl, dup2) run between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -400,12 +402,18 @@ impl Supervisor {
                         return Err(std::io::Error::last_os_error());
                     }
                 }
+                if let Some(fd) = secrets_raw {
+                    if libc::dup2(fd, crate::secret_env::SECRETS_FD) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
                 Ok(())
             });
         }
         let mut child = cmd.spawn()?;
         drop(ipc_hi);
         drop(listen_hi);
+        drop(secrets_hi);
         let pid = child.id().unwrap_or(0) as i32;
         ours.set_nonblocking(true)?;
         let stream = tokio::net::UnixStream::from_std(ours)?;
