@@ -58,6 +58,12 @@ pub(crate) fn serve<C: Controlled>(
                 if let Some(refused) = refusal(peer, me) {
                     tracing::warn!("control socket: {refused}");
                     let _ = write_msg(&mut wr, &ControlReply::Error(refused)).await;
+                    let _ = futures_util::SinkExt::<bytes::Bytes>::close(&mut wr).await;
+                    // Closed with its request unread, the socket would reset the peer's, which
+                    // could then lose the answer: read (and drop) what it sends until it goes.
+                    let (mut rd, mut nowhere) = (rd.into_inner(), tokio::io::sink());
+                    let drain = tokio::io::copy(&mut rd, &mut nowhere);
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
                     return;
                 }
                 let Ok(Some(req)) = read_msg::<_, ControlRequest>(&mut rd).await else {
