@@ -637,20 +637,8 @@ fn on_a_redis_cluster_rooms_cross_instances_through_sharded_channels() {
         assert_eq!(plain.trim(), "", "plain channels on {}", node.port());
     }
 
-    for (i, ws) in on_b.iter_mut().enumerate() {
-        ws.send(Message::text(format!("to r{i}"))).unwrap();
-    }
     // Room i's members on both instances (the sender too) get its message, and nothing else.
-    for (i, ws) in on_a
-        .iter_mut()
-        .enumerate()
-        .chain(on_b.iter_mut().enumerate())
-    {
-        assert_eq!(
-            next_text(ws, Duration::from_secs(5)).as_deref(),
-            Some(format!("to r{i}").as_str())
-        );
-    }
+    each_room_hears_its_message(&mut on_a, &mut on_b);
     for ws in on_a.iter_mut().chain(on_b.iter_mut()) {
         assert_eq!(next_text(ws, Duration::from_millis(300)), None);
     }
@@ -789,4 +777,53 @@ fn secrets_in_the_environment_reach_no_started_process_environment_and_still_wor
         assert!(env.contains("BRISK_SECRETS_FD=5"), "{env}");
     }
     assert!(environ(d.server.pid()).contains("DATABASE_URL="));
+}
+
+/// Sends `to room I` from the member of room I on B (`on_b[i]`), for each room; each room's
+/// members on A and B (`on_a[i]`, `on_b[i]`) get that message next.
+fn each_room_hears_its_message(
+    on_a: &mut [WebSocket<TcpStream>],
+    on_b: &mut [WebSocket<TcpStream>],
+) {
+    for (i, ws) in on_b.iter_mut().enumerate() {
+        ws.send(Message::text(format!("to room {i}"))).unwrap();
+    }
+    for (i, ws) in on_a
+        .iter_mut()
+        .enumerate()
+        .chain(on_b.iter_mut().enumerate())
+    {
+        assert_eq!(
+            next_text(ws, Duration::from_secs(5)).as_deref(),
+            Some(format!("to room {i}").as_str())
+        );
+    }
+}
+
+/// A Redis Cluster over TLS (`rediss://`, `tls-cluster`, the nodes announcing `localhost`):
+/// the sharded bus trusts the cluster's CA (`--redis-ca`) on every node it is sent to, and
+/// rooms cross instances.
+#[test]
+fn on_a_redis_cluster_over_tls_rooms_cross_instances() {
+    let cluster = RedisCluster::start_tls(3).unwrap();
+    let seed = cluster.nodes()[0].tls_url();
+    let ca = cluster.nodes()[0].tls_ca();
+    let args = [
+        "--cluster-sharded",
+        &seed,
+        "--redis-ca",
+        ca.to_str().unwrap(),
+    ];
+    let (a, b) = (demo_with(1, &args), demo_with(1, &args));
+    let rooms: Vec<String> = (0..3).map(|i| format!("t{i}")).collect();
+    let mut on_a: Vec<_> = rooms.iter().map(|r| room(&a, r)).collect();
+    let mut on_b: Vec<_> = rooms.iter().map(|r| room(&b, r)).collect();
+    for d in [&a, &b] {
+        wait_until(Duration::from_secs(15), "subscribed over TLS", || {
+            let c = cluster_status(d);
+            c["connected"] == true && c["groups"] == 3
+        });
+    }
+    each_room_hears_its_message(&mut on_a, &mut on_b);
+    assert_eq!(cluster_status(&a)["received"], 3);
 }

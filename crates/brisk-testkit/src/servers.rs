@@ -793,6 +793,8 @@ pub struct Redis {
     port: u16,
     /// The TLS port, for a server made with [`start_tls`](Redis::start_tls).
     tls_port: Option<u16>,
+    /// The CA that signed its certificate, with TLS.
+    tls_ca: Option<PathBuf>,
     daemon: Daemon,
     dir: TempDir,
 }
@@ -808,7 +810,7 @@ impl Redis {
     /// [`restart`](Self::restart).
     pub fn start_with(extra: &[&str]) -> Result<Self> {
         let extra: Vec<OsString> = extra.iter().map(Into::into).collect();
-        Self::start_in(temp_dir("redis"), extra, None)
+        Self::start_in(temp_dir("redis"), extra, None, None)
     }
 
     /// Like [`start`](Self::start), also serving TLS on a port of its own
@@ -816,20 +818,31 @@ impl Redis {
     /// it ([`tls_ca`](Self::tls_ca)); clients need no certificate.
     pub fn start_tls() -> Result<Self> {
         let dir = temp_dir("redis");
-        let (cert, key) = write_tls_files(dir.path(), None)?;
-        let tls_port = free_port();
-        let mut extra: Vec<OsString> = vec!["--tls-port".into(), tls_port.to_string().into()];
-        extra.extend(["--tls-cert-file".into(), cert.into_os_string()]);
-        extra.extend(["--tls-key-file".into(), key.into_os_string()]);
-        extra.extend([
-            "--tls-ca-cert-file".into(),
-            dir.path().join("ca.pem").into(),
-        ]);
-        extra.extend(["--tls-auth-clients".into(), "no".into()]);
-        Self::start_in(dir, extra, Some(tls_port))
+        write_tls_files(dir.path(), None)?;
+        let tls = dir.path().to_path_buf();
+        Self::start_tls_in(dir, &tls, &[])
     }
 
-    fn start_in(dir: TempDir, extra: Vec<OsString>, tls_port: Option<u16>) -> Result<Self> {
+    /// A server in `dir` serving TLS with the CA and certificate [`write_tls_files`] made in
+    /// `tls`, and `extra` options.
+    fn start_tls_in(dir: TempDir, tls: &Path, extra: &[&str]) -> Result<Self> {
+        let tls_port = free_port();
+        let file = |name: &str| tls.join(name).into_os_string();
+        let mut args: Vec<OsString> = vec!["--tls-port".into(), tls_port.to_string().into()];
+        args.extend(["--tls-cert-file".into(), file("server.crt")]);
+        args.extend(["--tls-key-file".into(), file("server.key")]);
+        args.extend(["--tls-ca-cert-file".into(), file("ca.pem")]);
+        args.extend(["--tls-auth-clients".into(), "no".into()]);
+        args.extend(extra.iter().map(Into::into));
+        Self::start_in(dir, args, Some(tls_port), Some(tls.join("ca.pem")))
+    }
+
+    fn start_in(
+        dir: TempDir,
+        extra: Vec<OsString>,
+        tls_port: Option<u16>,
+        tls_ca: Option<PathBuf>,
+    ) -> Result<Self> {
         let port = free_port();
         let mut args: Vec<OsString> = [
             "--port",
@@ -854,6 +867,7 @@ impl Redis {
         let mut redis = Redis {
             port,
             tls_port,
+            tls_ca,
             daemon,
             dir,
         };
@@ -904,8 +918,21 @@ impl Redis {
 
     /// The PEM file of the CA that signed the certificate of a server made with
     /// [`start_tls`](Self::start_tls).
+    ///
+    /// # Panics
+    /// For a server made without TLS.
     pub fn tls_ca(&self) -> PathBuf {
-        self.dir.path().join("ca.pem")
+        self.tls_ca
+            .clone()
+            .expect("a Redis made with Redis::start_tls")
+    }
+
+    /// The TLS port of a server made with [`start_tls`](Self::start_tls).
+    ///
+    /// # Panics
+    /// For a server made without TLS.
+    pub fn tls_port(&self) -> u16 {
+        self.tls_port.expect("a Redis made with Redis::start_tls")
     }
 
     /// The TCP port the server listens on (on 127.0.0.1).
@@ -950,12 +977,28 @@ impl Drop for Redis {
 /// with `redis-cli --cluster create`; each node persists nothing.
 pub struct RedisCluster {
     nodes: Vec<Redis>,
+    /// The CA and certificate the nodes share, with TLS.
+    _tls: Option<TempDir>,
 }
 
 impl RedisCluster {
     /// Starts `n` (at least 3) nodes, joins them into a cluster whose slots they share, and
     /// waits until every node reports `cluster_state:ok`.
     pub fn start(n: usize) -> Result<Self> {
+        Self::start_nodes(n, None)
+    }
+
+    /// Like [`start`](Self::start), the nodes speaking TLS to clients and to each other
+    /// (`tls-cluster`), with one CA ([`Redis::tls_ca`] of any node) and a certificate for
+    /// `localhost`; the cluster announces the nodes' TLS ports, and `localhost` as their
+    /// host.
+    pub fn start_tls(n: usize) -> Result<Self> {
+        let tls = temp_dir("redis-cluster-tls");
+        write_tls_files(tls.path(), None)?;
+        Self::start_nodes(n, Some(tls))
+    }
+
+    fn start_nodes(n: usize, tls: Option<TempDir>) -> Result<Self> {
         let mut nodes = Vec::with_capacity(n);
         for _ in 0..n {
             // The cluster bus gets a port of its own (PORT + 10000 may not exist).
@@ -970,12 +1013,37 @@ impl RedisCluster {
                 "--cluster-port",
                 bus.as_str(),
             ];
-            nodes.push(Redis::start_with(&args)?);
+            nodes.push(match &tls {
+                Some(dir) => {
+                    let tls_args = [
+                        "--tls-cluster",
+                        "yes",
+                        "--cluster-announce-hostname",
+                        "localhost",
+                        "--cluster-preferred-endpoint-type",
+                        "hostname",
+                    ];
+                    let args = [&args[..], &tls_args[..]].concat();
+                    Redis::start_tls_in(temp_dir("redis"), dir.path(), &args)?
+                }
+                None => Redis::start_with(&args)?,
+            });
         }
         let mut create = Command::new("redis-cli");
+        if let Some(dir) = &tls {
+            create
+                .arg("--tls")
+                .arg("--cacert")
+                .arg(dir.path().join("ca.pem"))
+                .args(["--sni", "localhost"]);
+        }
         create.arg("--cluster").arg("create");
         for node in &nodes {
-            create.arg(format!("127.0.0.1:{}", node.port()));
+            let port = match tls {
+                Some(_) => node.tls_port(),
+                None => node.port(),
+            };
+            create.arg(format!("127.0.0.1:{port}"));
         }
         let out = create
             .args(["--cluster-replicas", "0", "--cluster-yes"])
@@ -1004,7 +1072,7 @@ impl RedisCluster {
                 bail!("the Redis Cluster node on port {port} is not ready after 20 s");
             }
         }
-        Ok(RedisCluster { nodes })
+        Ok(RedisCluster { nodes, _tls: tls })
     }
 
     /// The nodes.
