@@ -210,7 +210,7 @@ struct Args {
     /// Layout of the access log: common, combined (the default) or json.
     #[arg(long, global = true)]
     access_log_format: Option<String>,
-    /// Run HTTP handlers without a `request{conn}` tracing span (saves its cost per request;
+    /// Run HTTP handlers without the `request{conn}` tracing span (one per connection;
     /// the app's log lines then carry the worker id only).
     #[arg(long, global = true)]
     no_request_spans: bool,
@@ -659,7 +659,8 @@ fn build(args: &Args) -> anyhow::Result<App> {
         None => None,
     };
     let site = move |server: HttpServer| {
-        let routes = routes.clone();
+        // Shared: each request clones one Rc, not every part of the routes.
+        let routes = std::rc::Rc::new(routes.clone());
         let server = server.http_limits(limits).handler(move |req| {
             let routes = routes.clone();
             async move { routes.route(req).await }

@@ -126,8 +126,13 @@ fn open(shared: &HttpShared, stream: &TcpStream, remote: SocketAddr) -> Rc<HttpC
     activity.last_active.store(now, Relaxed);
     // A new connection has the head timeout to send its first request.
     activity.head_started(worker.io.now_ms());
+    let id = worker.next_connection_id();
+    let span = match shared.request_spans {
+        true => tracing::info_span!("request", conn = id),
+        false => tracing::Span::none(),
+    };
     let conn = Rc::new(HttpConn {
-        id: worker.next_connection_id(),
+        id,
         remote,
         opened: now,
         activity,
@@ -139,6 +144,7 @@ fn open(shared: &HttpShared, stream: &TcpStream, remote: SocketAddr) -> Rc<HttpC
         h2: Cell::new(false),
         tls_h1: Cell::new(false),
         waker: Cell::new(None),
+        span,
     });
     worker.register(conn.id, conn.clone());
     conn

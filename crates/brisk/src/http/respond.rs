@@ -10,7 +10,6 @@ use std::task::Poll;
 
 use futures_util::FutureExt;
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use tracing::Instrument;
 
 use super::access_log::RequestLine;
 use super::io::Activity;
@@ -153,14 +152,16 @@ async fn answer(
         Stats::add(&stats.rejected, 1);
         return closing(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
     }
-    let handling = (shared.handler)(req);
-    let outcome = if shared.request_spans {
-        let span = tracing::info_span!("request", conn = conn.id);
-        AssertUnwindSafe(handling.instrument(span))
-            .catch_unwind()
-            .await
-    } else {
+    let mut handling = (shared.handler)(req);
+    let outcome = if conn.span.is_disabled() {
         AssertUnwindSafe(handling).catch_unwind().await
+    } else {
+        // The connection's span, entered while the handler runs (no span per request).
+        let in_span = std::future::poll_fn(|cx| {
+            let _entered = conn.span.enter();
+            handling.as_mut().poll(cx)
+        });
+        AssertUnwindSafe(in_span).catch_unwind().await
     };
     let mut resp = match outcome {
         Ok(Ok(resp)) => resp,

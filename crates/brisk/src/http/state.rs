@@ -98,6 +98,10 @@ pub(super) struct HttpConn {
     pub(super) tls_h1: Cell<bool>,
     /// The connection task, woken by `drain` and `destroy`.
     pub(super) waker: Cell<Option<Waker>>,
+    /// The `request{conn=N}` span its handlers run in (disabled when the server has no
+    /// request spans or no subscriber wants them): one per connection, entered for each
+    /// poll of a handler, so a keep-alive request makes no span of its own.
+    pub(super) span: tracing::Span,
 }
 
 impl HttpConn {
