@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Same-run A/B of GET / between REF and the working tree, with nginx as the yardstick: builds
+# REF (in a worktree under target/, into target/ab-old, where bench/ab-*.toml look too) and the
+# working tree, then runs ROUNDS rounds, each target in turn (the order reversed every round),
+# one worker pinned to CPU 0 and wrk pinned to CPU 1, keep-alive and then with
+# `Connection: close`. Each run's CPU is the utime and stime of the target's whole process
+# group over the measured seconds, divided by the requests answered, so it stays fair when the
+# load generator saturates first. Prints, per target and mode, the median and min..max of
+# req/s and of user, kernel and total µs per request, and each ratio to nginx.
+#
+# Usage: bench/ab.sh REF [ROUNDS]        (ROUNDS default 5; DURATION=S per run, default 8)
+# Needs wrk and nginx (bench/peers/install.sh). Give the figures in the commit message of
+# every change to http/, runtime/, ws/ or db/ (see the README's Tests and the lab).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REF=${1:?usage: bench/ab.sh REF [ROUNDS]}
+ROUNDS=${2:-5}
+DURATION=${DURATION:-8}
+PORT=${PORT:-28184}
+for tool in wrk nginx taskset; do
+    command -v "$tool" >/dev/null || { echo "ab.sh: no $tool (bench/peers/install.sh)" >&2; exit 1; }
+done
+commit=$(git rev-parse --verify "$REF^{commit}")
+repo=$PWD
+worktree=$repo/target/ab-worktree
+if [ -d "$worktree" ]; then
+    git -C "$worktree" checkout -q --detach "$commit"
+else
+    git worktree add -q --detach "$worktree" "$commit"
+fi
+echo "building $REF ($commit) into target/ab-old, and the working tree" >&2
+(cd "$worktree" && CARGO_TARGET_DIR="$repo/target/ab-old" cargo build -q --release -p brisk-demo)
+cargo build -q --release -p brisk-demo
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/static"
+echo static > "$work/static/a.txt"
+results=$work/results.tsv
+tick=$(getconf CLK_TCK)
+
+# utime and stime, in clock ticks, of every process in process group $1.
+group_cpu() {
+    local user=0 kernel=0 pid fields
+    for pid in $(pgrep -g "$1"); do
+        # The fields after the command name (which may hold spaces): utime is the 12th.
+        fields=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null) || continue
+        read -r -a f <<<"$fields"
+        user=$((user + f[11]))
+        kernel=$((kernel + f[12]))
+    done
+    echo "$user $kernel"
+}
+
+# Starts a target ($1 name, $2 mode, then its command), measures it, stops it.
+measure() {
+    local name=$1 mode=$2
+    shift 2
+    setsid taskset -c 0 "$@" >"$work/$name.log" 2>&1 &
+    local leader=$!
+    local i
+    for i in $(seq 200); do
+        curl -sf -o /dev/null "http://127.0.0.1:$PORT/" && break
+        sleep 0.05
+    done
+    local header=()
+    [ "$mode" = close ] && header=(-H "Connection: close")
+    taskset -c 1 wrk -t1 -c100 -d2s "${header[@]}" "http://127.0.0.1:$PORT/" >/dev/null
+    local before after out requests
+    before=$(group_cpu "$leader")
+    out=$(taskset -c 1 wrk -t1 -c100 -d"${DURATION}s" "${header[@]}" "http://127.0.0.1:$PORT/")
+    after=$(group_cpu "$leader")
+    requests=$(grep -o '[0-9]* requests in' <<<"$out" | grep -o '^[0-9]*')
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" "$requests" "$before" "$after" >>"$results"
+    kill -TERM -- "-$leader" 2>/dev/null || true
+    for i in $(seq 50); do kill -0 "$leader" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$leader" 2>/dev/null || true
+    wait "$leader" 2>/dev/null || true
+}
+
+demo_args=(--workers 1 --http "http://127.0.0.1:$PORT" --websocket websocket://127.0.0.1:28185
+    --text text://127.0.0.1:28186 --frame frame://127.0.0.1:28187)
+targets=(brisk brisk_old nginx)
+for round in $(seq "$ROUNDS"); do
+    order=("${targets[@]}")
+    [ $((round % 2)) = 0 ] && order=(nginx brisk_old brisk)
+    for mode in keepalive close; do
+        for t in "${order[@]}"; do
+            echo "round $round/$ROUNDS, $mode: $t" >&2
+            case $t in
+            brisk) measure "$t" "$mode" target/release/brisk-demo "${demo_args[@]}" \
+                --run-dir "$work/run-$t-$round-$mode" start ;;
+            brisk_old) measure "$t" "$mode" target/ab-old/release/brisk-demo "${demo_args[@]}" \
+                --run-dir "$work/run-$t-$round-$mode" start ;;
+            nginx) measure "$t" "$mode" bench/peers/nginx/run.sh "$PORT" 1 "$work/static" \
+                "$work/run-$t-$round-$mode" ;;
+            esac
+        done
+    done
+done
+
+python3 - "$results" "$tick" "$DURATION" "$REF" <<'EOF'
+import statistics, sys
+path, tick, duration, ref = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+runs = {}
+for line in open(path):
+    name, mode, requests, before, after = line.rstrip("\n").split("\t")
+    (u0, k0), (u1, k1) = map(int, before.split()), map(int, after.split())
+    r = int(requests)
+    user = (u1 - u0) / tick * 1e6 / r
+    kernel = (k1 - k0) / tick * 1e6 / r
+    runs.setdefault((mode, name), []).append((r / duration, user, kernel, user + kernel))
+
+def cell(values, fmt):
+    return f"{fmt(statistics.median(values))} ({fmt(min(values))}..{fmt(max(values))})"
+
+print(f"GET /, 1 worker on CPU 0, wrk -t1 -c100 on CPU 1, {duration:g} s per run; "
+      f"brisk = working tree, brisk_old = {ref}; median (min..max)\n")
+print("| mode | target | req/s | user µs/req | kernel µs/req | total µs/req | total / nginx |")
+print("|---|---|---|---|---|---|---|")
+for mode in ("keepalive", "close"):
+    base = statistics.median(v[3] for v in runs[(mode, "nginx")])
+    for name in ("brisk", "brisk_old", "nginx"):
+        v = runs[(mode, name)]
+        col = lambda i: [x[i] for x in v]
+        print(f"| {mode} | {name} | {cell(col(0), lambda x: f'{x:,.0f}')} "
+              f"| {cell(col(1), lambda x: f'{x:.2f}')} | {cell(col(2), lambda x: f'{x:.2f}')} "
+              f"| {cell(col(3), lambda x: f'{x:.2f}')} "
+              f"| {statistics.median(col(3)) / base:.2f}× |")
+EOF
