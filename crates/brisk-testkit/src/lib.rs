@@ -140,11 +140,7 @@ impl ServerProcess {
     /// Starts `bin ARGS... --run-dir DIR start` in the foreground (own process group) and waits
     /// until `status` lists `workers` workers.
     pub fn start(bin: impl AsRef<Path>, args: &[&str], workers: usize) -> Result<Self> {
-        let run_dir = temp_dir("run");
-        let mut p = Self::spawn(bin, args, run_dir.path().to_path_buf())?;
-        p._run_dir_guard = Some(run_dir);
-        p.wait_workers(workers, Duration::from_secs(30))?;
-        Ok(p)
+        Self::start_with_env(bin, args, &[], workers)
     }
 
     /// Like [`start`](Self::start), with `env` added to the program's environment.

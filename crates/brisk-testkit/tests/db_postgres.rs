@@ -1066,13 +1066,11 @@ fn an_answer_over_max_result_bytes_is_refused_and_the_pool_goes_on() {
     let db = Pg::new(&server.url(), options).unwrap();
     worker_runtime().block_on(async {
         let pid = "SELECT pg_backend_pid()";
-        let before: i64 = db
-            .query_one(pid, vec![])
-            .await
-            .unwrap()
-            .unwrap()
-            .get(0)
-            .unwrap();
+        let backend = || async {
+            let row = db.query_one(pid, vec![]).await.unwrap().unwrap();
+            row.get::<i64>(0).unwrap()
+        };
+        let before = backend().await;
         // About 1.2 MB in 10,000 rows.
         let many = "SELECT g, repeat('x', 100) FROM generate_series(1, 10000) g";
         let err = db.query(many, vec![]).await.unwrap_err();
@@ -1081,14 +1079,7 @@ fn an_answer_over_max_result_bytes_is_refused_and_the_pool_goes_on() {
                 && m.contains("max_result_bytes")),
             "{err:?}"
         );
-        let same: i64 = db
-            .query_one(pid, vec![])
-            .await
-            .unwrap()
-            .unwrap()
-            .get(0)
-            .unwrap();
-        assert_eq!(same, before, "the connection went on");
+        assert_eq!(backend().await, before, "the connection went on");
         // Below the limit, the same query is answered whole.
         let rows = db.query("SELECT g FROM generate_series(1, 1000) g", vec![]);
         assert_eq!(rows.await.unwrap().len(), 1000);

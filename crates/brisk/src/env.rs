@@ -7,8 +7,6 @@ pub(crate) const ENV_WORKER: &str = "BRISK_WORKER";
 pub(crate) const ENV_IPC_FD: &str = "BRISK_IPC_FD";
 /// The descriptor of the listener the master bound, if it did.
 pub(crate) const ENV_LISTEN_FD: &str = "BRISK_LISTEN_FD";
-/// The descriptor of the secrets the master passes ([`secret_env`](crate::secret_env)).
-pub(crate) const ENV_SECRETS_FD: &str = "BRISK_SECRETS_FD";
 /// Set in the environment of a background master started by `start -d`.
 pub(crate) const ENV_DAEMON: &str = "BRISK_DAEMON";
 /// Set in the environment of the process the master starts to run the app's start-up hooks

@@ -13,7 +13,8 @@ use std::io::{Read, Seek, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::{Mutex, OnceLock};
 
-use crate::env::ENV_SECRETS_FD;
+/// Names the descriptor a started process reads its secrets from.
+const ENV_SECRETS_FD: &str = "BRISK_SECRETS_FD";
 
 /// The descriptor number a started process finds its secrets at.
 pub(crate) const SECRETS_FD: i32 = 5;

@@ -3,7 +3,8 @@
 //! gets an error, not the memory (`postgres-protocol` would reserve the whole length first).
 
 use bytes::BytesMut;
-use postgres_protocol::message::backend::Message;
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::message::backend::{ErrorResponseBody, Message};
 use tokio::io::AsyncReadExt;
 
 use super::postgres_tls::Socket;
@@ -54,6 +55,20 @@ pub(super) async fn read_message(
             Err(e) => return Err(e.to_string()),
         }
     }
+}
+
+/// An error's code and message, as `CODE: message`.
+pub(super) fn error_text(body: &ErrorResponseBody) -> String {
+    let (mut code, mut message) = (String::new(), String::new());
+    let mut fields = body.fields();
+    while let Ok(Some(field)) = fields.next() {
+        match field.type_() {
+            b'C' => code = String::from_utf8_lossy(field.value_bytes()).into_owned(),
+            b'M' => message = String::from_utf8_lossy(field.value_bytes()).into_owned(),
+            _ => {}
+        }
+    }
+    format!("{code}: {message}")
 }
 
 #[cfg(test)]

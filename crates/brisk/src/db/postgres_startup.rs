@@ -19,9 +19,8 @@ use tokio::io::AsyncWriteExt;
 use tokio_postgres::config::{ChannelBinding, TargetSessionAttrs};
 use tokio_postgres::Config;
 
-use super::postgres_message::{read_message, MAX_STARTUP_MESSAGE};
+use super::postgres_message::{error_text, read_message, MAX_STARTUP_MESSAGE};
 use super::postgres_tls::{Opened, Socket};
-use super::postgres_wire::error_text;
 
 /// The most PBKDF2 rounds SCRAM may ask for: PostgreSQL's default is 4,096; OWASP's advice
 /// for PBKDF2-HMAC-SHA256 is 600,000. A server asking for more is refused rather than let

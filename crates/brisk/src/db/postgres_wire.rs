@@ -45,7 +45,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::Config;
 
 use super::error::{postgres_kind, DbError, ServerError};
-use super::postgres_message::next_message;
+use super::postgres_message::{error_text, next_message};
 use super::postgres_startup::start_session;
 use super::postgres_tls::{Opened, PgTls, Socket};
 
@@ -255,20 +255,6 @@ pub(super) fn server_error(body: &ErrorResponseBody) -> ServerError {
         message,
         constraint,
     }
-}
-
-/// An error's code and message, as `CODE: message`.
-pub(super) fn error_text(body: &ErrorResponseBody) -> String {
-    let (mut code, mut message) = (String::new(), String::new());
-    let mut fields = body.fields();
-    while let Ok(Some(field)) = fields.next() {
-        match field.type_() {
-            b'C' => code = String::from_utf8_lossy(field.value_bytes()).into_owned(),
-            b'M' => message = String::from_utf8_lossy(field.value_bytes()).into_owned(),
-            _ => {}
-        }
-    }
-    format!("{code}: {message}")
 }
 
 /// Whether an error ends the session (severity FATAL or PANIC) rather than one request.
