@@ -44,4 +44,9 @@ GO=$(command -v go || echo /usr/local/go/bin/go)
 # Centrifuge peer (the cluster lab): the centrifuge library with its Redis broker.
 (cd "$HERE/centrifuge" && "$GO" mod download && "$GO" build -o bin/peer-centrifuge .)
 
+# actix-http peer (the database tests): its own cargo workspace, built into target/peers.
+REPO=$(cd "$HERE/../.." && pwd)
+CARGO_TARGET_DIR="$REPO/target/peers" cargo build -q --release \
+    --manifest-path "$HERE/actix-http/Cargo.toml"
+
 echo "peers ready: nginx $(nginx -v 2>&1 | sed 's/.*\///'), node $(node --version), $("$GO" version | awk '{print $3}'), php-fpm, wrk"
