@@ -2,13 +2,15 @@
 # Same-run A/B of GET / between REF and the working tree, with nginx as the yardstick: builds
 # REF (in a worktree under target/, into target/ab-old, where bench/ab-*.toml look too) and the
 # working tree, then runs ROUNDS rounds, each target in turn (the order reversed every round),
-# one worker pinned to CPU 0 and wrk pinned to CPU 1, keep-alive and then with
-# `Connection: close`. Each run's CPU is the utime and stime of the target's whole process
+# one worker pinned to CPU 0 and wrk pinned to CPU 1, in each of MODES: keep-alive (100
+# connections), `Connection: close` (100), and pipelined (256 connections, 16 requests per write,
+# bench/pipeline.lua, as TechEmpower's plaintext test). Each run's CPU is the utime and stime of the target's whole process
 # group over the measured seconds, divided by the requests answered, so it stays fair when the
 # load generator saturates first. Prints, per target and mode, the median and min..max of
 # req/s and of user, kernel and total µs per request, and each ratio to nginx.
 #
-# Usage: bench/ab.sh REF [ROUNDS]        (ROUNDS default 5; DURATION=S per run, default 8)
+# Usage: bench/ab.sh REF [ROUNDS]        (ROUNDS default 5; DURATION=S per run, default 8;
+#        MODES="keepalive close pipelined" by default)
 # Needs wrk and nginx (bench/peers/install.sh). Give the figures in the commit message of
 # every change to http/, runtime/, ws/ or db/ (see the README's Tests and the lab).
 set -euo pipefail
@@ -17,6 +19,7 @@ REF=${1:?usage: bench/ab.sh REF [ROUNDS]}
 ROUNDS=${2:-5}
 DURATION=${DURATION:-8}
 PORT=${PORT:-28184}
+read -r -a modes <<<"${MODES:-keepalive close pipelined}"
 for tool in wrk nginx taskset; do
     command -v "$tool" >/dev/null || { echo "ab.sh: no $tool (bench/peers/install.sh)" >&2; exit 1; }
 done
@@ -63,12 +66,17 @@ measure() {
         curl -sf -o /dev/null "http://127.0.0.1:$PORT/" && break
         sleep 0.05
     done
-    local header=()
-    [ "$mode" = close ] && header=(-H "Connection: close")
-    taskset -c 1 wrk -t1 -c100 -d2s "${header[@]}" "http://127.0.0.1:$PORT/" >/dev/null
+    local load=(-t1 -c100)
+    case $mode in
+    close) load+=(-H "Connection: close") ;;
+    pipelined) load=(-t1 -c256 -s bench/pipeline.lua) ;;
+    esac
+    local url=("http://127.0.0.1:$PORT/")
+    [ "$mode" = pipelined ] && url+=(-- 16)
+    taskset -c 1 wrk "${load[@]}" -d2s "${url[@]}" >/dev/null
     local before after out requests
     before=$(group_cpu "$leader")
-    out=$(taskset -c 1 wrk -t1 -c100 -d"${DURATION}s" "${header[@]}" "http://127.0.0.1:$PORT/")
+    out=$(taskset -c 1 wrk "${load[@]}" -d"${DURATION}s" "${url[@]}")
     after=$(group_cpu "$leader")
     requests=$(grep -o '[0-9]* requests in' <<<"$out" | grep -o '^[0-9]*')
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" "$requests" "$before" "$after" >>"$results"
@@ -84,7 +92,7 @@ targets=(brisk brisk_old nginx)
 for round in $(seq "$ROUNDS"); do
     order=("${targets[@]}")
     [ $((round % 2)) = 0 ] && order=(nginx brisk_old brisk)
-    for mode in keepalive close; do
+    for mode in "${modes[@]}"; do
         for t in "${order[@]}"; do
             echo "round $round/$ROUNDS, $mode: $t" >&2
             case $t in
@@ -99,9 +107,10 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
-python3 - "$results" "$tick" "$DURATION" "$REF" <<'EOF'
+python3 - "$results" "$tick" "$DURATION" "$REF" "${modes[@]}" <<'EOF'
 import statistics, sys
 path, tick, duration, ref = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+modes = sys.argv[5:]
 runs = {}
 for line in open(path):
     name, mode, requests, before, after = line.rstrip("\n").split("\t")
@@ -114,17 +123,18 @@ for line in open(path):
 def cell(values, fmt):
     return f"{fmt(statistics.median(values))} ({fmt(min(values))}..{fmt(max(values))})"
 
-print(f"GET /, 1 worker on CPU 0, wrk -t1 -c100 on CPU 1, {duration:g} s per run; "
+print(f"GET /, 1 worker on CPU 0, wrk -t1 on CPU 1 (-c100; pipelined -c256, 16 deep), {duration:g} s per run; "
       f"brisk = working tree, brisk_old = {ref}; median (min..max)\n")
-print("| mode | target | req/s | user µs/req | kernel µs/req | total µs/req | total / nginx |")
-print("|---|---|---|---|---|---|---|")
-for mode in ("keepalive", "close"):
+print("| mode | target | req/s | user µs/req | kernel µs/req | total µs/req | total / nginx | req/s / nginx |")
+print("|---|---|---|---|---|---|---|---|")
+for mode in modes:
     base = statistics.median(v[3] for v in runs[(mode, "nginx")])
+    base_rate = statistics.median(v[0] for v in runs[(mode, "nginx")])
     for name in ("brisk", "brisk_old", "nginx"):
         v = runs[(mode, name)]
         col = lambda i: [x[i] for x in v]
         print(f"| {mode} | {name} | {cell(col(0), lambda x: f'{x:,.0f}')} "
               f"| {cell(col(1), lambda x: f'{x:.2f}')} | {cell(col(2), lambda x: f'{x:.2f}')} "
               f"| {cell(col(3), lambda x: f'{x:.2f}')} "
-              f"| {statistics.median(col(3)) / base:.2f}× |")
+              f"| {statistics.median(col(3)) / base:.2f}× | {statistics.median(col(0)) / base_rate:.2f}× |")
 EOF
