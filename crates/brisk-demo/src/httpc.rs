@@ -48,8 +48,19 @@ impl Httpc {
         }
     }
 
+    /// Whether `path` is one of these routes.
+    pub(crate) fn serves(path: &str) -> bool {
+        matches!(
+            path,
+            "/upstream" | "/httpc/plain" | "/httpc/reuse" | "/httpc/multi"
+        )
+    }
+
     /// Answers `path` if it is one of these routes.
     pub(crate) async fn route(&self, path: &str, query: Option<&str>) -> Option<Response<Body>> {
+        if !Self::serves(path) {
+            return None;
+        }
         let calls = param(query, "n").unwrap_or(5).clamp(1, MAX_CALLS as u64) as usize;
         let ms = param(query, "ms").unwrap_or(10).min(MAX_DELAY_MS);
         let url = format!("{}/upstream?ms={ms}", self.upstream);

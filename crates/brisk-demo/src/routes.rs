@@ -131,15 +131,21 @@ impl Routes {
         let path = req.uri().path();
         if get {
             // Boxed: the database calls' state would otherwise enlarge every request's future.
-            if let Some(r) = Box::pin(self.apps.techempower.route(path, req.uri().query())).await {
-                return r;
+            if Techempower::serves(path) {
+                if let Some(r) =
+                    Box::pin(self.apps.techempower.route(path, req.uri().query())).await
+                {
+                    return r;
+                }
             }
             if let Some(r) = self.apps.views.route(path, req.uri().query()) {
                 return r;
             }
             // Boxed, as above.
-            if let Some(r) = Box::pin(self.apps.httpc.route(path, req.uri().query())).await {
-                return r;
+            if Httpc::serves(path) {
+                if let Some(r) = Box::pin(self.apps.httpc.route(path, req.uri().query())).await {
+                    return r;
+                }
             }
         }
         if let Some(rest) = path.strip_prefix("/static") {

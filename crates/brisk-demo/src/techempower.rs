@@ -15,7 +15,7 @@ use brisk::http::Body;
 use brisk::redis::{Redis, RedisError};
 use http::{header, HeaderValue, Response, StatusCode};
 use sailfish::TemplateSimple;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::blocking::BlockingDb;
 
@@ -29,11 +29,12 @@ const WORLD_CACHE_TTL: Duration = Duration::from_secs(60);
 /// The most rows one request may ask for.
 const MAX_QUERIES: usize = 500;
 
-/// One row of the World table, as the tests return it.
-#[derive(Debug, Clone, Copy, Serialize)]
+/// One row of the World table, as the tests return it (and, decoded from the table's
+/// `randomnumber` column, as the worker's cache keeps it).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct World {
     id: i32,
-    #[serde(rename = "randomNumber")]
+    #[serde(rename(serialize = "randomNumber", deserialize = "randomnumber"))]
     random_number: i32,
 }
 
@@ -120,10 +121,26 @@ impl Techempower {
         self
     }
 
+    /// Whether `path` is one of the tests (so that other requests make no future of
+    /// [`route`](Self::route)'s).
+    pub(crate) fn serves(path: &str) -> bool {
+        matches!(
+            path,
+            "/plaintext"
+                | "/json"
+                | "/db"
+                | "/queries"
+                | "/updates"
+                | "/cached-queries"
+                | "/fortunes"
+                | "/r5"
+        )
+    }
+
     /// Answers `path` if it is one of the tests.
     pub(crate) async fn route(&self, path: &str, query: Option<&str>) -> Option<Response<Body>> {
         let answer: Result<Response<Body>, Failure> = match path {
-            "/plaintext" => Ok(typed("Hello, World!".into(), "text/plain")),
+            "/plaintext" => Ok(typed("Hello, World!", "text/plain")),
             "/json" => Ok(json(&Message {
                 message: "Hello, World!",
             })),
@@ -131,14 +148,17 @@ impl Techempower {
             "/queries" => self
                 .worlds(count(query, "queries"))
                 .await
-                .map(|w| json(&w))
+                .map(|w| worlds_json(&w))
                 .map_err(Into::into),
             "/updates" => self
                 .update(count(query, "queries"))
                 .await
-                .map(|w| json(&w))
+                .map(|w| worlds_json(&w))
                 .map_err(Into::into),
-            "/cached-queries" => self.cached(count(query, "count")).await.map(|w| json(&w)),
+            "/cached-queries" => self
+                .cached(count(query, "count"))
+                .await
+                .map(|w| worlds_json(&w)),
             "/fortunes" => self.fortunes().await.map_err(Into::into),
             "/r5" => self.r5().await.map_err(Into::into),
             _ => return None,
@@ -324,18 +344,18 @@ impl Techempower {
     /// `n` random rows of the World table as this worker's [`QueryCache`] holds it (loaded
     /// on first use, again after `WORLD_CACHE_TTL`; hits and misses show in `status`).
     async fn cached_in_worker(&self, n: usize) -> Result<Vec<World>, DbError> {
+        // Decoded once per load: a hit copies rows, it does not decode them.
         let table = self
             .cache
-            .query(
+            .query_as::<World>(
                 &self.db,
                 "SELECT id, randomnumber FROM world ORDER BY id",
                 vec![],
             )
             .await?;
-        (0..n)
-            .filter_map(|_| table.get(random_id() as usize - 1))
-            .map(world_of)
-            .collect()
+        Ok((0..n)
+            .filter_map(|_| table.get(random_id() as usize - 1).copied())
+            .collect())
     }
 
     async fn fortunes(&self) -> Result<Response<Body>, DbError> {
@@ -391,8 +411,8 @@ fn count(query: Option<&str>, name: &str) -> usize {
     }
 }
 
-fn typed(body: String, content_type: &'static str) -> Response<Body> {
-    let mut r = Response::new(Body::from(body));
+fn typed(body: impl Into<Body>, content_type: &'static str) -> Response<Body> {
+    let mut r = Response::new(body.into());
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(header::SERVER, HeaderValue::from_static("brisk"));
@@ -400,8 +420,22 @@ fn typed(body: String, content_type: &'static str) -> Response<Body> {
 }
 
 fn json<T: Serialize>(value: &T) -> Response<Body> {
-    let body = serde_json::to_string(value).unwrap_or_else(|e| format!(r#"{{"error":"{e}"}}"#));
-    typed(body, "application/json")
+    json_sized(value, 64)
+}
+
+/// Rows as a JSON array, in a buffer made big enough at once (grown step by step, it would
+/// be copied at each step).
+fn worlds_json(worlds: &[World]) -> Response<Body> {
+    // `{"id":10000,"randomNumber":10000},` is 35 bytes.
+    json_sized(&worlds, 35 * worlds.len() + 2)
+}
+
+fn json_sized<T: Serialize>(value: &T, capacity: usize) -> Response<Body> {
+    let mut body = Vec::with_capacity(capacity);
+    if let Err(e) = serde_json::to_writer(&mut body, value) {
+        body = format!(r#"{{"error":"{e}"}}"#).into_bytes();
+    }
+    typed(Body::from(body), "application/json")
 }
 
 /// A failure as its status and a JSON error; the log says why.

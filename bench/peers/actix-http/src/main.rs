@@ -325,7 +325,7 @@ impl ServiceFactory<Request> for AppFactory {
                 Some(url) => match Database::connect(&url).await {
                     Ok(db) => Some(Rc::new(db)),
                     Err(e) => {
-                        eprintln!("peer-actix-http: DATABASE_URL: {e}");
+                        eprintln!("peer-actix-http: DATABASE_URL: {e:?}");
                         return Err(());
                     }
                 },

@@ -152,6 +152,12 @@ async fn answer(
         Stats::add(&stats.rejected, 1);
         return closing(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
     }
+    // What compressing the answer needs from the request, taken before the handler has it.
+    #[cfg(feature = "compression")]
+    let compress = shared.compression.as_ref().map(|c| {
+        let accept = req.headers().get(header::ACCEPT_ENCODING).cloned();
+        (c, req.method().clone(), accept)
+    });
     let mut handling = (shared.handler)(req);
     let outcome = if conn.span.is_disabled() {
         AssertUnwindSafe(handling).catch_unwind().await
@@ -164,6 +170,12 @@ async fn answer(
         AssertUnwindSafe(in_span).catch_unwind().await
     };
     let mut resp = match outcome {
+        #[cfg(feature = "compression")]
+        Ok(Ok(resp)) => match compress {
+            Some((c, method, accept)) => c.apply(&method, accept.as_ref(), resp),
+            None => resp,
+        },
+        #[cfg(not(feature = "compression"))]
         Ok(Ok(resp)) => resp,
         Ok(Err(e)) => {
             Stats::add(&stats.throw_exception, 1);

@@ -178,22 +178,6 @@ impl HttpServer {
     }
 }
 
-/// `handler`, its responses passed through `compression`.
-#[cfg(feature = "compression")]
-fn compressing(handler: DynHandler, compression: super::compression::Compression) -> DynHandler {
-    let compression = Rc::new(compression);
-    Rc::new(move |req: Request<RequestBody>| {
-        let method = req.method().clone();
-        let accept = req.headers().get(http::header::ACCEPT_ENCODING).cloned();
-        let compression = compression.clone();
-        let answer = handler(req);
-        Box::pin(async move {
-            let resp = answer.await?;
-            Ok(compression.apply(&method, accept.as_ref(), resp))
-        })
-    })
-}
-
 /// What a failed [`HttpServer::try_handler`] answers with: implement it for your own error
 /// type to choose the status and body.
 ///
@@ -345,11 +329,10 @@ impl From<HttpServer> for Service {
         };
         let tls = listen.tls_config(alpn);
         let tls_handshake = listen.tls.as_ref().map(|t| t.handshake_deadline());
-        let handler = handler.unwrap_or_else(super::start::not_found_handler);
-        #[cfg(feature = "compression")]
-        let handler = match compression {
-            Some(c) => compressing(handler, c),
-            None => handler,
+        let answers = super::start::Answers {
+            handler: handler.unwrap_or_else(super::start::not_found_handler),
+            #[cfg(feature = "compression")]
+            compression,
         };
         Service::listening(
             listen,
@@ -375,7 +358,7 @@ impl From<HttpServer> for Service {
                     request_spans,
                     latency_histograms,
                 };
-                super::start::start(worker, l, limits, http, handler, tls, logging);
+                super::start::start(worker, l, limits, http, answers.clone(), tls, logging);
                 Ok(())
             }),
         )

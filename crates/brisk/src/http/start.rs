@@ -27,6 +27,16 @@ pub(super) fn not_found_handler() -> DynHandler {
     })
 }
 
+/// What answers a server's requests: its handler, and how its responses are compressed.
+#[derive(Clone)]
+pub(super) struct Answers {
+    pub handler: DynHandler,
+    /// Applied to the handler's responses as each request's `Accept-Encoding` allows, in
+    /// the request's own future (`respond.rs`), not a second boxed one.
+    #[cfg(feature = "compression")]
+    pub compression: Option<super::compression::Compression>,
+}
+
 /// How a server's requests are logged.
 pub(super) struct Logging {
     /// This worker's open access log.
@@ -37,14 +47,14 @@ pub(super) struct Logging {
     pub latency_histograms: bool,
 }
 
-/// Serves `listener` in `worker` until the worker stops; `tls` is the rustls configuration
+/// Serves `listener` in `worker` until the worker stops with `answers`; `tls` is the rustls configuration
 /// and handshake timeout of an `https://` listener; `logging` how requests are logged.
 pub(super) fn start(
     worker: Rc<WorkerCtx>,
     listener: tokio::net::TcpListener,
     limits: Limits,
     http: HttpLimits,
-    handler: DynHandler,
+    answers: Answers,
     tls: Option<(Arc<rustls::ServerConfig>, Duration)>,
     logging: Logging,
 ) {
@@ -60,7 +70,9 @@ pub(super) fn start(
         .pipeline_flush(false);
     let shared = Rc::new(HttpShared {
         worker: worker.clone(),
-        handler,
+        handler: answers.handler,
+        #[cfg(feature = "compression")]
+        compression: answers.compression,
         limits,
         http,
         builder,

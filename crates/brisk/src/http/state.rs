@@ -26,6 +26,9 @@ use crate::stats::{ConnectionInfo, Stats};
 pub(crate) struct HttpShared {
     pub worker: Rc<WorkerCtx>,
     pub handler: DynHandler,
+    /// Compresses the handler's responses, after the handler, in the same future.
+    #[cfg(feature = "compression")]
+    pub compression: Option<super::compression::Compression>,
     pub limits: Limits,
     pub http: HttpLimits,
     pub builder: hyper::server::conn::http1::Builder,
