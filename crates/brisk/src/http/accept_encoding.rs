@@ -72,37 +72,41 @@ fn parse_q(v: &str) -> u32 {
     (v.clamp(0.0, 1.0) * 1000.0).round() as u32
 }
 
-/// Whether a `Content-Type` names something that compresses well.
+/// Whether a `Content-Type` names something that compresses well (compared in place: it
+/// runs for every response that may be compressed).
 pub(crate) fn compressible(content_type: &[u8]) -> bool {
-    let Ok(t) = std::str::from_utf8(content_type) else {
-        return false;
-    };
-    let essence = t
-        .split(';')
+    let essence = content_type
+        .split(|&b| b == b';')
         .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    if essence == "text/event-stream" {
+        .unwrap_or_default()
+        .trim_ascii();
+    let is = |name: &[u8]| essence.eq_ignore_ascii_case(name);
+    let starts = |p: &[u8]| essence.len() >= p.len() && is_prefix(essence, p);
+    let ends = |s: &[u8]| {
+        essence.len() >= s.len() && essence[essence.len() - s.len()..].eq_ignore_ascii_case(s)
+    };
+    if is(b"text/event-stream") {
         return false;
     }
-    essence.starts_with("text/")
-        || essence.ends_with("+json")
-        || essence.ends_with("+xml")
-        || matches!(
-            essence.as_str(),
-            "application/json"
-                | "application/javascript"
-                | "application/xml"
-                | "application/wasm"
-                | "application/x-ndjson"
-                | "image/svg+xml"
-                | "image/x-icon"
-                | "image/bmp"
-                | "font/ttf"
-                | "font/otf"
-                | "application/vnd.ms-fontobject"
-        )
+    const NAMED: [&[u8]; 11] = [
+        b"application/json",
+        b"application/javascript",
+        b"application/xml",
+        b"application/wasm",
+        b"application/x-ndjson",
+        b"image/svg+xml",
+        b"image/x-icon",
+        b"image/bmp",
+        b"font/ttf",
+        b"font/otf",
+        b"application/vnd.ms-fontobject",
+    ];
+    starts(b"text/") || ends(b"+json") || ends(b"+xml") || NAMED.iter().any(|n| is(n))
+}
+
+/// Whether `s` begins with `prefix`, ASCII case ignored.
+fn is_prefix(s: &[u8], prefix: &[u8]) -> bool {
+    s[..prefix.len()].eq_ignore_ascii_case(prefix)
 }
 
 /// Adds `Accept-Encoding` to `Vary` unless it is there (or `Vary: *`).
@@ -151,8 +155,22 @@ mod tests {
             "application/json",
             "application/problem+json",
             "image/svg+xml",
+            "TEXT/Plain",
+            " Application/JSON ; charset=utf-8",
+            "application/x-ndjson",
+            "Image/SVG+XML",
         ] {
             assert!(compressible(t.as_bytes()), "{t}");
+        }
+        // Shorter than every name, empty, or not text at all.
+        for t in [
+            &b"text"[..],
+            b"",
+            b"json",
+            b"\xff\xfe/\xff",
+            b"Text/Event-Stream",
+        ] {
+            assert!(!compressible(t), "{t:?}");
         }
         for t in [
             "image/png",

@@ -106,8 +106,8 @@ impl Compression {
             && !status.is_informational()
             && !headers.contains_key(header::CONTENT_ENCODING)
             && !headers.contains_key(header::CONTENT_RANGE)
-            && (headers.get(header::CONTENT_TYPE)).is_some_and(|t| compressible(t.as_bytes()))
             && (resp.body().as_full()).is_some_and(|b| b.len() >= self.min_size)
+            && (headers.get(header::CONTENT_TYPE)).is_some_and(|t| compressible(t.as_bytes()))
     }
 
     fn compress(&self, plain: &[u8], encoding: Encoding) -> std::io::Result<Bytes> {
