@@ -190,7 +190,13 @@ where
                 graceful(http.as_mut());
             }
         }
-        if let Poll::Ready(r) = http.as_mut().poll(cx) {
+        // The connection's span, entered once per wake-up of its task: HTTP/1.1 handlers run
+        // inside this poll (16 pipelined requests pay for one enter); HTTP/2's run in tasks
+        // of their own and enter it themselves (`respond.rs`).
+        let entered = conn.span.enter();
+        let polled = http.as_mut().poll(cx);
+        drop(entered);
+        if let Poll::Ready(r) = polled {
             return Poll::Ready(Some(r));
         }
         match conn.waker.take() {
