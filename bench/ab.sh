@@ -11,6 +11,9 @@
 #
 # Usage: bench/ab.sh REF [ROUNDS]        (ROUNDS default 5; DURATION=S per run, default 8;
 #        MODES="keepalive close pipelined" by default)
+# The A/A: `bench/ab.sh HEAD` on a clean working tree builds one commit in two directories
+# (builds of one source have differed by ~0.5 µs user per request on GET /; see
+# bench/notes/get-user-time.md): run it beside an A/B whose difference is that small.
 # Needs wrk and nginx (bench/peers/install.sh). Give the figures in the commit message of
 # every change to http/, runtime/, ws/ or db/ (see the README's Tests and the lab).
 set -euo pipefail
