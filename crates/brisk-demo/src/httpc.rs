@@ -48,37 +48,27 @@ impl Httpc {
         }
     }
 
-    /// Whether `path` is one of these routes.
-    pub(crate) fn serves(path: &str) -> bool {
-        matches!(
-            path,
-            "/upstream" | "/httpc/plain" | "/httpc/reuse" | "/httpc/multi"
-        )
-    }
-
-    /// Answers `path` if it is one of these routes.
-    pub(crate) async fn route(&self, path: &str, query: Option<&str>) -> Option<Response<Body>> {
-        if !Self::serves(path) {
-            return None;
-        }
+    /// Answers `call`.
+    pub(crate) async fn answer(&self, call: Call, query: Option<&str>) -> Response<Body> {
         let calls = param(query, "n").unwrap_or(5).clamp(1, MAX_CALLS as u64) as usize;
         let ms = param(query, "ms").unwrap_or(10).min(MAX_DELAY_MS);
         let url = format!("{}/upstream?ms={ms}", self.upstream);
-        let results = match path {
-            "/upstream" => {
+        let (mode, results) = match call {
+            Call::Upstream => {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
-                return Some(json(format!(r#"{{"waited_ms":{ms}}}"#)));
+                return json(format!(r#"{{"waited_ms":{ms}}}"#));
             }
-            "/httpc/plain" => one_by_one(&self.fresh, &url, calls).await,
-            "/httpc/reuse" => one_by_one(&self.pooled, &url, calls).await,
-            "/httpc/multi" => {
+            Call::Plain => ("plain", one_by_one(&self.fresh, &url, calls).await),
+            Call::Reuse => ("reuse", one_by_one(&self.pooled, &url, calls).await),
+            Call::Multi => {
                 let requests = (0..calls).map(|_| self.pooled.get(&url));
-                self.pooled.multi(requests).await.into_iter().collect()
+                (
+                    "multi",
+                    self.pooled.multi(requests).await.into_iter().collect(),
+                )
             }
-            _ => return None,
         };
-        let mode = &path["/httpc/".len()..];
-        Some(match results {
+        match results {
             Ok(responses) => {
                 let bodies: Vec<serde_json::Value> = (responses.iter())
                     .map(|r| r.json().unwrap_or_else(|_| r.text().into()))
@@ -87,6 +77,32 @@ impl Httpc {
                 json(answer.to_string())
             }
             Err(e) => e.into_response(),
+        }
+    }
+}
+
+/// One of these routes, by its path (found before any future is made).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Call {
+    /// `/upstream`: the slow upstream itself.
+    Upstream,
+    /// `/httpc/plain`: a new connection per call.
+    Plain,
+    /// `/httpc/reuse`: pooled connections, one call after another.
+    Reuse,
+    /// `/httpc/multi`: pooled connections, all calls at once.
+    Multi,
+}
+
+impl Call {
+    /// The route `path` names, if any.
+    pub(crate) fn of(path: &str) -> Option<Call> {
+        Some(match path {
+            "/upstream" => Call::Upstream,
+            "/httpc/plain" => Call::Plain,
+            "/httpc/reuse" => Call::Reuse,
+            "/httpc/multi" => Call::Multi,
+            _ => return None,
         })
     }
 }

@@ -11,9 +11,9 @@ use brisk::ws::WsEndpoint;
 use crate::admin::Admin;
 use crate::blocks::Blocks;
 use crate::chat::Chat;
-use crate::httpc::Httpc;
+use crate::httpc::{Call, Httpc};
 use crate::orm::Orm;
-use crate::techempower::Techempower;
+use crate::techempower::{Techempower, Test};
 use crate::views::Views;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError};
@@ -131,21 +131,15 @@ impl Routes {
         let path = req.uri().path();
         if get {
             // Boxed: the database calls' state would otherwise enlarge every request's future.
-            if Techempower::serves(path) {
-                if let Some(r) =
-                    Box::pin(self.apps.techempower.route(path, req.uri().query())).await
-                {
-                    return r;
-                }
+            if let Some(test) = Test::of(path) {
+                return Box::pin(self.apps.techempower.answer(test, req.uri().query())).await;
             }
             if let Some(r) = self.apps.views.route(path, req.uri().query()) {
                 return r;
             }
             // Boxed, as above.
-            if Httpc::serves(path) {
-                if let Some(r) = Box::pin(self.apps.httpc.route(path, req.uri().query())).await {
-                    return r;
-                }
+            if let Some(call) = Call::of(path) {
+                return Box::pin(self.apps.httpc.answer(call, req.uri().query())).await;
             }
         }
         if let Some(rest) = path.strip_prefix("/static") {

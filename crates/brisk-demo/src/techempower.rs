@@ -84,6 +84,37 @@ impl From<RedisError> for Failure {
     }
 }
 
+/// One of the tests, by its path: found before any future is made, so that other requests
+/// make none of [`Techempower::answer`]'s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Test {
+    Plaintext,
+    Json,
+    Db,
+    Queries,
+    Updates,
+    CachedQueries,
+    Fortunes,
+    R5,
+}
+
+impl Test {
+    /// The test `path` names, if any.
+    pub(crate) fn of(path: &str) -> Option<Test> {
+        Some(match path {
+            "/plaintext" => Test::Plaintext,
+            "/json" => Test::Json,
+            "/db" => Test::Db,
+            "/queries" => Test::Queries,
+            "/updates" => Test::Updates,
+            "/cached-queries" => Test::CachedQueries,
+            "/fortunes" => Test::Fortunes,
+            "/r5" => Test::R5,
+            _ => return None,
+        })
+    }
+}
+
 /// The test set over one database; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Techempower {
@@ -121,49 +152,32 @@ impl Techempower {
         self
     }
 
-    /// Whether `path` is one of the tests (so that other requests make no future of
-    /// [`route`](Self::route)'s).
-    pub(crate) fn serves(path: &str) -> bool {
-        matches!(
-            path,
-            "/plaintext"
-                | "/json"
-                | "/db"
-                | "/queries"
-                | "/updates"
-                | "/cached-queries"
-                | "/fortunes"
-                | "/r5"
-        )
-    }
-
-    /// Answers `path` if it is one of the tests.
-    pub(crate) async fn route(&self, path: &str, query: Option<&str>) -> Option<Response<Body>> {
-        let answer: Result<Response<Body>, Failure> = match path {
-            "/plaintext" => Ok(typed("Hello, World!", "text/plain")),
-            "/json" => Ok(json(&Message {
+    /// Answers `test`.
+    pub(crate) async fn answer(&self, test: Test, query: Option<&str>) -> Response<Body> {
+        let answer: Result<Response<Body>, Failure> = match test {
+            Test::Plaintext => Ok(typed("Hello, World!", "text/plain")),
+            Test::Json => Ok(json(&Message {
                 message: "Hello, World!",
             })),
-            "/db" => self.one_world().await.map(|w| json(&w)).map_err(Into::into),
-            "/queries" => self
+            Test::Db => self.one_world().await.map(|w| json(&w)).map_err(Into::into),
+            Test::Queries => self
                 .worlds(count(query, "queries"))
                 .await
                 .map(|w| worlds_json(&w))
                 .map_err(Into::into),
-            "/updates" => self
+            Test::Updates => self
                 .update(count(query, "queries"))
                 .await
                 .map(|w| worlds_json(&w))
                 .map_err(Into::into),
-            "/cached-queries" => self
+            Test::CachedQueries => self
                 .cached(count(query, "count"))
                 .await
                 .map(|w| worlds_json(&w)),
-            "/fortunes" => self.fortunes().await.map_err(Into::into),
-            "/r5" => self.r5().await.map_err(Into::into),
-            _ => return None,
+            Test::Fortunes => self.fortunes().await.map_err(Into::into),
+            Test::R5 => self.r5().await.map_err(Into::into),
         };
-        Some(answer.unwrap_or_else(|e| failure(&e)))
+        answer.unwrap_or_else(|e| failure(&e))
     }
 
     /// The rows of `sql`: asynchronously, or with `--blocking-db` on the synchronous client

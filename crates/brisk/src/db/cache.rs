@@ -46,8 +46,7 @@ struct Entry {
     sql: Box<str>,
     /// The parameters as `Debug` writes them.
     params: Box<str>,
-    /// `Vec<Row>`, or the `Vec<T>` of `query_as`.
-    of: TypeId,
+    /// A `Vec<Row>`, or the `Vec<T>` of `query_as` (its type is part of the key).
     value: Arc<dyn Any + Send + Sync>,
     loaded: Instant,
 }
@@ -70,7 +69,7 @@ impl Lookup<'_> {
     }
 
     fn matches(&self, e: &Entry) -> bool {
-        if *e.sql != *self.sql || e.of != self.of {
+        if *e.sql != *self.sql || (*e.value).type_id() != self.of {
             return false;
         }
         let mut rest = &*e.params;
@@ -165,15 +164,17 @@ impl QueryCache {
         let hash = key.hash();
         let hit = {
             let mut entries = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            match entries.get(&hash) {
-                Some(e) if key.matches(e) && e.loaded.elapsed() < self.ttl => {
-                    e.value.clone().downcast::<Vec<T>>().ok()
-                }
-                Some(e) if key.matches(e) => {
+            // The key is compared once; an expired answer is dropped.
+            let found = (entries.get(&hash))
+                .filter(|e| key.matches(e))
+                .map(|e| (e.loaded.elapsed() < self.ttl).then(|| e.value.clone()));
+            match found {
+                Some(Some(value)) => value.downcast::<Vec<T>>().ok(),
+                Some(None) => {
                     entries.pop(&hash);
                     None
                 }
-                _ => None,
+                None => None,
             }
         };
         count(hit.is_some());
@@ -185,7 +186,6 @@ impl QueryCache {
         let entry = Entry {
             sql: sql.into(),
             params: params_text,
-            of: TypeId::of::<Vec<T>>(),
             value: value.clone(),
             loaded: Instant::now(),
         };

@@ -160,9 +160,9 @@ async fn answer(
     });
     // HTTP/1.1 handlers run in the connection's task, which enters the connection's span
     // around each of its polls; HTTP/2 streams are tasks of their own.
-    let own_task = req.version() == http::Version::HTTP_2;
+    let in_stream_task = req.version() == http::Version::HTTP_2;
     let mut handling = (shared.handler)(req);
-    let outcome = if conn.span.is_disabled() || !own_task {
+    let outcome = if conn.span.is_disabled() || !in_stream_task {
         AssertUnwindSafe(handling).catch_unwind().await
     } else {
         // The connection's span, entered while the handler runs (no span per request).

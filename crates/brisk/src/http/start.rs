@@ -47,8 +47,9 @@ pub(super) struct Logging {
     pub latency_histograms: bool,
 }
 
-/// Serves `listener` in `worker` until the worker stops with `answers`; `tls` is the rustls configuration
-/// and handshake timeout of an `https://` listener; `logging` how requests are logged.
+/// Serves `listener` in `worker` with `answers` until the worker stops; `tls` is the rustls
+/// configuration and handshake timeout of an `https://` listener; `logging` how requests are
+/// logged.
 pub(super) fn start(
     worker: Rc<WorkerCtx>,
     listener: tokio::net::TcpListener,

@@ -102,8 +102,9 @@ pub(super) struct HttpConn {
     /// The connection task, woken by `drain` and `destroy`.
     pub(super) waker: Cell<Option<Waker>>,
     /// The `request{conn=N}` span its handlers run in (disabled when the server has no
-    /// request spans or no subscriber wants them): one per connection, entered for each
-    /// poll of a handler, so a keep-alive request makes no span of its own.
+    /// request spans or no subscriber wants them): one per connection, entered once per
+    /// wake-up of the connection's task (by each HTTP/2 stream's task for its own polls), so
+    /// a request makes no span of its own.
     pub(super) span: tracing::Span,
 }
 
