@@ -124,6 +124,7 @@ fn large_bodies_head_and_bodyless_statuses_keep_the_framing_right() {
     let mut s = connect(port);
     let batch = [
         get("/big"),
+        get("/big-chunked"),
         "HEAD /big HTTP/1.1\r\nHost: x\r\n\r\n".to_string(),
         get("/no-content"),
         get("/last"),
@@ -132,6 +133,15 @@ fn large_bodies_head_and_bodyless_statuses_keep_the_framing_right() {
     s.write_all(batch.as_bytes()).unwrap();
     let big = read_response(&mut s);
     assert_eq!(big.body, b"0123456789".repeat(10 * 1024));
+    // Framed as the handler said, though the body is in memory.
+    let chunked = read_response_head(&mut s);
+    assert_eq!(
+        chunked.header("transfer-encoding"),
+        Some("chunked"),
+        "{}",
+        chunked.head
+    );
+    assert_eq!(read_chunked(&mut s), b"0123456789".repeat(10 * 1024));
     let head = read_response_head(&mut s);
     assert_eq!(
         head.header("content-length"),
@@ -161,13 +171,20 @@ fn broken_responses_close_only_their_connection() {
     assert_eq!(r.status, 500);
     assert_eq!(r.header("connection"), Some("close"));
     assert!(read_to_close(&mut s).is_empty());
+    // A panic in the call of the handler, before its future exists: the same.
+    let mut s = connect(port);
+    s.write_all(get("/panic-at-call").as_bytes()).unwrap();
+    let r = read_response(&mut s);
+    assert_eq!(r.status, 500);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(read_to_close(&mut s).is_empty());
     // A 1xx from a handler becomes a 500; the connection stays usable.
     let mut s = connect(port);
     s.write_all([get("/early-hints"), get("/fine")].concat().as_bytes())
         .unwrap();
     assert_eq!(read_response(&mut s).status, 500);
     assert_eq!(read_response(&mut s).text(), "ok /fine");
-    assert_eq!(server.total("throw_exception").unwrap(), 2);
+    assert_eq!(server.total("throw_exception").unwrap(), 3);
 }
 
 #[test]

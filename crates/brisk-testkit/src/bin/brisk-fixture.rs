@@ -223,7 +223,10 @@ async fn text_command(conn: Connection, line: Bytes) -> Result<(), brisk::BoxErr
 /// - `/length-mismatch`: `content-length: 10` with a 3-byte body;
 /// - `/no-content`: 204 with a body (which must not be sent);
 /// - `/early-hints`: 103 (a handler cannot answer with 1xx);
-/// - `/panic`: the handler panics;
+/// - `/panic`: the handler's future panics; `/panic-at-call`: the handler panics when called,
+///   before it returns its future;
+/// - `/big-chunked`: the 100 KiB of `/big` in memory, with `transfer-encoding: chunked` set
+///   by the handler;
 /// - `POST /echo`: the request body;
 /// - `/status?code=N`: status N with an `etag` and the body `status N` (which must not be sent
 ///   for 204 and 304);
@@ -254,6 +257,10 @@ async fn http_route(req: http::Request<RequestBody>) -> http::Response<Body> {
             http::Response::new(Body::new(http_body_util::StreamBody::new(chunks)))
         }
         "/big" => http::Response::new(Body::from(b"0123456789".repeat(10 * 1024))),
+        "/big-chunked" => http::Response::builder()
+            .header("transfer-encoding", "chunked")
+            .body(Body::from(b"0123456789".repeat(10 * 1024)))
+            .unwrap(),
         "/length-mismatch" => http::Response::builder()
             .header("content-length", "10")
             .body(Body::from("abc"))
@@ -500,7 +507,12 @@ fn main() -> ExitCode {
                 max_requests_per_connection: max_requests,
                 ..HttpLimits::default()
             })
-            .handler(http_route);
+            .handler(|req: http::Request<RequestBody>| {
+                if req.uri().path() == "/panic-at-call" {
+                    panic!("requested panic, before the handler's future");
+                }
+                http_route(req)
+            });
         app = app.server(s);
     }
     if let Some(n) = flag(&args, "--process").and_then(|v| v.parse().ok()) {

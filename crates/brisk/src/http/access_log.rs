@@ -113,15 +113,15 @@ pub(crate) struct RequestLine {
 }
 
 impl RequestLine {
-    /// The parts of a request the log line shows.
-    pub(crate) fn of<B>(req: &http::Request<B>) -> Self {
+    /// The parts of a request the log line shows; `started` is when it arrived.
+    pub(crate) fn of<B>(req: &http::Request<B>, started: std::time::Instant) -> Self {
         RequestLine {
             method: req.method().clone(),
             uri: req.uri().clone(),
             version: req.version(),
             referer: req.headers().get(header::REFERER).cloned(),
             user_agent: req.headers().get(header::USER_AGENT).cloned(),
-            started: std::time::Instant::now(),
+            started,
         }
     }
 }

@@ -108,6 +108,15 @@ impl Body {
         matches!(self.kind, Kind::Boxed(_) | Kind::File(_))
     }
 
+    /// The bytes of a body held in memory in one piece (`None` for streams, files and an
+    /// empty body).
+    pub(crate) fn into_full(self) -> Option<Bytes> {
+        match self.kind {
+            Kind::Full(b) => b,
+            _ => None,
+        }
+    }
+
     /// The bytes of a body held in memory in one piece (`None` for streams, files and no
     /// body).
     #[cfg(feature = "compression")]

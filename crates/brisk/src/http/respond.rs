@@ -8,6 +8,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::Poll;
 
+use std::time::Instant;
+
+use futures_util::future::LocalBoxFuture;
 use futures_util::FutureExt;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 
@@ -16,7 +19,7 @@ use super::io::Activity;
 use super::state::{HttpConn, HttpShared};
 use super::{Body, RequestBody};
 use crate::response_counts::MethodRow;
-use crate::runtime::handler::panic_message;
+use crate::runtime::handler::{panic_message, BoxError};
 use crate::stats::Stats;
 
 /// Keeps the connection marked busy (bytes that arrive are the request's, not a new head)
@@ -86,47 +89,80 @@ pub(super) fn closing(code: StatusCode, text: &'static str) -> Response<Body> {
     r
 }
 
-/// Runs the handler for one request (see [`answer`]) and logs it to the access log, if the
-/// server has one.
+/// Runs the handler for one request ([`admit`], then [`finish`]), for hyper's path. Brisk's
+/// own HTTP/1.1 path calls the steps itself, so that the only future a request needs is the
+/// handler's own.
 pub(super) async fn respond(
     shared: &HttpShared,
     conn: &HttpConn,
     req: Request<RequestBody>,
 ) -> Response<Body> {
-    let began = shared.latency_histograms.then(std::time::Instant::now);
-    let worker = &shared.worker;
-    let measured = || {
-        if let Some(began) = began {
-            worker.record_latency(&worker.stats.http_latency, began);
-        }
+    let began = shared.latency_histograms.then(Instant::now);
+    // HTTP/1.1 handlers run in the connection's task, which enters the connection's span
+    // around each of its polls; HTTP/2 streams are tasks of their own.
+    let in_stream_task = req.version() == http::Version::HTTP_2;
+    let (admitted, ticket) = admit(shared, conn, req, began);
+    let mut handling = match admitted {
+        Admitted::Refused(code, why) => return ticket.refused(shared, conn, code, why),
+        Admitted::Handling(handling) => handling,
+        Admitted::Panicked(panic) => return finish(shared, conn, ticket, Err(panic)),
     };
-    let method = MethodRow::of(req.method());
-    let counted = |resp: &Response<Body>| {
-        measured();
-        worker
-            .stats
-            .http_responses
-            .count(method, resp.status().as_u16());
+    let outcome = if conn.span.is_disabled() || !in_stream_task {
+        AssertUnwindSafe(handling).catch_unwind().await
+    } else {
+        // The connection's span, entered while the handler runs (no span per request).
+        let in_span = std::future::poll_fn(|cx| {
+            let _entered = conn.span.enter();
+            handling.as_mut().poll(cx)
+        });
+        AssertUnwindSafe(in_span).catch_unwind().await
     };
-    let Some(log) = &shared.access_log else {
-        let resp = answer(shared, conn, req).await;
-        counted(&resp);
-        return resp;
-    };
-    let line = RequestLine::of(&req);
-    let resp = answer(shared, conn, req).await;
-    counted(&resp);
-    log.log(&line, &resp, conn.remote, worker.info.id, conn.id);
-    resp
+    finish(shared, conn, ticket, outcome)
 }
 
-/// Runs the handler for one request, refusing ambiguous framing (400), enforcing the body
-/// limit and counting errors.
-async fn answer(
+/// The future of a server's handler for one request.
+pub(super) type Handling = LocalBoxFuture<'static, Result<Response<Body>, BoxError>>;
+
+/// How a handler ended: its answer, its error, or its panic.
+pub(super) type Outcome = std::thread::Result<Result<Response<Body>, BoxError>>;
+
+/// A request taken in by [`admit`].
+pub(super) enum Admitted {
+    /// Refused before the handler saw it: the status and the reason, answered with
+    /// [`Ticket::refused`].
+    Refused(StatusCode, &'static str),
+    /// The handler's future; its [`Outcome`] goes to [`finish`].
+    Handling(Handling),
+    /// The handler panicked when called, before it returned its future: an [`Outcome`] for
+    /// [`finish`].
+    Panicked(Box<dyn std::any::Any + Send>),
+}
+
+/// What answering a request needs from it once the handler has it: how to count, time, log
+/// and compress the answer, and whether it is the connection's last.
+pub(super) struct Ticket {
+    /// When the request arrived, if latencies are recorded.
+    began: Option<Instant>,
+    method: MethodRow,
+    /// The access log's view of the request, if the server has a log.
+    line: Option<Box<RequestLine>>,
+    /// The method and `Accept-Encoding`, if the server compresses.
+    #[cfg(feature = "compression")]
+    compress: Option<(http::Method, Option<HeaderValue>)>,
+    /// The request's number on its connection, from 1.
+    n: u64,
+}
+
+/// Takes a request in: counts it, refuses ambiguous framing (400) and a declared body over
+/// the limit (413), and otherwise calls the handler (a panic in the call itself is caught as
+/// one in its future is). `began` is when the request arrived (for the latency
+/// histogram and the access log).
+pub(super) fn admit(
     shared: &HttpShared,
     conn: &HttpConn,
     mut req: Request<RequestBody>,
-) -> Response<Body> {
+    began: Option<Instant>,
+) -> (Admitted, Ticket) {
     req.body_mut().set_remote_addr(conn.remote);
     let stats = &shared.worker.stats;
     Stats::add(&stats.total_request, 1);
@@ -138,9 +174,25 @@ async fn answer(
     }
     let n = conn.requests.get() + 1;
     conn.requests.set(n);
+    let ticket = Ticket {
+        began,
+        method: MethodRow::of(req.method()),
+        line: shared
+            .access_log
+            .as_ref()
+            .map(|_| Box::new(RequestLine::of(&req, began.unwrap_or_else(Instant::now)))),
+        // What compressing the answer needs from the request, taken before the handler has
+        // it.
+        #[cfg(feature = "compression")]
+        compress: shared.compression.as_ref().map(|_| {
+            let accept = req.headers().get(header::ACCEPT_ENCODING).cloned();
+            (req.method().clone(), accept)
+        }),
+        n,
+    };
     if let Some(why) = super::framing::violation(&req) {
         Stats::add(&stats.rejected, 1);
-        return closing(StatusCode::BAD_REQUEST, why);
+        return (Admitted::Refused(StatusCode::BAD_REQUEST, why), ticket);
     }
     let max_body = shared.limits.max_package_size;
     let declared = req
@@ -150,33 +202,33 @@ async fn answer(
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > max_body as u64) {
         Stats::add(&stats.rejected, 1);
-        return closing(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
+        let why = "request body too large\n";
+        return (
+            Admitted::Refused(StatusCode::PAYLOAD_TOO_LARGE, why),
+            ticket,
+        );
     }
-    // What compressing the answer needs from the request, taken before the handler has it.
-    #[cfg(feature = "compression")]
-    let compress = shared.compression.as_ref().map(|c| {
-        let accept = req.headers().get(header::ACCEPT_ENCODING).cloned();
-        (c, req.method().clone(), accept)
-    });
-    // HTTP/1.1 handlers run in the connection's task, which enters the connection's span
-    // around each of its polls; HTTP/2 streams are tasks of their own.
-    let in_stream_task = req.version() == http::Version::HTTP_2;
-    let mut handling = (shared.handler)(req);
-    let outcome = if conn.span.is_disabled() || !in_stream_task {
-        AssertUnwindSafe(handling).catch_unwind().await
-    } else {
-        // The connection's span, entered while the handler runs (no span per request).
-        let in_span = std::future::poll_fn(|cx| {
-            let _entered = conn.span.enter();
-            handling.as_mut().poll(cx)
-        });
-        AssertUnwindSafe(in_span).catch_unwind().await
-    };
+    match std::panic::catch_unwind(AssertUnwindSafe(|| (shared.handler)(req))) {
+        Ok(handling) => (Admitted::Handling(handling), ticket),
+        Err(panic) => (Admitted::Panicked(panic), ticket),
+    }
+}
+
+/// Turns the handler's outcome into the answer: an error becomes a 500 (a body over the
+/// limit a 413), a panic a 500 that closes the connection; the answer is compressed if it
+/// should be, marked as the connection's last if it is, then counted, timed and logged.
+pub(super) fn finish(
+    shared: &HttpShared,
+    conn: &HttpConn,
+    ticket: Ticket,
+    outcome: Outcome,
+) -> Response<Body> {
+    let stats = &shared.worker.stats;
     let mut resp = match outcome {
         #[cfg(feature = "compression")]
-        Ok(Ok(resp)) => match compress {
-            Some((c, method, accept)) => c.apply(&method, accept.as_ref(), resp),
-            None => resp,
+        Ok(Ok(resp)) => match (&shared.compression, &ticket.compress) {
+            (Some(c), Some((method, accept))) => c.apply(method, accept.as_ref(), resp),
+            _ => resp,
         },
         #[cfg(not(feature = "compression"))]
         Ok(Ok(resp)) => resp,
@@ -204,10 +256,40 @@ async fn answer(
     let last = shared
         .http
         .max_requests_per_connection
-        .is_some_and(|max| n >= max);
+        .is_some_and(|max| ticket.n >= max);
     if last || conn.draining.get() {
         resp.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
-    resp
+    ticket.account(shared, conn, resp)
+}
+
+impl Ticket {
+    /// The answer to a request [`admit`] refused, counted, timed and logged; the connection
+    /// closes after it.
+    pub(super) fn refused(
+        self,
+        shared: &HttpShared,
+        conn: &HttpConn,
+        code: StatusCode,
+        why: &'static str,
+    ) -> Response<Body> {
+        self.account(shared, conn, closing(code, why))
+    }
+
+    /// Counts, times and logs `resp`, the request's answer.
+    fn account(self, shared: &HttpShared, conn: &HttpConn, resp: Response<Body>) -> Response<Body> {
+        let worker = &shared.worker;
+        if let Some(began) = self.began {
+            worker.record_latency(&worker.stats.http_latency, began);
+        }
+        worker
+            .stats
+            .http_responses
+            .count(self.method, resp.status().as_u16());
+        if let (Some(log), Some(line)) = (&shared.access_log, &self.line) {
+            log.log(line, &resp, conn.remote, worker.info.id, conn.id);
+        }
+        resp
+    }
 }

@@ -37,6 +37,11 @@ impl Output {
         &mut self.buf
     }
 
+    /// Whether a tail is staged (nothing may be staged after it until it is sent).
+    pub(in crate::http::h1) fn has_tail(&self) -> bool {
+        !self.tail.is_empty()
+    }
+
     /// Bytes staged and not sent.
     pub(in crate::http::h1) fn staged(&self) -> usize {
         self.buf.len() - self.sent + self.tail.len()

@@ -49,6 +49,9 @@ const FLUSH_AT: usize = 64 * 1024;
 pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) -> Exit {
     let mut input = BytesMut::new();
     let mut out = Output::default();
+    // When the bytes being answered were read: every request of one read arrived then (a
+    // pipelined one's latency includes its wait behind those before it).
+    let mut began = None;
     loop {
         // Answer every complete request received so far, in order.
         let mut data = input.split().freeze();
@@ -80,7 +83,7 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
             };
             // Boxed: the handler's and the writer's state exist only while a request is in
             // flight, so an idle connection's task does not carry their space.
-            let sent = Box::pin(answer(shared, conn, &io, &mut out, req, close)).await;
+            let sent = Box::pin(answer(shared, conn, &io, &mut out, req, close, began)).await;
             match sent {
                 Ok(Keep::Open) if out.staged() < FLUSH_AT || data.is_empty() => {}
                 Ok(Keep::Open) => {
@@ -120,7 +123,9 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
         }
         let grace_over = || conn.worker.drain_grace_over();
         match read_more(&mut io, &conn.draining, grace_over, &mut input).await {
-            Ok(Some(n)) if n > 0 => {}
+            Ok(Some(n)) if n > 0 => {
+                began = shared.latency_histograms.then(std::time::Instant::now);
+            }
             // End of stream, drained, or failed: hyper would close too (a partial head at
             // the end is an incomplete message, with nobody to answer).
             _ => {

@@ -96,6 +96,41 @@ pub(super) async fn write_response(
     })
 }
 
+/// Whether [`stage_in_memory`] can take `resp`: not when [`write_response`] must send it (a
+/// streamed body or a file, a 1xx status, or a tail staged before it that must go first).
+pub(super) fn stages_in_memory(out: &Output, resp: &Response<Body>) -> bool {
+    !(resp.body().is_streaming() || resp.status().is_informational() || out.has_tail())
+}
+
+/// Stages a response whose body is in memory, without waiting; only for a response
+/// [`stages_in_memory`] takes.
+pub(super) fn stage_in_memory(
+    out: &mut Output,
+    resp: Response<Body>,
+    cx: &HeadContext<'_>,
+) -> Keep {
+    debug_assert!(stages_in_memory(out, &resp));
+    let (parts, body) = resp.into_parts();
+    let cx = HeadContext {
+        body_len: body.size_hint().exact(),
+        ..*cx
+    };
+    let head = response_head::encode(out.stage(), parts.status, &parts.headers, &cx);
+    let mut writer = BodyWriter::new(head.framing);
+    if let Some(data) = body.into_full() {
+        // A chunked body's end follows its data in the staging buffer, so the data goes
+        // there too (a handler that sets `transfer-encoding` itself; rare).
+        let copy = head.framing == Framing::Chunked;
+        writer.frame(out, data, copy);
+    }
+    let complete = writer.finish(out);
+    if head.close || !complete {
+        Keep::Close
+    } else {
+        Keep::Open
+    }
+}
+
 /// Sends what is staged (a response head, at least), then the file range: each chunk whose
 /// pages are in the page cache with `sendfile(2)`, from the file to the socket; any other
 /// chunk read through the body (on the blocking pool when it would wait for the disk) and
@@ -168,7 +203,12 @@ impl BodyWriter {
     }
 
     /// Stages one chunk of data. `out` must have room (no unsent data after its stage).
-    fn data(&mut self, out: &mut Output, mut data: Bytes) {
+    fn data(&mut self, out: &mut Output, data: Bytes) {
+        self.frame(out, data, false)
+    }
+
+    /// [`data`](Self::data), copied into the staging buffer if `copy`, whatever its size.
+    fn frame(&mut self, out: &mut Output, mut data: Bytes, copy: bool) {
         if data.is_empty() {
             return;
         }
@@ -193,7 +233,11 @@ impl BodyWriter {
             Framing::UntilClose => {}
         }
         self.sent += data.len() as u64;
-        out.push(data);
+        if copy {
+            out.stage().extend_from_slice(&data);
+        } else {
+            out.push(data);
+        }
     }
 
     /// Stages the end of the body; returns whether the body matched its framing (when not,
