@@ -195,12 +195,20 @@ fn a_tiny_target_runs_end_to_end() {
     assert!(rate.median > 0.0);
     assert_eq!(row.errors, Some(0));
     assert!(row.rss_peak_kb.unwrap() > 0);
-    assert!(row.cpu_us_per_req.is_some());
+    let cpu = row.cpu_us_per_req.expect("CPU per request");
+    let (user, kernel) = (row.user_us_per_req.unwrap(), row.kernel_us_per_req.unwrap());
+    // Medians of two series (clock ticks are 10 ms): their sum is near the total's median.
+    assert!(user >= 0.0 && kernel >= 0.0, "{user} + {kernel}");
+    assert!(
+        (user + kernel - cpu).abs() <= cpu * 0.5 + 1.0,
+        "{user} + {kernel} vs {cpu}"
+    );
     for file in ["report.json", "report.md", "report.html"] {
         assert!(out.join(file).exists(), "{file}");
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("| tiny | 4 connections |"), "{md}");
+    assert!(md.contains("user + kernel µs/req"), "{md}");
     // Stopped: nothing answers on the port any more.
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::suite::model::{Outcome, Row};
-use crate::suite::procfs::{cpu_between, snapshot, Peak, Sampler};
+use crate::suite::procfs::{cpu_between, snapshot, user_seconds_between, Peak, Sampler};
 use crate::suite::stats::{median_index, spread};
 
 /// The runs of one point and what the target used during them.
@@ -17,6 +17,8 @@ pub struct Runs<R> {
     /// Target CPU microseconds per unit of work (request, delivery), for
     /// each run that did any work.
     pub cpu_us: Vec<f64>,
+    /// The user-space part of `cpu_us`, run by run.
+    pub user_us: Vec<f64>,
     /// Target RSS before the runs, KiB.
     pub idle_rss_kb: u64,
     /// The RSS peak of the run that peaked highest.
@@ -33,6 +35,7 @@ impl<R> Runs<R> {
             reports: Vec::new(),
             cpu_percent: Vec::new(),
             cpu_us: Vec::new(),
+            user_us: Vec::new(),
             idle_rss_kb: snapshot(pid, pid).rss_kb,
             peak: Peak::default(),
             pid,
@@ -58,6 +61,8 @@ impl<R> Runs<R> {
         let units = work(&report);
         if units > 0 {
             self.cpu_us.push(secs * 1e6 / units as f64);
+            let user = user_seconds_between(&before, &after);
+            self.user_us.push(user * 1e6 / units as f64);
         }
         if peak.rss_kb > self.peak.rss_kb {
             self.peak = peak;
@@ -83,6 +88,11 @@ impl<R> Runs<R> {
             row.cpu_percent = Some(self.cpu_percent[i]);
         }
         row.cpu_us_per_req = spread(&self.cpu_us).map(|s| s.median);
+        let kernel_us: Vec<f64> = (self.cpu_us.iter().zip(&self.user_us))
+            .map(|(all, user)| all - user)
+            .collect();
+        row.user_us_per_req = spread(&self.user_us).map(|s| s.median);
+        row.kernel_us_per_req = spread(&kernel_us).map(|s| s.median);
         row.rss_idle_kb = Some(self.idle_rss_kb);
         row.rss_peak_kb = Some(self.peak.rss_kb);
         row.rss_per_process_kb = self.peak.per_process_kb.clone();

@@ -154,6 +154,12 @@ pub struct Row {
     pub cpu_percent: Option<f64>,
     /// Target CPU time per request/message, microseconds (median of kept runs).
     pub cpu_us_per_req: Option<f64>,
+    /// The user-space part of it (utime), microseconds (median of kept runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_us_per_req: Option<f64>,
+    /// The kernel part of it (stime), microseconds (median of kept runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_us_per_req: Option<f64>,
     /// Target RSS before the load, KiB (all processes).
     pub rss_idle_kb: Option<u64>,
     /// Peak target RSS during the runs, KiB (all processes).
@@ -189,6 +195,8 @@ impl Row {
             error_kinds: None,
             cpu_percent: None,
             cpu_us_per_req: None,
+            user_us_per_req: None,
+            kernel_us_per_req: None,
             rss_idle_kb: None,
             rss_peak_kb: None,
             rss_per_process_kb: Vec::new(),

@@ -19,6 +19,8 @@ pub struct ProcStat {
     pub pgrp: i32,
     /// utime + stime, in clock ticks.
     pub ticks: u64,
+    /// utime alone (user space), in clock ticks.
+    pub user_ticks: u64,
     /// Resident set size, KiB.
     pub rss_kb: u64,
 }
@@ -36,6 +38,7 @@ pub fn parse_stat(text: &str, page_kb: u64) -> Option<ProcStat> {
         ppid: num(4)? as i32,
         pgrp: num(5)? as i32,
         ticks: (num(14)? + num(15)?) as u64,
+        user_ticks: num(14)? as u64,
         rss_kb: num(24)?.max(0) as u64 * page_kb,
     })
 }
@@ -89,6 +92,8 @@ pub struct TreeSnapshot {
     pub at: Instant,
     /// Sum of utime + stime, clock ticks.
     pub ticks: u64,
+    /// Sum of utime, clock ticks.
+    pub user_ticks: u64,
     /// Sum of RSS, KiB.
     pub rss_kb: u64,
     /// RSS per process, KiB, by pid.
@@ -101,6 +106,7 @@ pub fn snapshot(root: i32, pgid: i32) -> TreeSnapshot {
     TreeSnapshot {
         at: Instant::now(),
         ticks: procs.iter().map(|p| p.ticks).sum(),
+        user_ticks: procs.iter().map(|p| p.user_ticks).sum(),
         rss_kb: procs.iter().map(|p| p.rss_kb).sum(),
         per_process_kb: procs.iter().map(|p| (p.pid, p.rss_kb)).collect(),
     }
@@ -111,6 +117,12 @@ pub fn cpu_between(a: &TreeSnapshot, b: &TreeSnapshot) -> (f64, f64) {
     let secs = b.ticks.saturating_sub(a.ticks) as f64 / clk_tck();
     let wall = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
     (secs / wall * 100.0, secs)
+}
+
+/// User-space CPU seconds between two snapshots (the rest of [`cpu_between`]'s seconds
+/// were spent in the kernel).
+pub fn user_seconds_between(a: &TreeSnapshot, b: &TreeSnapshot) -> f64 {
+    b.user_ticks.saturating_sub(a.user_ticks) as f64 / clk_tck()
 }
 
 /// Clock ticks per second (`getconf CLK_TCK`).

@@ -94,6 +94,12 @@ pub fn scenario_table(s: &ScenarioResult) -> Table {
         ("CPU µs/req".into(), |r| {
             r.cpu_us_per_req.filter(|_| completed(r)).map(num)
         }),
+        ("user + kernel µs/req".into(), |r| {
+            match (r.user_us_per_req, r.kernel_us_per_req) {
+                (Some(u), Some(k)) if completed(r) => Some(format!("{} + {}", num(u), num(k))),
+                _ => None,
+            }
+        }),
         ("efficiency".into(), |r| {
             r.efficiency.map(|v| format!("{:.0} %", v * 100.0))
         }),
