@@ -101,28 +101,23 @@ impl Routes {
 
     /// Routes one request.
     pub(crate) async fn route(&self, req: Request<RequestBody>) -> Response<Body> {
-        if req.uri().path().starts_with("/admin") {
-            // Boxed, as the database calls below.
-            match Box::pin(self.apps.admin.route(req)).await {
-                Ok(r) => return r,
-                Err(other) => return Box::pin(self.route_other(other)).await,
-            }
+        // Each area's future boxed, as the database calls below, and awaited in a statement
+        // of its own: a temporary in a `match` scrutinee lives to the end of the `match`, so
+        // the unboxed future would take space in every request's future.
+        let path = req.uri().path();
+        let answered = if path.starts_with("/admin") {
+            Box::pin(self.apps.admin.route(req)).await
+        } else if path.starts_with("/api/") {
+            Box::pin(self.apps.api.route(req)).await
+        } else if path.starts_with("/jobs") {
+            Box::pin(self.apps.jobs.route(req)).await
+        } else {
+            Err(req)
+        };
+        match answered {
+            Ok(r) => r,
+            Err(other) => self.route_other(other).await,
         }
-        if req.uri().path().starts_with("/api/") {
-            // Boxed, as above.
-            match Box::pin(self.apps.api.route(req)).await {
-                Ok(r) => return r,
-                Err(other) => return Box::pin(self.route_other(other)).await,
-            }
-        }
-        if req.uri().path().starts_with("/jobs") {
-            // Boxed, as above.
-            match Box::pin(self.apps.jobs.route(req)).await {
-                Ok(r) => return r,
-                Err(other) => return Box::pin(self.route_other(other)).await,
-            }
-        }
-        self.route_other(req).await
     }
 
     /// Routes a request that is not for the admin area.

@@ -378,11 +378,11 @@ impl Techempower {
             .query("SELECT id, message FROM fortune", vec![])
             .await?;
         let mut fortunes = rows
-            .iter()
-            .map(|r| {
+            .into_iter()
+            .map(|mut r| {
                 Ok(Fortune {
                     id: r.get(0)?,
-                    message: r.get(1)?,
+                    message: r.take(1)?,
                 })
             })
             .collect::<Result<Vec<_>, DbError>>()?;

@@ -58,14 +58,20 @@ fn concurrent_queries_pipeline_on_one_connection_with_statements_prepared_once()
     });
 }
 
-#[test]
-fn a_slow_query_times_out_and_is_cancelled_on_the_server() {
+/// A PostgreSQL server and a pool on it with `timeout` as the query timeout.
+fn with_query_timeout(timeout: Duration) -> (Postgres, Pg) {
     let server = Postgres::start().unwrap();
     let options = PostgresOptions {
-        query_timeout: Duration::from_millis(300),
+        query_timeout: timeout,
         ..options()
     };
     let db = Pg::new(&server.url(), options).unwrap();
+    (server, db)
+}
+
+#[test]
+fn a_slow_query_times_out_and_is_cancelled_on_the_server() {
+    let (_server, db) = with_query_timeout(Duration::from_millis(300));
     worker_runtime().block_on(async {
         let t = Instant::now();
         let err = db.query("SELECT pg_sleep(30)", vec![]).await.unwrap_err();
@@ -76,6 +82,57 @@ fn a_slow_query_times_out_and_is_cancelled_on_the_server() {
         let t = Instant::now();
         assert!(db.query_one("SELECT 1", vec![]).await.unwrap().is_some());
         assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    });
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to process `pid`.
+fn signal(pid: i32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// A PostgreSQL backend stopped with SIGSTOP, continued when dropped (a failing test too).
+struct Stopped(i32);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
+#[test]
+fn a_server_that_stops_answering_fails_the_query_after_the_timeout_and_a_grace() {
+    let (_server, db) = with_query_timeout(Duration::from_millis(300));
+    worker_runtime().block_on(async {
+        let backend: i32 = db
+            .query_one("SELECT pg_backend_pid()", vec![])
+            .await
+            .unwrap()
+            .unwrap()
+            .get(0)
+            .unwrap();
+        // The statement timeout cannot end anything: the backend runs nothing at all.
+        let stopped = Stopped(backend);
+        signal(backend, "STOP");
+        let t = Instant::now();
+        let err = db.query("SELECT 1", vec![]).await.unwrap_err();
+        let waited = t.elapsed();
+        assert!(matches!(err, DbError::Timeout(_)), "{err:?}");
+        assert!(
+            waited >= Duration::from_millis(550) && waited < Duration::from_secs(5),
+            "the timeout (300 ms) and its grace (300 ms): {waited:?}"
+        );
+        // Once it answers again, the late answer goes nowhere and the next query gets its own.
+        drop(stopped);
+        let row = db
+            .query_one("SELECT $1::int * 2", vec![21.into()])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.get::<i32>(0).unwrap(), 42);
     });
 }
 

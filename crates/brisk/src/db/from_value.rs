@@ -19,6 +19,12 @@ use crate::civil;
 pub trait FromValue: Sized {
     /// The value as `Self`, or why not.
     fn from_value(v: &Value) -> Result<Self, DbError>;
+
+    /// [`from_value`](Self::from_value), moving text and bytes out of `v` instead of copying
+    /// them (see [`Row::take`](super::Row::take)); `v` is left as it was on an error.
+    fn take_from(v: &mut Value) -> Result<Self, DbError> {
+        Self::from_value(v)
+    }
 }
 
 /// Why `v` cannot be read as `want`.
@@ -92,6 +98,13 @@ impl FromValue for String {
             other => other.to_text().ok_or_else(|| mismatch(v, "String")),
         }
     }
+
+    fn take_from(v: &mut Value) -> Result<Self, DbError> {
+        match v {
+            Value::Text(s) | Value::Decimal(s) => Ok(std::mem::take(s)),
+            other => Self::from_value(other),
+        }
+    }
 }
 
 impl FromValue for Vec<u8> {
@@ -100,6 +113,14 @@ impl FromValue for Vec<u8> {
             Value::Bytes(b) => Ok(b.clone()),
             Value::Text(s) => Ok(s.clone().into_bytes()),
             _ => Err(mismatch(v, "Vec<u8>")),
+        }
+    }
+
+    fn take_from(v: &mut Value) -> Result<Self, DbError> {
+        match v {
+            Value::Bytes(b) => Ok(std::mem::take(b)),
+            Value::Text(s) => Ok(std::mem::take(s).into_bytes()),
+            other => Self::from_value(other),
         }
     }
 }
@@ -156,6 +177,10 @@ impl FromValue for Value {
     fn from_value(v: &Value) -> Result<Self, DbError> {
         Ok(v.clone())
     }
+
+    fn take_from(v: &mut Value) -> Result<Self, DbError> {
+        Ok(std::mem::replace(v, Value::Null))
+    }
 }
 
 impl<T: FromValue> FromValue for Option<T> {
@@ -163,6 +188,13 @@ impl<T: FromValue> FromValue for Option<T> {
         match v {
             Value::Null => Ok(None),
             other => T::from_value(other).map(Some),
+        }
+    }
+
+    fn take_from(v: &mut Value) -> Result<Self, DbError> {
+        match v {
+            Value::Null => Ok(None),
+            other => T::take_from(other).map(Some),
         }
     }
 }

@@ -316,7 +316,8 @@ impl Postgres {
                 }
             }
         };
-        let first_deadline = tokio::time::Instant::now() + options.connect_timeout;
+        // Taken when first needed: most calls find a connection at once.
+        let mut first_deadline = None;
         loop {
             let changed = inner.changed.notified();
             let up = slots
@@ -334,9 +335,14 @@ impl Postgres {
             // Before every connection has tried once, wait for it; after, fail fast.
             let all_tried = inner.attempted.load(Ordering::Relaxed) >= slots.len();
             if all_tried
-                || tokio::time::timeout_at(first_deadline, changed)
-                    .await
-                    .is_err()
+                || tokio::time::timeout_at(
+                    *first_deadline.get_or_insert_with(|| {
+                        tokio::time::Instant::now() + options.connect_timeout
+                    }),
+                    changed,
+                )
+                .await
+                .is_err()
             {
                 return Err(DbError::Unavailable(last_error(slots)));
             }
@@ -410,7 +416,10 @@ impl Postgres {
         // A caller that gives up once the Parse is sent would leave the statement on the
         // server under a name nobody knows: it is closed with the next preparation instead.
         let mut unknown = RetireOnDrop(live, Some(name.clone()));
-        let answer = self.timed_on(live, live.connection.request(out)).await?;
+        let answer = live
+            .connection
+            .request_within(out, self.limit_on(live))
+            .await?;
         let (mut params, mut columns, mut types) = (Vec::new(), Vec::new(), Vec::new());
         for message in answer.messages {
             match message {
@@ -446,18 +455,10 @@ impl Postgres {
         self.inner.options.query_timeout
     }
 
-    /// Awaits `request` on `live`: within the query timeout ([`timed`](Self::timed)), but
-    /// on a session's connection (migrations), for as long as it takes.
-    async fn timed_on<T>(
-        &self,
-        live: &Live,
-        request: impl std::future::Future<Output = Result<T, DbError>>,
-    ) -> Result<T, DbError> {
-        if live.checked {
-            self.timed(request).await
-        } else {
-            request.await
-        }
+    /// The query timeout on `live`: none on a session's connection (migrations), which
+    /// waits for as long as it takes.
+    fn limit_on(&self, live: &Live) -> Option<Duration> {
+        live.checked.then(|| self.timeout())
     }
 
     /// Awaits `request`. The server ends a statement past the query timeout itself (the
@@ -469,7 +470,7 @@ impl Postgres {
         request: impl std::future::Future<Output = Result<T, DbError>>,
     ) -> Result<T, DbError> {
         let timeout = self.timeout();
-        let grace = timeout.min(Duration::from_secs(1));
+        let grace = postgres_wire::grace(timeout);
         match tokio::time::timeout(timeout.saturating_add(grace), request).await {
             Ok(result) => result,
             Err(_) => Err(DbError::Timeout(timeout)),
@@ -514,12 +515,17 @@ impl Postgres {
         lists: &[Vec<Value>],
     ) -> Result<(Vec<Outcome>, Prepared, u8), RunError> {
         let prepared = self.prepared(live, sql).await?;
-        let mut out = BytesMut::new();
+        // Room for the Bind and Execute of each list, so the buffer is not grown bit by bit.
+        let per_list = 64 + 16 * prepared.params.len();
+        let mut out = BytesMut::with_capacity(per_list * lists.len() + 8);
         for params in lists {
             bind(&prepared, params, &mut out)?;
         }
         frontend::sync(&mut out);
-        let answer = self.timed_on(live, live.connection.request(out)).await?;
+        let answer = live
+            .connection
+            .request_within(out, self.limit_on(live))
+            .await?;
         let status = answer.status;
         match outcomes(answer, self.timeout()) {
             Ok(outcomes) => Ok((outcomes, prepared, status)),
@@ -594,7 +600,10 @@ impl Postgres {
     ) -> Result<(Vec<Outcome>, u8), DbError> {
         let mut out = BytesMut::new();
         frontend::query(sql, &mut out).map_err(encode_error)?;
-        let answer = self.timed_on(live, live.connection.request(out)).await?;
+        let answer = live
+            .connection
+            .request_within(out, self.limit_on(live))
+            .await?;
         let status = answer.status;
         outcomes(answer, self.timeout()).map(|o| (o, status))
     }

@@ -16,7 +16,10 @@
 //!   queries costs the server one implicit transaction and one flush.
 //! - **Timeouts** are the server's: the session's `statement_timeout` ends a statement that
 //!   runs too long (a cancel request would stop whichever query runs at that moment, maybe
-//!   another caller's).
+//!   another caller's). An answer that does not come at all (a server that stopped, a
+//!   request queued behind a statement the server is still ending) fails a grace after it
+//!   ([`Connection::request_within`]): the driver keeps the deadlines, with one timer for the
+//!   oldest, so a query costs no timer of its own.
 //! - **A shared connection keeps no transaction** ([`Mode::Shared`]): statements that would
 //!   open one are refused before they are sent ([`statement`](super::statement)); if one gets
 //!   through anyway (dynamic SQL in a function), the driver answers it with an error, fails
@@ -41,6 +44,7 @@ use postgres_protocol::message::backend::{ErrorResponseBody, Message};
 use postgres_protocol::message::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 use tokio_postgres::config::Host;
 use tokio_postgres::Config;
 
@@ -65,10 +69,18 @@ pub(super) type Pending = oneshot::Receiver<Result<Answer, DbError>>;
 /// Requests waiting to be written past this many bytes wait in the queue instead.
 const MAX_OUTPUT: usize = 1 << 20;
 
-/// A request: its messages, ending in `Sync` or a simple `Query`, and where its answer goes.
+/// A request: its messages, ending in `Sync` or a simple `Query`, where its answer goes, and
+/// the query timeout it runs under, if any.
 struct Request {
     messages: BytesMut,
     reply: Reply,
+    limit: Option<Duration>,
+}
+
+/// How long past its query timeout a request's answer is waited for before it fails: the
+/// server ends the statement at the timeout; this covers an answer that does not come at all.
+pub(super) fn grace(limit: Duration) -> Duration {
+    limit.min(Duration::from_secs(1))
 }
 
 /// Who uses a connection, which decides what its driver does about transactions.
@@ -91,7 +103,25 @@ pub(super) struct Connection {
 impl Connection {
     /// Sends `messages` (ending in one `Sync`) and waits for their answer.
     pub(super) async fn request(&self, messages: BytesMut) -> Result<Answer, DbError> {
-        let pending = self.send(messages)?;
+        self.request_within(messages, None).await
+    }
+
+    /// [`request`](Self::request) under the query timeout `limit`, if given: the server ends
+    /// a statement past it (the session's `statement_timeout`); an answer that has not come
+    /// a grace later (up to 1 s more) fails with [`DbError::Timeout`].
+    pub(super) async fn request_within(
+        &self,
+        messages: BytesMut,
+        limit: Option<Duration>,
+    ) -> Result<Answer, DbError> {
+        let (reply, pending) = oneshot::channel();
+        self.requests
+            .send(Request {
+                messages,
+                reply,
+                limit,
+            })
+            .map_err(|_| gone())?;
         answer(pending).await
     }
 
@@ -100,7 +130,11 @@ impl Connection {
     pub(super) fn send(&self, messages: BytesMut) -> Result<Pending, DbError> {
         let (reply, answer) = oneshot::channel();
         self.requests
-            .send(Request { messages, reply })
+            .send(Request {
+                messages,
+                reply,
+                limit: None,
+            })
             .map_err(|_| gone())?;
         Ok(answer)
     }
@@ -288,6 +322,56 @@ struct Waiting {
     reply: Option<Reply>,
     /// It runs inside a transaction an earlier request left open, which is rolled back.
     doomed: bool,
+    /// When its answer stops being waited for, and the query timeout it ran under.
+    deadline: Option<(Instant, Duration)>,
+}
+
+/// The one timer of a driver: armed at the earliest deadline of the requests waiting (or
+/// later: firing early costs a look at the queue, not a wrong answer).
+struct Deadlines {
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    armed: bool,
+}
+
+impl Deadlines {
+    fn new() -> Self {
+        Deadlines {
+            timer: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
+            armed: false,
+        }
+    }
+
+    /// A request waits until `deadline`: arms the timer if it is not.
+    fn add(&mut self, deadline: Instant) {
+        if !self.armed {
+            self.timer.as_mut().reset(deadline);
+            self.armed = true;
+        }
+    }
+
+    /// The timer fired: fails every request past its deadline with [`DbError::Timeout`]
+    /// (its answer, when it comes, is dropped) and arms the timer for the next one.
+    fn expire(&mut self, waiting: &mut VecDeque<Waiting>) {
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        for w in waiting.iter_mut() {
+            let Some((deadline, limit)) = w.deadline else {
+                continue;
+            };
+            if deadline <= now {
+                if let Some(reply) = w.reply.take() {
+                    let _ = reply.send(Err(DbError::Timeout(limit)));
+                }
+                w.deadline = None;
+            } else if w.reply.is_some() {
+                next = Some(next.map_or(deadline, |n| n.min(deadline)));
+            }
+        }
+        self.armed = next.is_some();
+        if let Some(next) = next {
+            self.timer.as_mut().reset(next);
+        }
+    }
 }
 
 impl Driver {
@@ -307,6 +391,7 @@ impl Driver {
         let mut output = BytesMut::new();
         let mut waiting: VecDeque<Waiting> = VecDeque::new();
         let mut messages: Vec<Message> = Vec::new();
+        let mut deadlines = Deadlines::new();
         // The answer being read: its size so far, and whether it went past `max_result`
         // (then its messages are read and dropped).
         let (mut answer_bytes, mut oversized) = (0usize, false);
@@ -369,6 +454,7 @@ impl Driver {
                             waiting.push_back(Waiting {
                                 reply: None,
                                 doomed: false,
+                                deadline: None,
                             });
                         }
                     }
@@ -415,15 +501,27 @@ impl Driver {
                 },
                 request = queue.recv(), if output.len() < MAX_OUTPUT && retiring.is_none() => match request {
                     Some(first) => {
+                        // One clock reading for the requests taken together.
+                        let mut now = None;
                         let mut next = Some(first);
-                        while let Some(Request { messages, reply }) = next {
+                        while let Some(Request { messages, reply, limit }) = next {
                             output.extend_from_slice(&messages);
-                            waiting.push_back(Waiting { reply: Some(reply), doomed: false });
+                            // (A timeout too far away to be an instant is none.)
+                            let deadline = limit.and_then(|limit| {
+                                let now = *now.get_or_insert_with(Instant::now);
+                                let at = now.checked_add(limit.saturating_add(grace(limit)))?;
+                                Some((at, limit))
+                            });
+                            if let Some((at, _)) = deadline {
+                                deadlines.add(at);
+                            }
+                            waiting.push_back(Waiting { reply: Some(reply), doomed: false, deadline });
                             next = if output.len() < MAX_OUTPUT { queue.try_recv().ok() } else { None };
                         }
                     }
                     None => break "the pool closed it".to_string(),
                 },
+                () = &mut deadlines.timer, if deadlines.armed => deadlines.expire(&mut waiting),
                 written = writer.write(&output), if !output.is_empty() => match written {
                     Ok(0) => break "the server stopped reading".to_string(),
                     Ok(n) => output.advance(n),

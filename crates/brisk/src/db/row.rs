@@ -39,13 +39,42 @@ impl Row {
                 self.values.len()
             ))
         })?;
-        T::from_value(v).map_err(|e| match e {
+        T::from_value(v).map_err(|e| self.in_column(index, e))
+    }
+
+    /// [`get`](Self::get), taking the value out of the row (NULL is left in its place): text
+    /// and bytes move into `T` instead of being copied. On an error the value stays.
+    ///
+    /// ```
+    /// use brisk::db::{Row, Value};
+    /// let mut row = Row::new(vec!["id".to_string(), "name".to_string()].into(), vec![Value::Int(7), Value::Text("ann".into())]);
+    /// assert_eq!(row.take::<String>(1).unwrap(), "ann");
+    /// assert_eq!(row.get::<Option<String>>(1).unwrap(), None);
+    /// assert!(row.take::<i64>(1).is_err(), "NULL is not an i64");
+    /// assert!(row.take::<i64>(0).is_ok() && row.take::<i64>(0).is_err(), "taken once");
+    /// ```
+    pub fn take<T: FromValue>(&mut self, index: usize) -> Result<T, DbError> {
+        let Some(slot) = self.values.get_mut(index) else {
+            return self.get(index);
+        };
+        match T::take_from(slot) {
+            Ok(v) => {
+                *slot = Value::Null;
+                Ok(v)
+            }
+            Err(e) => Err(self.in_column(index, e)),
+        }
+    }
+
+    /// `e`, naming column `index` if it is a decoding error.
+    fn in_column(&self, index: usize, e: DbError) -> DbError {
+        match e {
             DbError::Decode(why) => {
                 let name = self.columns.get(index).map_or("?", |c| c.as_str());
                 DbError::Decode(format!("column {name:?}: {why}"))
             }
             other => other,
-        })
+        }
     }
 
     /// The value of the column called `name` (ASCII case aside) as `T`.
