@@ -661,10 +661,9 @@ fn build(args: &Args) -> anyhow::Result<App> {
     let site = move |server: HttpServer| {
         // Shared: each request clones one Rc, not every part of the routes.
         let routes = std::rc::Rc::new(routes.clone());
-        let server = server.http_limits(limits).handler(move |req| {
-            let routes = routes.clone();
-            async move { routes.route(req).await }
-        });
+        let server = server
+            .http_limits(limits)
+            .handler(move |req| routes.route(req));
         let server = server
             .request_spans(!no_request_spans)
             .latency_histograms(histograms);
