@@ -7,7 +7,7 @@
 
 use std::cell::Cell;
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use brisk::db::{
     Db, DbError, DbKind, DbOptions, ErrorKind, Isolation, Transaction, TxOptions, Value,
@@ -237,8 +237,11 @@ async fn scenarios(db: &Db) {
     }
 
     // Serialization failures are run again: 6 increments race, each reading then writing
-    // the same row, and every one lands.
+    // the same row, and every one lands. Each waits, after its read, until two have read (on
+    // a busy machine, connections opening one by one could otherwise let each transaction end
+    // before the next begins, and nothing would conflict); SQLite runs one at a time.
     let attempts = Cell::new(0);
+    let reads = Cell::new(0);
     let options = TxOptions::default()
         .isolation(Isolation::Serializable)
         .retries(30);
@@ -251,7 +254,15 @@ async fn scenarios(db: &Db) {
                     .query_one("SELECT balance FROM acct WHERE id = 1", vec![])
                     .await?;
                 let balance: i64 = row.expect("account 1").get(0)?;
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                reads.set(reads.get() + 1);
+                let waited = Instant::now();
+                while kind != DbKind::Sqlite && reads.get() < 2 {
+                    assert!(
+                        waited.elapsed() < Duration::from_secs(20),
+                        "{kind:?}: one read"
+                    );
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
                 tx.execute(
                     "UPDATE acct SET balance = $1 WHERE id = 1",
                     vec![(balance + 1).into()],
