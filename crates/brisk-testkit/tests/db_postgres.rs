@@ -114,6 +114,9 @@ fn a_server_that_stops_answering_fails_the_query_after_the_timeout_and_a_grace()
             .unwrap()
             .get(0)
             .unwrap();
+        // Prepared now: the flood below is about queries, not about preparing statements.
+        let flooding = "SELECT length($1)";
+        db.query(flooding, vec!["x".into()]).await.unwrap();
         // The statement timeout cannot end anything: the backend runs nothing at all.
         let stopped = Stopped(backend);
         signal(backend, "STOP");
@@ -125,6 +128,20 @@ fn a_server_that_stops_answering_fails_the_query_after_the_timeout_and_a_grace()
             waited >= Duration::from_millis(550) && waited < Duration::from_secs(5),
             "the timeout (300 ms) and its grace (300 ms): {waited:?}"
         );
+        // More than the socket buffers and the driver's 1 MiB of output hold: the requests
+        // that cannot be written yet time out too, none waits for the server to come back.
+        let big = "x".repeat(256 * 1024);
+        let flood = (0..40).map(|_| db.query(flooding, vec![big.as_str().into()]));
+        let all = tokio::time::timeout(
+            Duration::from_secs(20),
+            futures_util::future::join_all(flood),
+        )
+        .await
+        .expect("every query of the flood ends while the server is stopped");
+        for outcome in all {
+            let err = outcome.unwrap_err();
+            assert!(matches!(err, DbError::Timeout(_)), "{err:?}");
+        }
         // Once it answers again, the late answer goes nowhere and the next query gets its own.
         drop(stopped);
         let row = db

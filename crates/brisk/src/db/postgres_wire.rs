@@ -318,13 +318,18 @@ pub(super) struct Driver {
 
 /// A request written (or about to be) whose answer has not come yet.
 struct Waiting {
-    /// `None`: a ROLLBACK of the driver's own, whose answer nobody waits for.
+    /// `None`: a ROLLBACK of the driver's own, or a request that timed out: nobody waits for
+    /// the answer.
     reply: Option<Reply>,
     /// It runs inside a transaction an earlier request left open, which is rolled back.
     doomed: bool,
     /// When its answer stops being waited for, and the query timeout it ran under.
     deadline: Option<(Instant, Duration)>,
 }
+
+/// A request taken from the queue but not written yet (the output is full, or the connection
+/// is retiring), with its deadline.
+type Backlogged = (Request, Option<(Instant, Duration)>);
 
 /// The one timer of a driver: armed at the earliest deadline of the requests waiting (or
 /// later: firing early costs a look at the queue, not a wrong answer).
@@ -341,19 +346,35 @@ impl Deadlines {
         }
     }
 
-    /// A request waits until `deadline`: arms the timer if it is not.
+    /// A request waits until `deadline`: arms the timer if it is not, or if it is armed for
+    /// later.
     fn add(&mut self, deadline: Instant) {
-        if !self.armed {
+        if !self.armed || deadline < self.timer.deadline() {
             self.timer.as_mut().reset(deadline);
             self.armed = true;
         }
     }
 
-    /// The timer fired: fails every request past its deadline with [`DbError::Timeout`]
-    /// (its answer, when it comes, is dropped) and arms the timer for the next one.
-    fn expire(&mut self, waiting: &mut VecDeque<Waiting>) {
+    /// The timer fired: fails every request past its deadline with [`DbError::Timeout`] (a
+    /// written one's answer, when it comes, is dropped; one not written yet never is) and
+    /// arms the timer for the next one.
+    fn expire(&mut self, waiting: &mut VecDeque<Waiting>, backlog: &mut VecDeque<Backlogged>) {
         let now = Instant::now();
         let mut next: Option<Instant> = None;
+        let mut kept = VecDeque::with_capacity(backlog.len());
+        for (request, deadline) in backlog.drain(..) {
+            match deadline {
+                Some((at, limit)) if at <= now => {
+                    let _ = request.reply.send(Err(DbError::Timeout(limit)));
+                }
+                Some((at, _)) => {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                    kept.push_back((request, deadline));
+                }
+                None => kept.push_back((request, deadline)),
+            }
+        }
+        *backlog = kept;
         for w in waiting.iter_mut() {
             let Some((deadline, limit)) = w.deadline else {
                 continue;
@@ -392,6 +413,8 @@ impl Driver {
         let mut waiting: VecDeque<Waiting> = VecDeque::new();
         let mut messages: Vec<Message> = Vec::new();
         let mut deadlines = Deadlines::new();
+        // Requests taken from the queue (so their deadlines run) but not written yet.
+        let mut backlog: VecDeque<Backlogged> = VecDeque::new();
         // The answer being read: its size so far, and whether it went past `max_result`
         // (then its messages are read and dropped).
         let (mut answer_bytes, mut oversized) = (0usize, false);
@@ -488,6 +511,24 @@ impl Driver {
                     other => messages.push(other),
                 }
             }
+            // Write what the output has room for; a retiring connection takes no more.
+            while output.len() < MAX_OUTPUT && retiring.is_none() {
+                let Some((
+                    Request {
+                        messages, reply, ..
+                    },
+                    deadline,
+                )) = backlog.pop_front()
+                else {
+                    break;
+                };
+                output.extend_from_slice(&messages);
+                waiting.push_back(Waiting {
+                    reply: Some(reply),
+                    doomed: false,
+                    deadline,
+                });
+            }
             if let Some(why) = &retiring {
                 if waiting.is_empty() && output.is_empty() {
                     break why.clone();
@@ -499,15 +540,16 @@ impl Driver {
                     Ok(_) => {}
                     Err(e) => break e.to_string(),
                 },
-                request = queue.recv(), if output.len() < MAX_OUTPUT && retiring.is_none() => match request {
+                // Always taken, so that every request's deadline runs from about when it was
+                // made, written or not.
+                request = queue.recv() => match request {
                     Some(first) => {
                         // One clock reading for the requests taken together.
                         let mut now = None;
                         let mut next = Some(first);
-                        while let Some(Request { messages, reply, limit }) = next {
-                            output.extend_from_slice(&messages);
+                        while let Some(request) = next {
                             // (A timeout too far away to be an instant is none.)
-                            let deadline = limit.and_then(|limit| {
+                            let deadline = request.limit.and_then(|limit| {
                                 let now = *now.get_or_insert_with(Instant::now);
                                 let at = now.checked_add(limit.saturating_add(grace(limit)))?;
                                 Some((at, limit))
@@ -515,13 +557,15 @@ impl Driver {
                             if let Some((at, _)) = deadline {
                                 deadlines.add(at);
                             }
-                            waiting.push_back(Waiting { reply: Some(reply), doomed: false, deadline });
-                            next = if output.len() < MAX_OUTPUT { queue.try_recv().ok() } else { None };
+                            backlog.push_back((request, deadline));
+                            next = queue.try_recv().ok();
                         }
                     }
                     None => break "the pool closed it".to_string(),
                 },
-                () = &mut deadlines.timer, if deadlines.armed => deadlines.expire(&mut waiting),
+                () = &mut deadlines.timer, if deadlines.armed => {
+                    deadlines.expire(&mut waiting, &mut backlog)
+                }
                 written = writer.write(&output), if !output.is_empty() => match written {
                     Ok(0) => break "the server stopped reading".to_string(),
                     Ok(n) => output.advance(n),
@@ -529,7 +573,8 @@ impl Driver {
                 },
             }
         };
-        for reply in waiting.into_iter().filter_map(|w| w.reply) {
+        let unsent = backlog.into_iter().map(|(request, _)| request.reply);
+        for reply in waiting.into_iter().filter_map(|w| w.reply).chain(unsent) {
             let _ = reply.send(Err(DbError::Unavailable(why.clone())));
         }
         why

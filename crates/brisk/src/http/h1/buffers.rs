@@ -133,9 +133,11 @@ pub(super) mod pool {
     /// Buffers kept per worker and kind; more are freed. A request's read buffer stays taken
     /// while its handler runs (the request's headers point into it), so as many are taken as
     /// requests wait on a database at once: with 32 kept, 256 such connections allocated and
-    /// freed a 4 KiB buffer for most requests. Kept only after being in use together, up to
-    /// 1 MiB per kind.
+    /// freed a 4 KiB buffer for most requests. Kept only after being in use together.
     const KEEP: usize = 256;
+    /// Of those, how many may have grown past [`READ_CHUNK`] (up to [`KEEP_CAPACITY`], for
+    /// pipelined batches): at most 32 × 64 KiB + 224 × 4 KiB, under 3 MiB per kind.
+    const KEEP_GROWN: usize = 32;
     /// Larger buffers (a big pipelined batch) are freed instead of kept.
     const KEEP_CAPACITY: usize = 64 * 1024;
 
@@ -181,7 +183,7 @@ pub(super) mod pool {
         buf.clear();
         pool.with(|p| {
             let mut p = p.borrow_mut();
-            if p.len() < KEEP {
+            if p.len() < KEEP_GROWN || (p.len() < KEEP && buf.capacity() <= READ_CHUNK) {
                 p.push(buf);
             }
         });
