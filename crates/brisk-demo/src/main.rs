@@ -119,6 +119,14 @@ struct Args {
     /// instead of one SO_REUSEPORT socket per worker (`reuse_port(false)`).
     #[arg(long, global = true)]
     shared_listener: bool,
+    /// Replace an HTTP worker by a fresh one after it has served about this many requests
+    /// (each worker draws up to a tenth more, so they do not recycle together).
+    #[arg(long, global = true)]
+    max_requests: Option<u64>,
+    /// Replace an HTTP worker whose private memory (heap and stacks) passes this many MiB;
+    /// the master looks once a second.
+    #[arg(long, global = true)]
+    max_memory: Option<u64>,
     /// The database of the TechEmpower routes: `sqlite:PATH` (default: `DATABASE_URL` from
     /// the environment if set, else `sqlite:RUN_DIR/brisk-demo.sqlite`, created and seeded on
     /// first start), `postgres://user:password@host:port/db` or `mysql://…` (tables created
@@ -307,6 +315,8 @@ struct Config {
     run_dir: Option<PathBuf>,
     graceful_timeout: Option<u64>,
     shared_listener: Option<bool>,
+    max_requests: Option<u64>,
+    max_memory: Option<u64>,
     database: Option<String>,
     redis: Option<String>,
     redis_ca: Option<PathBuf>,
@@ -658,9 +668,19 @@ fn build(args: &Args) -> anyhow::Result<App> {
         }
         None => None,
     };
+    let max_requests = args.max_requests.or(file.max_requests);
+    let max_memory = args.max_memory.or(file.max_memory);
     let site = move |server: HttpServer| {
         // Shared: each request clones one Rc, not every part of the routes.
         let routes = std::rc::Rc::new(routes.clone());
+        let server = match max_requests {
+            Some(n) => server.max_requests(n),
+            None => server,
+        };
+        let server = match max_memory {
+            Some(mib) => server.max_memory_mib(mib),
+            None => server,
+        };
         let server = server
             .http_limits(limits)
             .handler(move |req| routes.route(req));

@@ -503,3 +503,33 @@ fn a_real_prometheus_scrapes_the_request_count() {
         .unwrap();
     assert!(count >= 150.0, "{count}");
 }
+
+/// `--max-requests`: a worker that has served its requests is replaced under load, and the
+/// exposition counts the recycle by cause (and it is no restart).
+#[test]
+fn a_recycled_worker_is_counted_by_cause() {
+    let port = free_port();
+    let address = format!("http://127.0.0.1:{port}");
+    let d = demo_with(1, &["--metrics", &address, "--max-requests", "500"]);
+    let before = d
+        .server
+        .pids_of(&format!("http://127.0.0.1:{}", d.http))
+        .unwrap();
+    let load = HttpLoad::start(d.http);
+    let recycled = |text: &str| samples(text)["brisk_worker_recycles_total{cause=\"requests\"}"];
+    let text = wait_for(Duration::from_secs(30), "a recycle", || {
+        let text = scrape(port);
+        (recycled(&text) >= 1.0).then_some(text)
+    });
+    load.stop();
+    promtool_check(&text);
+    let s = samples(&text);
+    assert_eq!(s["brisk_worker_recycles_total{cause=\"memory\"}"], 0.0);
+    assert_eq!(s["brisk_worker_restarts_total"], 0.0);
+    let after = d
+        .server
+        .pids_of(&format!("http://127.0.0.1:{}", d.http))
+        .unwrap();
+    assert_eq!(after.len(), 1);
+    assert_ne!(before, after);
+}

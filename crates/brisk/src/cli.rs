@@ -234,6 +234,17 @@ pub fn format_status(s: &MasterStatus) -> String {
         s.load_average[1],
         s.load_average[2]
     );
+    if s.recycles.total() > 0 {
+        out.insert_str(
+            out.len() - 1,
+            &format!(
+                "  recycled {} (requests {}, memory {})",
+                s.recycles.total(),
+                s.recycles.requests,
+                s.recycles.memory
+            ),
+        );
+    }
     if s.dropped_broadcasts > 0 {
         out.insert_str(
             out.len() - 1,

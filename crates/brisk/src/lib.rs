@@ -45,7 +45,8 @@
 //!                   process_sample, alerts (thresholds and their hysteresis), redact,
 //!                   conninfo, civil (dates as numbers and ISO text), cluster_setting
 //!                   (whether a worker's app spans machines), secret_env (secrets kept
-//!                   out of started processes' environment)
+//!                   out of started processes' environment), recycle (when workers are
+//!                   replaced)
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -84,6 +85,7 @@ mod process_sample;
 pub mod protocol;
 #[cfg(feature = "redis")]
 pub mod queue;
+mod recycle;
 mod redact;
 #[cfg(feature = "redis")]
 pub mod redis;
@@ -111,6 +113,7 @@ pub use error::{Error, Result};
 pub use ipc::{MasterStatus, ScheduleStatus};
 pub use limits::Limits;
 pub use process::Process;
+pub use recycle::RecycleCounts;
 pub use runtime::connection::{Connection, SendError};
 pub use runtime::context::WorkerInfo;
 pub use runtime::handler::{BoxError, HandlerOutput};

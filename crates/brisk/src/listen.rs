@@ -2,6 +2,7 @@
 
 use crate::address::{Address, Scheme};
 use crate::error::{Error, Result};
+use crate::recycle::Recycle;
 use crate::tls::TlsConfig;
 
 /// How a server's listeners are set up; shared by every kind of server.
@@ -14,6 +15,8 @@ pub(crate) struct ListenConfig {
     /// Connections one worker holds at most; past it, it stops accepting.
     pub max_connections: usize,
     pub tls: Option<TlsConfig>,
+    /// When its workers are replaced by fresh ones.
+    pub recycle: Recycle,
 }
 
 /// The default of [`ListenConfig::max_connections`].
@@ -28,6 +31,7 @@ impl ListenConfig {
             backlog: 1024,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             tls: None,
+            recycle: Recycle::default(),
         }
     }
 

@@ -45,6 +45,15 @@ impl ProcessSample {
     }
 }
 
+/// Private memory of process `pid` in bytes: its anonymous resident memory (`RssAnon`: heap
+/// and stacks, not the program's or files' pages it may share); `None` if it has gone.
+pub(crate) fn private_bytes(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 fn clock_ticks_per_second() -> f64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()
@@ -104,5 +113,17 @@ mod tests {
             "{me:?}"
         );
         assert_eq!(ProcessSample::of(i32::MAX), None);
+    }
+
+    #[test]
+    fn private_memory_grows_with_what_the_process_touches() {
+        let me = std::process::id() as i32;
+        let before = private_bytes(me).unwrap();
+        let kept = vec![1u8; 64 << 20];
+        let after = private_bytes(me).unwrap();
+        assert!(after >= before + (60 << 20), "{before} -> {after}");
+        assert!(after <= ProcessSample::of(me).unwrap().resident_bytes);
+        drop(kept);
+        assert_eq!(private_bytes(i32::MAX), None);
     }
 }

@@ -68,6 +68,42 @@ macro_rules! builder_setters {
             self
         }
 
+        /// Replaces a worker by a fresh one once it has served `n` requests (HTTP requests,
+        /// stream and datagram messages, WebSocket messages), like Swoole's `max_request`:
+        /// a guard against slow leaks. Each worker draws a share of the jitter on top (see
+        /// [`max_requests_jitter`](Self::max_requests_jitter)), so workers started together
+        /// do not recycle together. The master starts the new worker, waits until it is
+        /// ready, then retires the old one as a graceful `reload` does; `status` and
+        /// `/metrics` count recycles by cause. A worker checks its count at most every 10 ms,
+        /// so a busy one serves a few more. `n` must be at least 1.
+        ///
+        /// ```no_run
+        /// let api = brisk::http::HttpServer::new("http://0.0.0.0:8080")
+        ///     .unwrap()
+        ///     .max_requests(100_000)
+        ///     .max_memory_mib(512);
+        /// ```
+        pub fn max_requests(mut self, n: u64) -> Self {
+            self.listen.recycle.max_requests = Some(n);
+            self
+        }
+
+        /// The most requests a worker draws to serve past [`max_requests`](Self::max_requests)
+        /// before it is replaced (default: a tenth of `max_requests`; 0 for none).
+        pub fn max_requests_jitter(mut self, n: u64) -> Self {
+            self.listen.recycle.jitter = Some(n);
+            self
+        }
+
+        /// Replaces a worker whose private memory (its anonymous resident memory: heap and
+        /// stacks, not the shared program or files) has grown past `mib` MiB, like webman's
+        /// memory monitor. The master looks once a second, and replaces the worker as
+        /// [`max_requests`](Self::max_requests) does. `mib` must be at least 1.
+        pub fn max_memory_mib(mut self, mib: u64) -> Self {
+            self.listen.recycle.max_memory = Some(mib.saturating_mul(1 << 20));
+            self
+        }
+
         $crate::server::worker_callback_setters!();
     };
 }

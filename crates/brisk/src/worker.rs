@@ -150,6 +150,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             None => Ok(()),
             Some(listen) => {
                 worker.set_max_connections(listen.max_connections);
+                worker.recycle_after(listen.recycle.draw_limit());
                 match env::fd(ENV_LISTEN_FD) {
                     Some(fd) => {
                         // SAFETY: the master bound this socket for us and passed it down.

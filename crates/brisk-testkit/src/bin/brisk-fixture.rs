@@ -10,7 +10,9 @@
 //! from its callbacks.
 //!
 //! `--http ADDR` adds an HTTP server whose routes exercise response framing; see
-//! [`http_route`].
+//! [`http_route`]. `--recycle-requests N` (exact: no jitter) and `--recycle-memory-mib MIB`
+//! set its workers' recycling; `/pid` answers the worker's pid and `/leak?mib=N` keeps N MiB
+//! for good.
 //!
 //! `--process N --process-log FILE` adds a custom process `ticker` with N workers; see
 //! [`ticker`]. `--schedule-log FILE` with `--schedule-every-ms MS` (and
@@ -274,6 +276,13 @@ async fn http_route(req: http::Request<RequestBody>) -> http::Response<Body> {
             .body(Body::empty())
             .unwrap(),
         "/panic" => panic!("requested panic"),
+        "/pid" => http::Response::new(Body::from(std::process::id().to_string())),
+        "/leak" => {
+            // Touched, so that it is resident; leaked, so that only a new worker frees it.
+            let kept = vec![1u8; (param("mib") << 20) as usize];
+            std::mem::forget(kept);
+            http::Response::new(Body::from("leaked"))
+        }
         "/status" => {
             let code = param("code");
             http::Response::builder()
@@ -499,10 +508,17 @@ fn main() -> ExitCode {
     }
     if let Some(addr) = flag(&args, "--http") {
         let max_requests = flag(&args, "--max-requests").and_then(|v| v.parse().ok());
-        let s = HttpServer::new(&addr)
+        let mut s = HttpServer::new(&addr)
             .expect("http address")
             .workers(workers)
-            .reuse_port(!shared)
+            .reuse_port(!shared);
+        if let Some(n) = flag(&args, "--recycle-requests").and_then(|v| v.parse().ok()) {
+            s = s.max_requests(n).max_requests_jitter(0);
+        }
+        if let Some(mib) = flag(&args, "--recycle-memory-mib").and_then(|v| v.parse().ok()) {
+            s = s.max_memory_mib(mib);
+        }
+        let s = s
             .http_limits(HttpLimits {
                 max_requests_per_connection: max_requests,
                 ..HttpLimits::default()

@@ -53,6 +53,8 @@ pub(crate) enum ToMaster {
     GroupJoined(String),
     /// The worker holds no members of this group any more.
     GroupLeft(String),
+    /// The worker has served its `max_requests`: the master replaces it.
+    Recycle(crate::recycle::RecycleCause),
 }
 
 /// CLI to master.
@@ -85,6 +87,9 @@ pub struct MasterStatus {
     pub uptime_s: u64,
     /// Worker restarts after unexpected exits.
     pub restarts: u64,
+    /// Workers replaced by recycling (`max_requests`, `max_memory_mib`), by cause.
+    #[serde(default)]
+    pub recycles: crate::recycle::RecycleCounts,
     /// Broadcasts lost on the way between workers: those the master did not relay to a worker
     /// that had stopped reading them, and those a worker could not hand to a master that had.
     #[serde(default)]

@@ -24,6 +24,8 @@ pub(crate) struct Scrape<'a> {
     pub workers: &'a [WorkerStatus],
     /// Workers restarted after an unexpected exit.
     pub restarts: u64,
+    /// Workers replaced by recycling, by cause.
+    pub recycles: crate::recycle::RecycleCounts,
     /// Broadcasts dropped between workers: by the master for a stalled worker, and by workers
     /// for a stalled master.
     pub dropped_broadcasts: u64,
@@ -173,6 +175,15 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
             "Workers restarted after an unexpected exit.",
             MetricType::COUNTER,
             vec![counter(&[], s.restarts as f64)],
+        ),
+        family(
+            "brisk_worker_recycles_total",
+            "Workers replaced by recycling (max_requests, max_memory_mib), by cause.",
+            MetricType::COUNTER,
+            vec![
+                counter(&[("cause", "requests")], s.recycles.requests as f64),
+                counter(&[("cause", "memory")], s.recycles.memory as f64),
+            ],
         ),
         family(
             "brisk_workers_exited_total",

@@ -90,6 +90,8 @@ pub(crate) struct ServicePlan {
     /// same socket, so a reload or a respawn never closes a listening socket, and no
     /// connection queued on one is lost. Empty for a custom process.
     pub listen_fds: Vec<RawFd>,
+    /// When its workers are replaced by fresh ones.
+    pub recycle: crate::recycle::Recycle,
 }
 
 impl ServicePlan {
@@ -185,10 +187,17 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
                 name: service.name.clone(),
                 workers,
                 listen_fds: Vec::new(),
+                recycle: Default::default(),
             });
             continue;
         };
         l.check_tls()?;
+        if l.recycle.max_requests == Some(0) || l.recycle.max_memory == Some(0) {
+            return Err(Error::Config(format!(
+                "{}: max_requests and max_memory_mib must be at least 1",
+                service.name
+            )));
+        }
         let listen_err = |source| Error::Listen {
             address: l.address.to_string(),
             source,
@@ -222,6 +231,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
             name: service.name.clone(),
             workers,
             listen_fds,
+            recycle: l.recycle,
         });
     }
     let metrics = match config.metrics {

@@ -5,6 +5,8 @@
 //! that exits unexpectedly is restarted at once the first time and with a growing delay if it
 //! keeps dying young.
 
+mod recycling;
+
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -83,6 +85,8 @@ struct Worker {
     ready: RefCell<Option<oneshot::Receiver<std::result::Result<(), String>>>>,
     /// Being replaced or stopped: its exit is expected.
     retiring: Cell<bool>,
+    /// Whether it is to be replaced by recycling, and how that goes.
+    recycle: recycling::RecycleState,
 }
 
 impl Worker {
@@ -137,6 +141,10 @@ struct Supervisor {
     stopping: Cell<bool>,
     reloading: Cell<bool>,
     restarts: Cell<u64>,
+    /// Workers replaced by recycling, by cause.
+    recycles: RefCell<crate::recycle::RecycleCounts>,
+    /// Held while workers are replaced (a reload, a recycle): one replacement at a time.
+    replacing: tokio::sync::Mutex<()>,
     /// The counters of workers that have exited.
     retired: RefCell<crate::stats::RetiredTotals>,
     /// The latest counters of each worker whose channel is open, by pid. When the channel
@@ -197,6 +205,8 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             stopping: Cell::new(false),
             reloading: Cell::new(false),
             restarts: Cell::new(0),
+            recycles: RefCell::default(),
+            replacing: tokio::sync::Mutex::new(()),
             retired: RefCell::default(),
             looks: RefCell::default(),
             looked_at: Cell::new(None),
@@ -436,6 +446,7 @@ impl Supervisor {
             channel: channel.clone(),
             ready: RefCell::new(Some(ready_rx)),
             retiring: Cell::new(false),
+            recycle: Default::default(),
         });
         self.live.borrow_mut().insert(pid, worker.clone());
         tokio::task::spawn_local(async move {
@@ -496,6 +507,7 @@ impl Supervisor {
                             scheduler.end_run(pid, job, run, error);
                         }
                     }
+                    ToMaster::Recycle(cause) => sup.want_recycle(pid, cause),
                     reply => {
                         if let ToMaster::Status(s) = &reply {
                             sup.looks.borrow_mut().insert(pid, s.clone());
@@ -655,6 +667,7 @@ impl Supervisor {
     /// stop the old one.
     async fn reload(self: &Rc<Self>, graceful: bool) -> std::result::Result<String, String> {
         let t0 = Instant::now();
+        let _turn = self.replacing.lock().await;
         let mut replaced = 0;
         for slot in 0..self.slots.len() {
             if self.stopping.get() {
@@ -696,6 +709,7 @@ impl Supervisor {
                 .map(|w| w.ask(ToWorker::Status, COUNTERS_PERIOD));
             futures_util::future::join_all(asks).await;
             self.take_kpi_sample(&workers);
+            self.check_recycling(&workers);
         }
     }
 
@@ -811,6 +825,7 @@ impl Supervisor {
             master_pid: std::process::id() as i32,
             uptime_s: self.started.elapsed().as_secs(),
             restarts: self.restarts.get(),
+            recycles: *self.recycles.borrow(),
             dropped_broadcasts: self.dropped_broadcasts.get()
                 + self.retired.borrow().broadcasts_dropped
                 + rows.iter().map(|w| w.broadcasts_dropped).sum::<u64>(),
@@ -840,6 +855,7 @@ impl Supervisor {
             retired: &retired,
             workers: &rows,
             restarts: self.restarts.get(),
+            recycles: *self.recycles.borrow(),
             dropped_broadcasts: self.dropped_broadcasts.get()
                 + retired.broadcasts_dropped
                 + rows.iter().map(|w| w.broadcasts_dropped).sum::<u64>(),

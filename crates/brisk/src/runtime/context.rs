@@ -74,6 +74,9 @@ pub(crate) struct WorkerCtx {
     cluster: bool,
     /// When dropping broadcasts was last logged.
     relay_warned: Cell<Option<Instant>>,
+    /// Requests after which this worker asks the master for a replacement (its server's
+    /// `max_requests` and its share of the jitter); `None` once asked, or without a limit.
+    recycle_after: Cell<Option<u64>>,
 }
 
 thread_local! {
@@ -149,6 +152,7 @@ impl WorkerCtx {
             cluster: crate::cluster_setting::get().is_some(),
             relay_queued: Cell::new(0),
             relay_warned: Cell::new(None),
+            recycle_after: Cell::new(None),
             info,
             stats: Stats::default(),
             registry: RefCell::new(HashMap::new()),
@@ -366,8 +370,39 @@ impl WorkerCtx {
     /// Samples how late the event loop gets to what is ready, for as long as the worker
     /// runs, into `loop_lag` (see [`loop_lag`](super::loop_lag): at the loop's wake-ups, at
     /// most every 10 ms, with no wake-up of its own while the worker has nothing to do).
+    /// It also looks whether the worker has served its `max_requests` (see
+    /// [`recycle_after`](Self::recycle_after)): a busy worker at most every 10 ms.
     pub(crate) async fn watch_loop_lag(self: Rc<Self>) {
-        super::loop_lag::watch(|due| self.record_latency(&self.stats.loop_lag, due)).await
+        super::loop_lag::watch(|due| {
+            self.record_latency(&self.stats.loop_lag, due);
+            self.check_recycle();
+        })
+        .await
+    }
+
+    /// Asks the master for a replacement once this worker has served `limit` requests (HTTP
+    /// requests, stream and datagram messages, WebSocket messages); `None`: never.
+    pub(crate) fn recycle_after(&self, limit: Option<u64>) {
+        self.recycle_after.set(limit);
+    }
+
+    /// Tells the master, once, that this worker has served its `max_requests`.
+    fn check_recycle(&self) {
+        let Some(limit) = self.recycle_after.get() else {
+            return;
+        };
+        let served = self.stats.total_request.get() + self.stats.ws_latency.total();
+        if served >= limit {
+            self.recycle_after.set(None);
+            tracing::info!(
+                served,
+                limit,
+                "served max_requests: asking for a replacement"
+            );
+            let _ = self.to_master.send(crate::ipc::ToMaster::Recycle(
+                crate::recycle::RecycleCause::Requests,
+            ));
+        }
     }
 
     /// This worker's rows of `connections`.
