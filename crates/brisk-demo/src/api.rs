@@ -34,6 +34,12 @@ const MAX_LIMIT: i64 = 200;
 /// taken by another worker, MySQL's deadlock detector).
 const POST_RETRIES: u32 = 5;
 
+/// Messages posted (committed) through `/api`: an app metric on the metrics listener.
+pub(crate) static MESSAGES_POSTED: brisk::metrics::Counter = brisk::metrics::Counter::new(
+    "demo_messages_posted_total",
+    "Messages posted through /api (committed).",
+);
+
 /// A room, as stored and as answered.
 #[derive(Debug, Serialize, Deserialize)]
 struct Room {
@@ -226,6 +232,7 @@ impl Api {
                 },
             )
             .await?;
+        MESSAGES_POSTED.inc();
         Ok(json(StatusCode::CREATED, &message))
     }
 

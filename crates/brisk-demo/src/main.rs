@@ -759,6 +759,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .migrate(db.clone(), migrations(db.kind()))
         .run_dir(run_dir)
         .graceful_timeout(Duration::from_secs(graceful))
+        .metric(&api::MESSAGES_POSTED)
         .server(text)
         .server(frame)
         .server(http)

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,55 +12,13 @@ use std::time::Duration;
 use brisk_testkit::*;
 
 mod common;
-use common::{demo_with, Demo, DEMO};
+use common::{demo_with, request, Demo, DEMO};
 
 /// A demo with `workers` workers per server and a metrics listener; its metrics port.
 fn demo_with_metrics(workers: usize) -> (Demo, u16) {
     let port = free_port();
     let address = format!("http://127.0.0.1:{port}");
     (demo_with(workers, &["--metrics", &address]), port)
-}
-
-/// The text of `GET /metrics`.
-fn scrape(port: u16) -> String {
-    let (status, body) = http_get(port, "/metrics").expect("the metrics listener answers");
-    assert_eq!(status, 200);
-    String::from_utf8(body).unwrap()
-}
-
-/// Every sample of an exposition: `name{labels}` → value.
-fn samples(text: &str) -> HashMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .map(|l| {
-            let (key, value) = l.rsplit_once(' ').unwrap();
-            (key.to_string(), value.parse().unwrap())
-        })
-        .collect()
-}
-
-/// What `promtool check metrics` says of `text`; panics (with its words) if it finds fault.
-fn promtool_check(text: &str) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian's prometheus package: scripts/install-test-servers)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics: {}{}\n--- exposition ---\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]
@@ -532,4 +489,31 @@ fn a_recycled_worker_is_counted_by_cause() {
         .unwrap();
     assert_eq!(after.len(), 1);
     assert_ne!(before, after);
+}
+
+/// The demo's app counter: each message `/api` commits adds one to
+/// `demo_messages_posted_total`; a refused one (text too long) does not.
+#[test]
+fn posted_messages_are_counted_in_the_app_counter() {
+    let (d, metrics) = demo_with_metrics(2);
+    let json = [("Content-Type", "application/json")];
+    let room = request(d.http, "POST", "/api/rooms", &json, r#"{"name": "m"}"#);
+    assert_eq!(room.status, 201, "{}", room.text());
+    let room: serde_json::Value = serde_json::from_slice(&room.body).unwrap();
+    let path = format!("/api/rooms/{}/messages", room["id"].as_str().unwrap());
+    for i in 0..3 {
+        let body = format!(r#"{{"author": "a", "text": "hello {i}"}}"#);
+        assert_eq!(request(d.http, "POST", &path, &json, &body).status, 201);
+    }
+    let long = format!(r#"{{"author": "a", "text": "{}"}}"#, "x".repeat(4_001));
+    assert_eq!(request(d.http, "POST", &path, &json, &long).status, 400);
+    let text = wait_for(Duration::from_secs(10), "three posts counted", || {
+        let text = scrape(metrics);
+        (samples(&text).get("demo_messages_posted_total") == Some(&3.0)).then_some(text)
+    });
+    assert!(
+        text.contains("# TYPE demo_messages_posted_total counter"),
+        "{text}"
+    );
+    promtool_check(&text);
 }

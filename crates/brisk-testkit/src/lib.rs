@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 pub use tempfile::TempDir;
 
+pub mod exposition;
 pub mod servers;
+pub use exposition::{promtool_check, samples, scrape};
 pub use servers::{
     http_get, MariaDb, Nginx, Postgres, Prometheus, Redis, RedisCluster, SmtpSecurity, SmtpSink,
 };

@@ -53,6 +53,7 @@ pub struct App {
     pub(crate) cluster_tls_ca: Option<std::path::PathBuf>,
     pub(crate) schedules: Vec<Schedule>,
     pub(crate) startup: Vec<Hook>,
+    pub(crate) app_metrics: Vec<&'static dyn crate::metrics::Metric>,
 }
 
 /// Who sets up logging: see [`App::logging`].
@@ -84,6 +85,7 @@ impl App {
             cluster_tls_ca: None,
             schedules: Vec::new(),
             startup: Vec::new(),
+            app_metrics: Vec::new(),
         }
     }
 
@@ -247,6 +249,26 @@ impl App {
         self
     }
 
+    /// Registers an app metric (a [`Counter`](crate::metrics::Counter),
+    /// [`Gauge`](crate::metrics::Gauge) or [`Histogram`](crate::metrics::Histogram) static):
+    /// each worker reports it, and the metrics listener exports it beside Brisk's own series
+    /// (see [`crate::metrics`]). A bad name, or a series registered twice, fails `start`.
+    ///
+    /// ```no_run
+    /// static POSTED: brisk::metrics::Counter =
+    ///     brisk::metrics::Counter::new("chat_messages_posted_total", "Messages posted.");
+    /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
+    /// brisk::App::new("chat")
+    ///     .metrics("http://127.0.0.1:9100")
+    ///     .metric(&POSTED)
+    ///     .server(server)
+    ///     .run();
+    /// ```
+    pub fn metric(mut self, metric: &'static dyn crate::metrics::Metric) -> Self {
+        self.app_metrics.push(metric);
+        self
+    }
+
     /// Watches the app's KPIs in the master and raises alerts (see [`crate::alerts`]): logged
     /// once when they fire and once when they resolve, and POSTed to a webhook if given.
     ///
@@ -380,6 +402,7 @@ impl App {
             crate::secret_env::close_passed();
         }
         if is_worker() {
+            crate::metrics::register(std::mem::take(&mut app.app_metrics));
             return app.run_as_worker();
         }
         if startup::is_startup_process() {
@@ -434,6 +457,7 @@ impl App {
         if let Some(why) = self.schedules.iter().find_map(Schedule::problem) {
             return Err(Error::Config(why.to_string()));
         }
+        crate::metrics::check(&self.app_metrics).map_err(Error::Config)?;
         if daemon && !daemon::is_daemon_child() {
             return daemon::start(&self.paths());
         }

@@ -46,7 +46,7 @@
 //!                   conninfo, civil (dates as numbers and ISO text), cluster_setting
 //!                   (whether a worker's app spans machines), secret_env (secrets kept
 //!                   out of started processes' environment), recycle (when workers are
-//!                   replaced)
+//!                   replaced), metrics (the app's own counters, gauges and histograms)
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -80,6 +80,7 @@ mod log_file;
 #[cfg(feature = "mail")]
 pub mod mail;
 mod master;
+pub mod metrics;
 pub mod process;
 mod process_sample;
 pub mod protocol;

@@ -80,7 +80,7 @@ impl Stats {
 }
 
 /// One row of `status`: what a worker reports about itself.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct WorkerStatus {
     /// The address of the server this worker serves.
     pub server: String,
@@ -163,6 +163,9 @@ pub struct WorkerStatus {
     /// Queue jobs: pushed, done, retried, dead-lettered since start, and running now.
     #[serde(default)]
     pub jobs: JobCounts,
+    /// The app's own metrics (see [`crate::metrics`]) in this worker.
+    #[serde(default)]
+    pub app_metrics: Vec<crate::metrics::Sample>,
 }
 
 /// A worker's queue jobs (see `brisk::queue`).
@@ -271,7 +274,7 @@ pub fn self_rss_kib() -> u64 {
 /// master keeps so that the app's totals never go backwards. A worker that stops in order reports
 /// its final counters; one that is killed counts as of the master's last look at it (at most a
 /// second old).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RetiredTotals {
     /// Workers that have exited.
     pub workers: u64,
@@ -322,6 +325,9 @@ pub struct RetiredTotals {
     /// Their queue jobs.
     #[serde(default)]
     pub jobs: JobCounts,
+    /// Their app counters and histograms, by series (gauges end with their worker).
+    #[serde(default)]
+    pub app_metrics: Vec<crate::metrics::Sample>,
 }
 
 impl RetiredTotals {
@@ -346,6 +352,11 @@ impl RetiredTotals {
         self.broadcast_deliveries += w.broadcast_deliveries;
         self.broadcasts_dropped += w.broadcasts_dropped;
         self.jobs.add(&w.jobs);
+        for s in &w.app_metrics {
+            if !matches!(s.value, crate::metrics::Value::Gauge(_)) {
+                crate::metrics::merge_into(&mut self.app_metrics, s);
+            }
+        }
     }
 }
 

@@ -12,7 +12,10 @@
 //! `--http ADDR` adds an HTTP server whose routes exercise response framing; see
 //! [`http_route`]. `--recycle-requests N` (exact: no jitter) and `--recycle-memory-mib MIB`
 //! set its workers' recycling; `/pid` answers the worker's pid and `/leak?mib=N` keeps N MiB
-//! for good.
+//! for good. `--metrics ADDR` adds a metrics listener with the app metrics `fixture_hits_total`
+//! (`/metric/hit` adds one), `fixture_level` (`/metric/level?v=N` sets this worker's to N) and
+//! `fixture_sizes` (`/metric/observe?v=N`); `--bad-metric` also registers one named
+//! `2bad_total`.
 //!
 //! `--process N --process-log FILE` adds a custom process `ticker` with N workers; see
 //! [`ticker`]. `--schedule-log FILE` with `--schedule-every-ms MS` (and
@@ -277,6 +280,18 @@ async fn http_route(req: http::Request<RequestBody>) -> http::Response<Body> {
             .unwrap(),
         "/panic" => panic!("requested panic"),
         "/pid" => http::Response::new(Body::from(std::process::id().to_string())),
+        "/metric/hit" => {
+            HITS.inc();
+            http::Response::new(Body::from(std::process::id().to_string()))
+        }
+        "/metric/level" => {
+            LEVEL.set(param("v") as f64);
+            http::Response::new(Body::from(std::process::id().to_string()))
+        }
+        "/metric/observe" => {
+            SIZES.observe(param("v") as f64);
+            http::Response::new(Body::from(std::process::id().to_string()))
+        }
         "/leak" => {
             // Touched, so that it is resident; leaked, so that only a new worker frees it.
             let kept = vec![1u8; (param("mib") << 20) as usize];
@@ -424,6 +439,14 @@ fn schedules(args: &[String], log: PathBuf) -> Vec<brisk::schedule::Schedule> {
     out
 }
 
+/// The fixture's app metrics (see `--metrics`).
+static HITS: brisk::metrics::Counter =
+    brisk::metrics::Counter::new("fixture_hits_total", "Hits.").labels(&[("route", "hit")]);
+static LEVEL: brisk::metrics::Gauge = brisk::metrics::Gauge::new("fixture_level", "A level.");
+static SIZES: brisk::metrics::Histogram<2> =
+    brisk::metrics::Histogram::new("fixture_sizes", "Sizes.", [1.0, 10.0]);
+static BAD: brisk::metrics::Counter = brisk::metrics::Counter::new("2bad_total", "Misnamed.");
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let command = match args.last().map(String::as_str) {
@@ -458,6 +481,16 @@ fn main() -> ExitCode {
         ));
     if let Some(user) = flag(&args, "--user") {
         app = app.user(user);
+    }
+    if let Some(address) = flag(&args, "--metrics") {
+        app = app
+            .metrics(address)
+            .metric(&HITS)
+            .metric(&LEVEL)
+            .metric(&SIZES);
+    }
+    if args.iter().any(|a| a == "--bad-metric") {
+        app = app.metric(&BAD);
     }
     let limits = |mut s: Server| {
         if let Some(n) = flag(&args, "--max-package").and_then(|v| v.parse().ok()) {

@@ -11,7 +11,10 @@ use prometheus::proto::{
     Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType,
 };
 
+use std::collections::BTreeMap;
+
 use crate::latency::LatencyTotals;
+use crate::metrics::{Sample, Value};
 use crate::process_sample::ProcessSample;
 use crate::response_counts::{self, ResponseCount};
 use crate::stats::{RetiredTotals, WorkerStatus};
@@ -310,10 +313,86 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
         MetricType::GAUGE,
         per_worker(|w| (w.rss_peak_kib * 1024) as f64),
     ));
+    out.extend(app_families(s));
     // A family with no sample (no worker answered yet) is left out: the format has no empty
     // family.
     out.retain(|f| !f.get_metric().is_empty());
     out
+}
+
+/// The app's own metrics (see [`crate::metrics`]), a family per name in name order:
+/// counters and histograms summed over the live workers and those that exited, gauges per
+/// worker.
+fn app_families(s: &Scrape<'_>) -> Vec<MetricFamily> {
+    let mut totals: Vec<Sample> = s.retired.app_metrics.clone();
+    let mut families: BTreeMap<&str, (&str, MetricType, Vec<Metric>)> = BTreeMap::new();
+    let kind = |v: &Value| match v {
+        Value::Counter(_) => MetricType::COUNTER,
+        Value::Gauge(_) => MetricType::GAUGE,
+        Value::Histogram { .. } => MetricType::HISTOGRAM,
+    };
+    for w in s.workers {
+        for m in &w.app_metrics {
+            let Value::Gauge(v) = m.value else {
+                crate::metrics::merge_into(&mut totals, m);
+                continue;
+            };
+            let mut pairs: Vec<(&str, String)> = m
+                .labels
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.clone()))
+                .collect();
+            pairs.extend(worker_labels(w));
+            let entry = families
+                .entry(&m.name)
+                .or_insert((&m.help, kind(&m.value), vec![]));
+            entry.2.push(gauge(&pairs, v));
+        }
+    }
+    for m in &totals {
+        let metric = match &m.value {
+            Value::Counter(n) => counter_owned(&m.labels, *n as f64),
+            Value::Gauge(_) => continue,
+            Value::Histogram {
+                bounds,
+                counts,
+                sum,
+            } => app_histogram(&m.labels, bounds, counts, *sum),
+        };
+        let entry = families
+            .entry(&m.name)
+            .or_insert((&m.help, kind(&m.value), vec![]));
+        entry.2.push(metric);
+    }
+    families
+        .into_iter()
+        .map(|(name, (help, kind, metrics))| family(name, help, kind, metrics))
+        .collect()
+}
+
+/// An app histogram's sample: `counts` per bucket (the last above every bound) made
+/// cumulative.
+fn app_histogram(pairs: &[(String, String)], bounds: &[f64], counts: &[u64], sum: f64) -> Metric {
+    let mut h = Histogram::default();
+    h.set_sample_count(counts.iter().sum());
+    h.set_sample_sum(sum);
+    let mut below = 0;
+    h.set_bucket(
+        bounds
+            .iter()
+            .zip(counts)
+            .map(|(bound, n)| {
+                below += n;
+                let mut b = Bucket::default();
+                b.set_upper_bound(*bound);
+                b.set_cumulative_count(below);
+                b
+            })
+            .collect(),
+    );
+    let mut m = Metric::from_label(labels(pairs));
+    m.set_histogram(h);
+    m
 }
 
 fn worker_labels(w: &WorkerStatus) -> Vec<(&'static str, String)> {

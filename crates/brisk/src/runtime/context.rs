@@ -351,6 +351,7 @@ impl WorkerCtx {
                 dead: s.jobs_dead.get(),
                 running: s.jobs_running.get(),
             },
+            app_metrics: crate::metrics::samples(),
         }
     }
 
