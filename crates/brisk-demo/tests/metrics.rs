@@ -12,7 +12,7 @@ use std::time::Duration;
 use brisk_testkit::*;
 
 mod common;
-use common::{demo_with, request, Demo, DEMO};
+use common::{demo_with, get, request, Demo, DEMO};
 
 /// A demo with `workers` workers per server and a metrics listener; its metrics port.
 fn demo_with_metrics(workers: usize) -> (Demo, u16) {
@@ -516,4 +516,30 @@ fn posted_messages_are_counted_in_the_app_counter() {
         "{text}"
     );
     promtool_check(&text);
+}
+
+/// On PostgreSQL, the worker's database connections are exported, idle after the query, and
+/// the waits and timeouts counters start at zero.
+#[test]
+fn database_connections_are_exported_per_worker() {
+    let pg = Postgres::start().unwrap();
+    let port = free_port();
+    let address = format!("http://127.0.0.1:{port}");
+    let d = demo_with(1, &["--metrics", &address, "--database", &pg.url()]);
+    assert_eq!(get(d.http, "/db").status, 200);
+    let text = wait_for(Duration::from_secs(10), "an idle connection", || {
+        let text = scrape(port);
+        let idle = samples(&text).into_iter().any(|(k, v)| {
+            k.starts_with("brisk_db_connections{") && k.contains("state=\"idle\"") && v >= 1.0
+        });
+        idle.then_some(text)
+    });
+    promtool_check(&text);
+    let s = samples(&text);
+    assert_eq!(s["brisk_db_waits_total"], 0.0, "{text}");
+    assert_eq!(s["brisk_db_timeouts_total{kind=\"query\"}"], 0.0, "{text}");
+    assert_eq!(
+        s["brisk_db_timeouts_total{kind=\"acquire\"}"], 0.0,
+        "{text}"
+    );
 }

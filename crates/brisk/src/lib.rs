@@ -46,7 +46,8 @@
 //!                   conninfo, civil (dates as numbers and ISO text), cluster_setting
 //!                   (whether a worker's app spans machines), secret_env (secrets kept
 //!                   out of started processes' environment), recycle (when workers are
-//!                   replaced), metrics (the app's own counters, gauges and histograms)
+//!                   replaced), metrics (the app's own counters, gauges and histograms),
+//!                   db_figures (what a worker's database pools report)
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -65,6 +66,7 @@ mod cluster_setting;
 mod conninfo;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub mod db;
+mod db_figures;
 mod env;
 mod error;
 #[cfg(feature = "fuzzing")]

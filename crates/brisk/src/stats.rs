@@ -9,6 +9,7 @@ use std::cell::Cell;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::db_figures::DbFigures;
 use crate::latency::{LatencyTotals, LatencyWindow, Recent};
 use crate::response_counts::{self, ResponseCount, ResponseCounts};
 
@@ -166,6 +167,9 @@ pub struct WorkerStatus {
     /// The app's own metrics (see [`crate::metrics`]) in this worker.
     #[serde(default)]
     pub app_metrics: Vec<crate::metrics::Sample>,
+    /// Its database pools: connections now, waits and timeouts since start.
+    #[serde(default)]
+    pub db: DbFigures,
 }
 
 /// A worker's queue jobs (see `brisk::queue`).
@@ -328,6 +332,9 @@ pub struct RetiredTotals {
     /// Their app counters and histograms, by series (gauges end with their worker).
     #[serde(default)]
     pub app_metrics: Vec<crate::metrics::Sample>,
+    /// Their database waits and timeouts.
+    #[serde(default)]
+    pub db: DbFigures,
 }
 
 impl RetiredTotals {
@@ -352,6 +359,7 @@ impl RetiredTotals {
         self.broadcast_deliveries += w.broadcast_deliveries;
         self.broadcasts_dropped += w.broadcasts_dropped;
         self.jobs.add(&w.jobs);
+        self.db.add_counters(&w.db);
         for s in &w.app_metrics {
             if !matches!(s.value, crate::metrics::Value::Gauge(_)) {
                 crate::metrics::merge_into(&mut self.app_metrics, s);

@@ -109,6 +109,20 @@ pub enum ErrorKind {
 }
 
 impl DbError {
+    /// A query past the query timeout `limit`, counted in the worker's database figures
+    /// (`brisk_db_timeouts_total{kind="query"}`).
+    pub(crate) fn timed_out(limit: Duration) -> Self {
+        crate::db_figures::query_timed_out();
+        DbError::Timeout(limit)
+    }
+
+    /// A wait for a place in a pool past the acquire timeout `wait`, counted in the worker's
+    /// database figures (`brisk_db_timeouts_total{kind="acquire"}`).
+    pub(crate) fn pool_timed_out(wait: Duration) -> Self {
+        crate::db_figures::acquire_timed_out();
+        DbError::PoolTimeout(wait)
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         match self {

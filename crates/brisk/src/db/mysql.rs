@@ -140,7 +140,7 @@ impl Mysql {
     pub(super) async fn conn(&self) -> Result<mysql_async::Conn, DbError> {
         match tokio::time::timeout(self.acquire_timeout, self.pool.get_conn()).await {
             Ok(r) => r.map_err(|e| DbError::Unavailable(e.to_string())),
-            Err(_) => Err(DbError::PoolTimeout(self.acquire_timeout)),
+            Err(_) => Err(DbError::pool_timed_out(self.acquire_timeout)),
         }
     }
 
@@ -150,7 +150,7 @@ impl Mysql {
     ) -> Result<T, DbError> {
         match tokio::time::timeout(self.query_timeout, work).await {
             Ok(r) => r.map_err(mysql_error),
-            Err(_) => Err(DbError::Timeout(self.query_timeout)),
+            Err(_) => Err(DbError::timed_out(self.query_timeout)),
         }
     }
 

@@ -13,8 +13,12 @@ pub(super) async fn take(
     places: &Arc<Semaphore>,
     wait: Duration,
 ) -> Result<OwnedSemaphorePermit, DbError> {
+    if let Ok(permit) = places.clone().try_acquire_owned() {
+        return Ok(permit);
+    }
+    crate::db_figures::waited();
     tokio::time::timeout(wait, places.clone().acquire_owned())
         .await
-        .map_err(|_| DbError::PoolTimeout(wait))?
+        .map_err(|_| DbError::pool_timed_out(wait))?
         .map_err(|_| DbError::Unavailable("the pool is closed".into()))
 }

@@ -151,6 +151,27 @@ pub(super) struct Inner {
     pub(super) transactions: Arc<Semaphore>,
 }
 
+impl crate::db_figures::PoolConnections for Inner {
+    /// The shared connections that are up (busy with a query in flight), and the
+    /// transactions' connections: idle ones, and one per transaction under way.
+    fn connections(&self) -> (u64, u64) {
+        let (mut open, mut busy) = (0, 0);
+        for slot in self.slots.get().map_or(&[][..], |s| &s[..]) {
+            if slot.live.lock().is_ok_and(|l| l.is_some()) {
+                open += 1;
+                busy += u64::from(slot.in_flight.load(Ordering::Relaxed) > 0);
+            }
+        }
+        let idle = self.idle.lock().map_or(0, |i| i.len()) as u64;
+        let max = self
+            .options
+            .max_transactions
+            .clamp(1, Semaphore::MAX_PERMITS);
+        let in_transactions = max.saturating_sub(self.transactions.available_permits()) as u64;
+        (open + idle + in_transactions, busy + in_transactions)
+    }
+}
+
 /// One place in the pool: the connection up there now, if any, and what belongs to it.
 #[derive(Default)]
 struct Slot {
@@ -265,21 +286,22 @@ impl Postgres {
             .pool_size
             .max(1)
             .saturating_mul(options.max_pipeline.max(1));
-        Ok(Postgres {
-            inner: Arc::new(Inner {
-                config,
-                tls,
-                options,
-                slots: OnceLock::new(),
-                attempted: AtomicUsize::new(0),
-                changed: Notify::new(),
-                places: Semaphore::new(places.min(Semaphore::MAX_PERMITS)),
-                idle: Mutex::default(),
-                transactions: Arc::new(Semaphore::new(
-                    options_max_transactions.clamp(1, Semaphore::MAX_PERMITS),
-                )),
-            }),
-        })
+        let inner = Arc::new(Inner {
+            config,
+            tls,
+            options,
+            slots: OnceLock::new(),
+            attempted: AtomicUsize::new(0),
+            changed: Notify::new(),
+            places: Semaphore::new(places.min(Semaphore::MAX_PERMITS)),
+            idle: Mutex::default(),
+            transactions: Arc::new(Semaphore::new(
+                options_max_transactions.clamp(1, Semaphore::MAX_PERMITS),
+            )),
+        });
+        let weak: std::sync::Weak<Inner> = Arc::downgrade(&inner);
+        crate::db_figures::register(weak);
+        Ok(Postgres { inner })
     }
 
     /// Starts connecting now rather than on the first query, and waits (up to the connect
@@ -309,10 +331,11 @@ impl Postgres {
         let permit = match inner.places.try_acquire() {
             Ok(p) => p,
             Err(_) => {
+                crate::db_figures::waited();
                 let wait = tokio::time::timeout(options.acquire_timeout, inner.places.acquire());
                 match wait.await {
                     Ok(Ok(p)) => p,
-                    _ => return Err(DbError::PoolTimeout(options.acquire_timeout)),
+                    _ => return Err(DbError::pool_timed_out(options.acquire_timeout)),
                 }
             }
         };
@@ -473,7 +496,7 @@ impl Postgres {
         let grace = postgres_wire::grace(timeout);
         match tokio::time::timeout(timeout.saturating_add(grace), request).await {
             Ok(result) => result,
-            Err(_) => Err(DbError::Timeout(timeout)),
+            Err(_) => Err(DbError::timed_out(timeout)),
         }
     }
 
@@ -929,7 +952,7 @@ fn decode_error(e: std::io::Error) -> DbError {
 pub(super) fn db_error(body: &ErrorResponseBody, timeout: Duration) -> DbError {
     let error = postgres_wire::server_error(body);
     if error.code == "57014" {
-        return DbError::Timeout(timeout);
+        return DbError::timed_out(timeout);
     }
     if error.kind == super::error::ErrorKind::Unavailable {
         return DbError::Unavailable(error.to_string());

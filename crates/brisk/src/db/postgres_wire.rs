@@ -365,7 +365,10 @@ impl Deadlines {
         for (request, deadline) in backlog.drain(..) {
             match deadline {
                 Some((at, limit)) if at <= now => {
-                    let _ = request.reply.send(Err(DbError::Timeout(limit)));
+                    // Counted only if someone still waits for the answer.
+                    if !request.reply.is_closed() {
+                        let _ = request.reply.send(Err(DbError::timed_out(limit)));
+                    }
                 }
                 Some((at, _)) => {
                     next = Some(next.map_or(at, |n| n.min(at)));
@@ -380,8 +383,8 @@ impl Deadlines {
                 continue;
             };
             if deadline <= now {
-                if let Some(reply) = w.reply.take() {
-                    let _ = reply.send(Err(DbError::Timeout(limit)));
+                if let Some(reply) = w.reply.take().filter(|r| !r.is_closed()) {
+                    let _ = reply.send(Err(DbError::timed_out(limit)));
                 }
                 w.deadline = None;
             } else if w.reply.is_some() {

@@ -236,7 +236,7 @@ impl Sqlite {
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(stopped()),
-            Err(_) => Err(DbError::Timeout(timeout)),
+            Err(_) => Err(DbError::timed_out(timeout)),
         }
     }
 

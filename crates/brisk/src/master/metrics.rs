@@ -153,6 +153,29 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
             .collect(),
         ),
         family(
+            "brisk_db_waits_total",
+            "Queries and transactions that found every place of their database pool taken \
+             and waited.",
+            MetricType::COUNTER,
+            vec![counter(&[], (r.db.waits + sum(|w| w.db.waits)) as f64)],
+        ),
+        family(
+            "brisk_db_timeouts_total",
+            "Database calls past a timeout: waiting for a place in the pool (acquire), or \
+             for the server's answer (query).",
+            MetricType::COUNTER,
+            vec![
+                counter(
+                    &[("kind", "acquire")],
+                    (r.db.acquire_timeouts + sum(|w| w.db.acquire_timeouts)) as f64,
+                ),
+                counter(
+                    &[("kind", "query")],
+                    (r.db.query_timeouts + sum(|w| w.db.query_timeouts)) as f64,
+                ),
+            ],
+        ),
+        family(
             "brisk_connections_accepted_total",
             "Connections accepted.",
             MetricType::COUNTER,
@@ -224,6 +247,28 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
         "Connections open now.",
         MetricType::GAUGE,
         per_worker(|w| w.connections as f64),
+    ));
+    // Only the workers that hold database connections: most servers of an app hold none.
+    let db_connections = s
+        .workers
+        .iter()
+        .filter(|w| w.db.connections_open > 0)
+        .flat_map(|w| {
+            let busy = w.db.connections_busy;
+            let idle = w.db.connections_open.saturating_sub(busy);
+            [("busy", busy), ("idle", idle)].map(|(state, n)| {
+                let mut pairs = worker_labels(w);
+                pairs.push(("state", state.to_string()));
+                gauge(&pairs, n as f64)
+            })
+        })
+        .collect();
+    out.push(family(
+        "brisk_db_connections",
+        "Database connections open now, busy (a query in flight, a transaction under way) or \
+         idle.",
+        MetricType::GAUGE,
+        db_connections,
     ));
     out.push(family(
         "brisk_event_loop_lag_seconds",

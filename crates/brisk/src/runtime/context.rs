@@ -352,6 +352,7 @@ impl WorkerCtx {
                 running: s.jobs_running.get(),
             },
             app_metrics: crate::metrics::samples(),
+            db: crate::db_figures::now(),
         }
     }
 

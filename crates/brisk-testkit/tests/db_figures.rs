@@ -1,0 +1,60 @@
+//! The database figures a worker reports (`brisk::stats::DbFigures`, `brisk_db_*` on
+//! `/metrics`) against a real PostgreSQL server: connections open and busy, a wait for a place
+//! in a full pool, an acquire timeout and a query timeout, each counted once. One test in its
+//! own binary: the figures are the process's, and no other test's pool may add to them.
+
+use std::time::Duration;
+
+use brisk::db::{Db, DbError, Postgres as Pg, PostgresOptions};
+use brisk::stats::DbFigures;
+use brisk_testkit::*;
+
+#[test]
+fn connections_waits_and_timeouts_are_counted() {
+    let server = Postgres::start().unwrap();
+    let options = PostgresOptions {
+        pool_size: 1,
+        max_pipeline: 1,
+        acquire_timeout: Duration::from_millis(200),
+        query_timeout: Duration::from_millis(400),
+        ..Default::default()
+    };
+    let db = Pg::new(&server.url(), options).unwrap();
+    assert_eq!(DbFigures::current(), DbFigures::default());
+    worker_runtime().block_on(async {
+        db.connect().await.unwrap();
+        let idle = DbFigures {
+            connections_open: 1,
+            ..DbFigures::default()
+        };
+        assert_eq!(DbFigures::current(), idle);
+
+        // One query holds the only place until the server ends it at the query timeout;
+        // another waits for the place past the acquire timeout.
+        let slow = db.query("SELECT pg_sleep(5)", vec![]);
+        let second = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let during = DbFigures::current();
+            (during, db.query("SELECT 1", vec![]).await)
+        };
+        let (slow, (during, second)) = tokio::join!(slow, second);
+        assert_eq!((during.connections_open, during.connections_busy), (1, 1));
+        assert!(matches!(slow, Err(DbError::Timeout(_))), "{slow:?}");
+        assert!(matches!(second, Err(DbError::PoolTimeout(_))), "{second:?}");
+        let after = DbFigures::current();
+        assert_eq!(after.waits, 1, "{after:?}");
+        assert_eq!(after.acquire_timeouts, 1, "{after:?}");
+        assert_eq!(after.query_timeouts, 1, "{after:?}");
+        assert_eq!(after.connections_busy, 0, "{after:?}");
+
+        // A transaction's connection is busy while it runs, then idle in the pool.
+        let mut tx = Db::Postgres(db.clone()).begin().await.unwrap();
+        tx.execute_batch("SELECT 1").await.unwrap();
+        let in_tx = DbFigures::current();
+        assert_eq!((in_tx.connections_open, in_tx.connections_busy), (2, 1));
+        tx.commit().await.unwrap();
+        let done = DbFigures::current();
+        assert_eq!((done.connections_open, done.connections_busy), (2, 0));
+        assert_eq!(done.waits, 1, "a place free at once is no wait: {done:?}");
+    });
+}
