@@ -3,17 +3,20 @@
 //! and the control CLI are Brisk's while the routes, extractors and rejections are axum's.
 //!
 //! ```text
-//! cargo run -p brisk --example axum -- start          # http://127.0.0.1:8090, 2 workers
-//! cargo run -p brisk --example axum -- --listen http://127.0.0.1:9000 --workers 4 start -d
-//! cargo run -p brisk --example axum -- status
-//! cargo run -p brisk --example axum -- stop
+//! cargo run -p brisk --features axum --example axum -- start          # http://127.0.0.1:8090, 2 workers
+//! cargo run -p brisk --features axum --example axum -- --listen http://127.0.0.1:9000 --workers 4 start -d
+//! cargo run -p brisk --features axum --example axum -- status
+//! cargo run -p brisk --features axum --example axum -- stop
 //!
 //! curl http://127.0.0.1:8090/                       # Hello from axum on Brisk
 //! curl http://127.0.0.1:8090/users/42               # {"id":42,"worker":<worker pid>}
 //! curl -d '{"a":1}' -H 'content-type: application/json' http://127.0.0.1:8090/echo
 //! curl 'http://127.0.0.1:8090/query?name=Ada'       # Hello, Ada!
+//! websocat -H 'x-user: ada' ws://127.0.0.1:8090/rooms/ops/ws   # a chat room (see chat())
+//! curl -d 'ping' http://127.0.0.1:8090/users/ada/notify        # to ada's sockets, any worker
+//! websocat ws://127.0.0.1:8090/echo/ws                          # an echo
 //!
-//! cargo run -p brisk --example axum -- --static-dir ./public start
+//! cargo run -p brisk --features axum --example axum -- --static-dir ./public start
 //! curl http://127.0.0.1:8090/static/index.html      # ./public/index.html
 //! ```
 //!
@@ -25,15 +28,23 @@
 //! With `--static-dir`, Brisk's [`StaticFiles`] is nested in the router at `/static`: a
 //! `tower::Service` like any other to axum, with validators, ranges and a cache of small
 //! files, and its larger files still sent with `sendfile(2)` on plain `http://`.
+//!
+//! `/rooms/{room}/ws` is a WebSocket route of the router: the `WebSocketUpgrade` extractor
+//! (feature `axum`) hands the connection to the endpoint named `chat`, with who the socket
+//! is (the `x-user` header here, an app's session in earnest) attached before `on_open` and a
+//! `user:NAME` key that `brisk::ws::send_to` reaches on every worker.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use axum::extract::{Path, Query};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use brisk::http::static_files::StaticFiles;
 use brisk::http::HttpServer;
+use brisk::ws::{Message, WebSocketUpgrade, WsEndpoint};
 use brisk::App;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
@@ -57,6 +68,10 @@ struct Args {
     /// Serve the files under this directory at `/static/`.
     #[arg(long, global = true)]
     static_dir: Option<PathBuf>,
+    /// Also serve the echo endpoint on its own `websocket://` listener (the plain way, to
+    /// compare with the router's `/echo/ws`).
+    #[arg(long, global = true)]
+    echo_listen: Option<String>,
     /// Directory for the pid file, control socket and daemon log.
     #[arg(long, global = true, default_value = "run")]
     run_dir: PathBuf,
@@ -77,7 +92,63 @@ struct Greeting {
     name: String,
 }
 
-/// A plain axum router (nothing in it knows about Brisk), with `files` at `/static/`.
+/// Who a chat socket is: attached by the upgrade route, read by every callback.
+struct Member {
+    user: String,
+    room: String,
+}
+
+/// The chat endpoint: a socket joins its room's group and says so; what it sends goes to
+/// everyone in the room, on every worker, as `USER: TEXT`.
+fn chat() -> WsEndpoint {
+    let who = |ws: &brisk::ws::WsConnection| {
+        ws.with_data(|m: &mut Member| (m.user.clone(), m.room.clone()))
+    };
+    WsEndpoint::new()
+        .on_open(move |ws, _| async move {
+            let Some((user, room)) = who(&ws) else { return };
+            ws.join(&format!("room:{room}"));
+            let _ = ws.send_text(format!(
+                "welcome {user} to {room} (worker {})",
+                std::process::id()
+            ));
+        })
+        .on_message(move |ws, msg| async move {
+            let (Some((user, room)), Message::Text(text)) = (who(&ws), msg) else {
+                return;
+            };
+            let line = Message::text(format!("{user}: {}", text.as_str()));
+            brisk::ws::broadcast(&format!("room:{room}"), line);
+        })
+}
+
+/// An echo: what a socket sends comes back.
+fn echo() -> WsEndpoint {
+    WsEndpoint::new().on_message(|ws, msg| async move { ws.send(msg) })
+}
+
+/// `GET /rooms/{room}/ws`: a chat socket for the user the `x-user` header names (401
+/// without one).
+async fn join_room(
+    Path(room): Path<String>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> impl IntoResponse {
+    let Some(user) = headers.get("x-user").and_then(|v| v.to_str().ok()) else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            "who are you? (an x-user header)\n",
+        )
+            .into_response();
+    };
+    let user = user.to_string();
+    ws.key(format!("user:{user}"))
+        .data(Member { user, room })
+        .on("chat")
+}
+
+/// A plain axum router (nothing but its WebSocket routes knows about Brisk), with `files` at
+/// `/static/`.
 fn router(files: Option<StaticFiles>) -> Router {
     let router = Router::new()
         .route("/", get(|| async { "Hello from axum on Brisk" }))
@@ -97,6 +168,18 @@ fn router(files: Option<StaticFiles>) -> Router {
         .route(
             "/query",
             get(|Query(q): Query<Greeting>| async move { format!("Hello, {}!", q.name) }),
+        )
+        .route("/rooms/{room}/ws", get(join_room))
+        .route(
+            "/echo/ws",
+            get(|ws: WebSocketUpgrade| async move { ws.on("echo") }),
+        )
+        .route(
+            "/users/{user}/notify",
+            post(|Path(user): Path<String>, text: String| async move {
+                brisk::ws::send_to(&format!("user:{user}"), Message::text(text));
+                "sent\n"
+            }),
         );
     match files {
         Some(files) => router.nest_service("/static", files),
@@ -117,14 +200,23 @@ fn main() -> ExitCode {
         Ok(server) => server
             .workers(args.workers)
             .max_body_size(args.max_body_size)
+            .ws_endpoint("chat", chat())
+            .ws_endpoint("echo", echo())
             .service(router(files)),
         Err(e) => {
             eprintln!("axum: {e}");
             return ExitCode::FAILURE;
         }
     };
-    App::new("axum")
-        .run_dir(args.run_dir)
-        .server(server)
-        .run_command(args.command)
+    let mut app = App::new("axum").run_dir(args.run_dir).server(server);
+    if let Some(address) = &args.echo_listen {
+        match brisk::ws::WsServer::new(address) {
+            Ok(plain) => app = app.server(plain.workers(args.workers).endpoint(echo())),
+            Err(e) => {
+                eprintln!("axum: --echo-listen: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    app.run_command(args.command)
 }

@@ -2,7 +2,7 @@
 //! as a real master with two workers and spoken to over loopback sockets.
 //!
 //! The example binary is built by `cargo build --workspace --examples` (scripts/test) or
-//! `cargo build -p brisk --example axum`, next to this test's own target directory.
+//! `cargo build -p brisk --features axum --example axum`, next to this test's own target directory.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -19,7 +19,7 @@ fn axum_example() -> PathBuf {
     let path = profile.join("examples").join("axum");
     assert!(
         path.exists(),
-        "{} is missing: build it first with `cargo build -p brisk --example axum` \
+        "{} is missing: build it first with `cargo build -p brisk --features axum --example axum` \
          (scripts/test runs `cargo build --workspace --examples`)",
         path.display()
     );
@@ -298,4 +298,84 @@ fn static_files_nested_in_the_router_are_byte_exact() {
     assert_eq!(r.header("location"), Some("./docs/"));
     assert_eq!(get(&mut s, "/static/docs/").text(), "<h1>docs</h1>");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A WebSocket client of the example's chat room `room` as `user`; the welcome line.
+fn chat_client(port: u16, room: &str, user: &str) -> (tungstenite::WebSocket<TcpStream>, String) {
+    use tungstenite::client::IntoClientRequest;
+    let mut req = format!("ws://127.0.0.1:{port}/rooms/{room}/ws")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert("x-user", user.parse().unwrap());
+    let (mut ws, resp) = tungstenite::client(req, connect(port)).expect("handshake");
+    assert_eq!(resp.status(), 101);
+    ws.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let welcome = ws.read().unwrap().into_text().unwrap().to_string();
+    (ws, welcome)
+}
+
+/// The worker pid a welcome line names.
+fn worker_of(welcome: &str) -> &str {
+    welcome
+        .rsplit("worker ")
+        .next()
+        .unwrap()
+        .trim_end_matches(')')
+}
+
+/// The next text message on `ws`.
+fn next_text(ws: &mut tungstenite::WebSocket<TcpStream>) -> String {
+    ws.read().unwrap().into_text().unwrap().to_string()
+}
+
+#[test]
+fn a_websocket_route_in_the_router_knows_its_user_and_reaches_every_worker() {
+    let (_server, port) = start_example();
+    let (mut ada, welcome) = chat_client(port, "ops", "ada");
+    assert!(
+        welcome.starts_with("welcome ada to ops (worker "),
+        "{welcome}"
+    );
+    // Bob on the other worker (connections are spread by the kernel: a few tries).
+    let (mut bob, bob_welcome) = (0..50)
+        .map(|_| chat_client(port, "ops", "bob"))
+        .find(|(_, w)| worker_of(w) != worker_of(&welcome))
+        .expect("bob never landed on the other worker");
+    assert!(
+        bob_welcome.starts_with("welcome bob to ops"),
+        "{bob_welcome}"
+    );
+
+    // What ada says reaches the room on both workers, signed with who the route said she is.
+    ada.send(tungstenite::Message::text("hi")).unwrap();
+    assert_eq!(next_text(&mut ada), "ada: hi");
+    assert_eq!(next_text(&mut bob), "ada: hi");
+
+    // A message to bob's key reaches his socket, whichever worker takes the POST.
+    for i in 0..4 {
+        let mut s = connect(port);
+        let body = format!("ping {i}");
+        let r = request(
+            &mut s,
+            "POST",
+            "/users/bob/notify",
+            Some("text/plain"),
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(next_text(&mut bob), body);
+    }
+
+    // No user, no socket: the route's own answer. Not an upgrade: the endpoint's 400.
+    let mut s = connect(port);
+    let r = request(&mut s, "GET", "/rooms/ops/ws", None, b"");
+    assert_eq!(r.status, 401, "{r:?}");
+    let mut s = connect(port);
+    s.write_all(b"GET /rooms/ops/ws HTTP/1.1\r\nHost: x\r\nx-user: eve\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut s);
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.text(), "expected a WebSocket upgrade\n");
 }

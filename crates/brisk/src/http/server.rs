@@ -123,6 +123,23 @@ impl HttpServer {
         self
     }
 
+    /// Names `endpoint` for the WebSocket routes of this server's `tower::Service` (an axum
+    /// route answers with [`WebSocketUpgrade::on`](crate::ws::WebSocketUpgrade::on)`(name)`,
+    /// feature `axum`): the endpoint stays on the worker's thread, where routes find it by
+    /// name.
+    ///
+    /// ```no_run
+    /// use brisk::ws::WsEndpoint;
+    /// let echo = WsEndpoint::new().on_message(|ws, msg| async move { ws.send(msg) });
+    /// let server = brisk::http::HttpServer::new("http://127.0.0.1:8080")
+    ///     .unwrap()
+    ///     .ws_endpoint("echo", echo);
+    /// ```
+    pub fn ws_endpoint(self, name: &str, endpoint: crate::ws::WsEndpoint) -> Self {
+        crate::ws::named::register(name, endpoint);
+        self
+    }
+
     crate::server::builder_setters!();
     crate::server::tls_setter!("required by `https://`");
 

@@ -270,6 +270,11 @@ impl<P: Protocol> Connection<P> {
         self.inner.data.set(Some(Box::new(value)));
     }
 
+    /// Attaches a value already boxed, as [`set_data`](Self::set_data) attaches `T`.
+    pub(crate) fn set_data_boxed(&self, value: Box<dyn Any>) {
+        self.inner.data.set(Some(value));
+    }
+
     /// Runs `f` on the attached value if there is one of type `T`.
     ///
     /// ```no_run

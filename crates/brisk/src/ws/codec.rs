@@ -14,6 +14,7 @@ use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::Utf8Bytes;
 
 use super::deflate::{self, Agreement, ClientContext, InflateError};
+use super::identity::Attached;
 use crate::http::has_token;
 use crate::protocol::{Protocol, ProtocolError};
 
@@ -102,7 +103,18 @@ pub(crate) struct WsCodec {
 #[derive(Debug, Clone)]
 enum Pending {
     Fragments(Fragments),
-    Open(Handshake),
+    Open(Handshake, AttachedSlot),
+}
+
+/// What an upgrade route attached to the connection, until `on_connect` takes it (a codec is
+/// `Clone`; an upgraded connection's is never cloned).
+#[derive(Clone, Default)]
+pub(crate) struct AttachedSlot(std::rc::Rc<std::cell::Cell<Option<Attached>>>);
+
+impl std::fmt::Debug for AttachedSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AttachedSlot")
+    }
 }
 
 impl WsCodec {
@@ -129,9 +141,11 @@ impl WsCodec {
         max_message: usize,
         handshake: Handshake,
         deflate: Option<Agreement>,
+        attached: Attached,
     ) -> Self {
+        let slot = AttachedSlot(std::rc::Rc::new(std::cell::Cell::new(Some(attached))));
         WsCodec {
-            pending: Some(Box::new(Pending::Open(handshake))),
+            pending: Some(Box::new(Pending::Open(handshake, slot))),
             deflate,
             ..Self::new(false, max_message)
         }
@@ -142,10 +156,10 @@ impl WsCodec {
         self.deflate
     }
 
-    /// The handshake of an upgraded connection, once.
-    pub(crate) fn take_pending_open(&mut self) -> Option<Handshake> {
+    /// The handshake of an upgraded connection and what its route attached, once.
+    pub(crate) fn take_pending_open(&mut self) -> Option<(Handshake, Attached)> {
         match self.pending.take().map(|p| *p) {
-            Some(Pending::Open(h)) => Some(h),
+            Some(Pending::Open(h, slot)) => Some((h, slot.0.take().unwrap_or_default())),
             other => {
                 self.pending = other.map(Box::new);
                 None

@@ -11,6 +11,7 @@ use http::{header, HeaderValue, Request, Response, StatusCode};
 
 use super::codec::{Handshake, WsCodec, WsFrame};
 use super::deflate::{self, Agreement};
+use super::identity::Attached;
 use super::origin::OriginPolicy;
 use super::{group, Message, Utf8Bytes};
 use crate::error::Result;
@@ -283,10 +284,14 @@ impl WsEndpoint {
         cb.on_connect = Some(Rc::new(move |conn: Connection<WsCodec>| {
             let ep = ep.clone();
             Box::pin(async move {
-                let pending = conn.protocol().take_pending_open();
-                match (pending, &ep.inner.on_open) {
-                    (Some(h), Some(f)) => f(WsConnection { conn }, h).await,
-                    _ => Ok(()),
+                let Some((h, attached)) = conn.protocol().take_pending_open() else {
+                    return Ok(());
+                };
+                let ws = WsConnection { conn };
+                attached.apply(&ws);
+                match &ep.inner.on_open {
+                    Some(f) => f(ws, h).await,
+                    None => Ok(()),
                 }
             })
         }));
@@ -411,20 +416,36 @@ impl WsEndpoint {
     /// });
     /// ```
     pub fn upgrade<B>(&self, mut req: Request<B>) -> Response<Body> {
-        let h = req.headers();
+        let on_upgrade = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>();
+        let (parts, _) = req.into_parts();
+        self.accept(&parts, on_upgrade, Attached::default())
+            .into_response(Body::from)
+    }
+
+    /// The opening handshake of an HTTP upgrade request (its head `parts`, the connection's
+    /// `on_upgrade`): the 101 response, with the connection served by this endpoint once
+    /// upgraded (with `attached` on it before `on_open`), or the refusal (400, 403, 426, 500)
+    /// whose body says why.
+    pub(crate) fn accept(
+        &self,
+        parts: &http::request::Parts,
+        on_upgrade: Option<hyper::upgrade::OnUpgrade>,
+        attached: Attached,
+    ) -> Accepted {
+        let h = &parts.headers;
         let token = |name: header::HeaderName, t: &str| {
             h.get_all(name).iter().any(|v| has_token(v.as_bytes(), t))
         };
         let bad = |code: StatusCode, why: &'static str| {
-            let mut r = Response::new(Body::from(why));
+            let mut r = Response::new(why);
             *r.status_mut() = code;
             if code == StatusCode::UPGRADE_REQUIRED {
                 r.headers_mut()
                     .insert("sec-websocket-version", HeaderValue::from_static("13"));
             }
-            r
+            Accepted(Err(r))
         };
-        if req.method() != http::Method::GET
+        if parts.method != http::Method::GET
             || !token(header::UPGRADE, "websocket")
             || !token(header::CONNECTION, "upgrade")
         {
@@ -451,12 +472,19 @@ impl WsEndpoint {
                 "this page's origin may not connect\n",
             );
         }
+        let Some(on_upgrade) = on_upgrade else {
+            return bad(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "this connection cannot be upgraded (HTTP/2, or the request was not the \
+                 connection's own)\n",
+            );
+        };
         let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
         let offers = h.get_all("sec-websocket-extensions").iter();
         let agreed = self.negotiate(offers.filter_map(|v| v.to_str().ok()));
         let handshake = Handshake {
-            path: req
-                .uri()
+            path: parts
+                .uri
                 .path_and_query()
                 .map_or("/".into(), |p| p.to_string()),
             key: String::new(),
@@ -470,7 +498,6 @@ impl WsEndpoint {
                 })
                 .collect(),
         };
-        let on_upgrade = hyper::upgrade::on(&mut req);
         let (Some(worker), ep) = (worker::current(), self.clone()) else {
             return bad(StatusCode::INTERNAL_SERVER_ERROR, "not on a worker\n");
         };
@@ -488,11 +515,11 @@ impl WsEndpoint {
             };
             let remote = stream.peer_addr();
             let shared = ep.shared(&worker, worker.default_limits());
-            let codec = WsCodec::upgraded(ep.inner.max_message, handshake, agreed);
+            let codec = WsCodec::upgraded(ep.inner.max_message, handshake, agreed, attached);
             // A task of its own: this upgrade task's state is not kept for the connection's life.
             tokio::task::spawn_local(serve_with(shared, stream, remote, initial, Some(codec)));
         });
-        let mut r = Response::new(Body::empty());
+        let mut r = Response::new("");
         *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
         let hm = r.headers_mut();
         hm.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
@@ -507,7 +534,21 @@ impl WsEndpoint {
                 HeaderValue::from_str(&a.response()).expect("tokens are a valid header"),
             );
         }
-        r
+        Accepted(Ok(r))
+    }
+}
+
+/// What [`WsEndpoint::accept`] answers: the 101 response, or a refusal whose body says why.
+pub(crate) struct Accepted(
+    pub(crate) std::result::Result<Response<&'static str>, Response<&'static str>>,
+);
+
+impl Accepted {
+    /// The response, with `body` made from the refusal's text (empty for the 101).
+    pub(crate) fn into_response<B>(self, body: impl Fn(&'static str) -> B) -> Response<B> {
+        match self.0 {
+            Ok(r) | Err(r) => r.map(body),
+        }
     }
 }
 
@@ -667,6 +708,11 @@ impl WsConnection {
     /// Attaches a value to the connection (see [`Connection::set_data`]).
     pub fn set_data<T: 'static>(&self, value: T) {
         self.conn.set_data(value);
+    }
+
+    /// Attaches a value already boxed (what an upgrade route attached).
+    pub(crate) fn set_data_boxed(&self, value: Box<dyn std::any::Any>) {
+        self.conn.set_data_boxed(value);
     }
 
     /// Runs `f` on the attached value (see [`Connection::with_data`]).

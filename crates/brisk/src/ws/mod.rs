@@ -13,23 +13,30 @@
 //! let server = WsServer::new("websocket://127.0.0.1:9001").unwrap().endpoint(echo);
 //! ```
 
+#[cfg(feature = "axum")]
+mod axum_upgrade;
 pub(crate) mod codec;
 pub(crate) mod deflate;
 mod endpoint;
 mod group;
 #[cfg(feature = "redis")]
 mod history;
+mod identity;
+pub(crate) mod named;
 mod origin;
 #[cfg(feature = "redis")]
 mod presence;
 mod server;
 
+#[cfg(feature = "axum")]
+pub use axum_upgrade::WebSocketUpgrade;
 pub use codec::Handshake;
 pub use endpoint::{SlowConsumer, WsConnection, WsEndpoint, SLOW_CLOSE_GRACE};
 pub(crate) use group::deliver_local;
 pub use group::{broadcast, local_members};
 #[cfg(feature = "redis")]
 pub use history::{BadPosition, History, HistoryOptions, Kept, Lost, Position, Recovery};
+pub use identity::{local_sockets_of, send_to};
 #[cfg(feature = "redis")]
 pub(crate) use presence::start as start_presence;
 #[cfg(feature = "redis")]

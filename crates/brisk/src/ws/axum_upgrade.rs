@@ -1,0 +1,118 @@
+//! [`WebSocketUpgrade`]: a WebSocket route in an axum `Router`, served by a named
+//! [`WsEndpoint`](super::WsEndpoint) with all its features (groups, broadcast across workers
+//! and instances, permessage-deflate, limits, the slow-consumer policy). The extractor is
+//! `Send`, so the route compiles in an ordinary `Router<S>`; the endpoint, which is not, stays
+//! on the worker's thread and is found by name when the request comes.
+//!
+//! ```no_run
+//! use axum::{extract::Path, routing::get, Router};
+//! use brisk::http::HttpServer;
+//! use brisk::ws::{WebSocketUpgrade, WsEndpoint};
+//!
+//! /// Who a socket is, attached by the route: every callback reads it.
+//! struct Member { user: String, room: String }
+//!
+//! let chat = WsEndpoint::new()
+//!     .on_open(|ws, _| async move {
+//!         let room = ws.with_data(|m: &mut Member| m.room.clone()).unwrap_or_default();
+//!         ws.join(&room);
+//!     })
+//!     .on_message(|ws, msg| async move {
+//!         let room = ws.with_data(|m: &mut Member| m.room.clone()).unwrap_or_default();
+//!         brisk::ws::broadcast(&room, msg);
+//!     });
+//! let router: Router = Router::new().route(
+//!     "/rooms/{room}/ws",
+//!     get(|Path(room): Path<String>, ws: WebSocketUpgrade| async move {
+//!         let user = "ada".to_string(); // the app's authentication, from the request
+//!         ws.key(format!("user:{user}")).data(Member { user, room }).on("chat")
+//!     }),
+//! );
+//! let server = HttpServer::new("http://127.0.0.1:8080")
+//!     .unwrap()
+//!     .ws_endpoint("chat", chat)
+//!     .service(router);
+//! ```
+
+use std::any::Any;
+use std::convert::Infallible;
+
+use axum_core::body::Body;
+use axum_core::extract::FromRequestParts;
+use axum_core::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::StatusCode;
+
+use super::identity::Attached;
+use super::named;
+
+/// An axum extractor for a WebSocket upgrade request; [`on`](Self::on) answers it with the
+/// handshake and hands the connection to the endpoint of that name (see the module docs).
+/// A request that is not a valid upgrade is answered 400 (426 for another WebSocket version,
+/// 403 for an origin the endpoint refuses) by `on`, as [`WsEndpoint::upgrade`] does.
+///
+/// [`WsEndpoint::upgrade`]: super::WsEndpoint::upgrade
+pub struct WebSocketUpgrade {
+    head: Parts,
+    on_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    data: Option<Box<dyn Any + Send>>,
+    keys: Vec<String>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Infallible> {
+        let on_upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+        let mut head = http::Request::new(()).into_parts().0;
+        head.method = parts.method.clone();
+        head.uri = parts.uri.clone();
+        head.version = parts.version;
+        head.headers = parts.headers.clone();
+        Ok(WebSocketUpgrade {
+            head,
+            on_upgrade,
+            data: None,
+            keys: Vec::new(),
+        })
+    }
+}
+
+impl WebSocketUpgrade {
+    /// Attaches `value` to the connection before `on_open` runs: the user, the claims, the
+    /// room. Every callback reads it with [`WsConnection::with_data`] (its type is `T`).
+    ///
+    /// [`WsConnection::with_data`]: super::WsConnection::with_data
+    pub fn data<T: Send + 'static>(mut self, value: T) -> Self {
+        self.data = Some(Box::new(value));
+        self
+    }
+
+    /// Tags the connection with `key` (a user id): [`send_to`](super::send_to) reaches every
+    /// socket with that key, on every worker and every instance. Several keys may be given.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.keys.push(key.into());
+        self
+    }
+
+    /// Answers the request with the opening handshake and serves the connection with the
+    /// endpoint registered as `endpoint` on this server
+    /// ([`HttpServer::ws_endpoint`](crate::http::HttpServer::ws_endpoint)); an unknown name is
+    /// a 500 that says so.
+    pub fn on(self, endpoint: &str) -> Response {
+        let Some(ep) = named::get(endpoint) else {
+            tracing::error!(
+                endpoint,
+                "no WebSocket endpoint of that name: register it with HttpServer::ws_endpoint"
+            );
+            let why = format!("no WebSocket endpoint named {endpoint:?} on this server\n");
+            return (StatusCode::INTERNAL_SERVER_ERROR, why).into_response();
+        };
+        let attached = Attached {
+            data: self.data.map(|d| d as Box<dyn Any>),
+            keys: self.keys,
+        };
+        ep.accept(&self.head, self.on_upgrade, attached)
+            .into_response(Body::from)
+    }
+}

@@ -1,0 +1,53 @@
+//! Who a socket is: what an upgrade route attaches to a WebSocket connection before `on_open`
+//! runs, a value of the app's (the user id, the claims, the room: read in every callback with
+//! [`WsConnection::with_data`](super::WsConnection::with_data), no reparsing) and the keys it
+//! is tagged with (a user id), which [`send_to`] reaches on every worker and every instance.
+//!
+//! A key is a group of its own (named `brisk.key:` and the key, a prefix the app's groups must
+//! not use), so a message to it travels as a broadcast does: to the other workers through the
+//! master, to the other instances through the cluster bus.
+
+use super::{group, Message, WsConnection};
+
+/// The group that holds the sockets tagged with `key`.
+pub(crate) fn key_group(key: &str) -> String {
+    format!("brisk.key:{key}")
+}
+
+/// What an upgrade route puts on the connection before `on_open` runs.
+#[derive(Default)]
+pub(crate) struct Attached {
+    /// The connection's data.
+    pub(crate) data: Option<Box<dyn std::any::Any>>,
+    /// Its keys.
+    pub(crate) keys: Vec<String>,
+}
+
+impl Attached {
+    /// Puts the data on `ws` and tags it with the keys.
+    pub(crate) fn apply(self, ws: &WsConnection) {
+        if let Some(data) = self.data {
+            ws.set_data_boxed(data);
+        }
+        for key in &self.keys {
+            ws.join(&key_group(key));
+        }
+    }
+}
+
+/// Sends `msg` to every socket tagged with `key` (by an upgrade route's
+/// [`key`](super::WebSocketUpgrade::key)) on every worker of this instance and, when the app
+/// spans machines, of every instance. Returns how many sockets of this worker took it.
+///
+/// ```no_run
+/// // A user's sockets, wherever they are connected.
+/// brisk::ws::send_to("user:42", brisk::ws::Message::text(r#"{"mentioned_in":"ops"}"#));
+/// ```
+pub fn send_to(key: &str, msg: Message) -> usize {
+    group::broadcast(&key_group(key), msg)
+}
+
+/// Sockets tagged with `key` in this worker.
+pub fn local_sockets_of(key: &str) -> usize {
+    group::local_members(&key_group(key))
+}
