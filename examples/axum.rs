@@ -15,6 +15,7 @@
 //! websocat -H 'x-user: ada' ws://127.0.0.1:8090/rooms/ops/ws   # a chat room (see chat())
 //! curl -d 'ping' http://127.0.0.1:8090/users/ada/notify        # to ada's sockets, any worker
 //! websocat ws://127.0.0.1:8090/echo/ws                          # an echo
+//! curl -X POST http://127.0.0.1:8090/users/ada/kick            # closes ada's sockets (4003)
 //!
 //! cargo run -p brisk --features axum --example axum -- --static-dir ./public start
 //! curl http://127.0.0.1:8090/static/index.html      # ./public/index.html
@@ -173,6 +174,13 @@ fn router(files: Option<StaticFiles>) -> Router {
         .route(
             "/echo/ws",
             get(|ws: WebSocketUpgrade| async move { ws.on("echo") }),
+        )
+        .route(
+            "/users/{user}/kick",
+            post(|Path(user): Path<String>| async move {
+                brisk::ws::close_where(&format!("user:{user}"), 4003, "removed from the chat");
+                "closed\n"
+            }),
         )
         .route(
             "/users/{user}/notify",

@@ -3,8 +3,10 @@
 //!
 //! The protocol (text messages):
 //! - Connect to `/chat` (room `chat`) or `/chat?room=ROOM`, and add `name=NAME` to be listed
-//!   in the room's presence (`/chat?room=lobby&name=alice`). Rooms and names are 1 to 64
-//!   letters, digits, `-`, `_`; anything else is answered 400.
+//!   in the room's presence (`/chat?room=lobby&name=alice`), and `user=USER` to tag the socket
+//!   with the key `user:USER` (`POST /chat/kick?user=USER` closes them all, on every worker and
+//!   instance, with 4003). Rooms, names and users are 1 to 64 letters, digits, `-`, `_`;
+//!   anything else is answered 400.
 //! - Without `--history`, every message a member sends goes to every member of the room as it
 //!   is (the benchmarks' broadcast).
 //! - With `--history N` (needs `--redis`), the server sends `{"position":"E:O"}`, the room's
@@ -62,6 +64,9 @@ impl Chat {
                     if let Ok(Some(name)) = param(&handshake.path, "name") {
                         ws.set_presence_id(name);
                     }
+                    if let Ok(Some(user)) = param(&handshake.path, "user") {
+                        ws.tag(&format!("user:{user}"));
+                    }
                     ws.join(&room);
                     ws.set_data(Room(room.clone()));
                     if let Some(history) = history {
@@ -87,14 +92,40 @@ impl Chat {
     /// Upgrades a request for `/chat`, or answers 400 for a bad room name.
     pub(crate) fn upgrade<B>(&self, req: Request<B>) -> Response<Body> {
         let path = req.uri().path_and_query().map_or("", |p| p.as_str());
-        if param(path, "room").is_err() || param(path, "name").is_err() {
+        if ["room", "name", "user"]
+            .iter()
+            .any(|k| param(path, k).is_err())
+        {
             let mut r = Response::new(Body::from(
-                "room and name are 1 to 64 letters, digits, '-' or '_'\n",
+                "room, name and user are 1 to 64 letters, digits, '-' or '_'\n",
             ));
             *r.status_mut() = StatusCode::BAD_REQUEST;
             return r;
         }
         self.endpoint.upgrade(req)
+    }
+}
+
+/// `POST /chat/kick?user=USER`: closes USER's `/chat` sockets (those that connected with
+/// `user=USER`) on every worker and instance, with close code 4003.
+pub(crate) fn kick(path_and_query: &str) -> Response<Body> {
+    let answer = |code: StatusCode, text: String| {
+        let mut r = Response::new(Body::from(text));
+        *r.status_mut() = code;
+        r
+    };
+    match param(path_and_query, "user") {
+        Ok(Some(user)) => {
+            let here = ws::close_where(&format!("user:{user}"), 4003, "removed from the chat");
+            answer(
+                StatusCode::OK,
+                format!("closed {here} here, and sent to the others\n"),
+            )
+        }
+        _ => answer(
+            StatusCode::BAD_REQUEST,
+            "user is 1 to 64 letters, digits, '-' or '_'\n".into(),
+        ),
     }
 }
 

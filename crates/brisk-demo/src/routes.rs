@@ -169,6 +169,9 @@ impl Routes {
             "/ws" => self.echo.upgrade(req),
             "/events" if get => self.events.subscribe(),
             "/chat" => self.chat.upgrade(req),
+            "/chat/kick" if req.method() == Method::POST => {
+                crate::chat::kick(req.uri().path_and_query().map_or("", |p| p.as_str()))
+            }
             // Reads the whole body (so `Expect: 100-continue` is answered), then echoes it.
             "/echo" if req.method() == Method::POST => {
                 match Box::pin(req.into_body().collect()).await {

@@ -827,3 +827,61 @@ fn on_a_redis_cluster_over_tls_rooms_cross_instances() {
     each_room_hears_its_message(&mut on_a, &mut on_b);
     assert_eq!(cluster_status(&a)["received"], 3);
 }
+
+/// `ws::close_where` across instances: a user's sockets on instance B close with 4003 when
+/// instance A is asked to remove the user; another user's socket stays open.
+#[test]
+fn a_user_removed_on_one_instance_is_disconnected_on_the_other() {
+    let redis = Redis::start().unwrap();
+    let url = redis.url();
+    let a = demo_with(1, &["--redis", &url]);
+    let b = demo_with(2, &["--redis", &url]);
+    let user = |d: &Demo, name: &str| {
+        let url = format!("ws://127.0.0.1:{}/chat?user={name}", d.http);
+        tungstenite::client(url, connect(d.http)).unwrap().0
+    };
+    let mut alice = user(&b, "alice");
+    let mut carol = user(&b, "carol");
+    // B holds the room and both users' keys; A holds nothing but must publish to them.
+    wait_until(Duration::from_secs(10), "B subscribed to the keys", || {
+        let c = cluster_status(&b);
+        c["connected"] == true && c["groups"] == 3
+    });
+    wait_until(Duration::from_secs(10), "A connected", || {
+        cluster_status(&a)["connected"] == true
+    });
+    let mut s = connect(a.http);
+    std::io::Write::write_all(
+        &mut s,
+        b"POST /chat/kick?user=alice HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n",
+    )
+    .unwrap();
+    let r = read_response(&mut s);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "closed 0 here, and sent to the others\n");
+    alice
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    match alice.read() {
+        Ok(Message::Close(Some(frame))) => {
+            assert_eq!(u16::from(frame.code), 4003);
+            assert_eq!(frame.reason.as_str(), "removed from the chat");
+        }
+        other => panic!("alice was not closed with 4003: {other:?}"),
+    }
+    // Carol is still in the room: her message comes back to her.
+    carol.send(Message::text("still here")).unwrap();
+    assert_eq!(
+        next_text(&mut carol, Duration::from_secs(5)).as_deref(),
+        Some("still here")
+    );
+    // A bad user name is refused, saying why.
+    let mut s = connect(a.http);
+    std::io::Write::write_all(
+        &mut s,
+        b"POST /chat/kick?user=a%20b HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(read_response(&mut s).status, 400);
+}

@@ -368,6 +368,20 @@ fn a_websocket_route_in_the_router_knows_its_user_and_reaches_every_worker() {
         assert_eq!(next_text(&mut bob), body);
     }
 
+    // Bob removed: his sockets close with the app's code wherever they are; ada's stays.
+    let mut s = connect(port);
+    let r = request(&mut s, "POST", "/users/bob/kick", None, b"");
+    assert_eq!(r.status, 200, "{r:?}");
+    match bob.read() {
+        Ok(tungstenite::Message::Close(Some(frame))) => {
+            assert_eq!(u16::from(frame.code), 4003);
+            assert_eq!(frame.reason.as_str(), "removed from the chat");
+        }
+        other => panic!("bob's socket was not closed with 4003: {other:?}"),
+    }
+    ada.send(tungstenite::Message::text("still here")).unwrap();
+    assert_eq!(next_text(&mut ada), "ada: still here");
+
     // No user, no socket: the route's own answer. Not an upgrade: the endpoint's 400.
     let mut s = connect(port);
     let r = request(&mut s, "GET", "/rooms/ops/ws", None, b"");

@@ -525,7 +525,7 @@ fn why_text(why: Refused) -> &'static str {
     match why {
         Refused::Malformed => "not a Brisk broadcast",
         Refused::BadMac => "its HMAC does not match (forged, or sealed with another secret)",
-        Refused::BadOpcode => "neither text nor binary",
+        Refused::BadOpcode => "neither text, binary nor a close",
         Refused::BadText => "text that is not UTF-8",
     }
 }

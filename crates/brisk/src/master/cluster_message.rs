@@ -36,7 +36,7 @@ pub(crate) struct BusMessage {
     pub seq: u64,
     /// When it was sent (the sender's clock, unix milliseconds).
     pub sent_ms: u64,
-    /// 0x1 text or 0x2 binary.
+    /// 0x1 text, 0x2 binary, or 0x8 a close (`ws::close_where`).
     pub opcode: u8,
     pub payload: Bytes,
 }
@@ -121,6 +121,11 @@ impl BusKey {
         match opcode {
             0x1 if std::str::from_utf8(&payload).is_err() => return Err(Refused::BadText),
             0x1 | 0x2 => {}
+            // A close (`ws::close_where`): a code, then a reason in UTF-8.
+            0x8 if payload.len() < 2 || std::str::from_utf8(&payload[2..]).is_err() => {
+                return Err(Refused::BadText)
+            }
+            0x8 => {}
             _ => return Err(Refused::BadOpcode),
         }
         Ok(BusMessage {
@@ -199,12 +204,15 @@ mod tests {
     }
 
     #[test]
-    fn only_text_in_utf8_and_binary_are_delivered() {
+    fn only_text_in_utf8_binary_and_closes_are_delivered() {
         let k = key("0123456789abcdef");
         let open = |m: BusMessage| k.open("c", &k.seal("c", &m));
         assert!(open(message(0x2, b"\xff\xfe")).is_ok());
         assert_eq!(open(message(0x1, b"\xff\xfe")), Err(Refused::BadText));
-        for opcode in [0x0, 0x8, 0x9, 0xA, 0x41] {
+        assert!(open(message(0x8, b"\x0f\xa1revoked")).is_ok());
+        assert_eq!(open(message(0x8, b"\x0f")), Err(Refused::BadText));
+        assert_eq!(open(message(0x8, b"\x0f\xa1\xff")), Err(Refused::BadText));
+        for opcode in [0x0, 0x9, 0xA, 0x41] {
             assert_eq!(
                 open(message(opcode, b"x")),
                 Err(Refused::BadOpcode),

@@ -22,6 +22,11 @@ pub(crate) trait ConnView {
     fn send_raw(&self, _bytes: &[u8]) -> bool {
         false
     }
+    /// Writes its last bytes, already in wire form (a WebSocket close frame), and closes
+    /// after what is queued; false if the connection cannot take them.
+    fn send_last(&self, _bytes: &[u8]) -> bool {
+        false
+    }
     /// Sends the protocol's heartbeat ([`Protocol::heartbeat`](crate::protocol::Protocol::heartbeat)), if it has one.
     fn keepalive(&self) {}
     /// Whether the protocol has a heartbeat (the heartbeat sweep only looks at those).

@@ -479,6 +479,16 @@ impl<P: Protocol> ConnView for Inner<P> {
     fn send_raw(&self, bytes: &[u8]) -> bool {
         self.send_bytes(bytes)
     }
+    fn send_last(&self, bytes: &[u8]) -> bool {
+        if self.has(flag::CLOSING | flag::DESTROYED) {
+            return false;
+        }
+        // Past the send-buffer limit if need be: a slow peer still gets its close frame.
+        self.out.borrow_mut().extend_from_slice(bytes);
+        self.set(flag::CLOSING);
+        self.notify();
+        true
+    }
     fn keepalive(&self) {
         let beat = self.protocol.borrow().heartbeat();
         if let Some(msg) = beat {

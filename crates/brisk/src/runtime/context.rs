@@ -180,6 +180,13 @@ impl WorkerCtx {
         conn.is_some_and(|c| c.send_raw(bytes))
     }
 
+    /// Writes the last bytes of connection `id` (a close frame) and closes it after what is
+    /// queued; false if it is gone or closing already.
+    pub(crate) fn send_last_to(&self, id: u64, bytes: &[u8]) -> bool {
+        let conn = self.registry.borrow().get(&id).cloned();
+        conn.is_some_and(|c| c.send_last(bytes))
+    }
+
     /// Hands a broadcast's frames to the master for the other workers. Past
     /// [`RELAY_LIMIT`] bytes waiting for the master (it is not reading), the broadcast is
     /// dropped for the other workers, counted and logged (at most every 10 s).

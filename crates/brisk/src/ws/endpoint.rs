@@ -700,6 +700,13 @@ impl WsConnection {
         }
     }
 
+    /// Tags the connection with `key` (a user id), as an upgrade route's
+    /// [`key`](super::WebSocketUpgrade::key) does: [`send_to`](super::send_to) and
+    /// [`close_where`](super::close_where) reach it on every worker and instance.
+    pub fn tag(&self, key: &str) {
+        self.join(&super::identity::key_group(key));
+    }
+
     /// Leaves a group.
     pub fn leave(&self, group: &str) {
         group::leave(self.id(), group);

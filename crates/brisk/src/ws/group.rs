@@ -159,6 +159,9 @@ pub fn local_members(group: &str) -> usize {
     GROUPS.with(|g| g.borrow().members.get(group).map_or(0, HashSet::len))
 }
 
+/// The first byte of a final close frame.
+pub(crate) const CLOSE_FRAME: u8 = 0x88;
+
 /// Encodes `msg` as a frame once, and once more compressed if any endpoint offers
 /// permessage-deflate.
 fn frames_of(msg: &Message) -> BroadcastFrames {
@@ -191,6 +194,7 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
     let Some(w) = worker::current() else {
         return 0;
     };
+    let closing = frames.plain.first() == Some(&CLOSE_FRAME);
     let delivered = members
         .into_iter()
         .filter(|&(id, deflate)| {
@@ -198,6 +202,10 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
                 Some(deflated) if deflate => deflated,
                 _ => &frames.plain,
             };
+            if closing {
+                // A close frame (`close_where`): the member's last, never compressed.
+                return w.send_last_to(id, &frames.plain);
+            }
             w.send_raw_to(id, frame)
         })
         .count();
@@ -216,7 +224,11 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
 /// # }
 /// ```
 pub fn broadcast(group: &str, msg: Message) -> usize {
-    let frames = frames_of(&msg);
+    broadcast_frames(group, frames_of(&msg))
+}
+
+/// Hands `frames` to the members of `group` here and, through the master, everywhere else.
+pub(crate) fn broadcast_frames(group: &str, frames: BroadcastFrames) -> usize {
     let delivered = deliver_local(group, &frames);
     if let Some(w) = worker::current() {
         w.relay_broadcast(group, frames);

@@ -5,7 +5,8 @@
 //!
 //! A key is a group of its own (named `brisk.key:` and the key, a prefix the app's groups must
 //! not use), so a message to it travels as a broadcast does: to the other workers through the
-//! master, to the other instances through the cluster bus.
+//! master, to the other instances through the cluster bus; so does [`close_where`], as a
+//! close frame.
 
 use super::{group, Message, WsConnection};
 
@@ -30,7 +31,7 @@ impl Attached {
             ws.set_data_boxed(data);
         }
         for key in &self.keys {
-            ws.join(&key_group(key));
+            ws.tag(key);
         }
     }
 }
@@ -45,6 +46,31 @@ impl Attached {
 /// ```
 pub fn send_to(key: &str, msg: Message) -> usize {
     group::broadcast(&key_group(key), msg)
+}
+
+/// Closes every socket tagged with `key`, on every worker and every instance, with close
+/// `code` (4000–4999 for the app's own; 1008 policy violation…) and `reason` (cut to the 123
+/// bytes a close frame holds): the socket gets the close frame after what was queued for
+/// it, then the connection closes. Returns how many sockets of this worker it closed.
+///
+/// ```no_run
+/// // A user whose access was revoked: their sockets everywhere.
+/// brisk::ws::close_where("user:42", 4003, "access revoked");
+/// ```
+pub fn close_where(key: &str, code: u16, reason: &str) -> usize {
+    let mut cut = reason.len().min(123);
+    while !reason.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut payload = code.to_be_bytes().to_vec();
+    payload.extend_from_slice(&reason.as_bytes()[..cut]);
+    let mut frame = bytes::BytesMut::new();
+    super::codec::encode_frame(0x8, &payload, &mut frame);
+    let frames = crate::ipc::BroadcastFrames {
+        plain: frame.freeze(),
+        deflated: None,
+    };
+    group::broadcast_frames(&key_group(key), frames)
 }
 
 /// Sockets tagged with `key` in this worker.
