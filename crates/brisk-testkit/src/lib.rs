@@ -218,6 +218,17 @@ impl ServerProcess {
             .expect("run the CLI")
     }
 
+    /// Runs a control command and asserts that it succeeded (its stderr in the message if not).
+    pub fn cli_ok(&self, command: &[&str]) -> Output {
+        let out = self.cli(command);
+        assert!(
+            out.status.success(),
+            "{command:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
     /// `status --json`, parsed.
     pub fn status(&self) -> Result<serde_json::Value> {
         let out = self.cli(&["status", "--json"]);

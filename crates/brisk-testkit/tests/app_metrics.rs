@@ -74,12 +74,7 @@ fn app_metrics_are_summed_across_workers_and_survive_a_reload() {
     }
 
     // New workers: the counters keep what the old ones counted; the gauges are the new ones'.
-    let out = server.cli(&["reload"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.cli_ok(&["reload"]);
     hit(http, "/metric/hit");
     let text = wait_for(Duration::from_secs(10), "the hit after the reload", || {
         let text = scrape(metrics);

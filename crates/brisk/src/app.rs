@@ -458,6 +458,10 @@ impl App {
             return Err(Error::Config(why.to_string()));
         }
         crate::metrics::check(&self.app_metrics).map_err(Error::Config)?;
+        #[cfg(feature = "config")]
+        if let Some(why) = crate::config::problem() {
+            return Err(Error::Config(why));
+        }
         if daemon && !daemon::is_daemon_child() {
             return daemon::start(&self.paths());
         }

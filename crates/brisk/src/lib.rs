@@ -47,7 +47,8 @@
 //!                   (whether a worker's app spans machines), secret_env (secrets kept
 //!                   out of started processes' environment), recycle (when workers are
 //!                   replaced), metrics (the app's own counters, gauges and histograms),
-//!                   db_figures (what a worker's database pools report)
+//!                   db_figures (what a worker's database pools report), config (the
+//!                   app's settings, loaded once by the master)
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -63,6 +64,8 @@ mod app;
 mod civil;
 pub mod cli;
 mod cluster_setting;
+#[cfg(feature = "config")]
+pub mod config;
 mod conninfo;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub mod db;

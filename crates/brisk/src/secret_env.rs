@@ -50,6 +50,21 @@ pub fn secret_env(name: &str) -> Option<String> {
     Some(value)
 }
 
+/// Keeps `value` under `name` (not an environment variable: Brisk's own, such as the app's
+/// settings) for the processes this master starts, which find it with [`passed_value`].
+#[cfg_attr(not(feature = "config"), allow(dead_code))]
+pub(crate) fn keep(name: &str, value: String) {
+    let mut read = READ_HERE.lock().unwrap_or_else(|p| p.into_inner());
+    read.insert(name.to_owned(), value);
+}
+
+/// In a process a master started: what it passed under `name` (`Some(None)` if nothing).
+/// `None` in a process no master started (the master itself, a CLI command).
+#[cfg_attr(not(feature = "config"), allow(dead_code))]
+pub(crate) fn passed_value(name: &str) -> Option<Option<String>> {
+    passed().map(|p| p.get(name).cloned())
+}
+
 /// In a started process whose app is built: reads what the master passed, if nothing has
 /// yet, so that its descriptor (inherited by whatever the process runs) is closed.
 pub(crate) fn close_passed() {

@@ -15,7 +15,8 @@
 //! for good. `--metrics ADDR` adds a metrics listener with the app metrics `fixture_hits_total`
 //! (`/metric/hit` adds one), `fixture_level` (`/metric/level?v=N` sets this worker's to N) and
 //! `fixture_sizes` (`/metric/observe?v=N`); `--bad-metric` also registers one named
-//! `2bad_total`.
+//! `2bad_total`. `--settings FILE` loads [`FixtureSettings`] (`brisk::config`: the file, then
+//! `FIXTURE_*` variables), which `/settings` shows as the worker sees them.
 //!
 //! `--process N --process-log FILE` adds a custom process `ticker` with N workers; see
 //! [`ticker`]. `--schedule-log FILE` with `--schedule-every-ms MS` (and
@@ -280,6 +281,16 @@ async fn http_route(req: http::Request<RequestBody>) -> http::Response<Body> {
             .unwrap(),
         "/panic" => panic!("requested panic"),
         "/pid" => http::Response::new(Body::from(std::process::id().to_string())),
+        "/settings" => {
+            let settings = SETTINGS.with(|s| s.borrow().clone()).unwrap_or_default();
+            let environ = std::fs::read("/proc/self/environ").unwrap_or_default();
+            let body = serde_json::json!({
+                "settings": settings,
+                "token_in_environment": environ.windows(13).any(|w| w == b"FIXTURE_TOKEN"),
+                "pid": std::process::id(),
+            });
+            http::Response::new(Body::from(body.to_string()))
+        }
         "/metric/hit" => {
             HITS.inc();
             http::Response::new(Body::from(std::process::id().to_string()))
@@ -439,6 +450,20 @@ fn schedules(args: &[String], log: PathBuf) -> Vec<brisk::schedule::Schedule> {
     out
 }
 
+/// The fixture's settings (`--settings FILE`).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct FixtureSettings {
+    greeting: String,
+    token: String,
+    workers: usize,
+}
+
+thread_local! {
+    /// The settings this process loaded, for `/settings`.
+    static SETTINGS: std::cell::RefCell<Option<serde_json::Value>> = const { std::cell::RefCell::new(None) };
+}
+
 /// The fixture's app metrics (see `--metrics`).
 static HITS: brisk::metrics::Counter =
     brisk::metrics::Counter::new("fixture_hits_total", "Hits.").labels(&[("route", "hit")]);
@@ -464,9 +489,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let workers: usize = flag(&args, "--workers")
+    let mut workers: usize = flag(&args, "--workers")
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
+    if let Some(file) = flag(&args, "--settings") {
+        let settings: FixtureSettings = brisk::config::Config::new()
+            .file(file)
+            .env_prefix("FIXTURE_")
+            .load();
+        if settings.workers > 0 {
+            workers = settings.workers;
+        }
+        SETTINGS.with(|s| *s.borrow_mut() = serde_json::to_value(&settings).ok());
+    }
     let shared = args.iter().any(|a| a == "--shared");
     let mut app = App::new("brisk-fixture")
         .run_dir(
