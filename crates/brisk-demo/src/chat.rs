@@ -5,7 +5,7 @@
 //! - Connect to `/chat` (room `chat`) or `/chat?room=ROOM`, and add `name=NAME` to be listed
 //!   in the room's presence (`/chat?room=lobby&name=alice`), and `user=USER` to tag the socket
 //!   with the key `user:USER` (`POST /chat/kick?user=USER` closes them all, on every worker and
-//!   instance, with 4003). Rooms, names and users are 1 to 64 letters, digits, `-`, `_`;
+//!   instance, with 4003; `GET /chat/online?user=USER` counts them). Rooms, names and users are 1 to 64 letters, digits, `-`, `_`;
 //!   anything else is answered 400.
 //! - Without `--history`, every message a member sends goes to every member of the room as it
 //!   is (the benchmarks' broadcast).
@@ -127,6 +127,26 @@ pub(crate) fn kick(path_and_query: &str) -> Response<Body> {
             "user is 1 to 64 letters, digits, '-' or '_'\n".into(),
         ),
     }
+}
+
+/// `GET /chat/online?user=USER`: `{"user": USER, "sockets": N}`, USER's `/chat` sockets on
+/// every instance (presence of the key `user:USER`).
+pub(crate) async fn online(path_and_query: &str) -> Response<Body> {
+    let Ok(Some(user)) = param(path_and_query, "user") else {
+        let mut r = Response::new(Body::from("user is 1 to 64 letters, digits, '-' or '_'\n"));
+        *r.status_mut() = StatusCode::BAD_REQUEST;
+        return r;
+    };
+    let (code, body) = match ws::sockets_of(&format!("user:{user}")).await {
+        Ok(n) => (StatusCode::OK, json!({ "user": user, "sockets": n })),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "error": format!("presence: {}", e.client_message()) }),
+        ),
+    };
+    let mut r = Response::new(Body::from(body.to_string()));
+    *r.status_mut() = code;
+    r
 }
 
 /// The value of `key` in `path`'s query (`None` when it has none), or `Err` when it is not 1

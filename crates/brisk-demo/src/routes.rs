@@ -172,6 +172,10 @@ impl Routes {
             "/chat/kick" if req.method() == Method::POST => {
                 crate::chat::kick(req.uri().path_and_query().map_or("", |p| p.as_str()))
             }
+            "/chat/online" if get => {
+                let path = req.uri().path_and_query().map_or("", |p| p.as_str());
+                Box::pin(crate::chat::online(path)).await
+            }
             // Reads the whole body (so `Expect: 100-continue` is answered), then echoes it.
             "/echo" if req.method() == Method::POST => {
                 match Box::pin(req.into_body().collect()).await {

@@ -850,6 +850,17 @@ fn a_user_removed_on_one_instance_is_disconnected_on_the_other() {
     wait_until(Duration::from_secs(10), "A connected", || {
         cluster_status(&a)["connected"] == true
     });
+    // Presence by key: A counts alice's socket on B.
+    let online = |d: &Demo| {
+        let r = common::get(d.http, "/chat/online?user=alice");
+        assert_eq!(r.status, 200, "{}", r.text());
+        json(&r.text())["sockets"].as_u64().unwrap()
+    };
+    wait_until(
+        Duration::from_secs(10),
+        "alice online as seen from A",
+        || online(&a) == 1,
+    );
     let mut s = connect(a.http);
     std::io::Write::write_all(
         &mut s,
@@ -870,6 +881,11 @@ fn a_user_removed_on_one_instance_is_disconnected_on_the_other() {
         }
         other => panic!("alice was not closed with 4003: {other:?}"),
     }
+    wait_until(
+        Duration::from_secs(10),
+        "alice offline as seen from A",
+        || online(&a) == 0,
+    );
     // Carol is still in the room: her message comes back to her.
     carol.send(Message::text("still here")).unwrap();
     assert_eq!(

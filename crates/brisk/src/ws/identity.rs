@@ -73,6 +73,20 @@ pub fn close_where(key: &str, code: u16, reason: &str) -> usize {
     group::broadcast_frames(&key_group(key), frames)
 }
 
+/// Sockets tagged with `key` on every instance of the app (with `App::cluster`; feature
+/// `redis`), as fresh as [`presence`](super::presence): whether a user is online anywhere.
+/// Without a cluster, those of this worker.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), brisk::redis::RedisError> {
+/// let online = brisk::ws::sockets_of("user:42").await? > 0;
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "redis")]
+pub async fn sockets_of(key: &str) -> Result<u64, crate::redis::RedisError> {
+    super::presence(&key_group(key)).await
+}
+
 /// Sockets tagged with `key` in this worker.
 pub fn local_sockets_of(key: &str) -> usize {
     group::local_members(&key_group(key))

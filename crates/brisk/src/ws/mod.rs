@@ -36,6 +36,8 @@ pub(crate) use group::deliver_local;
 pub use group::{broadcast, local_members};
 #[cfg(feature = "redis")]
 pub use history::{BadPosition, History, HistoryOptions, Kept, Lost, Position, Recovery};
+#[cfg(feature = "redis")]
+pub use identity::sockets_of;
 pub use identity::{close_where, local_sockets_of, send_to};
 #[cfg(feature = "redis")]
 pub(crate) use presence::start as start_presence;
