@@ -2,10 +2,11 @@
 //! `/metrics`) against a real PostgreSQL server: connections open and busy, a wait for a place
 //! in a full pool, an acquire timeout and a query timeout, each counted once. One test in its
 //! own binary: the figures are the process's, and no other test's pool may add to them.
+//! SQLite's shared connection is counted too.
 
 use std::time::Duration;
 
-use brisk::db::{Db, DbError, Postgres as Pg, PostgresOptions};
+use brisk::db::{Db, DbError, Postgres as Pg, PostgresOptions, Sqlite, SqliteOptions};
 use brisk::stats::DbFigures;
 use brisk_testkit::*;
 
@@ -56,5 +57,44 @@ fn connections_waits_and_timeouts_are_counted() {
         let done = DbFigures::current();
         assert_eq!((done.connections_open, done.connections_busy), (2, 0));
         assert_eq!(done.waits, 1, "a place free at once is no wait: {done:?}");
+
+        // SQLite: its one shared connection is open once used, busy while a call runs; a
+        // call past the query timeout is counted too.
+        let dir = temp_dir("db-figures");
+        let options = SqliteOptions {
+            query_timeout: Duration::from_millis(300),
+            ..Default::default()
+        };
+        let lite = Sqlite::new(dir.path().join("f.sqlite"), options);
+        lite.execute("CREATE TABLE t (x INTEGER)", vec![])
+            .await
+            .unwrap();
+        let used = DbFigures::current();
+        assert_eq!((used.connections_open, used.connections_busy), (3, 0));
+        let long = lite.call(|_| {
+            std::thread::sleep(Duration::from_millis(200));
+            Ok(())
+        });
+        let during = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            DbFigures::current()
+        };
+        let (long, during) = tokio::join!(long, during);
+        long.unwrap();
+        assert_eq!((during.connections_open, during.connections_busy), (3, 1));
+        // A query the interrupt ends (a recursive CTE that would run for ever).
+        let forever = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) \
+                       SELECT count(*) FROM c";
+        let err = lite.query(forever, vec![]).await.unwrap_err();
+        assert!(matches!(err, DbError::Timeout(_)), "{err:?}");
+        let last = DbFigures::current();
+        assert_eq!(last.query_timeouts, 2, "{last:?}");
+        // The interrupted statement ends on its thread a moment after its caller gave up.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while DbFigures::current().connections_busy > 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let idle = DbFigures::current();
+        assert_eq!((idle.connections_open, idle.connections_busy), (3, 0));
     });
 }

@@ -7,6 +7,7 @@
 //! change the connection, and roll back a transaction a statement left open anyway.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -107,24 +108,52 @@ pub(super) struct Inner {
     pub(super) idle: Mutex<Vec<mpsc::Sender<Job>>>,
     /// One per transaction that may run at once (`max_transactions`).
     pub(super) transactions: Arc<tokio::sync::Semaphore>,
+    /// Connections open, and shared ones running a job (the worker's database figures).
+    counts: Arc<ThreadCounts>,
+}
+
+/// What the connection threads report for the worker's database figures.
+#[derive(Default)]
+struct ThreadCounts {
+    /// Connections open (shared and transactions').
+    open: AtomicU64,
+    /// Shared connections running a job now.
+    running: AtomicU64,
+}
+
+impl crate::db_figures::PoolConnections for Inner {
+    /// The open connections; busy: the shared ones running a query, and one per transaction
+    /// under way.
+    fn connections(&self) -> (u64, u64) {
+        let max = self
+            .options
+            .max_transactions
+            .clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        let in_transactions = max.saturating_sub(self.transactions.available_permits()) as u64;
+        let open = self.counts.open.load(Ordering::Relaxed);
+        let busy = self.counts.running.load(Ordering::Relaxed) + in_transactions;
+        (open, busy.min(open))
+    }
 }
 
 impl Sqlite {
     /// The database in file `path` (created if missing).
     pub fn new(path: impl AsRef<Path>, options: SqliteOptions) -> Self {
-        Sqlite {
-            inner: Arc::new(Inner {
-                path: path.as_ref().to_path_buf(),
-                transactions: Arc::new(tokio::sync::Semaphore::new(
-                    options
-                        .max_transactions
-                        .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
-                )),
-                options,
-                jobs: OnceLock::new(),
-                idle: Mutex::default(),
-            }),
-        }
+        let inner = Arc::new(Inner {
+            path: path.as_ref().to_path_buf(),
+            transactions: Arc::new(tokio::sync::Semaphore::new(
+                options
+                    .max_transactions
+                    .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+            )),
+            options,
+            jobs: OnceLock::new(),
+            idle: Mutex::default(),
+            counts: Arc::default(),
+        });
+        let weak: std::sync::Weak<Inner> = Arc::downgrade(&inner);
+        crate::db_figures::register(weak);
+        Sqlite { inner }
     }
 
     /// The database file.
@@ -138,14 +167,15 @@ impl Sqlite {
             let (tx, rx) = mpsc::channel::<Job>();
             let rx = Arc::new(Mutex::new(rx));
             for i in 0..self.inner.options.threads.max(1) {
-                let (rx, path, options) = (
+                let (rx, path, options, counts) = (
                     rx.clone(),
                     self.inner.path.clone(),
                     self.inner.options.clone(),
+                    self.inner.counts.clone(),
                 );
                 let spawned = std::thread::Builder::new()
                     .name(format!("brisk-sqlite-{i}"))
-                    .spawn(move || serve_jobs(&path, &options, &rx));
+                    .spawn(move || serve_jobs(&path, &options, &rx, &counts, true));
                 if let Err(e) = spawned {
                     tracing::error!("cannot start an SQLite thread: {e}");
                 }
@@ -159,9 +189,10 @@ impl Sqlite {
     pub(super) fn dedicated(&self) -> Result<mpsc::Sender<Job>, DbError> {
         let (tx, rx) = mpsc::channel::<Job>();
         let (path, options) = (self.inner.path.clone(), self.inner.options.clone());
+        let counts = self.inner.counts.clone();
         std::thread::Builder::new()
             .name("brisk-sqlite-tx".into())
-            .spawn(move || serve_jobs(&path, &options, &Mutex::new(rx)))
+            .spawn(move || serve_jobs(&path, &options, &Mutex::new(rx), &counts, false))
             .map_err(|e| DbError::Unavailable(format!("cannot start an SQLite thread: {e}")))?;
         Ok(tx)
     }
@@ -301,20 +332,37 @@ pub(super) fn sqlite_sql(sql: &str, given: usize) -> Result<String, DbError> {
 }
 
 /// Opens the connection, then runs jobs until every sender is gone.
-fn serve_jobs(path: &Path, options: &SqliteOptions, jobs: &Mutex<mpsc::Receiver<Job>>) {
+fn serve_jobs(
+    path: &Path,
+    options: &SqliteOptions,
+    jobs: &Mutex<mpsc::Receiver<Job>>,
+    counts: &ThreadCounts,
+    shared: bool,
+) {
     let mut conn = open(path, options);
-    if let Err(e) = &conn {
-        tracing::error!("{e}");
-    }
+    match &conn {
+        Ok(_) => counts.open.fetch_add(1, Ordering::Relaxed),
+        Err(e) => {
+            tracing::error!("{e}");
+            0
+        }
+    };
     loop {
         let job = match jobs.lock().unwrap_or_else(|p| p.into_inner()).recv() {
             Ok(job) => job,
-            Err(_) => return,
+            Err(_) => break,
         };
         // A database that could not be opened (a missing directory, a lock held by another
         // process) is tried again for each job, so it heals once the cause goes away.
         if conn.is_err() {
             conn = open(path, options);
+            if conn.is_ok() {
+                counts.open.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let counted = shared && conn.is_ok();
+        if counted {
+            counts.running.fetch_add(1, Ordering::Relaxed);
         }
         // A job that panics (a bug reached by a value read) fails its call, whose reply
         // goes unsent; the thread and its connection serve on.
@@ -322,6 +370,9 @@ fn serve_jobs(path: &Path, options: &SqliteOptions, jobs: &Mutex<mpsc::Receiver<
             Ok(c) => job(Ok(c)),
             Err(e) => job(Err(e)),
         }));
+        if counted {
+            counts.running.fetch_sub(1, Ordering::Relaxed);
+        }
         if ran.is_err() {
             tracing::error!("an SQLite job panicked; its call failed");
             if let Ok(c) = &conn {
@@ -330,6 +381,9 @@ fn serve_jobs(path: &Path, options: &SqliteOptions, jobs: &Mutex<mpsc::Receiver<
                 }
             }
         }
+    }
+    if conn.is_ok() {
+        counts.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
