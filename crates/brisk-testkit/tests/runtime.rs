@@ -43,6 +43,20 @@ fn a_panicking_handler_closes_only_its_connection_and_is_counted() {
     assert_eq!(server.total("throw_exception").unwrap(), 2);
 }
 
+/// A connection's data: set, changed in `with_data`, and replaced by `set_data` called from
+/// inside `with_data` (the new value stays; neither is lost). Another connection has none.
+#[test]
+fn connection_data_is_kept_and_a_value_set_inside_with_data_replaces_it() {
+    let (_server, port) = text_server(&[]);
+    let mut s = connect(port);
+    assert_eq!(text_round_trip(&mut s, "data-set 5"), "Some(5)");
+    assert_eq!(text_round_trip(&mut s, "data-bump"), "Some(6)");
+    assert_eq!(text_round_trip(&mut s, "data-swap 100"), "Some(100)");
+    assert_eq!(text_round_trip(&mut s, "data-bump"), "Some(101)");
+    let mut other = connect(port);
+    assert_eq!(text_round_trip(&mut other, "data-bump"), "None");
+}
+
 /// The process's RSS once two readings 100 ms apart agree within 64 KiB (pages of buffers
 /// already filled may still be arriving).
 fn settled_rss_kib(pid: i32) -> u64 {

@@ -124,6 +124,21 @@ async fn text_command(conn: Connection, line: Bytes) -> Result<(), brisk::BoxErr
         }
         "panic" => panic!("requested panic"),
         "error" => return Err("requested error".into()),
+        // Per-connection data: `data-set N`, `data-bump` (+1 in `with_data`), `data-swap N`
+        // (`set_data(N)` from inside `with_data`), each answering the value after it.
+        "data-set" => {
+            conn.set_data(arg(words.next()));
+            conn.send(format!("{:?}", conn.data::<u64>()))?;
+        }
+        "data-bump" => {
+            conn.with_data(|n: &mut u64| *n += 1);
+            conn.send(format!("{:?}", conn.data::<u64>()))?;
+        }
+        "data-swap" => {
+            let n = arg(words.next());
+            conn.with_data(|_: &mut u64| conn.set_data(n));
+            conn.send(format!("{:?}", conn.data::<u64>()))?;
+        }
         "flood" => {
             let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
             let id = Rc::new(RefCell::new(None));

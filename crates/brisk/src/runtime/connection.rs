@@ -284,12 +284,15 @@ impl<P: Protocol> Connection<P> {
     /// # }
     /// ```
     ///
-    /// The value is taken out while `f` runs, so inside `f` the connection has no data.
+    /// The value is taken out while `f` runs, so inside `f` the connection has no data; if
+    /// `f` attaches a new value with [`set_data`](Self::set_data), that one stays.
     pub fn with_data<T: 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
         let mut data = self.inner.data.take()?;
         let result = data.downcast_mut::<T>().map(f);
-        if self.inner.data.take().is_none() {
-            self.inner.data.set(Some(data));
+        match self.inner.data.take() {
+            // `f` attached another value: it replaces the one `f` was given.
+            Some(replaced) => self.inner.data.set(Some(replaced)),
+            None => self.inner.data.set(Some(data)),
         }
         result
     }
