@@ -383,13 +383,32 @@ mod tests {
     #[test]
     fn unreadable_file_is_403() {
         use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        // Root reads any file: as root (CI), this test runs again in a child as `nobody`.
+        if nix::unistd::geteuid().is_root() {
+            let name = "http::static_files::lookup::tests::unreadable_file_is_403";
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", name, "--test-threads", "1"])
+                .uid(65534)
+                .gid(65534)
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "as nobody: {said}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                said.contains("1 passed"),
+                "as nobody, it did not run: {said}"
+            );
+            return;
+        }
         let dir = TempDir::new();
         let path = dir.write("locked.txt", b"locked");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
-        // Root can read anything; then there is nothing to test.
-        if std::fs::read(&path).is_ok() {
-            return;
-        }
+        assert!(std::fs::read(&path).is_err(), "mode 000 keeps a user out");
         run(async {
             assert_eq!(
                 fetch(&dir.files(), "/locked.txt").await.0,
