@@ -24,7 +24,7 @@
 //! ```
 
 use std::fmt;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::str::FromStr;
 
@@ -158,12 +158,15 @@ impl FromStr for Address {
                 .parse()
                 .map_err(|_| fail("the port must be a number from 0 to 65535"))?;
             let host = host.trim_start_matches('[').trim_end_matches(']');
-            let addr = (host, port)
-                .to_socket_addrs()
-                .map_err(|e| fail(&format!("cannot resolve host: {e}")))?
-                .next()
-                .ok_or_else(|| fail("the host resolves to no address"))?;
-            Endpoint::Inet(addr)
+            // A listener binds an address: names are not looked up here (a blocking DNS query
+            // inside `parse`), but `localhost` is the loopback address.
+            let ip: IpAddr = match host {
+                "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                _ => host.parse().map_err(|_| {
+                    fail("the host must be an IP address or localhost (names are not resolved)")
+                })?,
+            };
+            Endpoint::Inet(SocketAddr::new(ip, port))
         };
         Ok(Address {
             scheme,
@@ -192,6 +195,8 @@ mod tests {
         }
         let a: Address = "frame://[::1]:4".parse().unwrap();
         assert_eq!(a.socket_addr().unwrap(), "[::1]:4".parse().unwrap());
+        let l: Address = "http://localhost:8080".parse().unwrap();
+        assert_eq!(l.socket_addr().unwrap(), "127.0.0.1:8080".parse().unwrap());
         let u: Address = "unix:///tmp/x.sock".parse().unwrap();
         assert_eq!(u.endpoint(), &Endpoint::Unix("/tmp/x.sock".into()));
     }
@@ -205,6 +210,7 @@ mod tests {
             ("tcp://127.0.0.1:99999", "port must be a number"),
             ("tcp://:80", "missing host"),
             ("unix://", "needs a path"),
+            ("http://example.com:80", "must be an IP address or localhost"),
         ] {
             let err = s.parse::<Address>().unwrap_err().to_string();
             assert!(err.contains(why), "{s}: {err}");
