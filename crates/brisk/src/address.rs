@@ -210,7 +210,10 @@ mod tests {
             ("tcp://127.0.0.1:99999", "port must be a number"),
             ("tcp://:80", "missing host"),
             ("unix://", "needs a path"),
-            ("http://example.com:80", "must be an IP address or localhost"),
+            (
+                "http://example.com:80",
+                "must be an IP address or localhost",
+            ),
         ] {
             let err = s.parse::<Address>().unwrap_err().to_string();
             assert!(err.contains(why), "{s}: {err}");

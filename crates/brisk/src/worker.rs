@@ -203,9 +203,6 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 Err(e) => Err(e),
             };
             match msg {
-                Ok(Some(ToWorker::Broadcast { group, frames })) => {
-                    crate::ws::deliver_local(&group, &frames);
-                }
                 Ok(Some(ToWorker::Status)) => {
                     let _ = write_msg(&mut tx, &ToMaster::Status(worker.snapshot())).await;
                 }

@@ -9,12 +9,6 @@ use crate::stats::{ConnectionInfo, RetiredTotals, WorkerStatus};
 /// Master to worker.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum ToWorker {
-    /// Frames for the members of a group (sent as a binary packet, not JSON).
-    #[serde(skip)]
-    Broadcast {
-        group: String,
-        frames: BroadcastFrames,
-    },
     /// Reply with [`ToMaster::Status`].
     Status,
     /// Reply with [`ToMaster::Connections`].

@@ -65,9 +65,18 @@ enum Event {
     },
 }
 
+/// What the master writes to a worker: a message, or a broadcast's frames (a binary packet).
+enum Outgoing {
+    Msg(ToWorker),
+    Frames {
+        group: String,
+        frames: BroadcastFrames,
+    },
+}
+
 /// The master's end of one worker's control channel.
 struct Channel {
-    tx: mpsc::UnboundedSender<ToWorker>,
+    tx: mpsc::UnboundedSender<Outgoing>,
     /// Bytes of broadcast frames queued for the worker and not yet written to it.
     queued: Rc<Cell<usize>>,
     replies: RefCell<VecDeque<oneshot::Sender<ToMaster>>>,
@@ -97,12 +106,12 @@ impl Worker {
         }
         let (tx, rx) = oneshot::channel();
         self.channel.replies.borrow_mut().push_back(tx);
-        self.channel.tx.send(msg).ok()?;
+        self.channel.tx.send(Outgoing::Msg(msg)).ok()?;
         tokio::time::timeout(timeout, rx).await.ok()?.ok()
     }
 
     fn tell(&self, msg: ToWorker) {
-        let _ = self.channel.tx.send(msg);
+        let _ = self.channel.tx.send(Outgoing::Msg(msg));
     }
 
     /// Waits until the worker reports ready, fails, or exits.
@@ -429,7 +438,7 @@ impl Supervisor {
         let stream = tokio::net::UnixStream::from_std(ours)?;
         let (rd, wr) = stream.into_split();
         let (mut rd, mut wr) = (ipc::reader(rd), ipc::writer(wr));
-        let (tx, mut rx) = mpsc::unbounded_channel::<ToWorker>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Outgoing>();
         let (ready_tx, ready_rx) = oneshot::channel();
         let queued = Rc::new(Cell::new(0usize));
         let channel = Rc::new(Channel {
@@ -452,12 +461,12 @@ impl Supervisor {
         tokio::task::spawn_local(async move {
             while let Some(msg) = rx.recv().await {
                 let written = match msg {
-                    ToWorker::Broadcast { group, frames } => {
+                    Outgoing::Frames { group, frames } => {
                         let written = write_broadcast(&mut wr, &group, &frames).await;
                         queued.set(queued.get().saturating_sub(frames.len()));
                         written
                     }
-                    other => write_msg(&mut wr, &other).await,
+                    Outgoing::Msg(msg) => write_msg(&mut wr, &msg).await,
                 };
                 if written.is_err() {
                     return;
@@ -782,7 +791,7 @@ impl Supervisor {
                 continue;
             }
             queued.set(queued.get() + frames.len());
-            w.tell(ToWorker::Broadcast {
+            let _ = w.channel.tx.send(Outgoing::Frames {
                 group: group.to_string(),
                 frames: frames.clone(),
             });
