@@ -334,6 +334,28 @@ impl WorldLock {
     fn unlock(&self) {
         self.run("COMMIT");
     }
+
+    /// Waits (up to 10 s) until `n` other sessions wait for the lock this one holds.
+    fn wait_for_waiters(&self, n: i64) {
+        use sqlx::Row;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let waiting: i64 = {
+                let mut session = self.session.borrow_mut();
+                let q = sqlx::query("SELECT count(*) FROM pg_locks WHERE NOT granted");
+                let row = self.rt.block_on(q.fetch_one(&mut *session)).unwrap();
+                row.get(0)
+            };
+            if waiting >= n {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{waiting} sessions wait for the lock, not {n}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
 }
 
 /// Report R5's request: two rows by id and the first five rows.
@@ -366,7 +388,7 @@ fn the_blocking_mode_stalls_the_worker_while_a_query_waits_and_the_async_mode_do
         locker.lock();
         let port = d.http;
         let waiting = std::thread::spawn(move || get(port, "/db").status);
-        std::thread::sleep(Duration::from_millis(200)); // the /db request reaches the lock
+        locker.wait_for_waiters(1); // the /db request reaches the lock
         let plain = std::thread::spawn(move || {
             let t = Instant::now();
             let status = get(port, "/plaintext").status;
@@ -476,7 +498,7 @@ fn a_slow_query_is_504_and_an_exhausted_pool_is_503() {
         let r = get(port, "/db");
         (r.status, r.text(), t.elapsed())
     });
-    std::thread::sleep(Duration::from_millis(150)); // the first query holds the only place
+    locker.wait_for_waiters(1); // the first query holds the only place
     let t = Instant::now();
     let busy = get(d.http, "/db");
     let busy_took = t.elapsed();

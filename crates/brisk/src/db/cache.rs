@@ -256,8 +256,11 @@ mod tests {
         // Another parameter is another entry.
         assert_eq!(v(&cache.query(&db, sql, vec![2.into()]).await.unwrap()), 20);
         assert_eq!(cache.len(), 2);
-        // Expired (the wait is the TTL itself): loaded again.
-        tokio::time::sleep(ttl + Duration::from_millis(50)).await;
+        // Expired: the cache's clock (tokio's) moved past the TTL, and the entry is loaded
+        // again. Paused only to move it: the query's own timeout runs on real time again.
+        tokio::time::pause();
+        tokio::time::advance(ttl + Duration::from_millis(1)).await;
+        tokio::time::resume();
         assert_eq!(v(&cache.query(&db, sql, vec![1.into()]).await.unwrap()), 11);
         // A third key evicts the least recently used.
         cache.query(&db, sql, vec![2.into()]).await.unwrap();
