@@ -48,7 +48,7 @@
 //!                   out of started processes' environment), recycle (when workers are
 //!                   replaced), metrics (the app's own counters, gauges and histograms),
 //!                   db_figures (what a worker's database pools report), config (the
-//!                   app's settings, loaded once by the master)
+//!                   app's settings, loaded once by the master), open_files
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -86,6 +86,7 @@ mod log_file;
 pub mod mail;
 mod master;
 pub mod metrics;
+mod open_files;
 pub mod process;
 mod process_sample;
 pub mod protocol;

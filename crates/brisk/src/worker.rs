@@ -54,35 +54,6 @@ fn ignore_master_signals() {
     }
 }
 
-/// Raises the open-files limit as far as allowed (to the kernel's `fs.nr_open` when running
-/// as root, else to the hard limit), so a worker can hold many connections; logs the limit
-/// when it stays low.
-fn raise_nofile_limit() {
-    use rlimit::Resource;
-    let wanted: u64 = std::fs::read_to_string("/proc/sys/fs/nr_open")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(1 << 20);
-    let Ok((_, hard)) = Resource::NOFILE.get() else {
-        return;
-    };
-    let mut why = None;
-    if hard < wanted {
-        match Resource::NOFILE.set(wanted, wanted) {
-            Ok(()) => return,
-            Err(e) => why = Some(e),
-        }
-    }
-    let _ = Resource::NOFILE.set(hard, hard);
-    if hard < wanted.min(100_000) {
-        tracing::warn!(
-            "open-files limit is {hard}: this worker can hold at most about that many \
-             connections (raising it failed: {})",
-            why.map(|e| e.to_string()).unwrap_or_default()
-        );
-    }
-}
-
 /// Runs the worker `spec` describes; the master started this process.
 pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
     ignore_master_signals();
@@ -102,7 +73,10 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
     };
     let span = tracing::info_span!("worker", id = index, server = %info.server);
     let _entered = span.enter();
-    raise_nofile_limit();
+    // The master said it once for the app if the limit stays low.
+    if let Some(why) = crate::open_files::raise() {
+        tracing::debug!("{why}");
+    }
     // A few threads for blocking work (file reads): each thread costs a stack and allocator
     // caches, and many concurrent downloads should queue rather than spawn a thread each.
     let rt = match tokio::runtime::Builder::new_current_thread()

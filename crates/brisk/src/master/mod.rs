@@ -146,6 +146,9 @@ impl Plan {
 pub(crate) fn run(config: MasterConfig) -> Result<()> {
     let paths = &config.paths;
     paths.prepare()?;
+    if let Some(why) = crate::open_files::raise() {
+        tracing::warn!("{why}");
+    }
     let pid_file = paths.pid_file();
     let mut pid_lock = match pidfile::PidLock::acquire(&pid_file) {
         Ok(lock) => lock,

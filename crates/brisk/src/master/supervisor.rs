@@ -255,8 +255,14 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             }
             None => None,
         };
+        let browse: Vec<String> = sup
+            .plan
+            .services
+            .iter()
+            .filter_map(|s| browser_url(&s.name))
+            .collect();
         tracing::info!(
-            "{} started: master pid {}, {}",
+            "{} started: master pid {}, {}{}",
             sup.plan.name,
             std::process::id(),
             sup.plan
@@ -264,7 +270,11 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                 .iter()
                 .map(|s| format!("{} × {} workers", s.name, s.workers))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            match browse.is_empty() {
+                true => String::new(),
+                false => format!("; open {} in a browser", browse.join(" or ")),
+            }
         );
         tokio::task::spawn_local(sup.clone().watch_counters());
         if let Some((scheduler, _)) = &sup.scheduler {
@@ -986,6 +996,19 @@ impl Controlled for Supervisor {
 }
 
 /// Restart delay after `failures` young deaths in a row: none, then 100 ms doubling to 10 s.
+/// Where a browser reaches an `http://` or `https://` listener: its address with a wildcard
+/// host as the loopback one, and a `/`; `None` for the other schemes.
+fn browser_url(address: &str) -> Option<String> {
+    let (scheme, rest) = address.split_once("://")?;
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let rest = rest
+        .replacen("0.0.0.0:", "127.0.0.1:", 1)
+        .replacen("[::]:", "[::1]:", 1);
+    Some(format!("{scheme}://{rest}/"))
+}
+
 fn backoff(failures: u32) -> Duration {
     if failures == 0 {
         return Duration::ZERO;
@@ -1022,6 +1045,23 @@ fn dup_high(fd: RawFd) -> std::io::Result<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn browsers_get_a_loopback_url_for_http_listeners() {
+        assert_eq!(
+            browser_url("http://0.0.0.0:8080").as_deref(),
+            Some("http://127.0.0.1:8080/")
+        );
+        assert_eq!(
+            browser_url("https://[::]:8443").as_deref(),
+            Some("https://[::1]:8443/")
+        );
+        assert_eq!(
+            browser_url("http://127.0.0.1:80").as_deref(),
+            Some("http://127.0.0.1:80/")
+        );
+        assert_eq!(browser_url("text://0.0.0.0:7000"), None);
+    }
 
     #[test]
     fn backoff_grows_and_caps() {
