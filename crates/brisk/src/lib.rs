@@ -28,20 +28,24 @@
 //! or around a circle.
 //!
 //! ```text
-//!  app + cli        app.rs (what to run), cli.rs (talks to the master through the run paths)
+//!  app + cli        app.rs (what to run), cli.rs (talks to the master through the run paths),
+//!                   fuzzing.rs (the fuzz targets' entry points)
 //!  process roles    master/ (plan, supervisor, control socket, daemon, pid file),
 //!                   worker.rs (the worker entry: takes its spec, answers the master),
 //!                   startup.rs (the start-up hooks' process)
 //!  builders         server.rs (Server, UdpServer), http/server.rs (HttpServer),
 //!                   ws/server.rs (WsServer), process.rs (Process, no listener): each
 //!                   turns into a runtime Service; schedule.rs (Schedule)
-//!  protocols        protocol/ (the Protocol trait; text, frame, raw), http/ (own HTTP/1.1
-//!                   path, hyper glue, static files, SSE), ws/ (codec, deflate, endpoint,
-//!                   groups): each owns its set-up and its sweeps
+//!  protocols        protocol/text, protocol/frame, protocol/raw (on the Protocol trait of
+//!                   protocol/mod.rs), http/ (own HTTP/1.1 path, hyper glue, static files,
+//!                   SSE), ws/ (codec, deflate, endpoint, groups): each owns its set-up and
+//!                   its sweeps; and the application layer beside them: db/, redis.rs,
+//!                   queue/, mail.rs, template/
 //!  worker runtime   runtime/ (worker context and registry, streams and TLS sessions,
-//!                   connections, accept loops, sweeps, UDP, Service), timer.rs
+//!                   connections, accept loops, sweeps, UDP, Service), timer.rs,
+//!                   protocol (the Protocol trait the runtime drives)
 //!  core types       address, error, limits, listen, stats, env, run_paths, tls (config),
-//!                   ipc/ (wire types and codec), log, latency, response_counts,
+//!                   ipc/ (wire types and codec), log, log_file, latency, response_counts,
 //!                   process_sample, alerts (thresholds and their hysteresis), redact,
 //!                   conninfo, civil (dates as numbers and ISO text), cluster_setting
 //!                   (whether a worker's app spans machines), secret_env (secrets kept
