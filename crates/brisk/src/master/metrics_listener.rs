@@ -1,6 +1,8 @@
 //! The metrics listener: a small HTTP/1.1 server in the master (see `App::metrics`) that
 //! answers `GET /metrics` with the Prometheus exposition and `GET /status` with the status
-//! page, to requests with the bearer token if the app set one (`App::metrics_token`). It
+//! page, to requests with the bearer token if the app set one (`App::metrics_token`), and
+//! `GET /healthz` (liveness) and `GET /readyz` (readiness) to anyone, for load balancers and
+//! Kubernetes probes: 200 or 503 with a line that says why. It
 //! knows the master only through [`Observed`], like the control socket knows it through its
 //! own trait.
 
@@ -25,6 +27,11 @@ pub(crate) trait Observed: 'static {
     fn metrics(&self) -> impl Future<Output = String>;
     /// The status page's HTML, from fresh snapshots of the workers.
     fn status_page(&self) -> impl Future<Output = String>;
+    /// Whether the master and every worker answer (`/healthz`), and what to say.
+    fn health(&self) -> impl Future<Output = (bool, String)>;
+    /// Whether the app takes traffic (`/readyz`): every worker started and ready, no stop
+    /// begun; and what to say.
+    fn readiness(&self) -> (bool, String);
 }
 
 /// Serves `listener` until the returned handle is aborted or dropped with the runtime.
@@ -53,7 +60,8 @@ pub(crate) fn serve<O: Observed>(
                 let service = hyper::service::service_fn(move |req| {
                     let (master, token) = (master.clone(), token.clone());
                     async move {
-                        if !authorized(token.as_deref(), &req) {
+                        let probe = matches!(req.uri().path(), "/healthz" | "/readyz");
+                        if !probe && !authorized(token.as_deref(), &req) {
                             return Ok::<_, Infallible>(unauthorized());
                         }
                         Ok::<_, Infallible>(answer(&*master, req).await)
@@ -93,9 +101,11 @@ async fn answer<O: Observed, B>(master: &O, req: Request<B>) -> Response<Full<By
             );
             r
         }
+        "/healthz" => probe(master.health().await),
+        "/readyz" => probe(master.readiness()),
         "/" => text(
             StatusCode::OK,
-            "Brisk: /metrics (Prometheus), /status (the status page)\n",
+            "Brisk: /metrics (Prometheus), /status (the status page), /healthz, /readyz\n",
         ),
         _ => text(
             StatusCode::NOT_FOUND,
@@ -135,6 +145,17 @@ fn unauthorized() -> Response<Full<Bytes>> {
     );
     r.headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
+}
+
+/// A probe's answer: 200 or 503, with the line that says why.
+fn probe((ok, why): (bool, String)) -> Response<Full<Bytes>> {
+    let code = match ok {
+        true => StatusCode::OK,
+        false => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let mut r = text(code, "");
+    *r.body_mut() = Full::new(Bytes::from(why));
     r
 }
 

@@ -19,6 +19,7 @@ mod metrics;
 mod metrics_listener;
 pub(crate) mod pidfile;
 mod scheduler;
+mod sd_notify;
 mod socket_file;
 mod status_page;
 mod supervisor;

@@ -276,6 +276,17 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                 false => format!("; open {} in a browser", browse.join(" or ")),
             }
         );
+        super::sd_notify::ready();
+        if let Some(period) = super::sd_notify::watchdog_period() {
+            // Pinged from the master's loop: a loop that stalls stops pinging.
+            tokio::task::spawn_local(async move {
+                let mut tick = tokio::time::interval(period);
+                loop {
+                    tick.tick().await;
+                    super::sd_notify::notify("WATCHDOG=1");
+                }
+            });
+        }
         tokio::task::spawn_local(sup.clone().watch_counters());
         if let Some((scheduler, _)) = &sup.scheduler {
             for i in 0..scheduler.len() {
@@ -285,6 +296,7 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
         while let Some(ev) = rx.recv().await {
             match ev {
                 Event::Stop { graceful } => {
+                    super::sd_notify::stopping();
                     tracing::info!(graceful, "stopping");
                     sup.stop_all(graceful).await;
                     break;
@@ -299,8 +311,10 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                     let sup = sup.clone();
                     tokio::task::spawn_local(async move {
                         sup.reloading.set(true);
+                        super::sd_notify::reloading();
                         let r = sup.reload(graceful).await;
                         sup.reloading.set(false);
+                        super::sd_notify::ready();
                         match &r {
                             Ok(m) => tracing::info!("{m}"),
                             Err(m) => tracing::error!("reload stopped: {m}"),
@@ -408,8 +422,12 @@ impl Supervisor {
             cmd.env_remove(ENV_LISTEN_FD);
         }
         let secrets_hi = crate::secret_env::pass_to(cmd.as_std_mut())?;
-        // Workers are not background masters, whatever the master is.
-        cmd.env_remove(ENV_DAEMON);
+        // Workers are not background masters, whatever the master is; and only the master
+        // speaks to systemd.
+        cmd.env_remove(ENV_DAEMON)
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID");
         if let Some(gid) = plan.gid {
             cmd.as_std_mut().gid(gid);
         }
@@ -963,7 +981,58 @@ impl Observed for Supervisor {
     async fn status_page(&self) -> String {
         Supervisor::status_page(self).await
     }
+
+    async fn health(&self) -> (bool, String) {
+        let workers = self.current_workers();
+        let asks = workers
+            .iter()
+            .map(|w| w.ask(ToWorker::Status, PROBE_TIMEOUT));
+        let answers = futures_util::future::join_all(asks).await;
+        let silent: Vec<String> = workers
+            .iter()
+            .zip(&answers)
+            .filter(|(_, a)| !matches!(a, Some(ToMaster::Status(_))))
+            .map(|(w, _)| format!("{} (pid {})", self.describe(w.slot), w.pid))
+            .collect();
+        match silent.is_empty() {
+            true => (
+                true,
+                format!("ok: the master and its {} workers answer\n", workers.len()),
+            ),
+            false => (
+                false,
+                format!(
+                    "not answering within {} s: {}\n",
+                    PROBE_TIMEOUT.as_secs(),
+                    silent.join(", ")
+                ),
+            ),
+        }
+    }
+
+    fn readiness(&self) -> (bool, String) {
+        if self.stopping.get() {
+            return (false, "stopping\n".into());
+        }
+        let current = self.current.borrow();
+        let waiting: Vec<String> = current
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| {
+                w.as_ref()
+                    .is_none_or(|w| w.channel.ready.borrow().is_some())
+            })
+            .map(|(slot, _)| self.describe(slot))
+            .collect();
+        match waiting.is_empty() {
+            true => (true, format!("ready: {} workers\n", current.len())),
+            false => (false, format!("not ready yet: {}\n", waiting.join(", "))),
+        }
+    }
 }
+
+/// How long `/healthz` waits for each worker's answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Controlled for Supervisor {
     async fn status(&self) -> MasterStatus {

@@ -1,0 +1,142 @@
+//! Health and systemd: the metrics listener's `/healthz` and `/readyz` on the fixture (200
+//! when every worker answers and is ready, 503 naming a worker that does not answer), and
+//! the master's `sd_notify` messages to a socket standing in for systemd's (`READY=1` with its
+//! pid, `WATCHDOG=1` at half `WATCHDOG_USEC`, `RELOADING=1` then `READY=1` around a reload,
+//! `STOPPING=1`), which no worker's environment points at.
+
+use std::os::unix::net::UnixDatagram;
+use std::time::{Duration, Instant};
+
+use brisk_testkit::*;
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_brisk-fixture");
+
+/// What a socket standing in for systemd's hears, read as it comes (systemd reads at once;
+/// a full queue would make the master drop messages).
+fn systemd_at(path: &std::path::Path) -> std::sync::mpsc::Receiver<String> {
+    let socket = UnixDatagram::bind(path).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok(n) = socket.recv(&mut buf) {
+            if tx
+                .send(String::from_utf8_lossy(&buf[..n]).into_owned())
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The next message that is not a watchdog ping, within 10 s.
+fn next_state(heard: &std::sync::mpsc::Receiver<String>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let text = heard.recv_timeout(left).expect("a message from the master");
+        if text != "WATCHDOG=1" {
+            return text;
+        }
+    }
+}
+
+/// `GET path` on the metrics listener: the status and the text.
+fn probe(port: u16, path: &str) -> (u16, String) {
+    let (status, body) = http_get(port, path).expect("the metrics listener answers");
+    (status, String::from_utf8(body).unwrap())
+}
+
+#[test]
+fn probes_answer_and_systemd_hears_ready_reloading_stopping_and_the_watchdog() {
+    let dir = temp_dir("health");
+    let notify_path = dir.path().join("notify.sock");
+    let systemd = systemd_at(&notify_path);
+    let (http, metrics) = (free_port(), free_port());
+    let http = format!("http://127.0.0.1:{http}");
+    let metrics_address = format!("http://127.0.0.1:{metrics}");
+    let args = [
+        "--http",
+        &http,
+        "--workers",
+        "2",
+        "--metrics",
+        &metrics_address,
+    ];
+    let notify = notify_path.display().to_string();
+    let env = [
+        ("NOTIFY_SOCKET", notify.as_str()),
+        ("WATCHDOG_USEC", "200000"),
+    ];
+    let mut server = ServerProcess::start_with_env(FIXTURE, &args, &env, 2).unwrap();
+    assert_eq!(
+        next_state(&systemd),
+        format!("READY=1\nMAINPID={}", server.pid())
+    );
+    // The watchdog: pings every 100 ms.
+    let ping = systemd.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(ping, "WATCHDOG=1");
+
+    assert_eq!(
+        probe(metrics, "/healthz"),
+        (200, "ok: the master and its 2 workers answer\n".into())
+    );
+    assert_eq!(
+        probe(metrics, "/readyz"),
+        (200, "ready: 2 workers\n".into())
+    );
+    // No worker speaks to systemd.
+    for pid in server.worker_pids().unwrap() {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        assert!(
+            !environ.windows(13).any(|w| w == b"NOTIFY_SOCKET"),
+            "worker {pid} has NOTIFY_SOCKET"
+        );
+    }
+
+    // A worker that stops answering fails the liveness probe, by name.
+    let stuck = server.worker_pids().unwrap()[0];
+    let signal = |sig| nix::sys::signal::kill(nix::unistd::Pid::from_raw(stuck), sig).unwrap();
+    signal(nix::sys::signal::Signal::SIGSTOP);
+    let (status, said) = probe(metrics, "/healthz");
+    signal(nix::sys::signal::Signal::SIGCONT);
+    assert_eq!(status, 503, "{said}");
+    assert!(said.contains("not answering within 2 s"), "{said}");
+    assert!(said.contains(&format!("(pid {stuck})")), "{said}");
+    assert_eq!(probe(metrics, "/healthz").0, 200);
+
+    server.cli_ok(&["reload"]);
+    assert!(next_state(&systemd).starts_with("RELOADING=1\nMONOTONIC_USEC="));
+    assert!(next_state(&systemd).starts_with("READY=1"));
+    server.cli_ok(&["stop"]);
+    assert_eq!(next_state(&systemd), "STOPPING=1");
+    assert!(server.wait_exit(Duration::from_secs(20)).unwrap());
+}
+
+/// A systemd socket nobody reads (its queue fills in a few pings) never stalls the master:
+/// the probes keep answering.
+#[test]
+fn a_notify_socket_that_is_not_read_never_stalls_the_master() {
+    let dir = temp_dir("health");
+    let notify_path = dir.path().join("notify.sock");
+    let _deaf = UnixDatagram::bind(&notify_path).unwrap();
+    let (http, metrics) = (free_port(), free_port());
+    let http = format!("http://127.0.0.1:{http}");
+    let metrics_address = format!("http://127.0.0.1:{metrics}");
+    let args = ["--http", &http, "--metrics", &metrics_address];
+    let notify = notify_path.display().to_string();
+    let env = [
+        ("NOTIFY_SOCKET", notify.as_str()),
+        ("WATCHDOG_USEC", "20000"),
+    ];
+    let _server = ServerProcess::start_with_env(FIXTURE, &args, &env, 1).unwrap();
+    // 10 ms pings: the queue (10 datagrams by default) is full after the first few probes.
+    let until = Instant::now() + Duration::from_secs(1);
+    let mut probes = 0;
+    while Instant::now() < until {
+        assert_eq!(probe(metrics, "/healthz").0, 200);
+        probes += 1;
+    }
+    assert!(probes > 10, "only {probes} probes answered in a second");
+}
