@@ -760,6 +760,13 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .run_dir(run_dir)
         .graceful_timeout(Duration::from_secs(graceful))
         .metric(&api::MESSAGES_POSTED)
+        .readiness("database", {
+            let db = db.clone();
+            move || {
+                let db = db.clone();
+                async move { db.query_one("SELECT 1", vec![]).await.map(drop) }
+            }
+        })
         .server(text)
         .server(frame)
         .server(http)

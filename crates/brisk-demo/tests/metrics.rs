@@ -519,10 +519,11 @@ fn posted_messages_are_counted_in_the_app_counter() {
 }
 
 /// On PostgreSQL, the worker's database connections are exported, idle after the query, and
-/// the waits and timeouts counters start at zero.
+/// the waits and timeouts counters start at zero; `/readyz` follows the database (the demo's
+/// readiness check), `/healthz` does not.
 #[test]
 fn database_connections_are_exported_per_worker() {
-    let pg = Postgres::start().unwrap();
+    let mut pg = Postgres::start().unwrap();
     let port = free_port();
     let address = format!("http://127.0.0.1:{port}");
     let d = demo_with(1, &["--metrics", &address, "--database", &pg.url()]);
@@ -542,4 +543,19 @@ fn database_connections_are_exported_per_worker() {
         s["brisk_db_timeouts_total{kind=\"acquire\"}"], 0.0,
         "{text}"
     );
+
+    let probe = |path: &str| {
+        let (status, body) = http_get(port, path).expect("the metrics listener answers");
+        (status, String::from_utf8(body).unwrap())
+    };
+    assert_eq!(probe("/readyz"), (200, "ready: 4 workers\n".into()));
+    pg.kill();
+    let (status, said) = probe("/readyz");
+    assert_eq!(status, 503, "{said}");
+    assert!(said.contains("database: "), "{said}");
+    assert_eq!(probe("/healthz").0, 200);
+    pg.start_again().unwrap();
+    wait_until(Duration::from_secs(20), "ready again", || {
+        probe("/readyz").0 == 200
+    });
 }

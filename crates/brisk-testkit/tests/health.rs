@@ -48,28 +48,37 @@ fn probe(port: u16, path: &str) -> (u16, String) {
     (status, String::from_utf8(body).unwrap())
 }
 
+/// The fixture with an HTTP server of `workers` workers, a metrics listener, `extra` flags and
+/// `env`; its metrics port.
+fn with_metrics(workers: usize, extra: &[&str], env: &[(&str, &str)]) -> (ServerProcess, u16) {
+    let (http, metrics) = (free_port(), free_port());
+    let http = format!("http://127.0.0.1:{http}");
+    let metrics_address = format!("http://127.0.0.1:{metrics}");
+    let workers_arg = workers.to_string();
+    let mut args = vec![
+        "--http",
+        &http,
+        "--workers",
+        &workers_arg,
+        "--metrics",
+        &metrics_address,
+    ];
+    args.extend_from_slice(extra);
+    let server = ServerProcess::start_with_env(FIXTURE, &args, env, workers).unwrap();
+    (server, metrics)
+}
+
 #[test]
 fn probes_answer_and_systemd_hears_ready_reloading_stopping_and_the_watchdog() {
     let dir = temp_dir("health");
     let notify_path = dir.path().join("notify.sock");
     let systemd = systemd_at(&notify_path);
-    let (http, metrics) = (free_port(), free_port());
-    let http = format!("http://127.0.0.1:{http}");
-    let metrics_address = format!("http://127.0.0.1:{metrics}");
-    let args = [
-        "--http",
-        &http,
-        "--workers",
-        "2",
-        "--metrics",
-        &metrics_address,
-    ];
     let notify = notify_path.display().to_string();
     let env = [
         ("NOTIFY_SOCKET", notify.as_str()),
         ("WATCHDOG_USEC", "200000"),
     ];
-    let mut server = ServerProcess::start_with_env(FIXTURE, &args, &env, 2).unwrap();
+    let (mut server, metrics) = with_metrics(2, &[], &env);
     assert_eq!(
         next_state(&systemd),
         format!("READY=1\nMAINPID={}", server.pid())
@@ -114,6 +123,30 @@ fn probes_answer_and_systemd_hears_ready_reloading_stopping_and_the_watchdog() {
     assert!(server.wait_exit(Duration::from_secs(20)).unwrap());
 }
 
+/// `/readyz` runs the app's readiness checks in every worker: 503 naming the check, why it
+/// fails and in which worker, until it passes.
+#[test]
+fn readyz_waits_for_the_apps_checks_in_every_worker() {
+    let dir = temp_dir("health");
+    let marker = dir.path().join("ready");
+    let marker_arg = marker.display().to_string();
+    let (server, metrics) = with_metrics(2, &["--ready-file", &marker_arg], &[]);
+    let (status, said) = probe(metrics, "/readyz");
+    assert_eq!(status, 503, "{said}");
+    for pid in server.worker_pids().unwrap() {
+        let line = format!("marker: {marker_arg} is missing (worker ");
+        assert!(said.contains(&line), "{said}");
+        assert!(said.contains(&format!("(pid {pid})")), "{said}");
+    }
+    // Liveness does not depend on it.
+    assert_eq!(probe(metrics, "/healthz").0, 200);
+    std::fs::write(&marker, "").unwrap();
+    assert_eq!(
+        probe(metrics, "/readyz"),
+        (200, "ready: 2 workers\n".into())
+    );
+}
+
 /// A systemd socket nobody reads (its queue fills in a few pings) never stalls the master:
 /// the probes keep answering.
 #[test]
@@ -121,16 +154,12 @@ fn a_notify_socket_that_is_not_read_never_stalls_the_master() {
     let dir = temp_dir("health");
     let notify_path = dir.path().join("notify.sock");
     let _deaf = UnixDatagram::bind(&notify_path).unwrap();
-    let (http, metrics) = (free_port(), free_port());
-    let http = format!("http://127.0.0.1:{http}");
-    let metrics_address = format!("http://127.0.0.1:{metrics}");
-    let args = ["--http", &http, "--metrics", &metrics_address];
     let notify = notify_path.display().to_string();
     let env = [
         ("NOTIFY_SOCKET", notify.as_str()),
         ("WATCHDOG_USEC", "20000"),
     ];
-    let _server = ServerProcess::start_with_env(FIXTURE, &args, &env, 1).unwrap();
+    let (_server, metrics) = with_metrics(1, &[], &env);
     // 10 ms pings: the queue (10 datagrams by default) is full after the first few probes.
     let until = Instant::now() + Duration::from_secs(1);
     let mut probes = 0;

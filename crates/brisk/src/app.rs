@@ -54,6 +54,7 @@ pub struct App {
     pub(crate) schedules: Vec<Schedule>,
     pub(crate) startup: Vec<Hook>,
     pub(crate) app_metrics: Vec<&'static dyn crate::metrics::Metric>,
+    pub(crate) readiness: Vec<(String, crate::worker::ReadinessCheck)>,
 }
 
 /// Who sets up logging: see [`App::logging`].
@@ -86,6 +87,7 @@ impl App {
             schedules: Vec::new(),
             startup: Vec::new(),
             app_metrics: Vec::new(),
+            readiness: Vec::new(),
         }
     }
 
@@ -246,6 +248,34 @@ impl App {
     /// ```
     pub fn metrics_token(mut self, token: impl Into<String>) -> Self {
         self.metrics_token = Some(token.into());
+        self
+    }
+
+    /// Adds a readiness check, run in every worker when the metrics listener's `/readyz` is
+    /// asked (up to 1.5 s each): `/readyz` answers 503 with the check's name and error while
+    /// it fails in any worker. For what the app cannot serve without, such as its database.
+    ///
+    /// ```no_run
+    /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
+    /// let db = brisk::db::Db::open("sqlite:app.db", Default::default()).unwrap();
+    /// brisk::App::new("app")
+    ///     .metrics("http://127.0.0.1:9100")
+    ///     .readiness("database", move || {
+    ///         let db = db.clone();
+    ///         async move { db.query_one("SELECT 1", vec![]).await.map(drop) }
+    ///     })
+    ///     .server(server)
+    ///     .run();
+    /// ```
+    pub fn readiness<F, Fut>(mut self, name: &str, check: F) -> Self
+    where
+        F: Fn() -> Fut + 'static,
+        Fut: std::future::Future + 'static,
+        Fut::Output: crate::HandlerOutput,
+    {
+        let check: crate::worker::ReadinessCheck =
+            std::rc::Rc::new(move || crate::runtime::handler::boxed(check()));
+        self.readiness.push((name.to_string(), check));
         self
     }
 
@@ -517,6 +547,7 @@ impl App {
             service,
             index,
             defaults: self.limits,
+            readiness: self.readiness,
         })
     }
 }

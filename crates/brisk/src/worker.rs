@@ -27,6 +27,30 @@ pub(crate) struct WorkerSpec {
     pub index: usize,
     /// The app's default limits (the service's overrides apply on top).
     pub defaults: Limits,
+    /// The app's readiness checks (`App::readiness`), by name.
+    pub readiness: Vec<(String, ReadinessCheck)>,
+}
+
+/// One of the app's readiness checks: `Ok` when what it checks is reachable.
+pub(crate) type ReadinessCheck = Rc<dyn Fn() -> crate::runtime::handler::HandlerFuture>;
+
+/// How long each readiness check may take before it counts as failed.
+const READINESS_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// Runs `checks` one after another; the ones that failed, and why.
+async fn failed_checks(checks: &[(String, ReadinessCheck)]) -> Vec<(String, String)> {
+    let mut failed = Vec::new();
+    for (name, check) in checks {
+        match tokio::time::timeout(READINESS_TIMEOUT, check()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failed.push((name.clone(), e.to_string())),
+            Err(_) => failed.push((
+                name.clone(),
+                format!("no answer within {} ms", READINESS_TIMEOUT.as_millis()),
+            )),
+        }
+    }
+    failed
 }
 
 /// Parses this process's `SERVICE:INDEX` worker spec from the environment.
@@ -65,6 +89,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         service: svc,
         index,
         defaults,
+        readiness,
     } = spec;
     let info = WorkerInfo {
         server: svc.name.clone(),
@@ -185,6 +210,11 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 }
                 Ok(Some(ToWorker::Stop { drain_ms })) => break Duration::from_millis(drain_ms),
                 Ok(Some(ToWorker::ReopenLogs)) => crate::log_file::reopen_all(),
+                // Answered here, in order: the master matches replies by their order.
+                Ok(Some(ToWorker::Readiness)) => {
+                    let failed = failed_checks(&readiness).await;
+                    let _ = write_msg(&mut tx, &ToMaster::Readiness(failed)).await;
+                }
                 Ok(Some(ToWorker::RunJob { job, run })) => {
                     run_job(&worker, svc.jobs.get(job).cloned(), job, run, done_tx.clone());
                 }

@@ -16,7 +16,8 @@
 //! (`/metric/hit` adds one), `fixture_level` (`/metric/level?v=N` sets this worker's to N) and
 //! `fixture_sizes` (`/metric/observe?v=N`); `--bad-metric` also registers one named
 //! `2bad_total`. `--settings FILE` loads [`FixtureSettings`] (`brisk::config`: the file, then
-//! `FIXTURE_*` variables), which `/settings` shows as the worker sees them.
+//! `FIXTURE_*` variables), which `/settings` shows as the worker sees them. `--ready-file
+//! PATH` adds a readiness check `marker` that passes once PATH exists.
 //!
 //! `--process N --process-log FILE` adds a custom process `ticker` with N workers; see
 //! [`ticker`]. `--schedule-log FILE` with `--schedule-every-ms MS` (and
@@ -541,6 +542,17 @@ fn main() -> ExitCode {
     }
     if args.iter().any(|a| a == "--bad-metric") {
         app = app.metric(&BAD);
+    }
+    if let Some(path) = flag(&args, "--ready-file") {
+        app = app.readiness("marker", move || {
+            let path = path.clone();
+            async move {
+                match std::path::Path::new(&path).exists() {
+                    true => Ok(()),
+                    false => Err(format!("{path} is missing")),
+                }
+            }
+        });
     }
     let limits = |mut s: Server| {
         if let Some(n) = flag(&args, "--max-package").and_then(|v| v.parse().ok()) {

@@ -21,6 +21,8 @@ pub(crate) enum ToWorker {
     /// Run job `job` of the worker's service (a schedule); reply [`ToMaster::JobDone`] with
     /// the same `run`.
     RunJob { job: usize, run: u64 },
+    /// Run the app's readiness checks; reply with [`ToMaster::Readiness`].
+    Readiness,
 }
 
 /// Worker to master.
@@ -49,6 +51,8 @@ pub(crate) enum ToMaster {
     GroupLeft(String),
     /// The worker has served its `max_requests`: the master replaces it.
     Recycle(crate::recycle::RecycleCause),
+    /// Answer to [`ToWorker::Readiness`]: the checks that failed, by name, and why.
+    Readiness(Vec<(String, String)>),
 }
 
 /// CLI to master.

@@ -30,8 +30,8 @@ pub(crate) trait Observed: 'static {
     /// Whether the master and every worker answer (`/healthz`), and what to say.
     fn health(&self) -> impl Future<Output = (bool, String)>;
     /// Whether the app takes traffic (`/readyz`): every worker started and ready, no stop
-    /// begun; and what to say.
-    fn readiness(&self) -> (bool, String);
+    /// begun, the app's readiness checks passing in every worker; and what to say.
+    fn readiness(&self) -> impl Future<Output = (bool, String)>;
 }
 
 /// Serves `listener` until the returned handle is aborted or dropped with the runtime.
@@ -102,7 +102,7 @@ async fn answer<O: Observed, B>(master: &O, req: Request<B>) -> Response<Full<By
             r
         }
         "/healthz" => probe(master.health().await),
-        "/readyz" => probe(master.readiness()),
+        "/readyz" => probe(master.readiness().await),
         "/" => text(
             StatusCode::OK,
             "Brisk: /metrics (Prometheus), /status (the status page), /healthz, /readyz\n",

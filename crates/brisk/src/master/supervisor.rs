@@ -1010,12 +1010,14 @@ impl Observed for Supervisor {
         }
     }
 
-    fn readiness(&self) -> (bool, String) {
+    async fn readiness(&self) -> (bool, String) {
         if self.stopping.get() {
             return (false, "stopping\n".into());
         }
-        let current = self.current.borrow();
-        let waiting: Vec<String> = current
+        let slots = self.current.borrow().len();
+        let waiting: Vec<String> = self
+            .current
+            .borrow()
             .iter()
             .enumerate()
             .filter(|(_, w)| {
@@ -1024,9 +1026,32 @@ impl Observed for Supervisor {
             })
             .map(|(slot, _)| self.describe(slot))
             .collect();
-        match waiting.is_empty() {
-            true => (true, format!("ready: {} workers\n", current.len())),
-            false => (false, format!("not ready yet: {}\n", waiting.join(", "))),
+        if !waiting.is_empty() {
+            return (false, format!("not ready yet: {}\n", waiting.join(", ")));
+        }
+        let workers = self.current_workers();
+        let asks = workers
+            .iter()
+            .map(|w| w.ask(ToWorker::Readiness, PROBE_TIMEOUT));
+        let answers = futures_util::future::join_all(asks).await;
+        let mut failing = Vec::new();
+        for (w, answer) in workers.iter().zip(answers) {
+            let who = format!("{} (pid {})", self.describe(w.slot), w.pid);
+            match answer {
+                Some(ToMaster::Readiness(failed)) => failing.extend(
+                    failed
+                        .into_iter()
+                        .map(|(name, why)| format!("{name}: {why} ({who})")),
+                ),
+                _ => failing.push(format!(
+                    "no answer within {} s ({who})",
+                    PROBE_TIMEOUT.as_secs()
+                )),
+            }
+        }
+        match failing.is_empty() {
+            true => (true, format!("ready: {slots} workers\n")),
+            false => (false, format!("not ready: {}\n", failing.join("; "))),
         }
     }
 }
