@@ -95,7 +95,10 @@ fn a_failing_migration_fails_the_start_with_its_file_statement_and_reason() {
     // the open-files limit talks of workers without being one), and the master's start line
     // comes once they are ready.
     assert!(!log.contains("worker{"), "no worker started:\n{log}");
-    assert!(!log.contains("started: master pid"), "no worker started:\n{log}");
+    assert!(
+        !log.contains("started: master pid"),
+        "no worker started:\n{log}"
+    );
     assert!(
         std::net::TcpStream::connect(("127.0.0.1", http)).is_err(),
         "nothing listens"
