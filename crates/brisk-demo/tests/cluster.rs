@@ -861,13 +861,7 @@ fn a_user_removed_on_one_instance_is_disconnected_on_the_other() {
         "alice online as seen from A",
         || online(&a) == 1,
     );
-    let mut s = connect(a.http);
-    std::io::Write::write_all(
-        &mut s,
-        b"POST /chat/kick?user=alice HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n",
-    )
-    .unwrap();
-    let r = read_response(&mut s);
+    let r = common::request(a.http, "POST", "/chat/kick?user=alice", &[], "");
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.text(), "closed 0 here, and sent to the others\n");
     alice
@@ -893,11 +887,6 @@ fn a_user_removed_on_one_instance_is_disconnected_on_the_other() {
         Some("still here")
     );
     // A bad user name is refused, saying why.
-    let mut s = connect(a.http);
-    std::io::Write::write_all(
-        &mut s,
-        b"POST /chat/kick?user=a%20b HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n",
-    )
-    .unwrap();
-    assert_eq!(read_response(&mut s).status, 400);
+    let bad = common::request(a.http, "POST", "/chat/kick?user=a%20b", &[], "");
+    assert_eq!(bad.status, 400);
 }

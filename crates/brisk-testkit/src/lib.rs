@@ -159,6 +159,20 @@ impl ServerProcess {
         Ok(p)
     }
 
+    /// Starts `bin ARGS... start` (with `env`) in a new run directory, asserts that it exits
+    /// and fails within 20 s, and returns what it wrote: for a start that must be refused.
+    pub fn start_fails(bin: impl AsRef<Path>, args: &[&str], env: &[(&str, &str)]) -> String {
+        let run_dir = temp_dir("run");
+        let mut p = Self::spawn_with_env(bin, args, env, run_dir.path().to_path_buf())
+            .expect("spawn the program");
+        // wait_exit says whether it exited successfully: it must exit, and fail.
+        let ok = p
+            .wait_exit(Duration::from_secs(20))
+            .expect("wait for the exit");
+        assert!(!ok, "the start succeeded:\n{}", p.log());
+        p.log()
+    }
+
     /// Starts the program without waiting; see [`ServerProcess::start`].
     pub fn spawn(bin: impl AsRef<Path>, args: &[&str], run_dir: PathBuf) -> Result<Self> {
         Self::spawn_with_env(bin, args, &[], run_dir)

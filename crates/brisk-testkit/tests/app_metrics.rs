@@ -96,14 +96,8 @@ fn app_metrics_are_summed_across_workers_and_survive_a_reload() {
 
 #[test]
 fn a_misnamed_metric_fails_the_start_saying_so() {
-    let dir = temp_dir("app-metrics");
-    let run_dir = dir.path().join("run");
-    std::fs::create_dir(&run_dir).unwrap();
     let http = format!("http://127.0.0.1:{}", free_port());
-    let args = ["--http", &http, "--bad-metric"];
-    let mut p = ServerProcess::spawn(FIXTURE, &args, run_dir).unwrap();
-    assert!(!p.wait_exit(Duration::from_secs(20)).unwrap());
-    let out = p.log();
+    let out = ServerProcess::start_fails(FIXTURE, &["--http", &http, "--bad-metric"], &[]);
     assert!(
         out.contains("metric \"2bad_total\": a name is [a-zA-Z_:][a-zA-Z0-9_:]*"),
         "{out}"

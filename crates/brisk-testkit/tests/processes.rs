@@ -137,12 +137,7 @@ fn reload_and_graceful_stop_let_each_worker_finish_its_work() {
 fn a_process_without_workers_fails_the_start_saying_so() {
     let dir = temp_dir("ticker");
     let log = dir.path().join("ticker.log").display().to_string();
-    let run_dir = dir.path().join("run");
-    std::fs::create_dir(&run_dir).unwrap();
     let args = ["--process", "0", "--process-log", &log];
-    let mut p = ServerProcess::spawn(FIXTURE, &args, run_dir).unwrap();
-    // wait_exit says whether it exited successfully: it must exit, and fail.
-    assert!(!p.wait_exit(Duration::from_secs(20)).unwrap());
-    let out = p.log();
+    let out = ServerProcess::start_fails(FIXTURE, &args, &[]);
     assert!(out.contains("ticker: workers must be at least 1"), "{out}");
 }

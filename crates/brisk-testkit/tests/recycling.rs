@@ -203,14 +203,9 @@ fn a_worker_past_max_memory_is_replaced_and_the_other_is_not() {
 
 #[test]
 fn a_zero_limit_fails_the_start_saying_so() {
-    let dir = temp_dir("recycle");
-    let run_dir = dir.path().join("run");
-    std::fs::create_dir(&run_dir).unwrap();
     let http = format!("http://127.0.0.1:{}", free_port());
     let args = ["--http", &http, "--recycle-requests", "0"];
-    let mut p = ServerProcess::spawn(FIXTURE, &args, run_dir).unwrap();
-    assert!(!p.wait_exit(Duration::from_secs(20)).unwrap());
-    let out = p.log();
+    let out = ServerProcess::start_fails(FIXTURE, &args, &[]);
     assert!(
         out.contains("max_requests and max_memory_mib must be at least 1"),
         "{out}"

@@ -134,14 +134,9 @@ fn a_cron_schedule_runs_on_its_seconds_and_a_bad_one_fails_the_start() {
     assert_eq!(schedule(&server, "cron")["spec"], "cron * * * * * *");
     drop(server);
 
-    let run_dir = dir.path().join("run");
-    std::fs::create_dir(&run_dir).unwrap();
     let log = log.display().to_string();
     let args = ["--schedule-log", &log, "--schedule-cron", "61 * * * *"];
-    let mut p = ServerProcess::spawn(FIXTURE, &args, run_dir).unwrap();
-    // wait_exit says whether it exited successfully: it must exit, and fail.
-    assert!(!p.wait_exit(Duration::from_secs(20)).unwrap());
-    let out = p.log();
+    let out = ServerProcess::start_fails(FIXTURE, &args, &[]);
     assert!(
         out.contains("schedule cron: cron expression \"61 * * * *\":"),
         "{out}"

@@ -77,22 +77,16 @@ fn a_wrong_setting_fails_the_start_with_its_key_and_the_reason() {
     let dir = temp_dir("settings");
     let file = dir.path().join("fixture.toml");
     std::fs::write(&file, "greeting = \"hi\"\nworkers = \"many\"\n").unwrap();
-    let run_dir = dir.path().join("run");
-    std::fs::create_dir(&run_dir).unwrap();
     let http = format!("http://127.0.0.1:{}", free_port());
     let file_arg = file.display().to_string();
     let args = ["--http", &http, "--settings", &file_arg];
-    let mut p = ServerProcess::spawn(FIXTURE, &args, run_dir.clone()).unwrap();
-    assert!(!p.wait_exit(Duration::from_secs(20)).unwrap());
-    let out = p.log();
+    let out = ServerProcess::start_fails(FIXTURE, &args, &[]);
     assert!(out.contains("settings:"), "{out}");
     assert!(out.contains("workers"), "{out}");
     assert!(out.contains("many"), "{out}");
     // An unknown key, from the environment this time.
     std::fs::write(&file, "greeting = \"hi\"\n").unwrap();
     let env = [("FIXTURE_GRETING", "typo")];
-    let mut p = ServerProcess::spawn_with_env(FIXTURE, &args, &env, run_dir).unwrap();
-    assert!(!p.wait_exit(Duration::from_secs(20)).unwrap());
-    let out = p.log();
+    let out = ServerProcess::start_fails(FIXTURE, &args, &env);
     assert!(out.contains("greting"), "{out}");
 }

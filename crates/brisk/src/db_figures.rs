@@ -36,7 +36,21 @@ impl DbFigures {
     /// assert!(now.connections_busy <= now.connections_open);
     /// ```
     pub fn current() -> DbFigures {
-        now()
+        let (mut open, mut busy) = (0, 0);
+        for pool in POOLS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            if let Some(pool) = pool.upgrade() {
+                let (o, b) = pool.connections();
+                open += o;
+                busy += b;
+            }
+        }
+        DbFigures {
+            connections_open: open,
+            connections_busy: busy,
+            waits: WAITS.load(Relaxed),
+            acquire_timeouts: ACQUIRE_TIMEOUTS.load(Relaxed),
+            query_timeouts: QUERY_TIMEOUTS.load(Relaxed),
+        }
     }
 
     /// Adds the counters of `other` (a worker that exited); the connections are a worker's own.
@@ -98,23 +112,4 @@ pub(crate) fn acquire_timed_out() {
 )]
 pub(crate) fn query_timed_out() {
     QUERY_TIMEOUTS.fetch_add(1, Relaxed);
-}
-
-/// This process's figures now.
-pub(crate) fn now() -> DbFigures {
-    let (mut open, mut busy) = (0, 0);
-    for pool in POOLS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-        if let Some(pool) = pool.upgrade() {
-            let (o, b) = pool.connections();
-            open += o;
-            busy += b;
-        }
-    }
-    DbFigures {
-        connections_open: open,
-        connections_busy: busy,
-        waits: WAITS.load(Relaxed),
-        acquire_timeouts: ACQUIRE_TIMEOUTS.load(Relaxed),
-        query_timeouts: QUERY_TIMEOUTS.load(Relaxed),
-    }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::stats::{ConnectionInfo, RetiredTotals, WorkerStatus};
 
 /// Master to worker.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum ToWorker {
     /// Reply with [`ToMaster::Status`].
     Status,

@@ -418,26 +418,12 @@ fn app_families(s: &Scrape<'_>) -> Vec<MetricFamily> {
 /// An app histogram's sample: `counts` per bucket (the last above every bound) made
 /// cumulative.
 fn app_histogram(pairs: &[(String, String)], bounds: &[f64], counts: &[u64], sum: f64) -> Metric {
-    let mut h = Histogram::default();
-    h.set_sample_count(counts.iter().sum());
-    h.set_sample_sum(sum);
     let mut below = 0;
-    h.set_bucket(
-        bounds
-            .iter()
-            .zip(counts)
-            .map(|(bound, n)| {
-                below += n;
-                let mut b = Bucket::default();
-                b.set_upper_bound(*bound);
-                b.set_cumulative_count(below);
-                b
-            })
-            .collect(),
-    );
-    let mut m = Metric::from_label(labels(pairs));
-    m.set_histogram(h);
-    m
+    let cumulative = bounds.iter().zip(counts).map(|(bound, n)| {
+        below += n;
+        (*bound, below)
+    });
+    histogram_metric(labels(pairs), cumulative, counts.iter().sum(), sum)
 }
 
 fn worker_labels(w: &WorkerStatus) -> Vec<(&'static str, String)> {
@@ -490,21 +476,34 @@ fn gauge<K: AsRef<str>, V: AsRef<str>>(pairs: &[(K, V)], v: f64) -> Metric {
 }
 
 fn histogram(t: &LatencyTotals) -> Metric {
+    let cumulative = t
+        .cumulative()
+        .into_iter()
+        .map(|(bound_us, n)| (bound_us as f64 / 1e6, n));
+    histogram_metric(Vec::new(), cumulative, t.count(), t.sum_us as f64 / 1e6)
+}
+
+/// A histogram sample from its cumulative buckets (upper bound, observations at or under it).
+fn histogram_metric(
+    labels: Vec<LabelPair>,
+    cumulative: impl Iterator<Item = (f64, u64)>,
+    count: u64,
+    sum: f64,
+) -> Metric {
     let mut h = Histogram::default();
-    h.set_sample_count(t.count());
-    h.set_sample_sum(t.sum_us as f64 / 1e6);
+    h.set_sample_count(count);
+    h.set_sample_sum(sum);
     h.set_bucket(
-        t.cumulative()
-            .into_iter()
-            .map(|(bound_us, n)| {
+        cumulative
+            .map(|(bound, n)| {
                 let mut b = Bucket::default();
-                b.set_upper_bound(bound_us as f64 / 1e6);
+                b.set_upper_bound(bound);
                 b.set_cumulative_count(n);
                 b
             })
             .collect(),
     );
-    let mut m = Metric::default();
+    let mut m = Metric::from_label(labels);
     m.set_histogram(h);
     m
 }

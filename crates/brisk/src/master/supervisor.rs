@@ -579,6 +579,11 @@ impl Supervisor {
         Ok(worker)
     }
 
+    /// `worker I of SERVER (pid P)`.
+    fn describe_worker(&self, w: &Worker) -> String {
+        format!("{} (pid {})", self.describe(w.slot), w.pid)
+    }
+
     fn describe(&self, slot: usize) -> String {
         let (service, index) = self.slots[slot];
         format!("worker {index} of {}", self.plan.services[service].name)
@@ -741,10 +746,7 @@ impl Supervisor {
         while !self.stopping.get() {
             tick.tick().await;
             let workers = self.current_workers();
-            let asks = workers
-                .iter()
-                .map(|w| w.ask(ToWorker::Status, COUNTERS_PERIOD));
-            futures_util::future::join_all(asks).await;
+            ask_each(&workers, ToWorker::Status, COUNTERS_PERIOD).await;
             self.take_kpi_sample(&workers);
             self.check_recycling(&workers);
         }
@@ -843,12 +845,7 @@ impl Supervisor {
     /// Asks every worker for its status.
     async fn status(&self) -> MasterStatus {
         let workers = self.current_workers();
-        let answers = futures_util::future::join_all(
-            workers
-                .iter()
-                .map(|w| w.ask(ToWorker::Status, Duration::from_secs(3))),
-        )
-        .await;
+        let answers = ask_each(&workers, ToWorker::Status, Duration::from_secs(3)).await;
         let mut rows: Vec<WorkerStatus> = Vec::new();
         let mut unresponsive = Vec::new();
         for (w, a) in workers.iter().zip(answers) {
@@ -922,12 +919,7 @@ impl Supervisor {
 
     async fn ask_for_looks(&self) {
         let workers: Vec<_> = self.live.borrow().values().cloned().collect();
-        futures_util::future::join_all(
-            workers
-                .iter()
-                .map(|w| w.ask(ToWorker::Status, Duration::from_secs(2))),
-        )
-        .await;
+        ask_each(&workers, ToWorker::Status, Duration::from_secs(2)).await;
     }
 
     /// The status page, from fresh looks at the current workers and the KPI history.
@@ -957,12 +949,7 @@ impl Supervisor {
     /// Asks every worker for its connections.
     async fn connections(&self) -> Vec<ConnectionInfo> {
         let workers = self.current_workers();
-        let answers = futures_util::future::join_all(
-            workers
-                .iter()
-                .map(|w| w.ask(ToWorker::Connections, Duration::from_secs(10))),
-        )
-        .await;
+        let answers = ask_each(&workers, ToWorker::Connections, Duration::from_secs(10)).await;
         answers
             .into_iter()
             .flat_map(|a| match a {
@@ -984,15 +971,12 @@ impl Observed for Supervisor {
 
     async fn health(&self) -> (bool, String) {
         let workers = self.current_workers();
-        let asks = workers
-            .iter()
-            .map(|w| w.ask(ToWorker::Status, PROBE_TIMEOUT));
-        let answers = futures_util::future::join_all(asks).await;
+        let answers = ask_each(&workers, ToWorker::Status, PROBE_TIMEOUT).await;
         let silent: Vec<String> = workers
             .iter()
             .zip(&answers)
             .filter(|(_, a)| !matches!(a, Some(ToMaster::Status(_))))
-            .map(|(w, _)| format!("{} (pid {})", self.describe(w.slot), w.pid))
+            .map(|(w, _)| self.describe_worker(w))
             .collect();
         match silent.is_empty() {
             true => (
@@ -1030,13 +1014,10 @@ impl Observed for Supervisor {
             return (false, format!("not ready yet: {}\n", waiting.join(", ")));
         }
         let workers = self.current_workers();
-        let asks = workers
-            .iter()
-            .map(|w| w.ask(ToWorker::Readiness, PROBE_TIMEOUT));
-        let answers = futures_util::future::join_all(asks).await;
+        let answers = ask_each(&workers, ToWorker::Readiness, PROBE_TIMEOUT).await;
         let mut failing = Vec::new();
         for (w, answer) in workers.iter().zip(answers) {
-            let who = format!("{} (pid {})", self.describe(w.slot), w.pid);
+            let who = self.describe_worker(w);
             match answer {
                 Some(ToMaster::Readiness(failed)) => failing.extend(
                     failed
@@ -1054,6 +1035,17 @@ impl Observed for Supervisor {
             false => (false, format!("not ready: {}\n", failing.join("; "))),
         }
     }
+}
+
+/// Asks each of `workers` `msg`, all at once: their answers in order (`None`: none within
+/// `timeout`, or the worker is gone).
+async fn ask_each(
+    workers: &[Rc<Worker>],
+    msg: ToWorker,
+    timeout: Duration,
+) -> Vec<Option<ToMaster>> {
+    let asks = workers.iter().map(|w| w.ask(msg.clone(), timeout));
+    futures_util::future::join_all(asks).await
 }
 
 /// How long `/healthz` waits for each worker's answer.

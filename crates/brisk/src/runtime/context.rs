@@ -359,7 +359,7 @@ impl WorkerCtx {
                 running: s.jobs_running.get(),
             },
             app_metrics: crate::metrics::samples(),
-            db: crate::db_figures::now(),
+            db: crate::db_figures::DbFigures::current(),
         }
     }
 

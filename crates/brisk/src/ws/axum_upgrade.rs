@@ -43,7 +43,7 @@ use axum_core::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::StatusCode;
 
-use super::identity::Attached;
+use super::codec::Attached;
 use super::named;
 
 /// An axum extractor for a WebSocket upgrade request; [`on`](Self::on) answers it with the
@@ -113,6 +113,6 @@ impl WebSocketUpgrade {
             keys: self.keys,
         };
         ep.accept(&self.head, self.on_upgrade, attached)
-            .into_response(Body::from)
+            .map(Body::from)
     }
 }

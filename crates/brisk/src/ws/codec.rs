@@ -14,7 +14,6 @@ use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::Utf8Bytes;
 
 use super::deflate::{self, Agreement, ClientContext, InflateError};
-use super::identity::Attached;
 use crate::http::has_token;
 use crate::protocol::{Protocol, ProtocolError};
 
@@ -104,6 +103,16 @@ pub(crate) struct WsCodec {
 enum Pending {
     Fragments(Fragments),
     Open(Handshake, AttachedSlot),
+}
+
+/// What an upgrade route puts on the connection before `on_open` runs: a value (read with
+/// `WsConnection::with_data`) and the keys it is tagged with (`ws::send_to`).
+#[derive(Default)]
+pub(crate) struct Attached {
+    /// The connection's data.
+    pub(crate) data: Option<Box<dyn std::any::Any>>,
+    /// Its keys.
+    pub(crate) keys: Vec<String>,
 }
 
 /// What an upgrade route attached to the connection, until `on_connect` takes it (a codec is

@@ -9,9 +9,8 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http::{header, HeaderValue, Request, Response, StatusCode};
 
-use super::codec::{Handshake, WsCodec, WsFrame};
+use super::codec::{Attached, Handshake, WsCodec, WsFrame};
 use super::deflate::{self, Agreement};
-use super::identity::Attached;
 use super::origin::OriginPolicy;
 use super::{group, Message, Utf8Bytes};
 use crate::error::Result;
@@ -288,7 +287,12 @@ impl WsEndpoint {
                     return Ok(());
                 };
                 let ws = WsConnection { conn };
-                attached.apply(&ws);
+                if let Some(data) = attached.data {
+                    ws.set_data_boxed(data);
+                }
+                for key in &attached.keys {
+                    ws.tag(key);
+                }
                 match &ep.inner.on_open {
                     Some(f) => f(ws, h).await,
                     None => Ok(()),
@@ -419,7 +423,7 @@ impl WsEndpoint {
         let on_upgrade = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>();
         let (parts, _) = req.into_parts();
         self.accept(&parts, on_upgrade, Attached::default())
-            .into_response(Body::from)
+            .map(Body::from)
     }
 
     /// The opening handshake of an HTTP upgrade request (its head `parts`, the connection's
@@ -431,7 +435,7 @@ impl WsEndpoint {
         parts: &http::request::Parts,
         on_upgrade: Option<hyper::upgrade::OnUpgrade>,
         attached: Attached,
-    ) -> Accepted {
+    ) -> Response<&'static str> {
         let h = &parts.headers;
         let token = |name: header::HeaderName, t: &str| {
             h.get_all(name).iter().any(|v| has_token(v.as_bytes(), t))
@@ -443,7 +447,7 @@ impl WsEndpoint {
                 r.headers_mut()
                     .insert("sec-websocket-version", HeaderValue::from_static("13"));
             }
-            Accepted(Err(r))
+            r
         };
         if parts.method != http::Method::GET
             || !token(header::UPGRADE, "websocket")
@@ -534,21 +538,7 @@ impl WsEndpoint {
                 HeaderValue::from_str(&a.response()).expect("tokens are a valid header"),
             );
         }
-        Accepted(Ok(r))
-    }
-}
-
-/// What [`WsEndpoint::accept`] answers: the 101 response, or a refusal whose body says why.
-pub(crate) struct Accepted(
-    pub(crate) std::result::Result<Response<&'static str>, Response<&'static str>>,
-);
-
-impl Accepted {
-    /// The response, with `body` made from the refusal's text (empty for the 101).
-    pub(crate) fn into_response<B>(self, body: impl Fn(&'static str) -> B) -> Response<B> {
-        match self.0 {
-            Ok(r) | Err(r) => r.map(body),
-        }
+        r
     }
 }
 

@@ -8,32 +8,11 @@
 //! master, to the other instances through the cluster bus; so does [`close_where`], as a
 //! close frame.
 
-use super::{group, Message, WsConnection};
+use super::{group, Message};
 
 /// The group that holds the sockets tagged with `key`.
 pub(crate) fn key_group(key: &str) -> String {
     format!("brisk.key:{key}")
-}
-
-/// What an upgrade route puts on the connection before `on_open` runs.
-#[derive(Default)]
-pub(crate) struct Attached {
-    /// The connection's data.
-    pub(crate) data: Option<Box<dyn std::any::Any>>,
-    /// Its keys.
-    pub(crate) keys: Vec<String>,
-}
-
-impl Attached {
-    /// Puts the data on `ws` and tags it with the keys.
-    pub(crate) fn apply(self, ws: &WsConnection) {
-        if let Some(data) = self.data {
-            ws.set_data_boxed(data);
-        }
-        for key in &self.keys {
-            ws.tag(key);
-        }
-    }
 }
 
 /// Sends `msg` to every socket tagged with `key` (by an upgrade route's
@@ -85,9 +64,4 @@ pub fn close_where(key: &str, code: u16, reason: &str) -> usize {
 #[cfg(feature = "redis")]
 pub async fn sockets_of(key: &str) -> Result<u64, crate::redis::RedisError> {
     super::presence(&key_group(key)).await
-}
-
-/// Sockets tagged with `key` in this worker.
-pub fn local_sockets_of(key: &str) -> usize {
-    group::local_members(&key_group(key))
 }

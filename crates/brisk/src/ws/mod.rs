@@ -38,7 +38,7 @@ pub use group::{broadcast, local_members};
 pub use history::{BadPosition, History, HistoryOptions, Kept, Lost, Position, Recovery};
 #[cfg(feature = "redis")]
 pub use identity::sockets_of;
-pub use identity::{close_where, local_sockets_of, send_to};
+pub use identity::{close_where, send_to};
 #[cfg(feature = "redis")]
 pub(crate) use presence::start as start_presence;
 #[cfg(feature = "redis")]
