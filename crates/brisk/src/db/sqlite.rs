@@ -81,8 +81,28 @@ impl Drop for AbandonOnDrop {
     }
 }
 
-/// Work for a connection thread: the connection, or why it could not be opened.
-pub(super) type Job = Box<dyn FnOnce(Result<&mut Connection, &DbError>) + Send>;
+/// Work for a connection thread: the connection, or why it could not be opened, and the mark
+/// a job sets once its work is done and before it answers.
+pub(super) type Job = Box<dyn FnOnce(Result<&mut Connection, &DbError>, &WorkDone<'_>) + Send>;
+
+/// Ends a job's count among the running ones. A job marks it before it sends its answer, so
+/// a caller that has its answer sees the connection idle in the figures; the thread marks it
+/// again after the job (for a job that returned early or panicked), which counts once.
+pub(super) struct WorkDone<'a> {
+    running: Option<&'a AtomicU64>,
+    marked: std::cell::Cell<bool>,
+}
+
+impl WorkDone<'_> {
+    /// The job's work is over: it no longer counts as running.
+    pub(super) fn mark(&self) {
+        if let Some(running) = self.running {
+            if !self.marked.replace(true) {
+                running.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
 
 /// An SQLite database as one worker sees it; cheap to clone, `Send + Sync`. Nothing is opened
 /// until the first query, so a value made in `main` opens nothing in the master.
@@ -238,7 +258,7 @@ impl Sqlite {
         // Whether the call times out or its caller drops it, what is queued never runs and
         // what runs is interrupted.
         let _abandon = AbandonOnDrop(slot);
-        let job: Job = Box::new(move |conn| {
+        let job: Job = Box::new(move |conn, done| {
             let result = match conn {
                 Ok(conn) => {
                     {
@@ -255,6 +275,7 @@ impl Sqlite {
                 }
                 Err(e) => Err(e.clone()),
             };
+            done.mark();
             let _ = reply.send(result);
         });
         if jobs.send(job).is_err() {
@@ -364,15 +385,17 @@ fn serve_jobs(
         if counted {
             counts.running.fetch_add(1, Ordering::Relaxed);
         }
+        let done = WorkDone {
+            running: counted.then_some(&counts.running),
+            marked: std::cell::Cell::new(false),
+        };
         // A job that panics (a bug reached by a value read) fails its call, whose reply
         // goes unsent; the thread and its connection serve on.
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &mut conn {
-            Ok(c) => job(Ok(c)),
-            Err(e) => job(Err(e)),
+            Ok(c) => job(Ok(c), &done),
+            Err(e) => job(Err(e), &done),
         }));
-        if counted {
-            counts.running.fetch_sub(1, Ordering::Relaxed);
-        }
+        done.mark();
         if ran.is_err() {
             tracing::error!("an SQLite job panicked; its call failed");
             if let Ok(c) = &conn {

@@ -193,7 +193,7 @@ impl Drop for SqliteTransaction {
         };
         // Queued on the connection's own thread, so it runs before anything the connection's
         // next transaction sends.
-        let reset: Job = Box::new(|conn| {
+        let reset: Job = Box::new(|conn, _| {
             if let Ok(conn) = conn {
                 if !conn.is_autocommit() {
                     let _ = conn.execute_batch("ROLLBACK");
