@@ -10,7 +10,7 @@
 # req/s and of user, kernel and total µs per request, and each ratio to nginx.
 #
 # Usage: bench/ab.sh REF [ROUNDS]        (ROUNDS default 5; DURATION=S per run, default 8;
-#        MODES="keepalive close pipelined" by default)
+#        MODES="keepalive close pipelined" by default; AB_TARGET=axum for examples/axum.rs)
 # The A/A: `bench/ab.sh HEAD` on a clean working tree builds one commit in two directories
 # (builds of one source have differed by ~0.5 µs user per request on GET /; see
 # bench/notes/get-user-time.md): run it beside an A/B whose difference is that small.
@@ -34,9 +34,21 @@ if [ -d "$worktree" ]; then
 else
     git worktree add -q --detach "$worktree" "$commit"
 fi
+# AB_TARGET=axum measures examples/axum.rs (GET / through an axum Router, the
+# HttpServer::service path) instead of the demo's own fast path.
+if [ "${AB_TARGET:-demo}" = axum ]; then
+    build=(-p brisk --features axum --example axum)
+    bin=release/examples/axum
+    target_args=(--workers 1 --listen "http://127.0.0.1:$PORT")
+else
+    build=(-p brisk-demo)
+    bin=release/brisk-demo
+    target_args=(--workers 1 --http "http://127.0.0.1:$PORT" --websocket websocket://127.0.0.1:28185
+        --text text://127.0.0.1:28186 --frame frame://127.0.0.1:28187)
+fi
 echo "building $REF ($commit) into target/ab-old, and the working tree" >&2
-(cd "$worktree" && CARGO_TARGET_DIR="$repo/target/ab-old" cargo build -q --release -p brisk-demo)
-cargo build -q --release -p brisk-demo
+(cd "$worktree" && CARGO_TARGET_DIR="$repo/target/ab-old" cargo build -q --release "${build[@]}")
+cargo build -q --release "${build[@]}"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -89,8 +101,6 @@ measure() {
     wait "$leader" 2>/dev/null || true
 }
 
-demo_args=(--workers 1 --http "http://127.0.0.1:$PORT" --websocket websocket://127.0.0.1:28185
-    --text text://127.0.0.1:28186 --frame frame://127.0.0.1:28187)
 targets=(brisk brisk_old nginx)
 for round in $(seq "$ROUNDS"); do
     order=("${targets[@]}")
@@ -99,9 +109,9 @@ for round in $(seq "$ROUNDS"); do
         for t in "${order[@]}"; do
             echo "round $round/$ROUNDS, $mode: $t" >&2
             case $t in
-            brisk) measure "$t" "$mode" target/release/brisk-demo "${demo_args[@]}" \
+            brisk) measure "$t" "$mode" "target/$bin" "${target_args[@]}" \
                 --run-dir "$work/run-$t-$round-$mode" start ;;
-            brisk_old) measure "$t" "$mode" target/ab-old/release/brisk-demo "${demo_args[@]}" \
+            brisk_old) measure "$t" "$mode" "target/ab-old/$bin" "${target_args[@]}" \
                 --run-dir "$work/run-$t-$round-$mode" start ;;
             nginx) measure "$t" "$mode" bench/peers/nginx/run.sh "$PORT" 1 "$work/static" \
                 "$work/run-$t-$round-$mode" ;;

@@ -12,6 +12,7 @@
 //! curl http://127.0.0.1:8090/users/42               # {"id":42,"worker":<worker pid>}
 //! curl -d '{"a":1}' -H 'content-type: application/json' http://127.0.0.1:8090/echo
 //! curl 'http://127.0.0.1:8090/query?name=Ada'       # Hello, Ada!
+//! curl http://127.0.0.1:8090/whoami                 # 127.0.0.1:PORT (axum's ConnectInfo)
 //! websocat -H 'x-user: ada' ws://127.0.0.1:8090/rooms/ops/ws   # a chat room (see chat())
 //! curl -d 'ping' http://127.0.0.1:8090/users/ada/notify        # to ada's sockets, any worker
 //! websocat ws://127.0.0.1:8090/echo/ws                          # an echo
@@ -38,7 +39,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use axum::extract::{Path, Query};
+use axum::extract::{ConnectInfo, Path, Query};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
@@ -169,6 +170,14 @@ fn router(files: Option<StaticFiles>) -> Router {
         .route(
             "/query",
             get(|Query(q): Query<Greeting>| async move { format!("Hello, {}!", q.name) }),
+        )
+        .route(
+            "/whoami",
+            get(
+                |ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>| async move {
+                    format!("{peer}\n")
+                },
+            ),
         )
         .route("/rooms/{room}/ws", get(join_room))
         .route(

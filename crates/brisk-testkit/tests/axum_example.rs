@@ -158,6 +158,11 @@ fn axum_router_serves_routes_extractors_and_rejections_on_brisk_workers() {
     let r = get(&mut s, "/query");
     assert_eq!(r.status, 400, "missing query field: {r:?}");
 
+    // axum's ConnectInfo extractor: the client's address, as the server saw it.
+    let r = get(&mut s, "/whoami");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.text().trim(), s.local_addr().unwrap().to_string());
+
     // Router fallbacks.
     let r = get(&mut s, "/nope");
     assert_eq!(r.status, 404, "{r:?}");

@@ -101,7 +101,9 @@ impl HttpServer {
     }
 
     /// Answers every request with a `tower::Service`, cloned per request (an axum `Router`
-    /// runs unchanged).
+    /// runs unchanged). With feature `axum`, each request carries the client's address as
+    /// axum's `ConnectInfo<SocketAddr>`, so the `ConnectInfo` extractor works as it does
+    /// under `axum::serve` with connect info (absent on a Unix socket).
     pub fn service<S, B>(mut self, service: S) -> Self
     where
         S: tower_service::Service<Request<RequestBody>, Response = Response<B>> + Clone + 'static,
@@ -110,7 +112,10 @@ impl HttpServer {
         B: http_body::Body<Data = bytes::Bytes> + 'static,
         B::Error: Into<BoxError>,
     {
-        self.handler = Some(Rc::new(move |req| {
+        self.handler = Some(Rc::new(move |req: Request<RequestBody>| {
+            // For axum's `ConnectInfo<SocketAddr>` extractor: who sent the request.
+            #[cfg(feature = "axum")]
+            let req = with_connect_info(req);
             let mut svc = service.clone();
             Box::pin(async move {
                 std::future::poll_fn(|cx| svc.poll_ready(cx))
@@ -305,6 +310,16 @@ impl IntoResponse for super::client::ClientError {
         );
         resp
     }
+}
+
+/// `req` with its client's address among its extensions as axum's `ConnectInfo`.
+#[cfg(feature = "axum")]
+fn with_connect_info(mut req: Request<RequestBody>) -> Request<RequestBody> {
+    if let Some(addr) = req.body().remote_addr() {
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(addr));
+    }
+    req
 }
 
 /// A `tower::Service`'s response with a [`Body`]: the service's body boxed (or kept, when
