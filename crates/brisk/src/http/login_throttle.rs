@@ -21,10 +21,9 @@
 //! assert!(refused.retry_after.as_secs() > 0);
 //! ```
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How many failures within a window lock an account or an address out.
@@ -97,19 +96,25 @@ struct Count {
 }
 
 /// Failed sign-ins per account and per address, in one worker; cheap to clone (clones share
-/// the counts).
+/// the counts), `Send + Sync` so that an axum router's state can hold it (the lock is never
+/// contended: a worker runs one thread).
 #[derive(Debug, Clone)]
 pub struct LoginThrottle {
     options: ThrottleOptions,
-    counts: Rc<RefCell<HashMap<Key, Count>>>,
+    counts: Arc<Mutex<HashMap<Key, Count>>>,
 }
 
 impl LoginThrottle {
+    /// The counts (a panic while they were held left nothing half-changed that matters).
+    fn counts(&self) -> MutexGuard<'_, HashMap<Key, Count>> {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// A throttle with these limits and nothing counted yet.
     pub fn new(options: ThrottleOptions) -> Self {
         LoginThrottle {
             options,
-            counts: Rc::default(),
+            counts: Arc::default(),
         }
     }
 
@@ -117,7 +122,7 @@ impl LoginThrottle {
     /// checking the password.
     pub fn check(&self, account: &str, address: IpAddr) -> Result<(), Throttled> {
         let now = Instant::now();
-        let counts = self.counts.borrow();
+        let counts = self.counts();
         let locked = |key: &Key, limit: Limit, by: ThrottledBy| {
             let count = counts.get(key)?;
             let ends = count.since + limit.window;
@@ -139,7 +144,7 @@ impl LoginThrottle {
     /// Counts a failed attempt (a wrong password, or an unknown account).
     pub fn failed(&self, account: &str, address: IpAddr) {
         let now = Instant::now();
-        let mut counts = self.counts.borrow_mut();
+        let mut counts = self.counts();
         if counts.len() + 2 > self.options.max_tracked {
             self.make_room(&mut counts, now);
         }
@@ -165,12 +170,12 @@ impl LoginThrottle {
     /// Clears the account's failures after a successful sign-in (the address's stay: one
     /// good password does not excuse guesses at other accounts).
     pub fn succeeded(&self, account: &str) {
-        self.counts.borrow_mut().remove(&account_key(account));
+        self.counts().remove(&account_key(account));
     }
 
     /// Accounts and addresses tracked now.
     pub fn tracked(&self) -> usize {
-        self.counts.borrow().len()
+        self.counts().len()
     }
 
     fn make_room(&self, counts: &mut HashMap<Key, Count>, now: Instant) {
