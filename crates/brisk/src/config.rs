@@ -64,6 +64,26 @@ pub struct Config {
     set: Vec<(String, serde_json::Value)>,
 }
 
+/// A setting that has the right type but a wrong value, found by the app's own check
+/// ([`Config::load_checked`]): which key, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// The key, as it is written in the file (`database_url`, `db.pool`).
+    pub key: String,
+    /// What is wrong with its value, and what would be right.
+    pub reason: String,
+}
+
+impl Invalid {
+    /// `key`'s value is wrong because of `reason`.
+    pub fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        Invalid {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
 impl Config {
     /// Settings from `T::default()` only, until sources are added.
     pub fn new() -> Self {
@@ -118,6 +138,37 @@ impl Config {
                 T::default()
             }
         }
+    }
+
+    /// As [`load`](Self::load), with the app's own `check` of the values (a secret long
+    /// enough, a URL of a known scheme): in the master, an [`Invalid`] it returns fails
+    /// `start` with its key and reason, as a value of the wrong type does, while the other
+    /// commands still work. A process the master started gets settings already checked.
+    ///
+    /// ```no_run
+    /// use brisk::config::{Config, Invalid};
+    /// # #[derive(Default, serde::Serialize, serde::Deserialize)]
+    /// # struct Settings { session_secret: String }
+    /// let settings: Settings = Config::new().env_prefix("CHAT_").load_checked(|s: &Settings| {
+    ///     if s.session_secret.len() < 32 {
+    ///         return Err(Invalid::new("session_secret", "at least 32 bytes (CHAT_SESSION_SECRET)"));
+    ///     }
+    ///     Ok(())
+    /// });
+    /// ```
+    pub fn load_checked<T, F>(self, check: F) -> T
+    where
+        T: Serialize + DeserializeOwned + Default,
+        F: FnOnce(&T) -> Result<(), Invalid>,
+    {
+        let passed = crate::secret_env::passed_value(PASSED_AS).is_some();
+        let settings = self.load::<T>();
+        if !passed && problem().is_none() {
+            if let Err(Invalid { key, reason }) = check(&settings) {
+                keep_problem(format!("{key}: {reason}"));
+            }
+        }
+        settings
     }
 
     /// The sources merged and checked against `T`.
