@@ -252,6 +252,11 @@ impl Db {
     /// `Err` (which is returned). See [`transaction_with`](Self::transaction_with) for an
     /// isolation level and retries.
     ///
+    /// Where the future must be `Send` (an axum handler), use [`begin`](Self::begin) and
+    /// [`Transaction::commit`] instead: rustc cannot yet prove an async closure's future
+    /// `Send` ("implementation of `Send` is not general enough"). A transaction dropped
+    /// before its commit rolls back, so `?` between them is safe.
+    ///
     /// ```no_run
     /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {
     /// use brisk::db::{DbError, Transaction};

@@ -1,0 +1,102 @@
+//! Who is asking: accounts with argon2id password hashes, Brisk's signed cookie sessions, and
+//! [`SignedIn`], the extractor every route behind the login takes. A request that changes
+//! something must also carry the session's CSRF token in `x-csrf-token`.
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::Method;
+
+use crate::routes::{ApiError, Chat};
+
+/// The header that carries the session's CSRF token on requests that change something.
+pub(crate) const CSRF_HEADER: &str = "x-csrf-token";
+
+/// The user a request's session cookie names, still an account.
+#[derive(Debug, Clone)]
+pub(crate) struct SignedIn {
+    pub(crate) id: i64,
+    pub(crate) name: String,
+}
+
+impl FromRequestParts<Chat> for SignedIn {
+    type Rejection = ApiError;
+
+    /// 401 without a valid session (or for an account gone since); 403 when a request other
+    /// than GET lacks the session's CSRF token.
+    async fn from_request_parts(parts: &mut Parts, chat: &Chat) -> Result<Self, ApiError> {
+        let session = chat.sessions.read(&parts.headers);
+        let Some(name) = session.as_ref().and_then(|s| s.user()) else {
+            return Err(ApiError::new(401, "sign in first"));
+        };
+        if parts.method != Method::GET && parts.method != Method::HEAD {
+            let token = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
+            let valid = match (session.as_ref(), token) {
+                (Some(s), Some(t)) => s.check_csrf(t),
+                _ => false,
+            };
+            if !valid {
+                return Err(ApiError::new(
+                    403,
+                    "missing or wrong x-csrf-token (GET /api/me gives it)",
+                ));
+            }
+        }
+        let Some(id) = chat.store.user_id(name).await? else {
+            return Err(ApiError::new(401, "this account is gone; sign in again"));
+        };
+        Ok(SignedIn {
+            id,
+            name: name.to_string(),
+        })
+    }
+}
+
+/// Whether `name` may be an account or room name: 1 to 32 letters, digits, `-` or `_` (so a
+/// name in a mention, a URL or a group key needs no escaping).
+pub(crate) fn valid_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The argon2id hash of `password`, computed off the event loop.
+pub(crate) async fn hash_password(password: String) -> Result<String, ApiError> {
+    let hashed = tokio::task::spawn_blocking(move || {
+        let mut salt = [0u8; 16];
+        getrandom::fill(&mut salt).map_err(|e| e.to_string())?;
+        let salt = SaltString::encode_b64(&salt).map_err(|e| e.to_string())?;
+        Argon2::default()
+            .hash_password(password.as_bytes(), &salt)
+            .map(|h| h.to_string())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    match hashed {
+        Ok(Ok(hash)) => Ok(hash),
+        Ok(Err(e)) => Err(ApiError::internal(format!("cannot hash a password: {e}"))),
+        Err(e) => Err(ApiError::internal(format!("cannot hash a password: {e}"))),
+    }
+}
+
+/// Whether `password` matches `hash`, checked off the event loop.
+pub(crate) async fn password_matches(password: String, hash: String) -> Result<bool, ApiError> {
+    let checked = tokio::task::spawn_blocking(move || {
+        let parsed = PasswordHash::new(&hash).map_err(|e| e.to_string())?;
+        Ok::<_, String>(
+            Argon2::default()
+                .verify_password(password.as_bytes(), &parsed)
+                .is_ok(),
+        )
+    })
+    .await;
+    match checked {
+        Ok(Ok(matches)) => Ok(matches),
+        Ok(Err(e)) => Err(ApiError::internal(format!(
+            "a stored hash is unreadable: {e}"
+        ))),
+        Err(e) => Err(ApiError::internal(format!("cannot check a password: {e}"))),
+    }
+}
