@@ -119,6 +119,36 @@ fn bodies_of_unknown_length_are_chunked_and_the_head_is_sent_before_the_body() {
 }
 
 #[test]
+fn a_streamed_chunk_is_whole_before_the_next_is_produced() {
+    // A client that reads whole chunks (size, data, CRLF: an event-stream reader) must not
+    // be a chunk behind: each chunk's CRLF goes out while the body waits for the next, for
+    // small chunks (staged with their data) and big ones (sent on their own) alike.
+    let (_server, port) = http_server(&[]);
+    for size in [0usize, 40_000] {
+        let mut s = connect(port);
+        s.write_all(get(&format!("/chunks?n=2&hold=1&size={size}")).as_bytes())
+            .unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        read_response_head(&mut s);
+        // The second chunk is held until asked for: the first must come whole without it.
+        let len = usize::from_str_radix(&read_crlf_line(&mut s), 16).unwrap();
+        let mut chunk = vec![0u8; len + 2];
+        s.read_exact(&mut chunk)
+            .unwrap_or_else(|e| panic!("size {size}: the first chunk's end waits: {e}"));
+        assert!(chunk.ends_with(b"chunk 1\n\r\n"), "size {size}");
+        let mut other = connect(port);
+        other.write_all(get("/release-chunk").as_bytes()).unwrap();
+        assert_eq!(read_response(&mut other).text(), "released");
+        let len = usize::from_str_radix(&read_crlf_line(&mut s), 16).unwrap();
+        let mut chunk = vec![0u8; len + 2];
+        s.read_exact(&mut chunk).unwrap();
+        assert!(chunk.ends_with(b"chunk 2\n\r\n"), "size {size}");
+        assert_eq!(read_crlf_line(&mut s), "0");
+        assert_eq!(read_crlf_line(&mut s), "");
+    }
+}
+
+#[test]
 fn large_bodies_head_and_bodyless_statuses_keep_the_framing_right() {
     let (_server, port) = http_server(&[]);
     let mut s = connect(port);

@@ -238,9 +238,16 @@ async fn text_command(conn: Connection, line: Bytes) -> Result<(), brisk::BoxErr
     Ok(())
 }
 
+thread_local! {
+    /// Lets a held `/chunks` stream go on (`/release-chunk`).
+    static RELEASE_CHUNK: Rc<tokio::sync::Notify> = Rc::new(tokio::sync::Notify::new());
+}
+
 /// The fixture's HTTP routes:
 /// - `/chunks?n=N&ms=MS`: N chunks `chunk K\n` of a body of unknown length, each MS ms
-///   after the previous one (the first too);
+///   after the previous one (the first too); `&size=S` pads each to S bytes, `&hold=1` holds
+///   each after the first until a `/release-chunk`;
+/// - `/release-chunk`: lets a held `/chunks` send its next chunk;
 /// - `/big`: 100 KiB of `0123456789` repeated;
 /// - `/length-mismatch`: `content-length: 10` with a 3-byte body;
 /// - `/no-content`: 204 with a body (which must not be sent);
@@ -267,16 +274,30 @@ async fn http_route(req: http::Request<RequestBody>) -> http::Response<Body> {
     };
     match req.uri().path() {
         "/chunks" => {
-            let (n, ms) = (param("n"), param("ms"));
+            // `size`: each chunk padded with dots to that many bytes; `hold=1`: each chunk
+            // after the first waits for a `GET /release-chunk`.
+            let (n, ms, size) = (param("n"), param("ms"), param("size") as usize);
+            let hold = param("hold") == 1;
             let chunks = futures_util::stream::unfold(1, move |k| async move {
                 if k > n {
                     return None;
                 }
+                if hold && k > 1 {
+                    RELEASE_CHUNK.with(Rc::clone).notified().await;
+                }
                 tokio::time::sleep(Duration::from_millis(ms)).await;
-                let frame = http_body::Frame::data(Bytes::from(format!("chunk {k}\n")));
+                let mut text = format!("chunk {k}\n");
+                if text.len() < size {
+                    text.insert_str(0, &".".repeat(size - text.len()));
+                }
+                let frame = http_body::Frame::data(Bytes::from(text));
                 Some((Ok::<_, std::io::Error>(frame), k + 1))
             });
             http::Response::new(Body::new(http_body_util::StreamBody::new(chunks)))
+        }
+        "/release-chunk" => {
+            RELEASE_CHUNK.with(|r| r.notify_one());
+            http::Response::new(Body::from("released"))
         }
         "/big" => http::Response::new(Body::from(b"0123456789".repeat(10 * 1024))),
         "/big-chunked" => http::Response::builder()

@@ -59,8 +59,14 @@ pub(super) async fn write_response(
         loop {
             let frame = poll_fn(|cx| match Pin::new(&mut body).poll_frame(cx) {
                 Poll::Ready(frame) => Poll::Ready(Ok(frame)),
-                // Send what is staged (the head, at least) while the body waits.
+                // Send what is staged (the head, at least) while the body waits, and the
+                // CRLF that ends a big chunk sent on its own: a client that reads whole
+                // chunks (an event-stream reader) then has it now, not with the next one.
                 Poll::Pending => match out.poll_flush(io, cx) {
+                    Poll::Ready(Ok(())) if writer.settle(out) => match out.poll_flush(io, cx) {
+                        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                        _ => Poll::Pending,
+                    },
                     Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
                     _ => Poll::Pending,
                 },
@@ -191,6 +197,8 @@ struct BodyWriter {
     sent: u64,
     /// More data came than `content-length` allowed (dropped).
     overflow: bool,
+    /// The last chunk went out as the output's tail, its CRLF not staged yet.
+    owes_crlf: bool,
 }
 
 impl BodyWriter {
@@ -199,7 +207,19 @@ impl BodyWriter {
             framing,
             sent: 0,
             overflow: false,
+            owes_crlf: false,
         }
+    }
+
+    /// Stages the CRLF owed by the last chunk, if one is; whether it did. `out` must have
+    /// no tail (all of it sent).
+    fn settle(&mut self, out: &mut Output) -> bool {
+        if !self.owes_crlf || out.has_tail() {
+            return false;
+        }
+        out.stage().extend_from_slice(b"\r\n");
+        self.owes_crlf = false;
+        true
     }
 
     /// Stages one chunk of data. `out` must have room (no unsent data after its stage).
@@ -223,7 +243,7 @@ impl BodyWriter {
             }
             Framing::Chunked => {
                 let buf = out.stage();
-                if self.sent > 0 {
+                if std::mem::take(&mut self.owes_crlf) {
                     buf.extend_from_slice(b"\r\n");
                 }
                 let mut hex = [0u8; 16];
@@ -238,13 +258,22 @@ impl BodyWriter {
         } else {
             out.push(data);
         }
+        // A chunk copied into the stage is ended at once; one kept as the tail is ended when
+        // more is staged or the body waits (`settle`).
+        if self.framing == Framing::Chunked {
+            if out.has_tail() {
+                self.owes_crlf = true;
+            } else {
+                out.stage().extend_from_slice(b"\r\n");
+            }
+        }
     }
 
     /// Stages the end of the body; returns whether the body matched its framing (when not,
     /// the connection must close: the client cannot tell where the next response starts).
     fn finish(self, out: &mut Output) -> bool {
         match self.framing {
-            Framing::Chunked if self.sent > 0 => out.stage().extend_from_slice(b"\r\n0\r\n\r\n"),
+            Framing::Chunked if self.owes_crlf => out.stage().extend_from_slice(b"\r\n0\r\n\r\n"),
             Framing::Chunked => out.stage().extend_from_slice(b"0\r\n\r\n"),
             Framing::Length(len) if len != self.sent || self.overflow => {
                 tracing::warn!(
