@@ -15,7 +15,9 @@
 //! curl http://127.0.0.1:8090/whoami                 # 127.0.0.1:PORT (axum's ConnectInfo)
 //! websocat -H 'x-user: ada' ws://127.0.0.1:8090/rooms/ops/ws   # a chat room (see chat())
 //! curl -d 'ping' http://127.0.0.1:8090/users/ada/notify        # to ada's sockets, any worker
+//! curl -N -H 'x-user: ada' http://127.0.0.1:8090/rooms/ops/events  # the room as server-sent events
 //! websocat ws://127.0.0.1:8090/echo/ws                          # an echo
+//! websocat ws://127.0.0.1:8090/fanout/ws                        # what anyone sends, to all
 //! curl -X POST http://127.0.0.1:8090/users/ada/kick            # closes ada's sockets (4003)
 //!
 //! cargo run -p brisk --features axum --example axum -- --static-dir ./public start
@@ -74,6 +76,10 @@ struct Args {
     /// compare with the router's `/echo/ws`).
     #[arg(long, global = true)]
     echo_listen: Option<String>,
+    /// Also serve the fan-out endpoint on its own `websocket://` listener (to compare with
+    /// the router's `/fanout/ws`).
+    #[arg(long, global = true)]
+    fanout_listen: Option<String>,
     /// Directory for the pid file, control socket and daemon log.
     #[arg(long, global = true, default_value = "run")]
     run_dir: PathBuf,
@@ -129,6 +135,16 @@ fn echo() -> WsEndpoint {
     WsEndpoint::new().on_message(|ws, msg| async move { ws.send(msg) })
 }
 
+/// A fan-out: every socket joins one group, and what any sends goes to all of them, on every
+/// worker (`brisk-bench ws --mode broadcast`'s server).
+fn fanout() -> WsEndpoint {
+    WsEndpoint::new()
+        .on_open(|ws, _| async move { ws.join("fanout") })
+        .on_message(|_, msg| async move {
+            brisk::ws::broadcast("fanout", msg);
+        })
+}
+
 /// `GET /rooms/{room}/ws`: a chat socket for the user the `x-user` header names (401
 /// without one).
 async fn join_room(
@@ -147,6 +163,19 @@ async fn join_room(
     ws.key(format!("user:{user}"))
         .data(Member { user, room })
         .on("chat")
+}
+
+/// `GET /rooms/{room}/events`: what the room's sockets get, and what is sent to the user the
+/// `x-user` header names, as server-sent events (401 without one); kicking the user ends it.
+async fn room_events(Path(room): Path<String>, headers: HeaderMap) -> impl IntoResponse {
+    let Some(user) = headers.get("x-user").and_then(|v| v.to_str().ok()) else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            "who are you? (an x-user header)\n",
+        )
+            .into_response();
+    };
+    brisk::ws::event_stream(&[format!("room:{room}")], &[format!("user:{user}")]).into_response()
 }
 
 /// A plain axum router (nothing but its WebSocket routes knows about Brisk), with `files` at
@@ -180,9 +209,14 @@ fn router(files: Option<StaticFiles>) -> Router {
             ),
         )
         .route("/rooms/{room}/ws", get(join_room))
+        .route("/rooms/{room}/events", get(room_events))
         .route(
             "/echo/ws",
             get(|ws: WebSocketUpgrade| async move { ws.on("echo") }),
+        )
+        .route(
+            "/fanout/ws",
+            get(|ws: WebSocketUpgrade| async move { ws.on("fanout") }),
         )
         .route(
             "/users/{user}/kick",
@@ -219,6 +253,7 @@ fn main() -> ExitCode {
             .max_body_size(args.max_body_size)
             .ws_endpoint("chat", chat())
             .ws_endpoint("echo", echo())
+            .ws_endpoint("fanout", fanout())
             .service(router(files)),
         Err(e) => {
             eprintln!("axum: {e}");
@@ -231,6 +266,15 @@ fn main() -> ExitCode {
             Ok(plain) => app = app.server(plain.workers(args.workers).endpoint(echo())),
             Err(e) => {
                 eprintln!("axum: --echo-listen: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if let Some(address) = &args.fanout_listen {
+        match brisk::ws::WsServer::new(address) {
+            Ok(plain) => app = app.server(plain.workers(args.workers).endpoint(fanout())),
+            Err(e) => {
+                eprintln!("axum: --fanout-listen: {e}");
                 return ExitCode::FAILURE;
             }
         }

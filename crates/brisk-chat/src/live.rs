@@ -11,6 +11,10 @@
 //! - `{"type":"mention","mention":{…}}` when a message anywhere mentions the user;
 //! - `{"type":"error","error":…}` for anything the client sends (posting is `POST`);
 //! - close 4003 when the room's owner removes the user.
+//!
+//! `GET /api/rooms/{room}/events` streams the same `message` and `mention` events as
+//! server-sent events (`data:` lines) for clients without WebSocket, from the same groups
+//! and keys; removal from the room ends the stream.
 
 use brisk::ws::{Message, WsConnection, WsEndpoint};
 use serde_json::json;
@@ -26,8 +30,8 @@ pub(crate) struct Listener {
     pub(crate) room: String,
 }
 
-/// The group of a room's sockets.
-fn room_group(room: &str) -> String {
+/// The group of a room's sockets (and event streams).
+pub(crate) fn room_group(room: &str) -> String {
     format!("room:{room}")
 }
 

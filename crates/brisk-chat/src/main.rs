@@ -24,7 +24,7 @@
 //! `POST /api/signup`, `POST /api/login`, `POST /api/logout`, `GET /api/me`,
 //! `GET|POST /api/rooms`, `POST /api/rooms/{room}/join`,
 //! `DELETE /api/rooms/{room}/members/{user}` (the owner), `GET|POST
-//! /api/rooms/{room}/messages`, `GET /api/rooms/{room}/live` (WebSocket, see [`live`]),
+//! /api/rooms/{room}/messages`, `GET /api/rooms/{room}/live` (WebSocket, see [`live`]) and `/events` (SSE),
 //! `GET /api/mentions`. `/` is the one page that uses them.
 
 mod auth;

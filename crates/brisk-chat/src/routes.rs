@@ -103,6 +103,7 @@ pub(crate) fn router(chat: Chat) -> Router {
             get(messages).post(post_message),
         )
         .route("/api/rooms/{room}/live", get(live))
+        .route("/api/rooms/{room}/events", get(events))
         .route("/api/mentions", get(mentions))
         .with_state(chat)
 }
@@ -346,6 +347,21 @@ async fn live(
             room: room.name,
         })
         .on(live::ENDPOINT))
+}
+
+/// `GET /api/rooms/{room}/events`: the room's live events as server-sent events, for
+/// clients without WebSocket (403 for a non-member); it ends when the user is removed.
+async fn events(
+    State(store): State<Store>,
+    me: SignedIn,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let room = room_of_member(&store, &name, &me).await?;
+    let keys = [
+        live::user_key(&me.name),
+        live::member_key(&room.name, &me.name),
+    ];
+    Ok(brisk::ws::event_stream(&[live::room_group(&room.name)], &keys).into_response())
 }
 
 /// `GET /api/mentions`: the messages that mentioned the user, newest first.

@@ -82,6 +82,9 @@ fn a_team_chats_on_postgres_and_redis() {
     // mention reaches bob through the queue and the mention process.
     let mut ann_live = ann.live("ops").expect("ann's socket");
     let mut bob_live = bob.live("ops").expect("bob's socket");
+    // Bob also follows the room as server-sent events (whichever worker serves them).
+    assert_eq!(Client::new(port).events("ops").err(), Some(401));
+    let mut bob_events = bob.events("ops").expect("bob's event stream");
     assert_eq!(ann_live.expect("joined")["user"], "ann");
     assert_eq!(bob_live.expect("joined")["user"], "bob");
     let posted = ann.post("/api/rooms/ops/messages", json!({ "body": "hello @bob" }));
@@ -96,6 +99,8 @@ fn a_team_chats_on_postgres_and_redis() {
     let mention = bob_live.expect("mention");
     assert_eq!(mention["mention"]["message_id"], id, "{mention}");
     assert_eq!(mention["mention"]["room"], "ops");
+    assert_eq!(bob_events.expect("message")["message"]["id"], id);
+    assert_eq!(bob_events.expect("mention")["mention"]["message_id"], id);
     let mentions = bob.get("/api/mentions");
     assert_eq!(mentions.json[0]["message_id"], id, "{mentions:?}");
     assert_eq!(ann.get("/api/mentions").json, json!([]));
@@ -170,6 +175,12 @@ fn a_team_chats_on_postgres_and_redis() {
     );
     let (code, reason) = bob_live.expect_close();
     assert_eq!((code, reason.as_str()), (4003, "removed from the room"));
+    // His event stream ends too, after the message he was sent before.
+    assert_eq!(bob_events.expect("message")["message"]["body"], sql);
+    assert!(
+        bob_events.next().is_none(),
+        "the stream goes on after the removal"
+    );
     assert_eq!(bob.get("/api/rooms/ops/messages").status, 403);
     ann_live.close();
 

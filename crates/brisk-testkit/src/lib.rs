@@ -513,6 +513,34 @@ pub fn read_chunked(s: &mut impl Read) -> Vec<u8> {
     }
 }
 
+/// Reads the next server-sent event from a chunked `text/event-stream` body (Brisk sends each
+/// event as one chunk): its `data:` lines joined by newlines, keep-alive comments skipped;
+/// `None` once the stream has ended.
+pub fn read_sse_event(s: &mut impl Read) -> Option<String> {
+    loop {
+        let size_line = read_crlf_line(s);
+        let size = usize::from_str_radix(size_line.trim(), 16)
+            .unwrap_or_else(|_| panic!("bad chunk size {size_line:?}"));
+        if size == 0 {
+            return None;
+        }
+        let mut chunk = vec![0u8; size + 2];
+        s.read_exact(&mut chunk).expect("a whole chunk");
+        let text = std::str::from_utf8(&chunk[..size]).expect("UTF-8 events");
+        assert!(
+            text.ends_with("\n\n") && text.matches("\n\n").count() == 1,
+            "one event per chunk: {text:?}"
+        );
+        let data: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .collect();
+        if !data.is_empty() {
+            return Some(data.join("\n"));
+        }
+    }
+}
+
 /// Reads one line ending in CRLF; returns it without the CRLF.
 pub fn read_crlf_line(s: &mut impl Read) -> String {
     let mut line = Vec::new();

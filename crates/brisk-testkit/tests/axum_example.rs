@@ -330,6 +330,61 @@ fn worker_of(welcome: &str) -> &str {
         .trim_end_matches(')')
 }
 
+/// A plain WebSocket client of `path` on `port`.
+fn ws_client(port: u16, path: &str) -> tungstenite::WebSocket<TcpStream> {
+    let (ws, _) = tungstenite::client(format!("ws://127.0.0.1:{port}{path}"), connect(port))
+        .expect("handshake");
+    ws.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    ws
+}
+
+#[test]
+fn the_fanout_route_and_its_plain_listener_reach_every_socket() {
+    let (port, plain_port) = (free_port(), free_port());
+    let listen = format!("http://127.0.0.1:{port}");
+    let plain = format!("websocket://127.0.0.1:{plain_port}");
+    let args = ["--listen", &listen, "--fanout-listen", &plain];
+    // Two HTTP workers and two of the plain listener.
+    let _server = ServerProcess::start(axum_example(), &args, 4).unwrap();
+    // Through the router and on the plain listener: the same endpoint, the same group.
+    let mut sockets: Vec<_> = (0..4).map(|_| ws_client(port, "/fanout/ws")).collect();
+    sockets.push(ws_client(plain_port, "/"));
+    // Each socket joins in on_open, after its handshake: all have once a probe reaches all.
+    let mut waiting: Vec<usize> = (0..sockets.len()).collect();
+    wait_until(Duration::from_secs(10), "every socket in the group", || {
+        sockets[0]
+            .send(tungstenite::Message::text("probe"))
+            .unwrap();
+        waiting.retain(|&i| {
+            let ws = &mut sockets[i];
+            ws.get_ref()
+                .set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let got = matches!(ws.read(), Ok(tungstenite::Message::Text(t)) if t == "probe");
+            ws.get_ref()
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            !got
+        });
+        waiting.is_empty()
+    });
+    // A message from each reaches all five (probes still in flight are skipped).
+    for i in 0..sockets.len() {
+        let text = format!("from socket {i}");
+        sockets[i]
+            .send(tungstenite::Message::text(text.clone()))
+            .unwrap();
+        for ws in sockets.iter_mut() {
+            let got = std::iter::repeat_with(|| next_text(ws))
+                .find(|t| t != "probe")
+                .unwrap();
+            assert_eq!(got, text);
+        }
+    }
+}
+
 /// The next text message on `ws`.
 fn next_text(ws: &mut tungstenite::WebSocket<TcpStream>) -> String {
     ws.read().unwrap().into_text().unwrap().to_string()
@@ -386,6 +441,48 @@ fn a_websocket_route_in_the_router_knows_its_user_and_reaches_every_worker() {
     }
     ada.send(tungstenite::Message::text("still here")).unwrap();
     assert_eq!(next_text(&mut ada), "ada: still here");
+
+    // The same room and key as server-sent events, from a route of the router: what the
+    // room says and what is sent to the user arrive as `data:` events, on whichever worker
+    // the stream landed; kicking the user ends the stream.
+    let mut events = connect(port);
+    events
+        .write_all(b"GET /rooms/ops/events HTTP/1.1\r\nHost: x\r\nx-user: cy\r\n\r\n")
+        .unwrap();
+    events
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let head = read_response_head(&mut events);
+    assert_eq!(
+        head.header("content-type"),
+        Some("text/event-stream"),
+        "{head:?}"
+    );
+    ada.send(tungstenite::Message::text("to the stream"))
+        .unwrap();
+    assert_eq!(next_text(&mut ada), "ada: to the stream");
+    assert_eq!(
+        read_sse_event(&mut events),
+        Some("ada: to the stream".into())
+    );
+    let mut s = connect(port);
+    let r = request(
+        &mut s,
+        "POST",
+        "/users/cy/notify",
+        Some("text/plain"),
+        b"line 1\nline 2",
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(read_sse_event(&mut events), Some("line 1\nline 2".into()));
+    let mut s = connect(port);
+    let r = request(&mut s, "POST", "/users/cy/kick", None, b"");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        read_sse_event(&mut events),
+        None,
+        "the stream goes on after the kick"
+    );
 
     // No user, no socket: the route's own answer. Not an upgrade: the endpoint's 400.
     let mut s = connect(port);

@@ -122,6 +122,50 @@ impl Client {
     }
 }
 
+/// A room's server-sent event stream.
+pub struct Events {
+    s: TcpStream,
+}
+
+impl Client {
+    /// Opens the room's event stream with the session cookie; the refusal status if refused.
+    pub fn events(&self, room: &str) -> Result<Events, u16> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut head = format!("GET /api/rooms/{room}/events HTTP/1.1\r\nHost: localhost\r\n");
+        if let Some(c) = &self.cookie {
+            head.push_str(&format!("Cookie: {c}\r\n"));
+        }
+        head.push_str("\r\n");
+        s.write_all(head.as_bytes()).unwrap();
+        let r = read_response_head(&mut s);
+        if r.status != 200 {
+            return Err(r.status);
+        }
+        assert_eq!(r.header("content-type"), Some("text/event-stream"), "{r:?}");
+        Ok(Events { s })
+    }
+}
+
+impl Events {
+    /// The next event's data as JSON (comments skipped); `None` when the stream ended.
+    pub fn next(&mut self) -> Option<Value> {
+        let data = read_sse_event(&mut self.s)?;
+        Some(serde_json::from_str(&data).expect("JSON data"))
+    }
+
+    /// Skips events until one of `kind` comes; panics if the stream ends first.
+    pub fn expect(&mut self, kind: &str) -> Value {
+        loop {
+            match self.next() {
+                Some(e) if e["type"] == kind => return e,
+                Some(_) => continue,
+                None => panic!("the event stream ended while waiting for {kind}"),
+            }
+        }
+    }
+}
+
 /// A live socket of a room.
 pub struct Live {
     pub ws: WebSocket<TcpStream>,

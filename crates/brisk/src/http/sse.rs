@@ -25,7 +25,7 @@ use super::Body;
 use crate::runtime::handler::BoxError;
 
 /// Events a subscriber may lag behind before it is dropped.
-const QUEUE: usize = 256;
+pub(crate) const QUEUE: usize = 256;
 
 /// One event: `data` (may span lines), and optional `event`, `id` and `retry` fields.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -115,12 +115,20 @@ pub fn channel(keep_alive: Option<Duration>) -> (Sender, Response<Body>) {
 }
 
 fn response(rx: mpsc::Receiver<Bytes>, keep_alive: Option<Duration>) -> Response<Body> {
-    let body = EventBody {
+    stream_response(rx, keep_alive).map(Body::new)
+}
+
+/// A `text/event-stream` response whose body is what `rx` receives (encoded events).
+pub(crate) fn stream_response(
+    rx: mpsc::Receiver<Bytes>,
+    keep_alive: Option<Duration>,
+) -> Response<EventStream> {
+    let body = EventStream {
         rx,
         keep_alive: keep_alive
             .map(|d| Box::pin(tokio::time::interval_at(tokio::time::Instant::now() + d, d))),
     };
-    let mut r = Response::new(Body::new(body));
+    let mut r = Response::new(body);
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -131,12 +139,15 @@ fn response(rx: mpsc::Receiver<Bytes>, keep_alive: Option<Duration>) -> Response
     r
 }
 
-struct EventBody {
+/// The body of an event stream: the encoded events its sender queues, and a keep-alive
+/// comment after each stretch of silence. `Send`, so an axum handler can return it
+/// (`brisk::ws::event_stream`); it ends when the sending side is gone.
+pub struct EventStream {
     rx: mpsc::Receiver<Bytes>,
     keep_alive: Option<Pin<Box<tokio::time::Interval>>>,
 }
 
-impl http_body::Body for EventBody {
+impl http_body::Body for EventStream {
     type Data = Bytes;
     type Error = BoxError;
 

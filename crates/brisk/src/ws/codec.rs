@@ -521,6 +521,25 @@ pub(crate) fn encode_frame(opcode: u8, payload: &[u8], dst: &mut BytesMut) {
     dst.extend_from_slice(payload);
 }
 
+/// The opcode and payload of a whole frame [`encode_frame`] made (uncompressed); `None` for
+/// bytes that are not one.
+pub(crate) fn server_frame_payload(frame: &[u8]) -> Option<(u8, &[u8])> {
+    let (&first, rest) = frame.split_first()?;
+    let (&len, rest) = rest.split_first()?;
+    let (len, rest) = match len {
+        126 => (
+            u16::from_be_bytes(rest.get(..2)?.try_into().ok()?) as usize,
+            &rest[2..],
+        ),
+        127 => (
+            u64::from_be_bytes(rest.get(..8)?.try_into().ok()?) as usize,
+            &rest[8..],
+        ),
+        n => (n as usize, rest),
+    };
+    (first & RSV1 == 0 && rest.len() == len).then_some((first & 0x0f, rest))
+}
+
 impl Protocol for WsCodec {
     type Message = WsFrame;
 
@@ -595,6 +614,29 @@ impl WsCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_frame_gives_back_its_payload() {
+        for len in [0, 5, 125, 126, 300, 65535, 65536, 70_000] {
+            let payload = vec![b'x'; len];
+            let mut frame = BytesMut::new();
+            encode_frame(0x1, &payload, &mut frame);
+            assert_eq!(
+                server_frame_payload(&frame),
+                Some((0x1, &payload[..])),
+                "{len}"
+            );
+            assert_eq!(
+                server_frame_payload(&frame[..frame.len() - 1]),
+                None,
+                "cut: {len}"
+            );
+        }
+        let mut compressed = BytesMut::new();
+        encode_frame(RSV1 | 0x1, b"zz", &mut compressed);
+        assert_eq!(server_frame_payload(&compressed), None);
+        assert_eq!(server_frame_payload(&[]), None);
+    }
 
     fn client_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
         let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode];

@@ -5,16 +5,22 @@
 //! master, which hands them to every other worker for their members. When permessage-deflate
 //! is on, the message is also compressed once (no context takeover, full window) for the
 //! members that negotiated it: at most two encodings, whatever the number of members.
+//!
+//! Event streams (SSE responses of `brisk::ws::event_stream`) are members too, with ids of their
+//! own ([`STREAM`] set): a text message reaches them as one `data:` event, encoded once per
+//! broadcast; a close frame ends them; binary messages pass them by.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
+use tokio::sync::mpsc;
 
-use super::codec::encode_message;
+use super::codec::{encode_message, server_frame_payload};
 use super::deflate::{self, Agreement, MAX_WINDOW_BITS};
 use super::Message;
+use crate::http::sse;
 use crate::ipc::BroadcastFrames;
 use crate::runtime::context as worker;
 use crate::stats::Stats;
@@ -36,9 +42,76 @@ struct Joined {
     deflate: bool,
 }
 
+/// The bit that marks an event stream's member id (connection ids count up from 0 and never
+/// reach it).
+const STREAM: u64 = 1 << 63;
+
 thread_local! {
     static GROUPS: RefCell<Groups> = RefCell::new(Groups::default());
     static ON_CHANGE: Cell<Option<fn(&str)>> = const { Cell::new(None) };
+    /// Each event stream's queue, by its member id.
+    static STREAMS: RefCell<HashMap<u64, mpsc::Sender<Bytes>>> = RefCell::new(HashMap::new());
+    static NEXT_STREAM: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A new event stream, a member of each of `groups`: the response that carries it.
+pub(crate) fn add_stream(
+    groups: &[String],
+    keep_alive: Option<std::time::Duration>,
+) -> http::Response<sse::EventStream> {
+    // Streams whose clients left since the last broadcast to their groups.
+    let gone: Vec<u64> = STREAMS.with(|s| {
+        let mut s = s.borrow_mut();
+        let gone: Vec<u64> = s
+            .iter()
+            .filter(|(_, tx)| tx.is_closed())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &gone {
+            s.remove(id);
+        }
+        gone
+    });
+    gone.into_iter().for_each(leave_all);
+    let id = STREAM | NEXT_STREAM.replace(NEXT_STREAM.get() + 1);
+    let (tx, rx) = mpsc::channel(sse::QUEUE);
+    STREAMS.with(|s| s.borrow_mut().insert(id, tx));
+    for group in groups {
+        join(id, group, None);
+    }
+    sse::stream_response(rx, keep_alive)
+}
+
+/// Queues `event` on stream `id` (`None`: a close frame, which ends it); false when the
+/// stream ended, its client gone or too far behind.
+fn send_to_stream(id: u64, event: Option<&Bytes>) -> bool {
+    let sent = STREAMS.with(|s| {
+        let mut s = s.borrow_mut();
+        let sent = match (s.get(&id), event) {
+            (Some(tx), Some(e)) => tx.try_send(e.clone()).is_ok(),
+            _ => false,
+        };
+        if !sent {
+            s.remove(&id);
+        }
+        sent
+    });
+    if !sent {
+        leave_all(id);
+    }
+    sent
+}
+
+/// What a broadcast's frame is to event streams: a text message's `data:` event, `None` for
+/// a close frame, or nothing at all (a binary message).
+fn stream_event(frames: &BroadcastFrames) -> Option<Option<Bytes>> {
+    match server_frame_payload(&frames.plain)? {
+        (0x1, text) => Some(Some(
+            sse::Event::new(String::from_utf8_lossy(text)).encode(),
+        )),
+        (0x8, _) => Some(None),
+        _ => None,
+    }
 }
 
 /// Has `f` called with the name of each group whose members, or their presence ids, change
@@ -195,9 +268,17 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
         return 0;
     };
     let closing = frames.plain.first() == Some(&CLOSE_FRAME);
+    // Encoded for event streams when the first one is met.
+    let mut for_streams: Option<Option<Option<Bytes>>> = None;
     let delivered = members
         .into_iter()
         .filter(|&(id, deflate)| {
+            if id & STREAM != 0 {
+                return match for_streams.get_or_insert_with(|| stream_event(frames)) {
+                    Some(event) => send_to_stream(id, event.as_ref()),
+                    None => false,
+                };
+            }
             let frame = match &frames.deflated {
                 Some(deflated) if deflate => deflated,
                 _ => &frames.plain,

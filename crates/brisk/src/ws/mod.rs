@@ -1,5 +1,6 @@
 //! WebSocket (RFC 6455) on Brisk's connection runtime: `websocket://` listeners, upgrades from
-//! HTTP routes, groups and broadcast.
+//! HTTP routes, groups and broadcast, and server-sent event streams of the same groups
+//! ([`event_stream`]).
 //!
 //! The frame codec runs inside the same connection task as every Brisk protocol, so an idle
 //! WebSocket connection holds no buffers. Ping/pong, the closing handshake, fragmentation,
@@ -18,6 +19,7 @@ mod axum_upgrade;
 pub(crate) mod codec;
 pub(crate) mod deflate;
 mod endpoint;
+mod event_stream;
 mod group;
 #[cfg(feature = "redis")]
 mod history;
@@ -32,6 +34,7 @@ mod server;
 pub use axum_upgrade::WebSocketUpgrade;
 pub use codec::Handshake;
 pub use endpoint::{SlowConsumer, WsConnection, WsEndpoint, SLOW_CLOSE_GRACE};
+pub use event_stream::event_stream;
 pub(crate) use group::deliver_local;
 pub use group::{broadcast, local_members};
 #[cfg(feature = "redis")]

@@ -1,0 +1,45 @@
+//! [`event_stream`]: a server-sent events (SSE) response subscribed to broadcast groups, for
+//! clients that cannot or need not hold a WebSocket (a browser's `EventSource`, `curl -N`).
+//! What [`broadcast`](super::broadcast) and [`send_to`](super::send_to) send to those groups
+//! and keys reaches the stream too, on every worker and instance: each text message as one
+//! `data:` event (its lines as `data:` lines), encoded once per broadcast whatever the number
+//! of streams. [`close_where`](super::close_where) on a key ends the stream; binary messages
+//! pass it by. A stream that falls 256 events behind is ended (the client reconnects). A
+//! stream whose client left is let go at the next message to its groups, or when the next
+//! stream opens in the worker.
+
+use std::time::Duration;
+
+use http::Response;
+
+use super::group;
+use super::identity::key_group;
+use crate::http::sse::EventStream;
+
+/// The comment a quiet stream sends, so that proxies do not close it.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// A `text/event-stream` response subscribed to `groups` and to the sockets' `keys` (as an
+/// upgrade route's [`key`](super::WebSocketUpgrade::key) tags a socket). Its body is `Send`:
+/// an axum handler returns it as it is, a Brisk handler with `.map(Body::new)`.
+///
+/// ```no_run
+/// use axum::{extract::Path, routing::get, Router};
+///
+/// let router: Router = Router::new().route(
+///     "/rooms/{room}/events",
+///     get(|Path(room): Path<String>| async move {
+///         let user = "ada"; // the app's authentication, from the request
+///         brisk::ws::event_stream(&[format!("room:{room}")], &[format!("user:{user}")])
+///     }),
+/// );
+/// ```
+pub fn event_stream<G: AsRef<str>, K: AsRef<str>>(
+    groups: &[G],
+    keys: &[K],
+) -> Response<EventStream> {
+    let all: Vec<String> = (groups.iter().map(|g| g.as_ref().to_string()))
+        .chain(keys.iter().map(|k| key_group(k.as_ref())))
+        .collect();
+    group::add_stream(&all, Some(KEEP_ALIVE))
+}
