@@ -2,11 +2,14 @@
 //! `/metrics`) against a real PostgreSQL server: connections open and busy, a wait for a place
 //! in a full pool, an acquire timeout and a query timeout, each counted once. One test in its
 //! own binary: the figures are the process's, and no other test's pool may add to them.
-//! SQLite's shared connection is counted too.
+//! SQLite's shared connection is counted too, and MariaDB's pool (the gauges mysql_async
+//! keeps).
 
 use std::time::Duration;
 
-use brisk::db::{Db, DbError, Postgres as Pg, PostgresOptions, Sqlite, SqliteOptions};
+use brisk::db::{
+    Db, DbError, Mysql, MysqlOptions, Postgres as Pg, PostgresOptions, Sqlite, SqliteOptions,
+};
 use brisk::stats::DbFigures;
 use brisk_testkit::*;
 
@@ -96,5 +99,40 @@ fn connections_waits_and_timeouts_are_counted() {
         }
         let idle = DbFigures::current();
         assert_eq!((idle.connections_open, idle.connections_busy), (3, 0));
+
+        // MariaDB: a pool of one; a query finds it busy and waits for it.
+        let maria = MariaDb::start().unwrap();
+        let options = MysqlOptions {
+            pool_size: 1,
+            ..Default::default()
+        };
+        let my = Mysql::new(&maria.url(), options).unwrap();
+        my.query("SELECT 1", vec![]).await.unwrap();
+        let opened = DbFigures::current();
+        assert_eq!(opened.connections_open, 4, "{opened:?}");
+        let long = my.query("SELECT SLEEP(0.5)", vec![]);
+        let second = async {
+            // Once the first holds the connection.
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while DbFigures::current().connections_busy == 0 && std::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let during = DbFigures::current();
+            (during, my.query("SELECT 2", vec![]).await)
+        };
+        let (long, (during, second)) = tokio::join!(long, second);
+        long.unwrap();
+        second.unwrap();
+        assert_eq!((during.connections_open, during.connections_busy), (4, 1));
+        let after = DbFigures::current();
+        assert_eq!(after.waits, 2, "the pool of one was busy: {after:?}");
+        // The connection goes back to the pool a moment after its query.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while DbFigures::current().connections_busy > 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let back = DbFigures::current();
+        assert_eq!((back.connections_open, back.connections_busy), (4, 0));
     });
 }

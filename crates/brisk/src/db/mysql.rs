@@ -11,6 +11,8 @@
 //! transaction a call left open anyway is rolled back and the call fails. A transaction
 //! holds a pooled connection for its whole life (`mysql_tx.rs`).
 
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Duration;
 
 use mysql_async::consts::StatusFlags;
@@ -75,6 +77,22 @@ pub struct Mysql {
     pool: Pool,
     acquire_timeout: Duration,
     pub(super) query_timeout: Duration,
+    /// Counted in the worker's database figures while a clone lives.
+    gauges: Arc<PoolGauges>,
+    /// Connections the pool may hold.
+    size: usize,
+}
+
+/// The pool's own gauges (mysql_async keeps them), for the worker's database figures.
+struct PoolGauges(Arc<mysql_async::Metrics>);
+
+impl crate::db_figures::PoolConnections for PoolGauges {
+    /// Connections open to the server (in the pool or in use), and those in use.
+    fn connections(&self) -> (u64, u64) {
+        let open = self.0.connection_count.load(Relaxed) as u64;
+        let busy = self.0.connections_in_use.load(Relaxed) as u64;
+        (open, busy.min(open))
+    }
 }
 
 impl Mysql {
@@ -127,10 +145,16 @@ impl Mysql {
                 .with_disable_built_in_roots(true);
             opts = opts.ssl_opts(tls);
         }
+        let pool = Pool::new(opts);
+        let gauges = Arc::new(PoolGauges(pool.metrics()));
+        let weak: std::sync::Weak<PoolGauges> = Arc::downgrade(&gauges);
+        crate::db_figures::register(weak);
         Ok(Mysql {
-            pool: Pool::new(opts),
+            pool,
             acquire_timeout: options.acquire_timeout,
             query_timeout: options.query_timeout,
+            gauges,
+            size,
         })
     }
 
@@ -138,6 +162,10 @@ impl Mysql {
     /// (the server down, a refused login, an unknown database, TLS) leaves the database
     /// unavailable to this app: [`DbError::Unavailable`], as with PostgreSQL.
     pub(super) async fn conn(&self) -> Result<mysql_async::Conn, DbError> {
+        if self.gauges.0.connections_in_use.load(Relaxed) >= self.size {
+            // Every connection is in use: this one waits for a place.
+            crate::db_figures::waited();
+        }
         match tokio::time::timeout(self.acquire_timeout, self.pool.get_conn()).await {
             Ok(r) => r.map_err(|e| DbError::Unavailable(e.to_string())),
             Err(_) => Err(DbError::pool_timed_out(self.acquire_timeout)),
