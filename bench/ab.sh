@@ -15,7 +15,7 @@
 # (builds of one source have differed by ~0.5 µs user per request on GET /; see
 # bench/notes/get-user-time.md): run it beside an A/B whose difference is that small.
 # Needs wrk and nginx (bench/peers/install.sh). Give the figures in the commit message of
-# every change to http/, runtime/, ws/ or db/ (see the README's Tests and the lab).
+# every change to http/, runtime/, ws/ or db/ (see the guide's Tests and the lab, docs/guide/lab.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REF=${1:?usage: bench/ab.sh REF [ROUNDS]}

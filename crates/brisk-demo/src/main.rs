@@ -43,7 +43,7 @@ mod views;
 use clap::Parser;
 use serde::Deserialize;
 
-/// jemalloc: its size classes keep tokio's 128-byte-aligned allocations compact (see README).
+/// jemalloc: its size classes keep tokio's 128-byte-aligned allocations compact (see the guide's Configuration chapter).
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -1,5 +1,6 @@
-//! The demo's admin area over HTTP (report R4): sign in with the README's account through the
-//! form and its CSRF token, the dashboard's queries and template, sign out; and the bad input:
+//! The demo's admin area over HTTP (report R4): sign in with the account the guide's webapp
+//! chapter describes through the form and its CSRF token, the dashboard's queries and
+//! template, sign out; and the bad input:
 //! anonymous visitors redirected, tampered and foreign cookies treated as signed out, wrong
 //! credentials answered 401 and counted, an unknown user and a wrong password taking the same
 //! time, forms without their token refused.

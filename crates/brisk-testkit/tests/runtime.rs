@@ -163,7 +163,7 @@ fn timers_fire_on_time() {
     assert!(next.starts_with("fired "), "no sixth tick, got {next:?}");
 }
 
-/// What 100,000 idle timers may add to a worker's RSS: the README's "under 20 MiB" (and
+/// What 100,000 idle timers may add to a worker's RSS: the guide's "under 20 MiB" (docs/guide/servers.md) (and
 /// timer.rs's "well under 200 bytes" a timer). About 13 MiB when measured.
 const TIMERS_100K_KIB: u64 = 20 * 1024;
 

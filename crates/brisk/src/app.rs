@@ -318,7 +318,7 @@ impl App {
 
     /// Spans machines (feature `redis`): `brisk::ws::broadcast` reaches the members of a
     /// group on every instance of the app that uses the same Redis server, once each. The
-    /// master holds the Redis subscription: see the README's "Beyond one machine". While Redis
+    /// master holds the Redis subscription: see the guide's "Beyond one machine" (docs/guide/cluster.md). While Redis
     /// is unreachable, broadcasts reach this instance only, and what could not be published or
     /// was missed is counted in `status --json` (`cluster`). Needs
     /// [`cluster_secret`](Self::cluster_secret).

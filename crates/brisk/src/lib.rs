@@ -144,3 +144,27 @@ pub struct ReadmeDoctests;
 #[cfg(all(doctest, feature = "sqlite", feature = "chrono", feature = "uuid"))]
 #[doc = include_str!("../../../docs/guide/databases.md")]
 pub struct GuideDatabases;
+/// The guide's Background work chapter, its examples compiled as doctests (as the README's).
+#[cfg(all(doctest, feature = "sqlite"))]
+#[doc = include_str!("../../../docs/guide/background.md")]
+pub struct GuideBackground;
+
+/// The guide's Databases and Redis reference chapter, its examples compiled as doctests (as the README's).
+#[cfg(all(doctest, feature = "sqlite"))]
+#[doc = include_str!("../../../docs/guide/data.md")]
+pub struct GuideData;
+
+/// The guide's HTTP chapter, its examples compiled as doctests (as the README's).
+#[cfg(all(doctest, feature = "sqlite"))]
+#[doc = include_str!("../../../docs/guide/http.md")]
+pub struct GuideHttp;
+
+/// The guide's Operations chapter, its examples compiled as doctests (as the README's).
+#[cfg(all(doctest, feature = "sqlite"))]
+#[doc = include_str!("../../../docs/guide/operations.md")]
+pub struct GuideOperations;
+
+/// The guide's TLS chapter, its examples compiled as doctests (as the README's).
+#[cfg(all(doctest, feature = "sqlite"))]
+#[doc = include_str!("../../../docs/guide/tls.md")]
+pub struct GuideTls;
