@@ -63,216 +63,216 @@ pub static malloc_conf: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muz
 )]
 struct Args {
     /// Worker processes per server (default: number of CPUs).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Listeners", long, global = true)]
     workers: Option<usize>,
     /// Address of the Text echo server.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Listeners", long, global = true)]
     text: Option<String>,
     /// Address of the Frame echo server.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Listeners", long, global = true)]
     frame: Option<String>,
     /// Address of the HTTP server.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Listeners", long, global = true)]
     http: Option<String>,
     /// Address of the WebSocket echo server (the conformance target).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Listeners", long, global = true)]
     websocket: Option<String>,
     /// Directory served under /static/ (default: the demo's own static folder).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Listeners", long, global = true)]
     static_root: Option<PathBuf>,
     /// Cached static files from this size on are sent with sendfile (default: the library's,
     /// 32 KiB); for measuring the threshold.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Listeners", long, global = true)]
     static_sendfile_min_size: Option<u64>,
     /// PEM certificate chain: with --tls-key, also serve --https, --wss and --tls-text.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "TLS", long, global = true)]
     tls_cert: Option<PathBuf>,
     /// PEM private key of --tls-cert.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "TLS", long, global = true)]
     tls_key: Option<PathBuf>,
     /// The HTTPS listener (HTTP/1.1 and HTTP/2), when a certificate is given.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "TLS", long, global = true)]
     https: Option<String>,
     /// The secure WebSocket echo listener, when a certificate is given.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "TLS", long, global = true)]
     wss: Option<String>,
     /// A Text echo over TLS (Workerman's `ssl` transport), when a certificate is given.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "TLS", long, global = true)]
     tls_text: Option<String>,
     /// Directory for the pid file, control socket and daemon log (default ./run).
     #[arg(long, global = true)]
     run_dir: Option<PathBuf>,
     /// Milliseconds an HTTP client has to send a request head before a 408 (default 10000).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Timeouts and recycling", long, global = true)]
     header_read_timeout_ms: Option<u64>,
     /// Milliseconds an HTTP client has to send a request body a handler waits for, plus a
     /// second per 4 KiB it sends meanwhile, before a 408 (default 30000).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Timeouts and recycling", long, global = true)]
     body_read_timeout_ms: Option<u64>,
     /// Milliseconds a TLS client has to finish its handshake (default: the header read timeout).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "TLS", long, global = true)]
     tls_handshake_timeout_ms: Option<u64>,
     /// Seconds a graceful stop or reload waits for in-flight work (default 30).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Timeouts and recycling", long, global = true)]
     graceful_timeout: Option<u64>,
     /// One listening socket per address, bound by the master and shared by its workers,
     /// instead of one SO_REUSEPORT socket per worker (`reuse_port(false)`).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Listeners", long, global = true)]
     shared_listener: bool,
     /// Replace an HTTP worker by a fresh one after it has served about this many requests
     /// (each worker draws up to a tenth more, so they do not recycle together).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Timeouts and recycling", long, global = true)]
     max_requests: Option<u64>,
     /// Replace an HTTP worker whose private memory (heap and stacks) passes this many MiB;
     /// the master looks once a second.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Timeouts and recycling", long, global = true)]
     max_memory: Option<u64>,
     /// The database of the TechEmpower routes: `sqlite:PATH` (default: `DATABASE_URL` from
     /// the environment if set, else `sqlite:RUN_DIR/brisk-demo.sqlite`, created and seeded on
     /// first start), `postgres://user:password@host:port/db` or `mysql://…` (tables created
     /// and seeded if missing). A password here shows in every process's command line
     /// (`ps`): give it in `DATABASE_URL` or the config file instead.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Databases", long, global = true)]
     database: Option<String>,
     /// A Redis server (`redis://host:port`; default: `REDIS_URL` from the environment if
     /// set): `/cached-queries` reads the World rows and `/blocks` its blocks from it instead
     /// of from each worker's memory. A password here shows in every process's command line
     /// (`ps`): give it in `REDIS_URL` or the config file instead.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Redis and the cluster", long, global = true)]
     redis: Option<String>,
     /// A PEM file of the certificate authorities to trust for `rediss://` (`--redis`,
     /// `--cluster-sharded`) instead of the system's.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Redis and the cluster", long, global = true)]
     redis_ca: Option<PathBuf>,
     /// Close `/chat` members that cannot keep up (their send buffer is full) with this close
     /// code (1008 or 1013), instead of dropping messages to them.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Redis and the cluster", long, global = true)]
     slow_consumer_close: Option<u16>,
     /// Share `/chat` rooms with other instances through this Redis Cluster's sharded pub/sub
     /// (`redis://host:port` of any node) instead of through `--redis`'s pub/sub.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Redis and the cluster", long, global = true)]
     cluster_sharded: Option<String>,
     /// The secret (16 bytes or more, the same on every instance) that authenticates the
     /// messages instances exchange through Redis (`--redis`, `--cluster-sharded`). Prefer
     /// `BRISK_CLUSTER_SECRET` in the environment: a command line shows in `ps`.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Redis and the cluster", long, global = true)]
     cluster_secret: Option<String>,
     /// Keep the last N messages of each `/chat` room in Redis (needs `--redis`), so that a
     /// client that reconnects recovers what it missed (`/recover E:O`).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Redis and the cluster", long, global = true)]
     history: Option<usize>,
     /// An SMTP server for `POST /mail`: `smtp://host:port` (plain),
     /// `smtp://host:port?tls=required` (STARTTLS) or `smtps://host:port` (TLS), with
     /// `user:password@` before the host if it asks for a login.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     smtp: Option<String>,
     /// A PEM certificate to trust for `--smtp`'s TLS besides the usual roots.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     smtp_ca: Option<PathBuf>,
     /// Database connections per worker (PostgreSQL, MySQL; SQLite threads; default 1).
-    #[arg(long, global = true, env = "DB_POOL")]
+    #[arg(help_heading = "Databases", long, global = true, env = "DB_POOL")]
     db_pool_size: Option<usize>,
     /// Queries in flight on one PostgreSQL connection before more wait (default 256).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Databases", long, global = true)]
     db_max_pipeline: Option<usize>,
     /// Milliseconds a query waits for a connection before 503 (default 2000, MySQL 10000).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Databases", long, global = true)]
     db_acquire_timeout_ms: Option<u64>,
     /// Milliseconds a query may run before 504 (default 5000).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Databases", long, global = true)]
     db_query_timeout_ms: Option<u64>,
     /// Run `/db`, `/queries` and `/r5` with a synchronous client that blocks the worker while
     /// it waits for the database, as a synchronous PHP worker does (report R5's comparison).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Databases", long, global = true)]
     blocking_db: bool,
     /// Directory of the run-time (minijinja) templates (default: the demo's own
     /// templates/jinja).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     templates: Option<PathBuf>,
     /// The engine of `/tpl/*` when the request names none: sailfish (compiled into the
     /// program, the default) or minijinja (run time); `?engine=` picks one per request.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     template_engine: Option<String>,
     /// Compile run-time templates on every render instead of once per worker (report R4's
     /// "template cache off").
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     no_template_cache: bool,
     /// Development: recompile a run-time template when its file changes, and show template
     /// errors in the 500 page.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     template_dev: bool,
     /// The upstream of `/httpc/*` (`http://host:port`; default: the demo's own HTTP
     /// listener, whose `/upstream?ms=N` answers after N ms).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     upstream: Option<String>,
     /// Milliseconds an upstream call of `/httpc/*` may take before 504 (default 2000).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     upstream_timeout_ms: Option<u64>,
     /// Send dynamic responses as they are, even to clients that accept gzip or brotli.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     no_compression: bool,
     /// Log every HTTP request to this file (off the request path; `reopen-logs` or SIGHUP to
     /// the master reopens it after logrotate).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     access_log: Option<PathBuf>,
     /// Layout of the access log: common, combined (the default) or json.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     access_log_format: Option<String>,
     /// Run HTTP handlers without the `request{conn}` tracing span (one per connection;
     /// the app's log lines then carry the worker id only).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
     no_request_spans: bool,
     /// Do not count HTTP handler times in the latency histograms (for measuring their cost;
     /// `status` then shows no HTTP percentiles).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
     no_latency_histograms: bool,
     /// With `--redis`, how often the heartbeat schedule writes its row (default 10000 ms).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Timeouts and recycling", long, global = true)]
     heartbeat_ms: Option<u64>,
     /// Serve Prometheus metrics from the master at this address (e.g.
     /// http://127.0.0.1:9100; `GET /metrics`).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
     metrics: Option<String>,
     /// A file holding the bearer token the metrics listener asks for
     /// (`Authorization: Bearer …`); `BRISK_METRICS_TOKEN` in the environment wins.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
     metrics_token_file: Option<PathBuf>,
     /// Alert when fewer messages than this are answered per second (every protocol).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
     alert_throughput_below: Option<f64>,
     /// Alert when the HTTP p99 over the last 10 s is above this many milliseconds.
     #[arg(long, global = true)]
     alert_p99_ms: Option<f64>,
     /// Alert when the workers' resident memory, added up, is above this many MiB.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
     alert_memory_mib: Option<u64>,
     /// Alert when handler errors per message over the last 10 s are above this fraction.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
     alert_error_rate: Option<f64>,
     /// How many seconds a condition must hold before its alert fires, and be clear before it
     /// resolves (default 10).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
     alert_hold_s: Option<u64>,
     /// POST each alert's firing and resolution as JSON to this URL.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
     alert_webhook: Option<String>,
     /// A file holding the secret that signs session cookies (at least 32 bytes; default
     /// RUN_DIR/session.key, created with random bytes on first start). `BRISK_SESSION_SECRET`
     /// in the environment wins over both.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     session_secret_file: Option<PathBuf>,
     /// A file holding the argon2id hash (PHC string, `$argon2id$…`) of the password of the
     /// admin area's user `admin` (`BRISK_ADMIN_PASSWORD_HASH` in the environment wins).
     /// Without either, the admin sign-in is off.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     admin_password_hash_file: Option<PathBuf>,
     /// Failed admin sign-ins per account within 15 minutes before it is refused with 429
     /// (default 5; per worker).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     login_failures_per_account: Option<u32>,
     /// Failed admin sign-ins per client address within 15 minutes before it is refused
     /// with 429 (default 20; per worker).
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Web application", long, global = true)]
     login_failures_per_address: Option<u32>,
     /// A TOML file with any of the settings above (flags win).
     #[arg(long, global = true)]
