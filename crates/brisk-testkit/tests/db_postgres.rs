@@ -164,11 +164,10 @@ fn a_full_pipeline_waits_for_a_place_then_fails_with_a_pool_timeout() {
     let db = Pg::new(&server.url(), options).unwrap();
     worker_runtime().block_on(async {
         db.connect().await.unwrap();
+        // join! polls its futures in order on the worker's one thread: the slow query takes
+        // the only place at its first poll, before the second asks for one.
         let slow = db.query("SELECT pg_sleep(1)", vec![]);
-        let waiting = async {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            db.query("SELECT 1", vec![]).await
-        };
+        let waiting = db.query("SELECT 1", vec![]);
         let (slow, waiting) = tokio::join!(slow, waiting);
         assert!(slow.is_ok(), "{slow:?}");
         let err = waiting.unwrap_err();
@@ -176,10 +175,10 @@ fn a_full_pipeline_waits_for_a_place_then_fails_with_a_pool_timeout() {
         assert_eq!(err.http_status(), 503);
         // A place that frees in time is taken.
         let db2 = db.clone();
-        let (a, b) = tokio::join!(db.query("SELECT pg_sleep(0.05)", vec![]), async {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            db2.query("SELECT 2", vec![]).await
-        });
+        let (a, b) = tokio::join!(
+            db.query("SELECT pg_sleep(0.05)", vec![]),
+            db2.query("SELECT 2", vec![])
+        );
         assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
     });
 }
@@ -195,13 +194,13 @@ fn queries_waiting_for_a_place_get_it_in_the_order_they_came() {
     worker_runtime().block_on(async {
         db.connect().await.unwrap();
         let order = std::cell::RefCell::new(Vec::new());
-        // The first holds the only place; the others queue behind it in the order 1..=5,
-        // and each records when it gets its answer (one place: one at a time).
+        // The first holds the only place; the others queue behind it in the order 1..=5 (join
+        // and join_all poll them first in that order, on the worker's one thread), and each
+        // records when it gets its answer (one place: one at a time).
         let holder = db.query("SELECT pg_sleep(0.2)", vec![]);
         let waiters = (1..=5).map(|i| {
             let (db, order) = (db.clone(), &order);
             async move {
-                tokio::time::sleep(Duration::from_millis(20 * i)).await;
                 db.query("SELECT $1::int", vec![(i as i64).into()])
                     .await
                     .unwrap();

@@ -170,6 +170,14 @@ fn more_missed_than_kept_is_lost_and_so_is_a_history_redis_forgot() {
     });
 }
 
+/// Redis's clock (`TIME`), in milliseconds.
+fn redis_now_ms(server: &Redis) -> u64 {
+    let time = server.cli(&["TIME"]).unwrap();
+    let mut parts = time.split_whitespace().map(|p| p.parse::<u64>().unwrap());
+    let (secs, micros) = (parts.next().unwrap(), parts.next().unwrap());
+    secs * 1000 + micros / 1000
+}
+
 #[test]
 fn keep_for_drops_older_messages() {
     let server = Redis::start().unwrap();
@@ -183,8 +191,11 @@ fn keep_for_drops_older_messages() {
     worker_runtime().block_on(async {
         let start = h.position("room").await.unwrap();
         let old = h.append("room", b"old").await.unwrap();
-        // Wait until `old` is past keep_for, by Redis's clock (the stream's ids).
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        // Wait until `old` is past keep_for by Redis's clock, which stamps the stream's ids.
+        let appended = redis_now_ms(&server);
+        while redis_now_ms(&server) <= appended + 300 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let new = h.append("room", b"new").await.unwrap();
         assert_eq!(new.offset, 2);
         assert_eq!(
