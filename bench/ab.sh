@@ -37,7 +37,7 @@ fi
 # AB_TARGET=axum measures examples/axum.rs (GET / through an axum Router, the
 # HttpServer::service path) instead of the demo's own fast path.
 if [ "${AB_TARGET:-demo}" = axum ]; then
-    build=(-p brisk --features axum --example axum)
+    build=(-p brisk --features axum,jwt --example axum)
     bin=release/examples/axum
     target_args=(--workers 1 --listen "http://127.0.0.1:$PORT")
 else

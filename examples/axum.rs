@@ -3,10 +3,10 @@
 //! and the control CLI are Brisk's while the routes, extractors and rejections are axum's.
 //!
 //! ```text
-//! cargo run -p brisk --features axum --example axum -- start          # http://127.0.0.1:8090, 2 workers
-//! cargo run -p brisk --features axum --example axum -- --listen http://127.0.0.1:9000 --workers 4 start -d
-//! cargo run -p brisk --features axum --example axum -- status
-//! cargo run -p brisk --features axum --example axum -- stop
+//! cargo run -p brisk --features axum,jwt --example axum -- start          # http://127.0.0.1:8090, 2 workers
+//! cargo run -p brisk --features axum,jwt --example axum -- --listen http://127.0.0.1:9000 --workers 4 start -d
+//! cargo run -p brisk --features axum,jwt --example axum -- status
+//! cargo run -p brisk --features axum,jwt --example axum -- stop
 //!
 //! curl http://127.0.0.1:8090/                       # Hello from axum on Brisk
 //! curl http://127.0.0.1:8090/users/42               # {"id":42,"worker":<worker pid>}
@@ -20,7 +20,7 @@
 //! websocat ws://127.0.0.1:8090/fanout/ws                        # what anyone sends, to all
 //! curl -X POST http://127.0.0.1:8090/users/ada/kick            # closes ada's sockets (4003)
 //!
-//! cargo run -p brisk --features axum --example axum -- --static-dir ./public start
+//! cargo run -p brisk --features axum,jwt --example axum -- --static-dir ./public start
 //! curl http://127.0.0.1:8090/static/index.html      # ./public/index.html
 //! ```
 //!
@@ -41,13 +41,14 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use axum::extract::{ConnectInfo, Path, Query};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use brisk::http::static_files::StaticFiles;
 use brisk::http::HttpServer;
+use brisk::jwt::Jwt;
 use brisk::ws::{Message, WebSocketUpgrade, WsEndpoint};
 use brisk::App;
 use clap::Parser;
@@ -80,6 +81,10 @@ struct Args {
     /// the router's `/fanout/ws`).
     #[arg(long, global = true)]
     fanout_listen: Option<String>,
+    /// The chat's users prove who they are with an HS256 token signed with the secret in
+    /// this file (`Authorization: Bearer`; its `sub` is the user) instead of `x-user`.
+    #[arg(long, global = true)]
+    jwt_secret_file: Option<PathBuf>,
     /// Directory for the pid file, control socket and daemon log.
     #[arg(long, global = true, default_value = "run")]
     run_dir: PathBuf,
@@ -145,43 +150,66 @@ fn fanout() -> WsEndpoint {
         })
 }
 
-/// `GET /rooms/{room}/ws`: a chat socket for the user the `x-user` header names (401
-/// without one).
+/// The claims the example reads from a token: who the user is.
+#[derive(Deserialize)]
+struct TokenClaims {
+    sub: String,
+}
+
+/// Who is asking: with `--jwt-secret-file`, the `sub` of the HS256 token in
+/// `Authorization: Bearer`; otherwise the `x-user` header. Or why not: the routes answer it
+/// with 401.
+fn who(headers: &HeaderMap, jwt: &Option<Jwt>) -> Result<String, String> {
+    match jwt {
+        Some(jwt) => {
+            let token = brisk::jwt::bearer(headers)
+                .ok_or_else(|| "a bearer token, please\n".to_string())?;
+            jwt.verify::<TokenClaims>(token)
+                .map(|claims| claims.sub)
+                .map_err(|e| format!("{e}\n"))
+        }
+        None => headers
+            .get("x-user")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .ok_or_else(|| "who are you? (an x-user header)\n".to_string()),
+    }
+}
+
+/// `GET /rooms/{room}/ws`: a chat socket for the user [`who`] finds.
 async fn join_room(
+    State(jwt): State<Option<Jwt>>,
     Path(room): Path<String>,
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> impl IntoResponse {
-    let Some(user) = headers.get("x-user").and_then(|v| v.to_str().ok()) else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            "who are you? (an x-user header)\n",
-        )
-            .into_response();
+    let user = match who(&headers, &jwt) {
+        Ok(user) => user,
+        Err(why) => return (StatusCode::UNAUTHORIZED, why).into_response(),
     };
-    let user = user.to_string();
     ws.key(format!("user:{user}"))
         .data(Member { user, room })
         .on("chat")
 }
 
-/// `GET /rooms/{room}/events`: what the room's sockets get, and what is sent to the user the
-/// `x-user` header names, as server-sent events (401 without one); kicking the user ends it.
-async fn room_events(Path(room): Path<String>, headers: HeaderMap) -> impl IntoResponse {
-    let Some(user) = headers.get("x-user").and_then(|v| v.to_str().ok()) else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            "who are you? (an x-user header)\n",
-        )
-            .into_response();
+/// `GET /rooms/{room}/events`: what the room's sockets get, and what is sent to the user
+/// [`who`] finds, as server-sent events; kicking the user ends it.
+async fn room_events(
+    State(jwt): State<Option<Jwt>>,
+    Path(room): Path<String>,
+    headers: HeaderMap,
+) -> impl IntoResponse {
+    let user = match who(&headers, &jwt) {
+        Ok(user) => user,
+        Err(why) => return (StatusCode::UNAUTHORIZED, why).into_response(),
     };
     brisk::ws::event_stream(&[format!("room:{room}")], &[format!("user:{user}")]).into_response()
 }
 
 /// A plain axum router (nothing but its WebSocket routes knows about Brisk), with `files` at
-/// `/static/`.
-fn router(files: Option<StaticFiles>) -> Router {
-    let router = Router::new()
+/// `/static/`; `jwt` checks who the chat's users are.
+fn router(files: Option<StaticFiles>, jwt: Option<Jwt>) -> Router {
+    let router = Router::<Option<Jwt>>::new()
         .route("/", get(|| async { "Hello from axum on Brisk" }))
         .route(
             "/users/{id}",
@@ -231,7 +259,8 @@ fn router(files: Option<StaticFiles>) -> Router {
                 brisk::ws::send_to(&format!("user:{user}"), Message::text(text));
                 "sent\n"
             }),
-        );
+        )
+        .with_state(jwt);
     match files {
         Some(files) => router.nest_service("/static", files),
         None => router,
@@ -247,6 +276,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let jwt = match args
+        .jwt_secret_file
+        .as_deref()
+        .map(std::fs::read)
+        .transpose()
+    {
+        Ok(secret) => secret.map(|s| Jwt::hs256(s.trim_ascii())),
+        Err(e) => {
+            eprintln!("axum: --jwt-secret-file: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let server = match HttpServer::new(&args.listen) {
         Ok(server) => server
             .workers(args.workers)
@@ -254,7 +295,7 @@ fn main() -> ExitCode {
             .ws_endpoint("chat", chat())
             .ws_endpoint("echo", echo())
             .ws_endpoint("fanout", fanout())
-            .service(router(files)),
+            .service(router(files, jwt)),
         Err(e) => {
             eprintln!("axum: {e}");
             return ExitCode::FAILURE;

@@ -52,7 +52,8 @@
 //!                   out of started processes' environment), recycle (when workers are
 //!                   replaced), metrics (the app's own counters, gauges and histograms),
 //!                   db_figures (what a worker's database pools report), config (the
-//!                   app's settings, loaded once by the master), open_files
+//!                   app's settings, loaded once by the master), open_files, jwt
+//!                   (tokens checked at connect time)
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -81,6 +82,8 @@ mod error;
 pub mod fuzzing;
 pub mod http;
 mod ipc;
+#[cfg(feature = "jwt")]
+pub mod jwt;
 pub mod latency;
 mod limits;
 mod listen;
