@@ -282,7 +282,13 @@ fn main() -> ExitCode {
         .map(std::fs::read)
         .transpose()
     {
-        Ok(secret) => secret.map(|s| Jwt::hs256(s.trim_ascii())),
+        Ok(secret) => match secret.map(|s| Jwt::hs256(s.trim_ascii())).transpose() {
+            Ok(jwt) => jwt,
+            Err(e) => {
+                eprintln!("axum: --jwt-secret-file: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
         Err(e) => {
             eprintln!("axum: --jwt-secret-file: {e}");
             return ExitCode::FAILURE;

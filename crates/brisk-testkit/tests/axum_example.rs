@@ -334,7 +334,7 @@ fn worker_of(welcome: &str) -> &str {
 fn with_a_jwt_secret_the_chat_takes_the_user_from_a_bearer_token() {
     let dir = temp_dir("axum-jwt");
     let secret_file = dir.path().join("jwt.secret");
-    std::fs::write(&secret_file, "the example's token secret\n").unwrap();
+    std::fs::write(&secret_file, "the example's token secret, long enough\n").unwrap();
     let secret_arg = secret_file.display().to_string();
     let (_server, port) = start_example_with(&["--jwt-secret-file", &secret_arg]);
     let now = std::time::SystemTime::now()
@@ -368,7 +368,13 @@ fn with_a_jwt_secret_the_chat_takes_the_user_from_a_bearer_token() {
             Err(e) => panic!("handshake: {e}"),
         }
     };
-    let secret = b"the example's token secret";
+    let secret = b"the example's token secret, long enough";
+    // A secret too short to sign with (an empty file) fails the start, saying so.
+    let empty = dir.path().join("empty.secret");
+    std::fs::write(&empty, "").unwrap();
+    let empty_arg = empty.display().to_string();
+    let log = ServerProcess::start_fails(axum_example(), &["--jwt-secret-file", &empty_arg], &[]);
+    assert!(log.contains("it needs at least 32"), "{log}");
     // The token says who the socket is; the x-user header no longer does.
     let welcome = upgrade(&[(
         "authorization",

@@ -11,7 +11,9 @@
 //! #[derive(Deserialize)]
 //! struct Claims { sub: String }
 //!
-//! let jwt = Jwt::hs256(b"a secret shared with the token issuer").issuer("https://auth.example");
+//! let jwt = Jwt::hs256(b"a secret shared with the token issuer")
+//!     .unwrap()
+//!     .issuer("https://auth.example");
 //! let headers = http::HeaderMap::new(); // a request's
 //! let outcome = match brisk::jwt::bearer(&headers) {
 //!     Some(token) => jwt.verify::<Claims>(token).map(|c| c.sub),
@@ -21,15 +23,20 @@
 //! ```
 //!
 //! The algorithm a token names must be its key's: an HS256 token is never checked against an
-//! RSA public key used as a secret. Keys from a JWKS document need a `kid`, and a token for
-//! them names it; with one key of each kind, a token without `kid` is checked against the key
-//! of its algorithm.
+//! RSA public key used as a secret. Keys from a JWKS document need a `kid`; a token that
+//! names a `kid` is checked against that key, or, when no key has it, against a key given
+//! without one (identity providers set `kid` on every token); a token without `kid` against
+//! the first key of its algorithm. With `.audience(..)` or `.issuer(..)`, a token must carry
+//! that claim: one without it is refused, not let through.
 
 use std::path::Path;
 
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{errors::ErrorKind, Algorithm, DecodingKey, Validation};
 use serde::de::DeserializeOwned;
+
+/// The shortest HS256 secret [`Jwt::hs256`] takes, in bytes (the hash's own size).
+pub const MIN_SECRET_LEN: usize = 32;
 
 /// Why a token was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -130,13 +137,20 @@ impl Jwt {
         }
     }
 
-    /// Tokens signed with HS256 and `secret`.
-    pub fn hs256(secret: &[u8]) -> Self {
-        Jwt::with(vec![Key {
+    /// Tokens signed with HS256 and `secret`, of at least [`MIN_SECRET_LEN`] bytes (a shorter
+    /// one, an empty file read as a secret, is refused: tokens could be forged).
+    pub fn hs256(secret: &[u8]) -> Result<Self, JwtError> {
+        if secret.len() < MIN_SECRET_LEN {
+            return Err(JwtError::Keys(format!(
+                "an HS256 secret of {} bytes; it needs at least {MIN_SECRET_LEN}",
+                secret.len()
+            )));
+        }
+        Ok(Jwt::with(vec![Key {
             kid: None,
             algorithm: Algorithm::HS256,
             key: DecodingKey::from_secret(secret),
-        }])
+        }]))
     }
 
     /// Tokens signed with RS256 by the private key whose public key is `pem` (PKCS#1 or
@@ -226,13 +240,19 @@ impl Jwt {
     /// the app needs; the registered ones it does not name are checked all the same).
     pub fn verify<C: DeserializeOwned>(&self, token: &str) -> Result<C, JwtError> {
         let header = jsonwebtoken::decode_header(token).map_err(refusal)?;
-        let key = match &header.kid {
-            Some(kid) => self
+        let named = header
+            .kid
+            .as_ref()
+            .and_then(|kid| self.keys.iter().find(|k| k.kid.as_ref() == Some(kid)));
+        let key = match (named, &header.kid) {
+            (Some(key), _) => key,
+            // A kid no key has: a key given without one, of the token's algorithm.
+            (None, Some(kid)) => self
                 .keys
                 .iter()
-                .find(|k| k.kid.as_deref() == Some(kid))
+                .find(|k| k.kid.is_none() && k.algorithm == header.alg)
                 .ok_or_else(|| JwtError::UnknownKey(format!("no key has kid {kid:?}")))?,
-            None => self
+            (None, None) => self
                 .keys
                 .iter()
                 .find(|k| k.algorithm == header.alg)
@@ -247,12 +267,18 @@ impl Jwt {
         let mut validation = Validation::new(key.algorithm);
         validation.leeway = self.leeway;
         validation.validate_nbf = true;
+        // jsonwebtoken compares aud and iss only when a token has them: asked for, they are
+        // required too.
         match &self.audience {
-            Some(aud) => validation.set_audience(&[aud]),
+            Some(aud) => {
+                validation.set_audience(&[aud]);
+                validation.required_spec_claims.insert("aud".into());
+            }
             None => validation.validate_aud = false,
         }
         if let Some(iss) = &self.issuer {
             validation.set_issuer(&[iss]);
+            validation.required_spec_claims.insert("iss".into());
         }
         jsonwebtoken::decode::<C>(token, &key.key, &validation)
             .map(|data| data.claims)
@@ -275,9 +301,12 @@ fn refusal(e: jsonwebtoken::errors::Error) -> JwtError {
         ErrorKind::ImmatureSignature => JwtError::NotYetValid,
         ErrorKind::InvalidAudience => JwtError::WrongAudience,
         ErrorKind::InvalidIssuer => JwtError::WrongIssuer,
-        ErrorKind::MissingRequiredClaim(claim) => JwtError::Malformed(format!(
-            "no {claim} claim: tokens must say when they expire"
-        )),
+        ErrorKind::MissingRequiredClaim(claim) if claim == "exp" => {
+            JwtError::Malformed("no exp claim: tokens must say when they expire".into())
+        }
+        ErrorKind::MissingRequiredClaim(claim) if claim == "aud" => JwtError::WrongAudience,
+        ErrorKind::MissingRequiredClaim(claim) if claim == "iss" => JwtError::WrongIssuer,
+        ErrorKind::MissingRequiredClaim(claim) => JwtError::Malformed(format!("no {claim} claim")),
         ErrorKind::InvalidAlgorithm => JwtError::UnknownKey("another algorithm".into()),
         _ => JwtError::Malformed(e.to_string()),
     }
@@ -342,9 +371,10 @@ mod tests {
 
     #[test]
     fn hs256_tokens_are_checked_for_signature_times_audience_and_issuer() {
-        let secret = b"a secret shared with the issuer";
+        let secret = b"a secret shared with the token issuer";
         let key = EncodingKey::from_secret(secret);
         let jwt = Jwt::hs256(secret)
+            .unwrap()
             .audience("chat")
             .issuer("https://auth.example");
         let good = sign(Algorithm::HS256, None, &key, &claims());
@@ -411,7 +441,29 @@ mod tests {
             assert_eq!(e.close_code(), 4001);
         }
         // Without an audience or issuer asked for, neither is checked.
-        assert!(Jwt::hs256(secret).verify::<Claims>(&elsewhere).is_ok());
+        assert!(Jwt::hs256(secret)
+            .unwrap()
+            .verify::<Claims>(&elsewhere)
+            .is_ok());
+        // Asked for, aud and iss must be there: a token without them is refused.
+        let no_aud = Claims {
+            aud: None,
+            ..claims()
+        };
+        let no_aud = sign(Algorithm::HS256, None, &key, &no_aud);
+        assert_eq!(jwt.verify::<Claims>(&no_aud), Err(JwtError::WrongAudience));
+        let no_iss = Claims {
+            iss: None,
+            ..claims()
+        };
+        let no_iss = sign(Algorithm::HS256, None, &key, &no_iss);
+        assert_eq!(jwt.verify::<Claims>(&no_iss), Err(JwtError::WrongIssuer));
+        // A kid no key has is checked against the key given without one.
+        let with_kid = sign(Algorithm::HS256, Some("2026-11"), &key, &claims());
+        assert!(jwt.verify::<Claims>(&with_kid).is_ok());
+        // Secrets too short to sign with are refused.
+        assert!(matches!(Jwt::hs256(b""), Err(JwtError::Keys(_))));
+        assert!(matches!(Jwt::hs256(b"short"), Err(JwtError::Keys(_))));
     }
 
     #[test]
