@@ -64,11 +64,15 @@ impl Event {
     }
 
     /// The wire form. Newlines in fields other than `data` are dropped (they would end the
-    /// field); each line of `data` becomes its own `data:` line.
+    /// field); each line of `data` becomes its own `data:` line, a line ending at `\n`,
+    /// `\r\n` or a lone `\r` alike (as a client reads them), so data cannot set other fields.
     ///
     /// ```
     /// let e = brisk::http::sse::Event::new("a\nb").event("x").id("7");
     /// assert_eq!(&e.encode()[..], b"event: x\nid: 7\ndata: a\ndata: b\n\n");
+    /// // A carriage return ends a line too: no `id:` field slips in.
+    /// let e = brisk::http::sse::Event::new("x\rid: 9\r\ny");
+    /// assert_eq!(&e.encode()[..], b"data: x\ndata: id: 9\ndata: y\n\n");
     /// ```
     pub fn encode(&self) -> Bytes {
         let clean = |s: &str| s.replace(['\r', '\n'], "");
@@ -82,8 +86,8 @@ impl Event {
         if let Some(r) = self.retry {
             let _ = writeln!(out, "retry: {}", r.as_millis());
         }
-        for line in self.data.split('\n') {
-            let _ = writeln!(out, "data: {}", line.trim_end_matches('\r'));
+        for line in self.data.split("\r\n").flat_map(|l| l.split(['\r', '\n'])) {
+            let _ = writeln!(out, "data: {line}");
         }
         out.push('\n');
         Bytes::from(out)
@@ -115,18 +119,29 @@ pub fn channel(keep_alive: Option<Duration>) -> (Sender, Response<Body>) {
 }
 
 fn response(rx: mpsc::Receiver<Bytes>, keep_alive: Option<Duration>) -> Response<Body> {
-    stream_response(rx, keep_alive).map(Body::new)
+    stream_response(rx, keep_alive, None).map(Body::new)
 }
 
-/// A `text/event-stream` response whose body is what `rx` receives (encoded events).
+/// What a stream's owner does when the stream ends (its client gone, or the response
+/// dropped): `release(id)`, on the thread that made it.
+pub(crate) struct Release {
+    pub(crate) id: u64,
+    pub(crate) release: fn(u64),
+    pub(crate) owner: std::thread::ThreadId,
+}
+
+/// A `text/event-stream` response whose body is what `rx` receives (encoded events); when
+/// the body is dropped, `release` runs.
 pub(crate) fn stream_response(
     rx: mpsc::Receiver<Bytes>,
     keep_alive: Option<Duration>,
+    release: Option<Release>,
 ) -> Response<EventStream> {
     let body = EventStream {
         rx,
         keep_alive: keep_alive
             .map(|d| Box::pin(tokio::time::interval_at(tokio::time::Instant::now() + d, d))),
+        release,
     };
     let mut r = Response::new(body);
     let h = r.headers_mut();
@@ -145,6 +160,19 @@ pub(crate) fn stream_response(
 pub struct EventStream {
     rx: mpsc::Receiver<Bytes>,
     keep_alive: Option<Pin<Box<tokio::time::Interval>>>,
+    release: Option<Release>,
+}
+
+impl Drop for EventStream {
+    /// Its subscriptions end with it (on the thread that holds them; elsewhere they end at
+    /// the next message to them).
+    fn drop(&mut self) {
+        if let Some(r) = self.release.take() {
+            if std::thread::current().id() == r.owner {
+                (r.release)(r.id);
+            }
+        }
+    }
 }
 
 impl http_body::Body for EventStream {

@@ -5,8 +5,9 @@
 //! `data:` event (its lines as `data:` lines), encoded once per broadcast whatever the number
 //! of streams. [`close_where`](super::close_where) on a key ends the stream; binary messages
 //! pass it by. A stream that falls 256 events behind is ended (the client reconnects). A
-//! stream whose client left is let go at the next message to its groups, or when the next
-//! stream opens in the worker.
+//! stream leaves its groups as soon as its response is dropped (its client left). While open,
+//! a stream counts as a member of its groups and keys, in `local_members`, `presence` and
+//! `sockets_of` as a socket does.
 
 use std::time::Duration;
 

@@ -79,7 +79,21 @@ pub(crate) fn add_stream(
     for group in groups {
         join(id, group, None);
     }
-    sse::stream_response(rx, keep_alive)
+    let release = sse::Release {
+        id,
+        release: release_stream,
+        owner: std::thread::current().id(),
+    };
+    sse::stream_response(rx, keep_alive, Some(release))
+}
+
+/// Stream `id`'s response was dropped (its client left, or the response was never sent): it
+/// leaves its groups now. Nothing when the worker's thread-locals are already gone.
+fn release_stream(id: u64) {
+    let removed = STREAMS.try_with(|s| s.borrow_mut().remove(&id).is_some());
+    if removed == Ok(true) && GROUPS.try_with(|_| ()).is_ok() {
+        leave_all(id);
+    }
 }
 
 /// Queues `event` on stream `id` (`None`: a close frame, which ends it); false when the
@@ -315,4 +329,25 @@ pub(crate) fn broadcast_frames(group: &str, frames: BroadcastFrames) -> usize {
         w.relay_broadcast(group, frames);
     }
     delivered
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_stream_is_a_member_until_its_response_is_dropped() {
+        let groups = ["room:a".to_string(), "brisk.key:user:ada".to_string()];
+        let first = add_stream(&groups, None);
+        let second = add_stream(&groups[..1], None);
+        assert_eq!(local_members("room:a"), 2);
+        assert_eq!(local_members("brisk.key:user:ada"), 1);
+        drop(first);
+        assert_eq!(local_members("room:a"), 1);
+        assert_eq!(local_members("brisk.key:user:ada"), 0);
+        assert_eq!(STREAMS.with(|s| s.borrow().len()), 1);
+        drop(second);
+        assert_eq!(local_members("room:a"), 0);
+        assert_eq!(STREAMS.with(|s| s.borrow().len()), 0);
+    }
 }

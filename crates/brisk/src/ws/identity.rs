@@ -54,7 +54,8 @@ pub fn close_where(key: &str, code: u16, reason: &str) -> usize {
 
 /// Sockets tagged with `key` on every instance of the app (with `App::cluster`; feature
 /// `redis`), as fresh as [`presence`](super::presence): whether a user is online anywhere.
-/// Without a cluster, those of this worker.
+/// Without a cluster, those of this worker. Event streams subscribed to the key
+/// ([`event_stream`](super::event_stream)) count as sockets.
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), brisk::redis::RedisError> {
