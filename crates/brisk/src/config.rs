@@ -15,7 +15,9 @@
 //! - **In a worker** (or another process the master started): it returns the master's
 //!   settings, never reading the file or the environment again, so every worker runs with
 //!   the same ones even if the file changed since (`reload` re-reads nothing either: restart
-//!   the app to apply new settings).
+//!   the app to apply new settings). A process that cannot read them (a new binary whose
+//!   settings type changed, under the old master) exits with status 78 rather than run on
+//!   defaults.
 //! - **When the settings are wrong** (a value of the wrong type, a key the struct does not
 //!   have, a file that is not TOML), it returns `T::default()` and keeps the error: `start`
 //!   (and `restart`) then fail with the key and the reason, while `status`, `stop`, `reload`
@@ -120,9 +122,16 @@ impl Config {
             let loaded = passed
                 .ok_or_else(|| "the master passed no settings".to_string())
                 .and_then(|json| serde_json::from_str(&json).map_err(|e| e.to_string()));
+            // Running on defaults (an empty secret, another database) would be worse than not
+            // running: the process exits, the master restarts it and the log says why (a
+            // binary whose settings type changed under a running master: restart the app).
             return loaded.unwrap_or_else(|e| {
-                tracing::error!("settings: {e}");
-                T::default()
+                let why = format!(
+                    "settings: the master passed settings this process cannot read ({e}); exiting"
+                );
+                tracing::error!("{why}");
+                eprintln!("{why}");
+                std::process::exit(78)
             });
         }
         match self.merge::<T>() {
