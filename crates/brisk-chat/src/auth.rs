@@ -62,8 +62,36 @@ pub(crate) fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// The argon2id hash of `password`, computed off the event loop.
-pub(crate) async fn hash_password(password: String) -> Result<String, ApiError> {
+/// Password hashes computed at once per worker: each takes ~19 MiB and a blocking thread
+/// (the worker has 4, which static files share), so a flood of sign-ups or sign-ins waits
+/// here and is refused with 503 rather than stall the worker's other blocking work.
+const HASHING_SLOTS: usize = 2;
+/// How long a sign-up or sign-in waits for a hashing slot before 503.
+const HASHING_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A slot to hash in, or 503 with `Retry-After`.
+async fn hashing_slot(
+    slots: &tokio::sync::Semaphore,
+) -> Result<tokio::sync::SemaphorePermit<'_>, ApiError> {
+    match tokio::time::timeout(HASHING_WAIT, slots.acquire()).await {
+        Ok(Ok(permit)) => Ok(permit),
+        _ => Err(ApiError::busy(
+            "too many sign-ins at once; try again in a moment",
+        )),
+    }
+}
+
+/// The slots of one worker (see [`HASHING_SLOTS`]).
+pub(crate) fn hashing_slots() -> std::sync::Arc<tokio::sync::Semaphore> {
+    std::sync::Arc::new(tokio::sync::Semaphore::new(HASHING_SLOTS))
+}
+
+/// The argon2id hash of `password`, computed off the event loop in one of `slots`.
+pub(crate) async fn hash_password(
+    slots: &tokio::sync::Semaphore,
+    password: String,
+) -> Result<String, ApiError> {
+    let _slot = hashing_slot(slots).await?;
     let hashed = tokio::task::spawn_blocking(move || {
         let mut salt = [0u8; 16];
         getrandom::fill(&mut salt).map_err(|e| e.to_string())?;
@@ -81,8 +109,13 @@ pub(crate) async fn hash_password(password: String) -> Result<String, ApiError> 
     }
 }
 
-/// Whether `password` matches `hash`, checked off the event loop.
-pub(crate) async fn password_matches(password: String, hash: String) -> Result<bool, ApiError> {
+/// Whether `password` matches `hash`, checked off the event loop in one of `slots`.
+pub(crate) async fn password_matches(
+    slots: &tokio::sync::Semaphore,
+    password: String,
+    hash: String,
+) -> Result<bool, ApiError> {
+    let _slot = hashing_slot(slots).await?;
     let checked = tokio::task::spawn_blocking(move || {
         let parsed = PasswordHash::new(&hash).map_err(|e| e.to_string())?;
         Ok::<_, String>(

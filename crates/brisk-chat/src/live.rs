@@ -48,7 +48,9 @@ pub(crate) fn member_key(room: &str, user: &str) -> String {
 /// The endpoint: joins each socket to its room.
 pub(crate) fn endpoint() -> WsEndpoint {
     let who = |ws: &WsConnection| ws.with_data(|l: &mut Listener| (l.user.clone(), l.room.clone()));
+    // Sockets are known by their session cookie: pages of other sites may not open one.
     WsEndpoint::new()
+        .same_origin()
         .on_open(move |ws, _| async move {
             let Some((user, room)) = who(&ws) else {
                 return;

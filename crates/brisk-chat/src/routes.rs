@@ -31,6 +31,8 @@ pub(crate) struct Chat {
     pub(crate) store: Store,
     pub(crate) sessions: Sessions,
     pub(crate) throttle: LoginThrottle,
+    /// Password hashing slots of this worker ([`auth::hashing_slots`]).
+    pub(crate) hashing: std::sync::Arc<tokio::sync::Semaphore>,
     pub(crate) mentions: Option<Mentions>,
     pub(crate) max_message_bytes: usize,
 }
@@ -57,6 +59,13 @@ impl ApiError {
             message: message.into(),
             retry_after: None,
         }
+    }
+
+    /// The server is busy: 503 with `Retry-After: 1`.
+    pub(crate) fn busy(message: &str) -> Self {
+        let mut refusal = ApiError::new(503, message);
+        refusal.retry_after = Some(1);
+        refusal
     }
 
     /// A fault of the server: logged in full, told as 500.
@@ -126,6 +135,7 @@ fn signed_in(chat: &Chat, name: &str, status: StatusCode) -> Response {
 /// `POST /api/signup {"name", "password"}`: 201 and signed in; 409 if the name is taken.
 async fn signup(
     State(chat): State<Chat>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(c): Json<Credentials>,
 ) -> Result<Response, ApiError> {
     if !auth::valid_name(&c.name) {
@@ -137,10 +147,19 @@ async fn signup(
     if c.password.len() < 8 {
         return Err(ApiError::new(400, "a password has at least 8 characters"));
     }
-    let hash = auth::hash_password(c.password).await?;
+    if let Err(throttled) = chat.throttle.check(&c.name, peer.ip()) {
+        let mut refusal = ApiError::new(429, "too many attempts; try again later");
+        refusal.retry_after = Some(throttled.retry_after.as_secs().max(1));
+        return Err(refusal);
+    }
+    let hash = auth::hash_password(&chat.hashing, c.password).await?;
     match chat.store.create_user(&c.name, &hash).await {
         Ok(_) => Ok(signed_in(&chat, &c.name, StatusCode::CREATED)),
-        Err(Refused::Taken) => Err(ApiError::new(409, "that name is taken")),
+        Err(Refused::Taken) => {
+            // Names tried and taken count as failures: probing for accounts costs attempts.
+            chat.throttle.failed(&c.name, peer.ip());
+            Err(ApiError::new(409, "that name is taken"))
+        }
         Err(Refused::Db(e)) => Err(e.into()),
     }
 }
@@ -158,7 +177,7 @@ async fn login(
         return Err(refusal);
     }
     let matches = match chat.store.password_hash(&c.name).await? {
-        Some(hash) => auth::password_matches(c.password, hash).await?,
+        Some(hash) => auth::password_matches(&chat.hashing, c.password, hash).await?,
         None => false,
     };
     if !matches {
@@ -251,7 +270,8 @@ async fn join(
 }
 
 /// `DELETE /api/rooms/{room}/members/{user}`: the room's owner takes a member out; their
-/// live sockets for the room close with 4003 on every worker and machine at once.
+/// live sockets and event streams for the room close (4003) on every worker and machine at
+/// once. Rooms are open: the user may join again (a ban list would be the next step).
 async fn remove_member(
     State(store): State<Store>,
     me: SignedIn,

@@ -21,7 +21,7 @@ pub(crate) struct Settings {
     /// `sqlite:PATH` (the default, a file in the run directory) or `postgres://…`.
     pub(crate) database_url: String,
     /// Redis, for the mention job's queue and for live messages across machines. Without
-    /// it, mentions are not looked for (the start line says so).
+    /// it, mentions are not looked for.
     pub(crate) redis_url: Option<String>,
     /// Signs the session cookies: at least 32 bytes, the same on every machine.
     pub(crate) session_secret: String,

@@ -276,13 +276,14 @@ impl Store {
         Ok(n > 0)
     }
 
-    /// The messages that mentioned `user_id`, newest first.
+    /// The messages that mentioned `user_id` in rooms it is still a member of, newest first.
     pub(crate) async fn mentions(&self, user_id: i64) -> Result<Vec<Mention>, DbError> {
         self.db
             .query_as(
                 "SELECT m.id AS message_id, r.name AS room, u.name AS author, m.body \
                  FROM mentions x JOIN messages m ON m.id = x.message_id \
                  JOIN rooms r ON r.id = m.room_id JOIN users u ON u.id = m.user_id \
+                 JOIN members k ON k.room_id = m.room_id AND k.user_id = x.user_id \
                  WHERE x.user_id = $1 ORDER BY m.id DESC LIMIT $2",
                 params![user_id, PAGE],
             )

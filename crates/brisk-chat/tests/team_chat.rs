@@ -182,6 +182,8 @@ fn a_team_chats_on_postgres_and_redis() {
         "the stream goes on after the removal"
     );
     assert_eq!(bob.get("/api/rooms/ops/messages").status, 403);
+    // What he was told of the room goes with it.
+    assert_eq!(bob.get("/api/mentions").json, json!([]));
     ann_live.close();
 
     // The operator's view: the app's metrics beside Brisk's, the database among them.
@@ -265,5 +267,19 @@ fn start_refuses_wrong_settings_with_the_key() {
             ("CHAT_DATABASE_URL", "oracle://x"),
         ],
     );
-    assert!(log.contains("database_url"), "{log}");
+    assert!(
+        log.contains("settings: database_url: neither sqlite:PATH nor postgres://"),
+        "{log}"
+    );
+    // A control command still works with those settings: it only talks to the master.
+    let run_dir = temp_dir("team-chat-status");
+    let out = std::process::Command::new(bin)
+        .args(["--run-dir", &run_dir.path().display().to_string(), "status"])
+        .env("CHAT_DATABASE_URL", "oracle://x")
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("not running"), "{said}");
+    assert!(!said.contains("database_url"), "{said}");
 }
