@@ -3,7 +3,7 @@
 //! 12.5 % of the truth), counted in `Cell`s of a single-threaded worker. Recording is a bucket
 //! index and four adds; nothing is allocated after the worker starts.
 //!
-//! A [`Recent`] histogram keeps the last ten complete seconds (and the current one) in one
+//! A `Recent` histogram keeps the last ten complete seconds (and the current one) in one
 //! slot per second, so `status` can show p50 / p95 / p99 of what is happening now rather than
 //! since start, and a histogram since start with the sum of the durations, which Prometheus's
 //! cumulative histograms need. Snapshots travel to the master as [`LatencyWindow`]s (only the
@@ -21,9 +21,9 @@ const SUB: usize = 8;
 const MAX_EXP: u32 = 36;
 /// Buckets in one histogram.
 pub(crate) const BUCKETS: usize = EXACT as usize + (MAX_EXP as usize - 3) * SUB;
-/// Complete seconds a [`Recent`] histogram's window covers.
+/// Complete seconds a `Recent` histogram's window covers.
 pub const WINDOW_S: u64 = 10;
-/// Slots of a [`Recent`] histogram: the window and the second being filled.
+/// Slots of a `Recent` histogram: the window and the second being filled.
 const SLOTS: u64 = WINDOW_S + 1;
 
 /// The bucket that counts `us` microseconds.

@@ -236,19 +236,20 @@ impl<P: Protocol> Server<P> {
     builder_setters!();
     tls_setter!("optional, for `tcp://`, `text://` and `frame://` listeners");
 
-    /// Overrides [`Limits::max_send_buffer`] for this server.
+    /// Overrides [`Limits::max_send_buffer`](crate::Limits::max_send_buffer) for this server.
     pub fn max_send_buffer(mut self, bytes: usize) -> Self {
         self.limits.max_send_buffer = Some(bytes);
         self
     }
 
-    /// Overrides [`Limits::max_package_size`] for this server.
+    /// Overrides [`Limits::max_package_size`](crate::Limits::max_package_size) for this server.
     pub fn max_package_size(mut self, bytes: usize) -> Self {
         self.limits.max_package_size = Some(bytes);
         self
     }
 
-    /// Overrides [`Limits::idle_timeout`] for this server (`None` turns it off).
+    /// Overrides [`Limits::idle_timeout`](crate::Limits::idle_timeout) for this server (`None`
+    /// turns it off).
     pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.limits.idle_timeout = Some(timeout);
         self

@@ -268,7 +268,10 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             sup.plan
                 .services
                 .iter()
-                .map(|s| format!("{} × {} workers", s.name, s.workers))
+                .map(|s| match s.workers {
+                    1 => format!("{} × 1 worker", s.name),
+                    n => format!("{} × {n} workers", s.name),
+                })
                 .collect::<Vec<_>>()
                 .join(", "),
             match browse.is_empty() {

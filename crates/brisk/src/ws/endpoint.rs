@@ -65,7 +65,7 @@ struct EndpointInner {
 }
 
 /// What to do with WebSocket connections: callbacks and limits. Serve it on a `websocket://`
-/// listener ([`WsServer`]) or from an HTTP route ([`WsEndpoint::upgrade`]); cheap to clone.
+/// listener ([`WsServer`](super::WsServer)) or from an HTTP route ([`WsEndpoint::upgrade`]); cheap to clone.
 #[derive(Clone)]
 pub struct WsEndpoint {
     inner: Rc<EndpointInner>,

@@ -45,7 +45,7 @@ impl WsServer {
     builder_setters!();
     tls_setter!("required by `wss://`");
 
-    /// Overrides [`Limits::max_send_buffer`] for this server.
+    /// Overrides [`Limits::max_send_buffer`](crate::Limits::max_send_buffer) for this server.
     pub fn max_send_buffer(mut self, bytes: usize) -> Self {
         self.limits.max_send_buffer = Some(bytes);
         self
