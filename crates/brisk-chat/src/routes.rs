@@ -63,9 +63,13 @@ impl ApiError {
 
     /// The server is busy: 503 with `Retry-After: 1`.
     pub(crate) fn busy(message: &str) -> Self {
-        let mut refusal = ApiError::new(503, message);
-        refusal.retry_after = Some(1);
-        refusal
+        ApiError::new(503, message).retry_after(1)
+    }
+
+    /// This refusal with `Retry-After: secs` (at least 1).
+    fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs.max(1));
+        self
     }
 
     /// A fault of the server: logged in full, told as 500.
@@ -124,6 +128,14 @@ struct Credentials {
     password: String,
 }
 
+/// 429 with `Retry-After` when the account or the address failed too often lately.
+fn not_throttled(chat: &Chat, name: &str, from: std::net::IpAddr) -> Result<(), ApiError> {
+    chat.throttle.check(name, from).map_err(|throttled| {
+        ApiError::new(429, "too many failed attempts; try again later")
+            .retry_after(throttled.retry_after.as_secs())
+    })
+}
+
 /// `{"user": NAME, "csrf": TOKEN}` with the cookie of a new session for `name`.
 fn signed_in(chat: &Chat, name: &str, status: StatusCode) -> Response {
     let session = chat.sessions.login(name);
@@ -147,11 +159,7 @@ async fn signup(
     if c.password.len() < 8 {
         return Err(ApiError::new(400, "a password has at least 8 characters"));
     }
-    if let Err(throttled) = chat.throttle.check(&c.name, peer.ip()) {
-        let mut refusal = ApiError::new(429, "too many attempts; try again later");
-        refusal.retry_after = Some(throttled.retry_after.as_secs().max(1));
-        return Err(refusal);
-    }
+    not_throttled(&chat, &c.name, peer.ip())?;
     let hash = auth::hash_password(&chat.hashing, c.password).await?;
     match chat.store.create_user(&c.name, &hash).await {
         Ok(_) => Ok(signed_in(&chat, &c.name, StatusCode::CREATED)),
@@ -171,11 +179,7 @@ async fn login(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(c): Json<Credentials>,
 ) -> Result<Response, ApiError> {
-    if let Err(throttled) = chat.throttle.check(&c.name, peer.ip()) {
-        let mut refusal = ApiError::new(429, "too many failed sign-ins; try again later");
-        refusal.retry_after = Some(throttled.retry_after.as_secs().max(1));
-        return Err(refusal);
-    }
+    not_throttled(&chat, &c.name, peer.ip())?;
     let matches = match chat.store.password_hash(&c.name).await? {
         Some(hash) => auth::password_matches(&chat.hashing, c.password, hash).await?,
         None => false,

@@ -118,35 +118,7 @@ impl Config {
     /// The settings: the master's in a process it started, else merged from the sources (see
     /// the module docs); `T::default()` when they are wrong, with the error kept for `start`.
     pub fn load<T: Serialize + DeserializeOwned + Default>(self) -> T {
-        if let Some(passed) = crate::secret_env::passed_value(PASSED_AS) {
-            let loaded = passed
-                .ok_or_else(|| "the master passed no settings".to_string())
-                .and_then(|json| serde_json::from_str(&json).map_err(|e| e.to_string()));
-            // Running on defaults (an empty secret, another database) would be worse than not
-            // running: the process exits, the master restarts it and the log says why (a
-            // binary whose settings type changed under a running master: restart the app).
-            return loaded.unwrap_or_else(|e| {
-                let why = format!(
-                    "settings: the master passed settings this process cannot read ({e}); exiting"
-                );
-                tracing::error!("{why}");
-                eprintln!("{why}");
-                std::process::exit(78)
-            });
-        }
-        match self.merge::<T>() {
-            Ok(settings) => {
-                match serde_json::to_string(&settings) {
-                    Ok(json) => crate::secret_env::keep(PASSED_AS, json),
-                    Err(e) => keep_problem(format!("settings cannot be passed on: {e}")),
-                }
-                settings
-            }
-            Err(why) => {
-                keep_problem(why);
-                T::default()
-            }
-        }
+        self.load_checked(|_: &T| Ok(()))
     }
 
     /// As [`load`](Self::load), with the app's own `check` of the values (a secret long
@@ -170,14 +142,38 @@ impl Config {
         T: Serialize + DeserializeOwned + Default,
         F: FnOnce(&T) -> Result<(), Invalid>,
     {
-        let passed = crate::secret_env::passed_value(PASSED_AS).is_some();
-        let settings = self.load::<T>();
-        if !passed && problem().is_none() {
-            if let Err(Invalid { key, reason }) = check(&settings) {
-                keep_problem(format!("{key}: {reason}"));
+        if let Some(passed) = crate::secret_env::passed_value(PASSED_AS) {
+            let loaded = passed
+                .ok_or_else(|| "the master passed no settings".to_string())
+                .and_then(|json| serde_json::from_str(&json).map_err(|e| e.to_string()));
+            // Running on defaults (an empty secret, another database) would be worse than not
+            // running: the process exits, the master restarts it and the log says why (a
+            // binary whose settings type changed under a running master: restart the app).
+            return loaded.unwrap_or_else(|e| {
+                let why = format!(
+                    "settings: the master passed settings this process cannot read ({e}); exiting"
+                );
+                tracing::error!("{why}");
+                eprintln!("{why}");
+                std::process::exit(78)
+            });
+        }
+        match self.merge::<T>() {
+            Ok(settings) => {
+                if let Err(Invalid { key, reason }) = check(&settings) {
+                    keep_problem(format!("{key}: {reason}"));
+                }
+                match serde_json::to_string(&settings) {
+                    Ok(json) => crate::secret_env::keep(PASSED_AS, json),
+                    Err(e) => keep_problem(format!("settings cannot be passed on: {e}")),
+                }
+                settings
+            }
+            Err(why) => {
+                keep_problem(why);
+                T::default()
             }
         }
-        settings
     }
 
     /// The sources merged and checked against `T`.

@@ -694,7 +694,7 @@ impl WsConnection {
     /// [`key`](super::WebSocketUpgrade::key) does: [`send_to`](super::send_to) and
     /// [`close_where`](super::close_where) reach it on every worker and instance.
     pub fn tag(&self, key: &str) {
-        self.join(&super::identity::key_group(key));
+        self.join(&super::group::key_group(key));
     }
 
     /// Leaves a group.

@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use http::Response;
 
-use super::group;
-use super::identity::key_group;
+use super::group::{self, key_group};
 use crate::http::sse::EventStream;
 
 /// The comment a quiet stream sends, so that proxies do not close it.

@@ -42,6 +42,11 @@ struct Joined {
     deflate: bool,
 }
 
+/// The group that holds the sockets (and event streams) tagged with `key`.
+pub(crate) fn key_group(key: &str) -> String {
+    format!("brisk.key:{key}")
+}
+
 /// The bit that marks an event stream's member id (connection ids count up from 0 and never
 /// reach it).
 const STREAM: u64 = 1 << 63;
@@ -59,20 +64,6 @@ pub(crate) fn add_stream(
     groups: &[String],
     keep_alive: Option<std::time::Duration>,
 ) -> http::Response<sse::EventStream> {
-    // Streams whose clients left since the last broadcast to their groups.
-    let gone: Vec<u64> = STREAMS.with(|s| {
-        let mut s = s.borrow_mut();
-        let gone: Vec<u64> = s
-            .iter()
-            .filter(|(_, tx)| tx.is_closed())
-            .map(|(id, _)| *id)
-            .collect();
-        for id in &gone {
-            s.remove(id);
-        }
-        gone
-    });
-    gone.into_iter().for_each(leave_all);
     let id = STREAM | NEXT_STREAM.replace(NEXT_STREAM.get() + 1);
     let (tx, rx) = mpsc::channel(sse::QUEUE);
     STREAMS.with(|s| s.borrow_mut().insert(id, tx));

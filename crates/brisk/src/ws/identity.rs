@@ -8,12 +8,8 @@
 //! master, to the other instances through the cluster bus; so does [`close_where`], as a
 //! close frame.
 
-use super::{group, Message};
-
-/// The group that holds the sockets tagged with `key`.
-pub(crate) fn key_group(key: &str) -> String {
-    format!("brisk.key:{key}")
-}
+use super::group::{self, key_group};
+use super::Message;
 
 /// Sends `msg` to every socket tagged with `key` (by an upgrade route's
 /// [`key`](super::WebSocketUpgrade::key)) on every worker of this instance and, when the app
