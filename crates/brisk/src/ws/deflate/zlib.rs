@@ -128,7 +128,11 @@ fn flush_into(c: &mut Compress, data: &[u8], out: &mut Vec<u8>) -> bool {
 }
 
 /// Appends `data` as stored deflate blocks (not final, byte-aligned, at most 65,535 bytes
-/// each). An empty message is the single byte `00` (RFC 7692, 7.2.3.6).
+/// each), then the first byte of the empty stored block a sync flush ends with (its other
+/// four, `00 00 ff ff`, are the tail RFC 7692 strips, 7.2.1). Without that byte, a client
+/// that keeps one inflater across messages (undici, browsers) reads the tail it appends as
+/// the start of a block that swallows the next message. An empty message is that byte alone
+/// (7.2.3.6).
 fn stored_blocks(data: &[u8], out: &mut Vec<u8>) {
     if data.is_empty() {
         out.push(0);
@@ -143,6 +147,7 @@ fn stored_blocks(data: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(&(!len).to_le_bytes());
         out.extend_from_slice(chunk);
     }
+    out.push(0);
 }
 
 /// Why a compressed message could not be inflated.
@@ -297,7 +302,7 @@ mod tests {
                 })
                 .collect();
             let out = deflate_message(&data, 15, <[u8]>::to_vec);
-            let stored = data.len() + 5 * data.len().div_ceil(MAX_STORED);
+            let stored = data.len() + 5 * data.len().div_ceil(MAX_STORED) + 1;
             assert_eq!(out.len(), stored, "round {round}: stored blocks");
             assert_eq!(inflate_one(&out), data);
         }
@@ -321,7 +326,7 @@ mod tests {
     #[test]
     fn short_and_incompressible_messages_go_in_stored_blocks() {
         let short = deflate_message(b"short", 15, <[u8]>::to_vec);
-        assert_eq!(short, b"\x00\x05\x00\xfa\xffshort");
+        assert_eq!(short, b"\x00\x05\x00\xfa\xffshort\x00");
         assert_eq!(inflate_one(&short), b"short");
         assert_eq!(deflate_message(b"", 15, <[u8]>::to_vec), [0]);
         assert_eq!(inflate_one(&[0]), b"");
@@ -335,8 +340,28 @@ mod tests {
             })
             .collect();
         let stored = deflate_message(&noise, 15, <[u8]>::to_vec);
-        assert_eq!(stored.len(), noise.len() + 3 * 5);
+        assert_eq!(stored.len(), noise.len() + 3 * 5 + 1);
         assert_eq!(inflate_one(&stored), noise);
+    }
+
+    /// As undici and browsers read them: one inflater for every message, the tail appended
+    /// to each. Stored and deflated messages, one after another, each read whole and alone.
+    #[test]
+    fn a_client_keeping_one_inflater_reads_every_message() {
+        let long = "a message long enough to be deflated, deflated, deflated".repeat(3);
+        let messages = [
+            &b"short"[..],
+            b"",
+            long.as_bytes(),
+            b"{\"id\":2}",
+            long.as_bytes(),
+        ];
+        let mut d = Decompress::new(false);
+        for m in messages {
+            let mut data = deflate_message(m, 15, <[u8]>::to_vec);
+            data.extend_from_slice(&TAIL);
+            assert_eq!(inflate_into(&mut d, &data, 4 << 20).unwrap(), m);
+        }
     }
 
     #[test]
