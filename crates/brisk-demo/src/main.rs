@@ -33,6 +33,7 @@ mod chat;
 mod heartbeat;
 mod httpc;
 mod jobs;
+mod live;
 mod mail;
 mod orm;
 mod pages;
@@ -161,6 +162,14 @@ struct Args {
     /// client that reconnects recovers what it missed (`/recover E:O`).
     #[arg(help_heading = "Redis and the cluster", long, global = true)]
     history: Option<usize>,
+    /// A file holding the server API's key (16 bytes or more): `/api/channels/*` answers
+    /// callers that send it (`Authorization: apikey KEY`); without it the API is off.
+    #[arg(help_heading = "Channels", long, global = true)]
+    api_key_file: Option<PathBuf>,
+    /// The key that signs and checks `/connection/websocket`'s tokens (default
+    /// `RUN_DIR/channels.key`, created on first use; share it between instances).
+    #[arg(help_heading = "Channels", long, global = true)]
+    channels_secret_file: Option<PathBuf>,
     /// An SMTP server for `POST /mail`: `smtp://host:port` (plain),
     /// `smtp://host:port?tls=required` (STARTTLS) or `smtps://host:port` (TLS), with
     /// `user:password@` before the host if it asks for a login.
@@ -575,6 +584,20 @@ fn build(args: &Args) -> anyhow::Result<App> {
             },
         )),
     };
+    let api_key = match &args.api_key_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("--api-key-file {}", path.display()))?
+                .trim()
+                .to_owned(),
+        ),
+        None => None,
+    };
+    let live = live::Live::new(
+        (args.channels_secret_file.clone()).unwrap_or_else(|| run_dir.join("channels.key")),
+        history.clone(),
+        api_key,
+    )?;
     let blocks = blocks::Blocks::new(redis.clone());
     let jobs = jobs::Jobs::new(redis.clone());
     let jobs_consumer = redis.clone().map(jobs::consumer);
@@ -636,6 +659,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
             },
             history,
         ),
+        live,
         routes::Apps {
             techempower: techempower.clone(),
             orm: orm::Orm::new(&database),

@@ -27,6 +27,7 @@ pub(crate) struct Routes {
     files: StaticFiles,
     echo: WsEndpoint,
     chat: Chat,
+    live: crate::live::Live,
     apps: Apps,
     /// `/events` subscribers of this worker.
     pub events: Hub,
@@ -65,6 +66,7 @@ impl Routes {
         static_root: &Path,
         sendfile_min_size: Option<u64>,
         chat: Chat,
+        live: crate::live::Live,
         apps: Apps,
     ) -> anyhow::Result<Self> {
         let mut files = StaticFiles::new(static_root).map_err(|e| {
@@ -84,6 +86,7 @@ impl Routes {
             files,
             echo,
             chat,
+            live,
             apps,
             events,
         })
@@ -128,6 +131,8 @@ impl Routes {
         let path = req.uri().path();
         let answered = if path.starts_with("/admin") {
             Box::pin(self.apps.admin.route(req)).await
+        } else if path.starts_with("/api/channels/") {
+            Ok(Box::pin(self.live.api(req)).await)
         } else if path.starts_with("/api/") {
             Box::pin(self.apps.api.route(req)).await
         } else if path.starts_with("/jobs") {
@@ -169,6 +174,10 @@ impl Routes {
             "/ws" => self.echo.upgrade(req),
             "/events" if get => self.events.subscribe(),
             "/chat" => self.chat.upgrade(req),
+            "/connection/websocket" => self.live.upgrade(req),
+            "/connection/token" if get => self.live.token(req.uri().query()),
+            "/connection" if get => self.live.page(),
+            "/connection/client.js" if get => self.live.client_js(),
             "/chat/kick" if req.method() == Method::POST => {
                 crate::chat::kick(req.uri().path_and_query().map_or("", |p| p.as_str()))
             }

@@ -65,7 +65,7 @@ impl SessionKey {
 /// The contents of `path`, which is created with 32 random bytes if it does not exist. It is
 /// written under a temporary name and linked into place, so a worker reading it at the same
 /// moment sees the whole key or no file.
-fn read_or_create(path: &Path) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn read_or_create(path: &Path) -> anyhow::Result<Vec<u8>> {
     match std::fs::read(path) {
         Ok(secret) => return Ok(secret),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

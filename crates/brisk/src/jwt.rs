@@ -286,6 +286,31 @@ impl Jwt {
     }
 }
 
+/// Signs `claims` with HS256 and `secret` (at least [`MIN_SECRET_LEN`] bytes): how an app
+/// that checks tokens with [`Jwt::hs256`] issues them, e.g. a connect token for
+/// `brisk::channels` (claims `sub` and `exp`).
+///
+/// ```
+/// # fn main() -> Result<(), brisk::jwt::JwtError> {
+/// use brisk::jwt::{hs256_token, Jwt};
+/// let secret = b"a secret of at least thirty-two bytes";
+/// let claims = serde_json::json!({ "sub": "alice", "exp": 4_000_000_000u64 });
+/// let token = hs256_token(secret, &claims)?;
+/// let back: serde_json::Value = Jwt::hs256(secret)?.verify(&token)?;
+/// assert_eq!(back["sub"], "alice");
+/// # Ok(()) }
+/// ```
+pub fn hs256_token<C: serde::Serialize>(secret: &[u8], claims: &C) -> Result<String, JwtError> {
+    if secret.len() < MIN_SECRET_LEN {
+        return Err(JwtError::Keys(format!(
+            "an HS256 secret has at least {MIN_SECRET_LEN} bytes"
+        )));
+    }
+    let key = jsonwebtoken::EncodingKey::from_secret(secret);
+    jsonwebtoken::encode(&jsonwebtoken::Header::default(), claims, &key)
+        .map_err(|e| JwtError::Malformed(e.to_string()))
+}
+
 /// The token of an `Authorization: Bearer TOKEN` header, if there is one.
 pub fn bearer(headers: &http::HeaderMap) -> Option<&str> {
     let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;

@@ -40,7 +40,8 @@
 //!                   protocol/mod.rs), http/ (own HTTP/1.1 path, hyper glue, static files,
 //!                   SSE), ws/ (codec, deflate, endpoint, groups): each owns its set-up and
 //!                   its sweeps; and the application layer beside them: db/, redis.rs,
-//!                   queue/, mail.rs, template/
+//!                   queue/, mail.rs, template/, channels/ (the channel protocol and its
+//!                   server API, on ws/ and jwt)
 //!  worker runtime   runtime/ (worker context and registry, streams and TLS sessions,
 //!                   connections, accept loops, sweeps, UDP, Service), timer.rs,
 //!                   protocol (the Protocol trait the runtime drives)
@@ -66,6 +67,8 @@
 mod address;
 pub mod alerts;
 mod app;
+#[cfg(feature = "channels")]
+pub mod channels;
 mod civil;
 pub mod cli;
 mod cluster_setting;
@@ -166,6 +169,11 @@ pub struct GuideHttp;
 #[cfg(all(doctest, feature = "sqlite"))]
 #[doc = include_str!("../../../docs/guide/operations.md")]
 pub struct GuideOperations;
+
+/// The guide's Channels chapter, its examples compiled as doctests.
+#[cfg(all(doctest, feature = "channels"))]
+#[doc = include_str!("../../../docs/guide/channels.md")]
+pub struct GuideChannels;
 
 /// The guide's TLS chapter, its examples compiled as doctests (as the README's).
 #[cfg(all(doctest, feature = "sqlite"))]

@@ -225,6 +225,19 @@ pub(crate) fn local_ids(group: &str) -> Vec<String> {
     })
 }
 
+/// The groups of this worker whose names start with `prefix`, with their members, sorted.
+#[cfg(feature = "redis")]
+pub(crate) fn local_groups(prefix: &str) -> Vec<(String, u64)> {
+    GROUPS.with(|g| {
+        let mut groups: Vec<(String, u64)> = (g.borrow().members.iter())
+            .filter(|(name, set)| name.starts_with(prefix) && !set.is_empty())
+            .map(|(name, set)| (name.to_string(), set.len() as u64))
+            .collect();
+        groups.sort_unstable();
+        groups
+    })
+}
+
 /// The last member of `group` in this worker left.
 fn emptied(group: &str) {
     if let Some(w) = worker::current() {

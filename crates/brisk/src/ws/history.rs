@@ -100,9 +100,10 @@ end
 return out
 ";
 
-/// The position of the newest message, starting an epoch when there is none: `KEYS` meta and
-/// stream; `ARGV` remember_for (ms). Answers `{epoch, offset}`.
-const TOP_SCRIPT: &str = r"
+/// The position of the newest message (starting an epoch when there is none) and the last
+/// messages: `KEYS` meta and stream; `ARGV` remember_for (ms), how many. Answers `{epoch,
+/// offset, offset, payload, offset, payload…}`, oldest first.
+const LATEST_SCRIPT: &str = r"
 local meta = redis.call('HMGET', KEYS[1], 'e', 's')
 if not meta[1] then
   local t = redis.call('TIME')
@@ -111,7 +112,15 @@ if not meta[1] then
   redis.call('HSET', KEYS[1], 'e', meta[1], 's', 0)
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
 end
-return {meta[1], meta[2] or '0'}
+local out = {meta[1], meta[2] or '0'}
+if tonumber(ARGV[2]) > 0 then
+  local entries = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[2])
+  for i = #entries, 1, -1 do
+    table.insert(out, entries[i][2][2])
+    table.insert(out, entries[i][2][4])
+  end
+end
+return out
 ";
 
 /// How much of each group's history is kept.
@@ -299,33 +308,73 @@ impl History {
         if let Some(lost) = lost {
             return Ok(Recovery::Lost(lost));
         }
-        let mut missed = Vec::with_capacity(answer.len() / 2);
-        while let (Some(offset), Some(payload)) = (answer.next(), answer.next()) {
-            let offset = std::str::from_utf8(&offset)
-                .ok()
-                .and_then(|o| o.parse().ok())
-                .ok_or_else(|| RedisError::Command("history: an entry without offset".into()))?;
-            missed.push(Kept {
-                position: Position {
-                    epoch: last.epoch.clone(),
-                    offset,
-                },
-                payload,
-            });
-        }
-        Ok(Recovery::Recovered(missed))
+        Ok(Recovery::Recovered(entries(answer, &last.epoch)?))
+    }
+
+    /// The position of `group`'s newest message and its last `limit` messages (at most
+    /// what is kept), oldest first.
+    ///
+    /// ```no_run
+    /// # async fn f(history: brisk::ws::History) -> Result<(), brisk::redis::RedisError> {
+    /// let (at, last) = history.latest("lobby", 20).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn latest(
+        &self,
+        group: &str,
+        limit: usize,
+    ) -> Result<(Position, Vec<Kept>), RedisError> {
+        let limit = limit.min(self.options.keep_last.max(1));
+        let answer: Vec<Bytes> = self
+            .redis
+            .run(
+                script(LATEST_SCRIPT, group)
+                    .arg(millis(self.options.remember_for))
+                    .arg(limit),
+            )
+            .await?;
+        let mut answer = answer.into_iter();
+        let (Some(epoch), Some(offset)) = (answer.next(), answer.next()) else {
+            return Err(RedisError::Command("history: no position".into()));
+        };
+        let epoch = String::from_utf8_lossy(&epoch).into_owned();
+        let offset = parse_offset(&offset)?;
+        let kept = entries(answer, &epoch)?;
+        Ok((Position { epoch, offset }, kept))
     }
 
     /// The position of `group`'s newest message (offset 0 when it has none yet). A client
     /// that joins takes it as its starting point, so that it can recover even when the first
     /// message it would have got is the one it missed.
     pub async fn position(&self, group: &str) -> Result<Position, RedisError> {
-        let (epoch, offset): (String, u64) = self
-            .redis
-            .run(script(TOP_SCRIPT, group).arg(millis(self.options.remember_for)))
-            .await?;
-        Ok(Position { epoch, offset })
+        Ok(self.latest(group, 0).await?.0)
     }
+}
+
+/// The (offset, payload) pairs of a script's answer, as messages of `epoch`.
+fn entries(
+    answer: impl ExactSizeIterator<Item = Bytes>,
+    epoch: &str,
+) -> Result<Vec<Kept>, RedisError> {
+    let mut answer = answer.into_iter();
+    let mut kept = Vec::with_capacity(answer.len() / 2);
+    while let (Some(offset), Some(payload)) = (answer.next(), answer.next()) {
+        kept.push(Kept {
+            position: Position {
+                epoch: epoch.to_owned(),
+                offset: parse_offset(&offset)?,
+            },
+            payload,
+        });
+    }
+    Ok(kept)
+}
+
+fn parse_offset(offset: &[u8]) -> Result<u64, RedisError> {
+    std::str::from_utf8(offset)
+        .ok()
+        .and_then(|o| o.parse().ok())
+        .ok_or_else(|| RedisError::Command("history: an entry without offset".into()))
 }
 
 /// A string no other append uses, in any worker or instance: a random prefix drawn once per

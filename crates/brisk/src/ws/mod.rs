@@ -45,7 +45,7 @@ pub use identity::{close_where, send_to};
 #[cfg(feature = "redis")]
 pub(crate) use presence::start as start_presence;
 #[cfg(feature = "redis")]
-pub use presence::{presence, presence_ids};
+pub use presence::{groups_with_prefix, presence, presence_ids};
 pub use server::WsServer;
 pub use tungstenite::Utf8Bytes;
 

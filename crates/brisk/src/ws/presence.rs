@@ -228,14 +228,69 @@ pub async fn presence_ids(group: &str) -> Result<Vec<String>, RedisError> {
     Ok(ids)
 }
 
+/// The groups whose names start with `prefix` that have members, and how many each has: on
+/// every instance (with `App::cluster`), else in this worker. Walks Redis's keys with `SCAN`,
+/// so it suits an operator's question, not a per-message one.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), brisk::redis::RedisError> {
+/// for (room, members) in brisk::ws::groups_with_prefix("room:").await? {
+///     println!("{room}: {members}");
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn groups_with_prefix(prefix: &str) -> Result<Vec<(String, u64)>, RedisError> {
+    let Some(redis) = presence_redis()? else {
+        return Ok(super::group::local_groups(prefix));
+    };
+    let pattern = format!("{}*", count_key(&glob_escape(prefix)));
+    let mut cursor = 0u64;
+    let mut keys = Vec::new();
+    loop {
+        let (next, found): (u64, Vec<String>) = redis
+            .run(
+                cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000),
+            )
+            .await?;
+        keys.extend(found);
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    keys.sort_unstable();
+    keys.dedup();
+    let mut groups = Vec::with_capacity(keys.len());
+    for key in keys {
+        let group = &key[count_key("").len()..];
+        let members = presence(group).await?;
+        if members > 0 {
+            groups.push((group.to_owned(), members));
+        }
+    }
+    Ok(groups)
+}
+
+/// `s` with Redis's glob characters escaped.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The values of the live workers' fields of the hash `key`; `None` without a cluster.
 async fn live_values(key: &str) -> Result<Option<Vec<String>>, RedisError> {
-    if crate::cluster_setting::get() == Some(&crate::cluster_setting::ClusterSetting::Sharded) {
-        return Err(RedisError::Config(
-            "presence needs App::cluster (one Redis server), not App::cluster_sharded".into(),
-        ));
-    }
-    let Some(redis) = redis() else {
+    let Some(redis) = presence_redis()? else {
         return Ok(None);
     };
     let since = now_ms().saturating_sub(STALE.as_millis() as u64);
@@ -250,6 +305,16 @@ async fn live_values(key: &str) -> Result<Option<Vec<String>>, RedisError> {
         )
         .await?;
     Ok(Some(values))
+}
+
+/// The Redis presence lives in; `None` without a cluster, an error with a sharded one.
+fn presence_redis() -> Result<Option<Redis>, RedisError> {
+    if crate::cluster_setting::get() == Some(&crate::cluster_setting::ClusterSetting::Sharded) {
+        return Err(RedisError::Config(
+            "presence needs App::cluster (one Redis server), not App::cluster_sharded".into(),
+        ));
+    }
+    Ok(redis())
 }
 
 /// The hash of each worker's count of `group`'s members.

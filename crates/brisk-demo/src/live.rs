@@ -1,0 +1,219 @@
+//! Channels for products (`brisk::channels`): `/connection/websocket` speaks the channel
+//! protocol, `/connection/token?user=NAME` hands out try-out tokens, `/connection` is a
+//! try-out chat page on the JavaScript client (`/connection/client.js`, built from
+//! `clients/js`), and with `--api-key-file` the server API answers under `/api/channels/`.
+//!
+//! Namespaces:
+//! - `chat:ROOM`: any connected user subscribes and publishes; presence and join/leave
+//!   pushes; with `--history N` (and `--redis`), the last N publications are kept and a client
+//!   that reconnects recovers what it missed.
+//! - `news:TOPIC`: any connected user subscribes; only the server publishes (the server API);
+//!   history as `chat`.
+//! - `private:NAME`: only users whose connect token lists the channel (the try-out tokens
+//!   list `private:USER`) subscribe; only the server publishes.
+//!
+//! Tokens are HS256 JWTs (`sub`, `exp`, `aud` = [`AUDIENCE`], `channels`) signed with a key
+//! read from `--channels-secret-file` (default `RUN_DIR/channels.key`, created with 32 random
+//! bytes by the first worker that needs it; instances that share users share the file). The
+//! try-out tokens are the demo's convenience: anyone gets one for any name. A real app
+//! issues them after its own login.
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use brisk::channels::{Access, Channels, Namespace, Publishers, ServerApi};
+use brisk::http::{Body, RequestBody};
+use brisk::jwt::{Jwt, JwtError};
+use brisk::ws::{History, WsEndpoint};
+use http::{header, Request, Response, StatusCode};
+use serde_json::json;
+
+/// The try-out chat page.
+const PAGE: &str = include_str!("connection.html");
+
+/// The JavaScript client as `npm run build` leaves it in `clients/js`.
+const CLIENT_JS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../clients/js/dist/index.js"
+);
+
+/// The `aud` of the demo's tokens.
+pub(crate) const AUDIENCE: &str = "brisk-demo";
+
+/// How long a try-out token lasts by default, and at most (seconds).
+const TOKEN_TTL: u64 = 600;
+const MAX_TOKEN_TTL: u64 = 3600;
+
+/// The channel endpoints of one worker.
+#[derive(Clone)]
+pub(crate) struct Live {
+    endpoint: WsEndpoint,
+    api: Option<ServerApi>,
+    key_file: PathBuf,
+}
+
+impl Live {
+    /// Channels whose tokens are signed with the key in `key_file`, keeping publications in
+    /// `history` if given, with the server API if `api_key` is.
+    pub(crate) fn new(
+        key_file: PathBuf,
+        history: Option<History>,
+        api_key: Option<String>,
+    ) -> anyhow::Result<Self> {
+        let file = key_file.clone();
+        let keys = move || -> Result<Jwt, JwtError> {
+            let secret = crate::session_key::read_or_create(&file)
+                .map_err(|e| JwtError::Keys(format!("{e:#}")))?;
+            Ok(Jwt::hs256(&secret)?.audience(AUDIENCE))
+        };
+        let with_history = |ns: Namespace| match &history {
+            Some(h) => ns.history(h.clone()),
+            None => ns,
+        };
+        let channels = Channels::jwt_from(keys)
+            .namespace(
+                "chat",
+                with_history(Namespace::new())
+                    .subscribe(Access::Connected)
+                    .publishers(Publishers::Subscribers)
+                    .presence(true)
+                    .join_leave(true),
+            )
+            .namespace(
+                "news",
+                with_history(Namespace::new()).subscribe(Access::Connected),
+            )
+            .namespace("private", Namespace::new().subscribe(Access::Token));
+        let api = match api_key {
+            Some(key) => Some(
+                ServerApi::new(channels.clone(), &key)
+                    .map_err(|e| anyhow::anyhow!("--api-key-file: {e}"))?,
+            ),
+            None => None,
+        };
+        Ok(Live {
+            endpoint: channels.endpoint().permessage_deflate(true),
+            api,
+            key_file,
+        })
+    }
+
+    /// `/connection`: the try-out chat page.
+    pub(crate) fn page(&self) -> Response<Body> {
+        let mut r = Response::new(Body::from(PAGE));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        r
+    }
+
+    /// `/connection/client.js`: the JavaScript client, read from the source tree (the demo
+    /// runs from it).
+    pub(crate) fn client_js(&self) -> Response<Body> {
+        match std::fs::read(CLIENT_JS) {
+            Ok(js) => {
+                let mut r = Response::new(Body::from(js));
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static("text/javascript; charset=utf-8"),
+                );
+                r
+            }
+            Err(e) => {
+                let mut r = Response::new(Body::from(format!(
+                    "the JavaScript client is not built ({e}): run `npm ci && npm run build` in clients/js\n"
+                )));
+                *r.status_mut() = StatusCode::NOT_FOUND;
+                r
+            }
+        }
+    }
+
+    /// `/connection/websocket`.
+    pub(crate) fn upgrade(&self, req: Request<RequestBody>) -> Response<Body> {
+        self.endpoint.upgrade(req)
+    }
+
+    /// `/api/channels/METHOD`.
+    pub(crate) async fn api(&self, req: Request<RequestBody>) -> Response<Body> {
+        match &self.api {
+            Some(api) => api.handle(req).await,
+            None => json_status(
+                StatusCode::NOT_FOUND,
+                json!({ "error": { "code": 404, "message":
+                    "the server API is off: start the demo with --api-key-file" } }),
+            ),
+        }
+    }
+
+    /// `/connection/token?user=NAME[&ttl=SECONDS]`: a try-out token for NAME.
+    pub(crate) fn token(&self, query: Option<&str>) -> Response<Body> {
+        let pairs: Vec<(String, String)> =
+            serde_urlencoded::from_str(query.unwrap_or("")).unwrap_or_default();
+        let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        let user = get("user").unwrap_or("");
+        if user.is_empty()
+            || user.len() > 64
+            || !user
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+        {
+            return json_status(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": "user: 1 to 64 letters, digits, - and _" }),
+            );
+        }
+        let ttl = match get("ttl").map(str::parse::<u64>) {
+            None => TOKEN_TTL,
+            Some(Ok(t)) if (1..=MAX_TOKEN_TTL).contains(&t) => t,
+            Some(_) => {
+                return json_status(
+                    StatusCode::BAD_REQUEST,
+                    json!({ "error": format!("ttl: 1 to {MAX_TOKEN_TTL} seconds") }),
+                )
+            }
+        };
+        let secret = match crate::session_key::read_or_create(&self.key_file) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("channels key: {e:#}");
+                return json_status(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({ "error": "the token key cannot be read" }),
+                );
+            }
+        };
+        let exp = now_seconds() + ttl;
+        let claims = json!({
+            "sub": user, "exp": exp, "aud": AUDIENCE, "channels": [format!("private:{user}")],
+        });
+        match brisk::jwt::hs256_token(&secret, &claims) {
+            Ok(token) => json_status(StatusCode::OK, json!({ "token": token, "expires": exp })),
+            Err(e) => json_status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({ "error": format!("cannot sign: {e}") }),
+            ),
+        }
+    }
+}
+
+fn json_status(status: StatusCode, body: serde_json::Value) -> Response<Body> {
+    let mut r = Response::new(Body::from(body.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
+fn now_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,538 @@
+//! Channels for products (issue 35): the channel protocol at `/connection/websocket` and the
+//! server API under `/api/channels/`, on two demo instances sharing one Redis (and one token
+//! key): tokens refused with the documented close codes, channels a token does not allow
+//! refused, a server-API publish reaching subscribers on both instances exactly once,
+//! recovery of what a client missed while away, `disconnect` closing a user's sockets on both
+//! instances, presence, history, join/leave pushes, refresh and expiry.
+
+use std::collections::VecDeque;
+use std::net::TcpStream;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use brisk_testkit::*;
+use serde_json::{json, Value as Json};
+use tungstenite::{Message, WebSocket};
+
+mod common;
+use common::{demo_with, get, request, Demo};
+
+const SECRET: &[u8] = b"tests-channels-secret-0123456789abcdef";
+const API_KEY: &str = "tests-api-key-0123456789";
+const AUDIENCE: &str = "brisk-demo";
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A token for `user`, with `extra` claims over the usual ones (`exp` in 10 min, the demo's
+/// audience), signed with `secret`.
+fn token_with(secret: &[u8], user: &str, extra: Json) -> String {
+    let mut claims = json!({ "sub": user, "exp": now() + 600, "aud": AUDIENCE });
+    for (k, v) in extra.as_object().unwrap() {
+        claims[k] = v.clone();
+    }
+    brisk::jwt::hs256_token(secret, &claims).unwrap()
+}
+
+/// A channel-protocol client: commands numbered, pushes kept until asked for.
+struct Client {
+    ws: WebSocket<TcpStream>,
+    next_id: u64,
+    pushes: VecDeque<Json>,
+}
+
+enum Read {
+    Json(Json),
+    Closed(Option<(u16, String)>),
+    Nothing,
+}
+
+impl Client {
+    fn open(d: &Demo) -> Client {
+        let url = format!("ws://127.0.0.1:{}/connection/websocket", d.http);
+        let (ws, resp) = tungstenite::client(url, connect(d.http)).expect("handshake");
+        assert_eq!(resp.status(), 101);
+        Client {
+            ws,
+            next_id: 1,
+            pushes: VecDeque::new(),
+        }
+    }
+
+    /// Opened and connected as `user`, with a token of the demo's try-out endpoint.
+    fn connected(d: &Demo, user: &str) -> Client {
+        let r = get(d.http, &format!("/connection/token?user={user}"));
+        assert_eq!(r.status, 200);
+        let t: Json = serde_json::from_slice(&r.body).unwrap();
+        let mut c = Client::open(d);
+        let r = c.call("connect", json!({ "token": t["token"] }));
+        assert_eq!(r["result"]["user"], user, "{r}");
+        c
+    }
+
+    fn send(&mut self, name: &str, body: Json) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut cmd = json!({ "id": id });
+        cmd[name] = body;
+        self.ws.send(Message::text(cmd.to_string())).unwrap();
+        id
+    }
+
+    fn read(&mut self, limit: Duration) -> Read {
+        self.ws.get_ref().set_read_timeout(Some(limit)).unwrap();
+        loop {
+            match self.ws.read() {
+                Ok(Message::Text(t)) => {
+                    return Read::Json(
+                        serde_json::from_str(&t).unwrap_or_else(|e| panic!("{e}: {t}")),
+                    )
+                }
+                Ok(Message::Close(f)) => {
+                    return Read::Closed(f.map(|f| (u16::from(f.code), f.reason.to_string())))
+                }
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Read::Nothing
+                }
+                Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
+                    return Read::Closed(None)
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    /// Sends a command and waits for its reply (keeping the pushes that come first).
+    fn call(&mut self, name: &str, body: Json) -> Json {
+        let id = self.send(name, body);
+        loop {
+            match self.read(Duration::from_secs(10)) {
+                Read::Json(m) if m.get("id").is_some() => {
+                    assert_eq!(m["id"], id, "{m}");
+                    return m;
+                }
+                Read::Json(push) => self.pushes.push_back(push),
+                Read::Closed(f) => panic!("closed {f:?} while waiting for {name}'s reply"),
+                Read::Nothing => panic!("no reply to {name}"),
+            }
+        }
+    }
+
+    /// The next push, or `None` within `limit`.
+    fn push(&mut self, limit: Duration) -> Option<Json> {
+        if let Some(p) = self.pushes.pop_front() {
+            return Some(p);
+        }
+        match self.read(limit) {
+            Read::Json(m) => {
+                assert!(m.get("id").is_none(), "a reply nobody asked for: {m}");
+                Some(m)
+            }
+            Read::Closed(f) => panic!("closed {f:?} while waiting for a push"),
+            Read::Nothing => None,
+        }
+    }
+
+    /// The next publication pushed on `channel` (skipping join/leave pushes).
+    fn publication(&mut self, channel: &str) -> Json {
+        loop {
+            let p = self.push(Duration::from_secs(10)).expect("a publication");
+            if p["channel"] == channel && p.get("pub").is_some() {
+                return p["pub"].clone();
+            }
+        }
+    }
+
+    /// The close code and reason the server ends the connection with.
+    fn closed_with(&mut self) -> (u16, String) {
+        loop {
+            match self.read(Duration::from_secs(10)) {
+                Read::Closed(Some(f)) => return f,
+                Read::Closed(None) => panic!("closed without a close frame"),
+                Read::Json(_) => {}
+                Read::Nothing => panic!("still open"),
+            }
+        }
+    }
+}
+
+/// Two instances on one Redis, sharing the token key and the API key: A with two workers.
+fn cluster() -> (Redis, Demo, Demo, TempDir) {
+    let redis = Redis::start().unwrap();
+    let url = redis.url();
+    let dir = temp_dir("channels");
+    let secret = dir.path().join("channels.key");
+    std::fs::write(&secret, SECRET).unwrap();
+    let api_key = dir.path().join("api.key");
+    std::fs::write(&api_key, format!("{API_KEY}\n")).unwrap();
+    let (secret, api_key) = (secret.to_str().unwrap(), api_key.to_str().unwrap());
+    let flags = [
+        "--redis",
+        &url,
+        "--history",
+        "50",
+        "--channels-secret-file",
+        secret,
+        "--api-key-file",
+        api_key,
+    ];
+    let a = demo_with(2, &flags);
+    let b = demo_with(1, &flags);
+    (redis, a, b, dir)
+}
+
+/// `POST /api/channels/METHOD` with the API key: status and JSON body.
+fn api(d: &Demo, method: &str, body: Json) -> (u16, Json) {
+    let auth = format!("apikey {API_KEY}");
+    let r = request(
+        d.http,
+        "POST",
+        &format!("/api/channels/{method}"),
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        &body.to_string(),
+    );
+    let json = serde_json::from_slice(&r.body)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&r.body)));
+    (r.status, json)
+}
+
+/// Waits until `channel` has `n` subscribers on every instance, as the API's `channels`
+/// sees them.
+fn wait_for_clients(d: &Demo, channel: &str, n: u64) {
+    wait_until(
+        Duration::from_secs(10),
+        "the API to count the subscribers",
+        || api(d, "channels", json!({})).1["result"]["channels"][channel]["clients"] == n,
+    );
+}
+
+#[test]
+fn tokens_are_checked_at_connect_and_per_channel() {
+    let (_redis, a, _b, _dir) = cluster();
+    let refused = |token: Option<String>| {
+        let mut c = Client::open(&a);
+        c.send("connect", json!({ "token": token }));
+        c.closed_with()
+    };
+    let expired = token_with(SECRET, "alice", json!({ "exp": now() - 120 }));
+    assert_eq!(refused(Some(expired)).0, 4002);
+    let forged = token_with(
+        b"another-secret-of-enough-length-0123456",
+        "alice",
+        json!({}),
+    );
+    let (code, reason) = refused(Some(forged));
+    assert_eq!(code, 4001, "{reason}");
+    assert!(reason.contains("signature"), "{reason}");
+    let elsewhere = token_with(SECRET, "alice", json!({ "aud": "another-app" }));
+    let (code, reason) = refused(Some(elsewhere));
+    assert_eq!(code, 4001);
+    assert!(reason.contains("audience"), "{reason}");
+    assert_eq!(refused(None).0, 4001);
+    assert_eq!(refused(Some("not.a.jwt".into())).0, 4001);
+    // Not JSON at all: a protocol violation.
+    let mut c = Client::open(&a);
+    c.ws.send(Message::text("hello")).unwrap();
+    assert_eq!(c.closed_with().0, 4004);
+
+    let mut alice = Client::connected(&a, "alice");
+    // Commands before connect, bad commands: error replies, the connection stays.
+    let mut fresh = Client::open(&a);
+    let r = fresh.call("subscribe", json!({ "channel": "chat:x" }));
+    assert_eq!(r["error"]["code"], 101, "{r}");
+    let r = alice.call("shout", json!({}));
+    assert_eq!(r["error"]["code"], 104, "{r}");
+    let r = alice.call("subscribe", json!({ "channel": "nowhere:x" }));
+    assert_eq!(r["error"]["code"], 102, "{r}");
+    let r = alice.call("subscribe", json!({ "channel": "bad channel" }));
+    assert_eq!(r["error"]["code"], 102, "{r}");
+    // private:alice is in alice's token; private:bob is not.
+    let r = alice.call("subscribe", json!({ "channel": "private:alice" }));
+    assert!(r["result"].is_object(), "{r}");
+    let r = alice.call("subscribe", json!({ "channel": "private:bob" }));
+    assert_eq!(r["error"]["code"], 103, "{r}");
+    let r = alice.call("subscribe", json!({ "channel": "private:alice" }));
+    assert_eq!(r["error"]["code"], 105, "{r}");
+    // Only the server publishes to news and private channels.
+    alice.call("subscribe", json!({ "channel": "news:today" }));
+    let r = alice.call("publish", json!({ "channel": "news:today", "data": 1 }));
+    assert_eq!(r["error"]["code"], 103, "{r}");
+    // Publishing to chat needs a subscription to it.
+    let r = alice.call("publish", json!({ "channel": "chat:lobby", "data": 1 }));
+    assert_eq!(r["error"]["code"], 107, "{r}");
+    let r = alice.call("ping", json!({}));
+    assert_eq!(r["result"], json!({}));
+    let r = alice.call(
+        "connect",
+        json!({ "token": token_with(SECRET, "alice", json!({})) }),
+    );
+    assert_eq!(r["error"]["code"], 110, "{r}");
+}
+
+#[test]
+fn a_server_api_publish_reaches_each_subscriber_on_both_instances_once() {
+    let (_redis, a, b, _dir) = cluster();
+    // Three subscribers on A (spread over its workers), two on B.
+    let mut clients: Vec<Client> = (0..3)
+        .map(|i| Client::connected(&a, &format!("a{i}")))
+        .chain((0..2).map(|i| Client::connected(&b, &format!("b{i}"))))
+        .collect();
+    for c in &mut clients {
+        let r = c.call("subscribe", json!({ "channel": "news:today" }));
+        assert!(r["result"]["position"].is_string(), "{r}");
+    }
+    wait_for_clients(&a, "news:today", 5);
+    let mut offsets = Vec::new();
+    for n in 0..3 {
+        let (status, r) = api(
+            &a,
+            "publish",
+            json!({ "channel": "news:today", "data": { "n": n } }),
+        );
+        assert_eq!(status, 200, "{r}");
+        offsets.push(
+            r["result"]["offset"]
+                .as_str()
+                .expect("an offset")
+                .to_owned(),
+        );
+    }
+    // A broadcast to two channels, through B.
+    let (status, r) = api(
+        &b,
+        "broadcast",
+        json!({ "channels": ["news:today", "news:other"], "data": "both" }),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert!(r["result"]["results"][1]["offset"].is_string(), "{r}");
+    let mut want: Vec<(String, Json)> = (offsets.iter().cloned())
+        .zip((0..3).map(|n| json!({ "n": n })))
+        .collect();
+    want.push((
+        r["result"]["results"][0]["offset"].as_str().unwrap().into(),
+        json!("both"),
+    ));
+    for c in &mut clients {
+        // Publications sent through different workers can arrive out of offset order (the
+        // protocol says so; clients order them by offset): each exactly once.
+        let mut got: Vec<(String, Json)> = (0..4)
+            .map(|_| c.publication("news:today"))
+            .map(|p| (p["offset"].as_str().unwrap().to_owned(), p["data"].clone()))
+            .collect();
+        got.sort_by_key(|(offset, _)| offset.rsplit(':').next().unwrap().parse::<u64>().unwrap());
+        assert_eq!(got, want);
+        assert_eq!(c.push(Duration::from_millis(300)), None);
+    }
+    // History and the active channels through the API.
+    let (_, r) = api(
+        &b,
+        "history",
+        json!({ "channel": "news:today", "limit": 2 }),
+    );
+    let publications = r["result"]["publications"].as_array().unwrap();
+    assert_eq!(publications.len(), 2, "{r}");
+    assert_eq!(publications[0]["offset"], offsets[2].as_str());
+    assert_eq!(publications[1]["data"], "both");
+    let (_, r) = api(&a, "channels", json!({}));
+    assert_eq!(r["result"]["channels"]["news:today"]["clients"], 5, "{r}");
+}
+
+#[test]
+fn a_client_that_was_away_recovers_what_it_missed_in_order() {
+    let (_redis, a, b, _dir) = cluster();
+    let mut writer = Client::connected(&a, "writer");
+    writer.call("subscribe", json!({ "channel": "chat:room" }));
+    let mut reader = Client::connected(&b, "reader");
+    let r = reader.call("subscribe", json!({ "channel": "chat:room" }));
+    let mut last = r["result"]["position"].as_str().unwrap().to_owned();
+    wait_for_clients(&a, "chat:room", 2);
+    let r = writer.call(
+        "publish",
+        json!({ "channel": "chat:room", "data": { "text": "one" } }),
+    );
+    let first = r["result"]["offset"]
+        .as_str()
+        .expect("an offset")
+        .to_owned();
+    let p = reader.publication("chat:room");
+    assert_eq!(p["offset"], first.as_str());
+    last = p["offset"].as_str().unwrap_or(&last).to_owned();
+    // The reader's connection is gone (its socket shut, no closing handshake).
+    reader
+        .ws
+        .get_ref()
+        .shutdown(std::net::Shutdown::Both)
+        .unwrap();
+    drop(reader);
+    let sent: Vec<String> = (0..5)
+        .map(|i| {
+            let r = writer.call(
+                "publish",
+                json!({ "channel": "chat:room", "data": { "text": i } }),
+            );
+            r["result"]["offset"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let mut back = Client::connected(&b, "reader");
+    let r = back.call(
+        "subscribe",
+        json!({ "channel": "chat:room", "since": last }),
+    );
+    assert_eq!(r["result"]["recovered"], true, "{r}");
+    let got: Vec<(String, Json)> = (r["result"]["publications"].as_array().unwrap().iter())
+        .map(|p| {
+            (
+                p["offset"].as_str().unwrap().to_owned(),
+                p["data"]["text"].clone(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, Json)> = sent.iter().cloned().zip((0..5).map(|i| json!(i))).collect();
+    assert_eq!(got, want);
+    assert_eq!(r["result"]["position"], sent[4].as_str());
+    // A gap filled from the history, without subscribing again.
+    let r = back.call(
+        "history",
+        json!({ "channel": "chat:room", "since": sent[2] }),
+    );
+    assert_eq!(r["result"]["recovered"], true, "{r}");
+    let tail: Vec<&Json> = (r["result"]["publications"].as_array().unwrap().iter())
+        .map(|p| &p["offset"])
+        .collect();
+    assert_eq!(tail, [&json!(sent[3]), &json!(sent[4])]);
+    // A position the history no longer means: not recovered, and why.
+    let mut other = Client::connected(&a, "late");
+    let r = other.call(
+        "subscribe",
+        json!({ "channel": "chat:room", "since": "1:1" }),
+    );
+    assert_eq!(r["result"]["recovered"], false, "{r}");
+    assert!(
+        r["result"]["reason"].as_str().unwrap().contains("epoch"),
+        "{r}"
+    );
+    let r = other.call(
+        "subscribe",
+        json!({ "channel": "chat:other", "since": "nonsense" }),
+    );
+    assert_eq!(r["error"]["code"], 104, "{r}");
+}
+
+#[test]
+fn disconnect_closes_a_users_sockets_on_every_instance() {
+    let (_redis, a, b, _dir) = cluster();
+    let mut on_a = Client::connected(&a, "mallory");
+    let mut on_b = Client::connected(&b, "mallory");
+    let mut bystander = Client::connected(&b, "carol");
+    on_a.call("subscribe", json!({ "channel": "chat:lobby" }));
+    on_b.call("subscribe", json!({ "channel": "chat:lobby" }));
+    bystander.call("subscribe", json!({ "channel": "chat:lobby" }));
+    wait_until(
+        Duration::from_secs(10),
+        "presence to list both users",
+        || {
+            let (_, r) = api(&a, "presence", json!({ "channel": "chat:lobby" }));
+            r["result"] == json!({ "clients": 3, "users": ["carol", "mallory"] })
+        },
+    );
+    let (status, r) = api(
+        &a,
+        "disconnect",
+        json!({ "user": "mallory", "code": 4009, "reason": "banned" }),
+    );
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(on_a.closed_with(), (4009, "banned".into()));
+    assert_eq!(on_b.closed_with(), (4009, "banned".into()));
+    // Carol stays, and sees mallory leave (twice: one per socket).
+    let mut leaves = 0;
+    while leaves < 2 {
+        let p = bystander
+            .push(Duration::from_secs(10))
+            .expect("leave pushes");
+        if p.get("leave").is_some() {
+            assert_eq!(p["leave"]["user"], "mallory", "{p}");
+            leaves += 1;
+        }
+    }
+    let r = bystander.call("presence", json!({ "channel": "chat:lobby" }));
+    assert!(r["result"]["clients"].is_u64(), "{r}");
+    let (status, r) = api(&a, "disconnect", json!({ "user": "x", "code": 1000 }));
+    assert_eq!(
+        (status, r["error"]["code"].as_u64()),
+        (400, Some(104)),
+        "{r}"
+    );
+}
+
+#[test]
+fn the_server_api_refuses_what_it_cannot_take() {
+    let (_redis, a, _b, _dir) = cluster();
+    let publish = r#"{"channel":"news:x","data":1}"#;
+    let r = request(a.http, "POST", "/api/channels/publish", &[], publish);
+    assert_eq!(r.status, 401);
+    let wrong = [("Authorization", "apikey wrong-key-0123456789")];
+    let r = request(a.http, "POST", "/api/channels/publish", &wrong, publish);
+    assert_eq!(r.status, 401);
+    let key = [("X-API-Key", API_KEY)];
+    let r = request(a.http, "POST", "/api/channels/publish", &key, publish);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = request(a.http, "GET", "/api/channels/publish", &key, "");
+    assert_eq!(r.status, 405);
+    let (status, r) = api(&a, "shout", json!({}));
+    assert_eq!(status, 404, "{r}");
+    let (status, r) = api(&a, "publish", json!({ "channel": "news:x" }));
+    assert_eq!(status, 400, "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("data"),
+        "{r}"
+    );
+    let (status, r) = api(&a, "publish", json!({ "channel": "nowhere:x", "data": 1 }));
+    assert_eq!(
+        (status, r["error"]["code"].as_u64()),
+        (400, Some(102)),
+        "{r}"
+    );
+    let (status, r) = api(&a, "presence", json!({ "channel": "news:x" }));
+    assert_eq!(
+        (status, r["error"]["code"].as_u64()),
+        (400, Some(108)),
+        "{r}"
+    );
+    let big = json!({ "channel": "news:x", "data": "x".repeat(2 << 20) });
+    let (status, _) = api(&a, "publish", big);
+    assert_eq!(status, 413);
+}
+
+#[test]
+fn tokens_expire_unless_refreshed() {
+    let (_redis, a, _b, _dir) = cluster();
+    let short = |user: &str, secs: u64| token_with(SECRET, user, json!({ "exp": now() + secs }));
+    let mut lapses = Client::open(&a);
+    let r = lapses.call("connect", json!({ "token": short("lapses", 2) }));
+    assert!(r["result"]["expires"].is_u64(), "{r}");
+    let mut refreshes = Client::open(&a);
+    refreshes.call("connect", json!({ "token": short("refreshes", 2) }));
+    let r = refreshes.call("refresh", json!({ "token": short("refreshes", 600) }));
+    assert!(
+        r["result"]["expires"].as_u64().unwrap() > now() + 500,
+        "{r}"
+    );
+    let r = refreshes.call("refresh", json!({ "token": short("someone-else", 600) }));
+    assert_eq!(r["error"]["code"], 103, "{r}");
+    assert_eq!(lapses.closed_with().0, 4002);
+    // Past the first token's expiry, the refreshed connection still answers.
+    let r = refreshes.call("ping", json!({}));
+    assert_eq!(r["result"], json!({}));
+}

@@ -1,0 +1,317 @@
+//! [`Channels`]: the namespaces, how clients authenticate, and what the server does to
+//! channels on its own (publish, disconnect a user, presence, history, the active channels),
+//! which the protocol's commands and the server API both use.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::auth::{AuthFn, Authenticator, CheckFn, KeySource, Refusal, Subject};
+use super::namespace::{namespace_of, valid_name, Namespace};
+use super::wire::{self, ErrorCode, Publication};
+use crate::jwt::{Jwt, JwtError};
+use crate::redis::RedisError;
+use crate::ws::{self, Kept, Message, Position};
+
+/// The prefix of the WebSocket group of a channel's subscribers.
+const GROUP_PREFIX: &str = "brisk.ch:";
+
+/// The group of `channel`'s subscribers (sockets and event streams).
+pub(crate) fn group_of(channel: &str) -> String {
+    format!("{GROUP_PREFIX}{channel}")
+}
+
+/// The key a user's connections are tagged with.
+pub(crate) fn user_key(user: &str) -> String {
+    format!("brisk.ch.user:{user}")
+}
+
+/// A command or server call that failed: its code and what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message} (code {})", *.code as u16)]
+pub struct ChannelError {
+    /// The protocol's error code.
+    pub code: ErrorCode,
+    /// What was wrong, for the client.
+    pub message: String,
+}
+
+impl ChannelError {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ChannelError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn unavailable(what: &str, e: &RedisError) -> Self {
+        tracing::warn!("channels: {what}: {e}");
+        ChannelError::new(
+            ErrorCode::Unavailable,
+            format!("{what}: {}", e.client_message()),
+        )
+    }
+}
+
+/// Who is subscribed to a channel, on every instance (with `App::cluster`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PresenceInfo {
+    /// Subscribed connections (sockets and event streams).
+    pub clients: u64,
+    /// Their users, each once, sorted.
+    pub users: Vec<String>,
+}
+
+/// A channel's kept publications.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelHistory {
+    /// The position of the channel's newest publication (offset 0: none yet in this epoch).
+    pub position: Position,
+    /// The kept publications, oldest first.
+    pub publications: Vec<Kept>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) auth: Authenticator,
+    pub(crate) subscription_jwt: Option<KeySource>,
+    pub(crate) check: Option<CheckFn>,
+    pub(crate) namespaces: HashMap<String, Namespace>,
+    pub(crate) max_subscriptions: usize,
+    pub(crate) connect_timeout: Duration,
+}
+
+/// Channels that clients subscribe to through the channel protocol
+/// ([`endpoint`](Channels::endpoint)), and what the server does to them. `Send + Sync`,
+/// cheap to clone: configure it, then make the endpoint in each worker.
+///
+/// ```no_run
+/// use brisk::channels::{Access, Channels, Namespace};
+/// use brisk::jwt::Jwt;
+/// # fn f() -> Result<(), brisk::jwt::JwtError> {
+/// let channels = Channels::jwt(Jwt::hs256(b"a secret of at least thirty-two bytes")?)
+///     .namespace("news", Namespace::new().subscribe(Access::Connected));
+/// let endpoint = channels.endpoint(); // serve it from a route, or a WsServer
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Channels {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Channels {
+    fn with(auth: Authenticator) -> Self {
+        let subscription_jwt = match &auth {
+            Authenticator::Jwt(keys) => Some(keys.clone()),
+            Authenticator::App(_) => None,
+        };
+        Channels {
+            inner: Arc::new(Inner {
+                auth,
+                subscription_jwt,
+                check: None,
+                namespaces: HashMap::new(),
+                max_subscriptions: 128,
+                connect_timeout: Duration::from_secs(10),
+            }),
+        }
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut Inner)) -> Self {
+        f(Arc::get_mut(&mut self.inner).expect("configure Channels before cloning it"));
+        self
+    }
+
+    /// Clients connect with a JWT checked by `jwt` (claims: `sub` the user, `exp`, and
+    /// optionally `channels`, the channels the user may subscribe to); subscription tokens
+    /// are checked by it too.
+    pub fn jwt(jwt: Jwt) -> Self {
+        Self::with(Authenticator::Jwt(KeySource::ready(jwt)))
+    }
+
+    /// As [`jwt`](Channels::jwt), with keys made by `load` on first use in each worker (from
+    /// a key file that the first worker creates, say). While `load` fails, clients are
+    /// closed with [`close::SERVER_ERROR`](super::close::SERVER_ERROR) and it is tried again
+    /// on the next connect.
+    pub fn jwt_from(load: impl Fn() -> Result<Jwt, JwtError> + Send + Sync + 'static) -> Self {
+        Self::with(Authenticator::Jwt(KeySource::lazy(load)))
+    }
+
+    /// Clients connect with whatever token the app's `check` understands (or none): it
+    /// answers who the client is, or refuses it with a close code.
+    ///
+    /// ```no_run
+    /// use brisk::channels::{close, Channels, Refusal, Subject};
+    /// let channels = Channels::authenticate(|token| async move {
+    ///     match token.as_deref() {
+    ///         Some("let-me-in") => Ok(Subject::new("guest")),
+    ///         _ => Err(Refusal::new(close::INVALID_TOKEN, "unknown token")),
+    ///     }
+    /// });
+    /// ```
+    pub fn authenticate<F, Fut>(check: F) -> Self
+    where
+        F: Fn(Option<String>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Subject, Refusal>> + 'static,
+    {
+        let check: AuthFn = Arc::new(move |token| Box::pin(check(token)));
+        Self::with(Authenticator::App(check))
+    }
+
+    /// Adds a namespace: the channels named `name:…` (`""`: the channels without `:`).
+    /// Channels of no namespace are refused. Panics if `name` holds a `:` or is not a valid
+    /// channel name.
+    pub fn namespace(self, name: &str, namespace: Namespace) -> Self {
+        assert!(
+            name.is_empty() || (valid_name(name) && !name.contains(':')),
+            "a namespace is named with letters, digits and -_.@/= (no ':'), not {name:?}"
+        );
+        self.edit(|i| {
+            i.namespaces.insert(name.to_owned(), namespace);
+        })
+    }
+
+    /// Checks subscription tokens with `jwt` (by default, the connect tokens' `Jwt`).
+    pub fn subscription_tokens(self, jwt: Jwt) -> Self {
+        self.edit(|i| i.subscription_jwt = Some(KeySource::ready(jwt)))
+    }
+
+    /// The app's check for namespaces with [`Access::Check`](super::Access::Check): may
+    /// `user` subscribe to `channel`?
+    pub fn check_subscribe<F, Fut>(self, check: F) -> Self
+    where
+        F: Fn(String, String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = bool> + 'static,
+    {
+        let check: CheckFn = Arc::new(move |user, channel| Box::pin(check(user, channel)));
+        self.edit(|i| i.check = Some(check))
+    }
+
+    /// The most channels one connection may subscribe to (default 128).
+    pub fn max_subscriptions(self, n: usize) -> Self {
+        self.edit(|i| i.max_subscriptions = n)
+    }
+
+    /// How long a client has to send `connect` after the WebSocket opens (default 10 s).
+    pub fn connect_timeout(self, d: Duration) -> Self {
+        self.edit(|i| i.connect_timeout = d)
+    }
+
+    /// The namespace of `channel`, or why there is none.
+    pub(crate) fn namespace_for(&self, channel: &str) -> Result<&Namespace, ChannelError> {
+        if !valid_name(channel) {
+            return Err(ChannelError::new(
+                ErrorCode::UnknownChannel,
+                "a channel is named with 1 to 255 letters, digits and -_.:@/=",
+            ));
+        }
+        let ns = namespace_of(channel);
+        self.inner.namespaces.get(ns).ok_or_else(|| {
+            ChannelError::new(
+                ErrorCode::UnknownChannel,
+                format!("no namespace {ns:?} for channel {channel:?}"),
+            )
+        })
+    }
+
+    /// Publishes `data` (JSON) to `channel`'s subscribers on every worker and instance; with
+    /// history, keeps it first and answers its position. If the history cannot keep it
+    /// (Redis down), nobody gets it and the error says so.
+    ///
+    /// ```no_run
+    /// # async fn f(channels: brisk::channels::Channels) -> Result<(), brisk::channels::ChannelError> {
+    /// let data = serde_json::value::RawValue::from_string(r#"{"text":"hi"}"#.into()).unwrap();
+    /// channels.publish("news", &data).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn publish(
+        &self,
+        channel: &str,
+        data: &RawValue,
+    ) -> Result<Option<Position>, ChannelError> {
+        let ns = self.namespace_for(channel)?;
+        let position = match &ns.history {
+            Some(history) => Some(
+                (history.append(channel, data.get().as_bytes()).await)
+                    .map_err(|e| ChannelError::unavailable("history", &e))?,
+            ),
+            None => None,
+        };
+        let publication = Publication {
+            offset: position.as_ref().map(Position::to_string),
+            data,
+        };
+        let push = wire::publication_push(channel, &publication);
+        ws::broadcast(&group_of(channel), Message::text(push));
+        Ok(position)
+    }
+
+    /// Closes every connection of `user` on every worker and instance with `code`
+    /// (4000–4999) and `reason`; answers how many of this worker it closed.
+    pub fn disconnect(&self, user: &str, code: u16, reason: &str) -> Result<usize, ChannelError> {
+        if !(4000..=4999).contains(&code) {
+            return Err(ChannelError::new(
+                ErrorCode::BadRequest,
+                format!("a disconnect code is 4000 to 4999, not {code}"),
+            ));
+        }
+        Ok(ws::close_where(&user_key(user), code, reason))
+    }
+
+    /// Who is subscribed to `channel` (a namespace with presence on).
+    pub async fn presence(&self, channel: &str) -> Result<PresenceInfo, ChannelError> {
+        let ns = self.namespace_for(channel)?;
+        if !ns.presence {
+            return Err(ChannelError::new(
+                ErrorCode::NotAvailable,
+                format!("presence is off for {:?}'s namespace", channel),
+            ));
+        }
+        let group = group_of(channel);
+        let clients =
+            (ws::presence(&group).await).map_err(|e| ChannelError::unavailable("presence", &e))?;
+        let users = (ws::presence_ids(&group).await)
+            .map_err(|e| ChannelError::unavailable("presence", &e))?;
+        Ok(PresenceInfo { clients, users })
+    }
+
+    /// The last `limit` kept publications of `channel` (at most what its history keeps).
+    pub async fn history(
+        &self,
+        channel: &str,
+        limit: usize,
+    ) -> Result<ChannelHistory, ChannelError> {
+        let ns = self.namespace_for(channel)?;
+        let Some(history) = &ns.history else {
+            return Err(super::session::no_history(channel));
+        };
+        let (position, publications) = (history.latest(channel, limit).await)
+            .map_err(|e| ChannelError::unavailable("history", &e))?;
+        Ok(ChannelHistory {
+            position,
+            publications,
+        })
+    }
+
+    /// The channels with subscribers, and how many each has: on every instance with
+    /// `App::cluster`, else in this worker.
+    pub async fn active(&self) -> Result<Vec<(String, u64)>, ChannelError> {
+        let groups = (ws::groups_with_prefix(GROUP_PREFIX).await)
+            .map_err(|e| ChannelError::unavailable("channels", &e))?;
+        Ok(groups
+            .into_iter()
+            .map(|(g, n)| (g[GROUP_PREFIX.len()..].to_owned(), n))
+            .collect())
+    }
+
+    /// The subject of a connect or refresh token.
+    pub(crate) async fn authenticate_token(
+        &self,
+        token: Option<String>,
+    ) -> Result<Subject, Refusal> {
+        self.inner.auth.subject(token).await
+    }
+}
