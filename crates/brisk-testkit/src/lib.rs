@@ -13,12 +13,16 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 pub use tempfile::TempDir;
 
+pub mod chromium;
 pub mod exposition;
 pub mod servers;
+pub mod tcp_proxy;
+pub use chromium::{Chromium, Page};
 pub use exposition::{promtool_check, samples, scrape};
 pub use servers::{
     http_get, MariaDb, Nginx, Postgres, Prometheus, Redis, RedisCluster, SmtpSecurity, SmtpSink,
 };
+pub use tcp_proxy::TcpProxy;
 
 /// A fresh, empty directory under the system temp dir (`brisk-test-TAG-…`), removed when the
 /// returned guard is dropped.

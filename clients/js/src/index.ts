@@ -1,0 +1,608 @@
+/**
+ * The client of Brisk's channel protocol (version 1): connect with a token, subscribe to
+ * channels, get their publications in order, recover what was missed while disconnected,
+ * presence, publish. No runtime dependencies: it runs on the platform's `WebSocket`
+ * (browsers; Node 22, or Node 20 with `--experimental-websocket`).
+ *
+ * ```ts
+ * import { Client } from "@brisk/channels";
+ * const client = new Client("wss://example.com/connection/websocket", {
+ *   getToken: async () => (await (await fetch("/token")).json()).token,
+ * });
+ * const lobby = client.subscribe("chat:lobby");
+ * lobby.on("publication", (p) => console.log(p.data));
+ * client.connect();
+ * ```
+ *
+ * The protocol is described in Brisk's guide, chapter "Channels".
+ */
+
+/** The protocol version this client speaks. */
+export const PROTOCOL_VERSION = 1;
+
+/** Close codes after which the client does not reconnect on its own. */
+export const TERMINAL_CLOSE_CODES: readonly number[] = [4001, 4003, 4004];
+
+/** The connection's state. */
+export type State = "disconnected" | "connecting" | "connected";
+
+/** A subscription's state. */
+export type SubscriptionState = "subscribing" | "subscribed" | "unsubscribed";
+
+/** A publication on a channel. */
+export interface Publication {
+  channel: string;
+  data: unknown;
+  /** Its position, `epoch:offset`, when the channel keeps a history. */
+  offset?: string;
+}
+
+/** A subscriber that came or went. */
+export interface PresenceEvent {
+  channel: string;
+  user: string;
+  client: string;
+}
+
+/** Who is subscribed to a channel. */
+export interface Presence {
+  clients: number;
+  users: string[];
+}
+
+/** A channel's last publications. */
+export interface History {
+  position: string;
+  publications: { offset: string; data: unknown }[];
+}
+
+/** A command the server refused (`code` as in the protocol), or one that could not be sent. */
+export class ChannelError extends Error {
+  /** The protocol's error code; 0 when the connection closed or the reply did not come. */
+  readonly code: number;
+  constructor(code: number, message: string) {
+    super(message);
+    this.name = "ChannelError";
+    this.code = code;
+  }
+}
+
+/** How the client connects. */
+export interface ClientOptions {
+  /** A connect token: called before each connect and before the token expires. */
+  getToken: () => string | Promise<string>;
+  /** The WebSocket constructor (default: the platform's). */
+  WebSocket?: typeof WebSocket;
+  /** The first reconnect's delay bound, in ms (default 500); doubled each time, with jitter. */
+  minReconnectDelay?: number;
+  /** The longest reconnect delay, in ms (default 20000). */
+  maxReconnectDelay?: number;
+  /** How long a command waits for its reply, in ms (default 10000). */
+  timeout?: number;
+  /** How long a publication that skipped an offset waits for the missing one before the
+   * client asks the history for it, in ms (default 500). */
+  gapTimeout?: number;
+}
+
+/** What a subscription is told. */
+export interface SubscribeOptions {
+  /** A subscription token, for channels whose namespace asks for one. */
+  getToken?: () => string | Promise<string>;
+}
+
+type Listener<T> = (event: T) => void;
+
+/** Named events; `on` answers a function that removes the listener. */
+class Emitter<Events> {
+  private listeners = new Map<keyof Events, Set<Listener<never>>>();
+
+  on<K extends keyof Events>(name: K, listener: Listener<Events[K]>): () => void {
+    let set = this.listeners.get(name);
+    if (!set) {
+      set = new Set();
+      this.listeners.set(name, set);
+    }
+    set.add(listener as Listener<never>);
+    return () => set!.delete(listener as Listener<never>);
+  }
+
+  protected emit<K extends keyof Events>(name: K, event: Events[K]): void {
+    for (const listener of this.listeners.get(name) ?? []) {
+      try {
+        (listener as Listener<Events[K]>)(event);
+      } catch (e) {
+        // A listener's error must not stop the others, nor the client.
+        setTimeout(() => {
+          throw e;
+        });
+      }
+    }
+  }
+}
+
+/** The client's events. */
+export interface ClientEvents {
+  state: { state: State };
+  connected: { client: string; user: string; expires: number | null };
+  disconnected: { code: number; reason: string; reconnect: boolean };
+  error: { error: Error };
+}
+
+interface Pending {
+  resolve: (result: any) => void;
+  reject: (error: ChannelError) => void;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+/** A connection to a Brisk channel endpoint that reconnects by itself. */
+export class Client extends Emitter<ClientEvents> {
+  /** The connection's state. */
+  state: State = "disconnected";
+  /** This connection's id (after `connected`). */
+  clientId?: string;
+  private ws?: WebSocket;
+  private nextId = 1;
+  private pending = new Map<number, Pending>();
+  private subscriptions = new Map<string, Subscription>();
+  private attempts = 0;
+  private reconnectTimer?: ReturnType<typeof setTimeout>;
+  private refreshTimer?: ReturnType<typeof setTimeout>;
+  private stopped = true;
+  private waiting: (() => void)[] = [];
+
+  constructor(
+    readonly url: string,
+    private readonly options: ClientOptions,
+  ) {
+    super();
+  }
+
+  /** Connects, and reconnects after each loss until `disconnect`. */
+  connect(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.attempts = 0;
+    void this.open();
+  }
+
+  /** Closes the connection, and does not reconnect. */
+  disconnect(): void {
+    this.stopped = true;
+    clearTimeout(this.reconnectTimer);
+    clearTimeout(this.refreshTimer);
+    const ws = this.ws;
+    this.ws = undefined;
+    this.lost(1000, "disconnect called", false);
+    ws?.close(1000);
+  }
+
+  /** Subscribes to `channel` (now, or once connected; again after each reconnect, recovering
+   * what was missed). */
+  subscribe(channel: string, options: SubscribeOptions = {}): Subscription {
+    if (this.subscriptions.has(channel)) {
+      throw new ChannelError(105, `${channel} is subscribed already`);
+    }
+    const sub = new Subscription(this, channel, options);
+    this.subscriptions.set(channel, sub);
+    if (this.state === "connected") void sub.start();
+    return sub;
+  }
+
+  /** The subscription to `channel`, if any. */
+  subscription(channel: string): Subscription | undefined {
+    return this.subscriptions.get(channel);
+  }
+
+  /** Publishes `data` to `channel` (where its namespace lets clients publish). */
+  async publish(channel: string, data: unknown): Promise<{ offset: string | null }> {
+    await this.ready();
+    return this.call("publish", { channel, data });
+  }
+
+  /** Who is subscribed to `channel` (a subscribed one whose namespace has presence). */
+  async presence(channel: string): Promise<Presence> {
+    await this.ready();
+    return this.call("presence", { channel });
+  }
+
+  /** The last `limit` publications of `channel` (a subscribed one with history). */
+  async history(channel: string, limit?: number): Promise<History> {
+    await this.ready();
+    return this.call("history", { channel, limit });
+  }
+
+  /** Resolves once connected (within the command timeout). */
+  private ready(): Promise<void> {
+    if (this.state === "connected") return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiting = this.waiting.filter((w) => w !== done);
+        reject(new ChannelError(0, "not connected"));
+      }, this.timeout());
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.waiting.push(done);
+    });
+  }
+
+  /** @internal Sends a command and resolves with its result. */
+  call(name: string, body: object): Promise<any> {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== 1) {
+      return Promise.reject(new ChannelError(0, "not connected"));
+    }
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new ChannelError(0, `no reply to ${name} in time`));
+      }, this.timeout());
+      this.pending.set(id, { resolve, reject, timer });
+      ws.send(JSON.stringify({ id, [name]: body }));
+    });
+  }
+
+  private timeout(): number {
+    return this.options.timeout ?? 10000;
+  }
+
+  /** @internal */
+  gapTimeout(): number {
+    return this.options.gapTimeout ?? 500;
+  }
+
+  /** @internal */
+  forget(channel: string): void {
+    this.subscriptions.delete(channel);
+  }
+
+  private setState(state: State): void {
+    if (this.state !== state) {
+      this.state = state;
+      this.emit("state", { state });
+    }
+  }
+
+  private async open(): Promise<void> {
+    this.setState("connecting");
+    let token: string;
+    try {
+      token = await this.options.getToken();
+    } catch (e) {
+      this.emit("error", { error: asError(e) });
+      this.reconnectLater();
+      return;
+    }
+    if (this.stopped) return;
+    const Socket = this.options.WebSocket ?? globalThis.WebSocket;
+    const ws = new Socket(this.url);
+    this.ws = ws;
+    const gone = (code: number, reason: string) => {
+      clearTimeout(handshake);
+      if (ws !== this.ws) return;
+      this.ws = undefined;
+      const terminal = TERMINAL_CLOSE_CODES.includes(code);
+      this.lost(code, reason, !terminal);
+      if (terminal) this.stopped = true;
+      else this.reconnectLater();
+    };
+    // Some WebSocket implementations (Node 20's) report nothing when the server drops the
+    // connection before the handshake: give up on it after the command timeout.
+    const handshake = setTimeout(() => {
+      gone(1006, "no connect reply in time");
+      ws.close();
+    }, this.timeout());
+    ws.onopen = () => {
+      this.call("connect", { token }).then(
+        (result) => {
+          clearTimeout(handshake);
+          this.connected(result);
+        },
+        (e: ChannelError) => {
+          this.emit("error", { error: e });
+          ws.close(1000);
+        },
+      );
+    };
+    ws.onmessage = (e: MessageEvent) => {
+      if (ws === this.ws) this.received(String(e.data));
+    };
+    ws.onclose = (e: CloseEvent) => gone(e.code, e.reason);
+    ws.onerror = () => {
+      // A close event follows.
+    };
+  }
+
+  private connected(result: { client: string; user: string; expires: number | null }): void {
+    this.attempts = 0;
+    this.clientId = result.client;
+    this.setState("connected");
+    this.emit("connected", result);
+    this.refreshBefore(result.expires);
+    for (const done of this.waiting.splice(0)) done();
+    for (const sub of this.subscriptions.values()) void sub.start();
+  }
+
+  /** Sends `refresh` with a new token before the current one expires. */
+  private refreshBefore(expires: number | null): void {
+    clearTimeout(this.refreshTimer);
+    if (expires == null) return;
+    const left = expires * 1000 - Date.now();
+    const wait = left > 90000 ? left - 30000 : Math.max(0, (left * 2) / 3);
+    this.refreshTimer = setTimeout(async () => {
+      try {
+        const token = await this.options.getToken();
+        const result = await this.call("refresh", { token });
+        this.refreshBefore(result.expires);
+      } catch (e) {
+        // The server closes with 4002 when the token expires; the reconnect gets a new one.
+        this.emit("error", { error: asError(e) });
+      }
+    }, wait);
+  }
+
+  private received(text: string): void {
+    let message: any;
+    try {
+      message = JSON.parse(text);
+    } catch {
+      this.emit("error", { error: new Error(`not JSON: ${text.slice(0, 100)}`) });
+      return;
+    }
+    if (typeof message.id === "number") {
+      const pending = this.pending.get(message.id);
+      if (!pending) return;
+      this.pending.delete(message.id);
+      clearTimeout(pending.timer);
+      if (message.error) {
+        pending.reject(new ChannelError(message.error.code, message.error.message));
+      } else {
+        pending.resolve(message.result);
+      }
+      return;
+    }
+    const sub = this.subscriptions.get(message.channel);
+    if (!sub) return;
+    if (message.pub) {
+      sub.accept({ channel: message.channel, data: message.pub.data, offset: message.pub.offset });
+    } else if (message.join) {
+      sub.presenceChanged("join", { channel: message.channel, ...message.join });
+    } else if (message.leave) {
+      sub.presenceChanged("leave", { channel: message.channel, ...message.leave });
+    }
+  }
+
+  private lost(code: number, reason: string, reconnect: boolean): void {
+    clearTimeout(this.refreshTimer);
+    for (const [id, pending] of this.pending) {
+      clearTimeout(pending.timer);
+      pending.reject(new ChannelError(0, "the connection closed"));
+      this.pending.delete(id);
+    }
+    for (const sub of this.subscriptions.values()) sub.paused();
+    if (this.state !== "disconnected") {
+      this.setState("disconnected");
+      this.emit("disconnected", { code, reason, reconnect });
+    }
+  }
+
+  private reconnectLater(): void {
+    if (this.stopped) return;
+    const min = this.options.minReconnectDelay ?? 500;
+    const max = this.options.maxReconnectDelay ?? 20000;
+    const bound = Math.min(max, min * 2 ** this.attempts);
+    this.attempts += 1;
+    // Full jitter: clients that lost their server at once do not come back at once.
+    const delay = min / 2 + Math.random() * (bound - min / 2);
+    this.reconnectTimer = setTimeout(() => void this.open(), delay);
+  }
+}
+
+/** A subscription's events. */
+export interface SubscriptionEvents {
+  subscribed: { channel: string; position?: string; recovered?: boolean; reason?: string };
+  publication: Publication;
+  join: PresenceEvent;
+  leave: PresenceEvent;
+  error: { error: ChannelError };
+  unsubscribed: { channel: string };
+}
+
+/** A channel subscribed through a [`Client`]: its publications arrive in offset order, each
+ * once, across reconnects. */
+export class Subscription extends Emitter<SubscriptionEvents> {
+  /** The subscription's state. */
+  state: SubscriptionState = "subscribing";
+  /** The position of the last publication delivered (`epoch:offset`), with history. */
+  position?: string;
+  /** Publications that came while subscribing, delivered after the reply. */
+  private early: Publication[] = [];
+  /** Publications past a gap, by offset, waiting for the missing ones. */
+  private held = new Map<number, Publication>();
+  private gapTimer?: ReturnType<typeof setTimeout>;
+
+  constructor(
+    private readonly client: Client,
+    readonly channel: string,
+    private readonly options: SubscribeOptions,
+  ) {
+    super();
+  }
+
+  /** Publishes `data` to this channel. */
+  publish(data: unknown): Promise<{ offset: string | null }> {
+    return this.client.publish(this.channel, data);
+  }
+
+  /** Who is subscribed to this channel. */
+  presence(): Promise<Presence> {
+    return this.client.presence(this.channel);
+  }
+
+  /** This channel's last `limit` publications. */
+  history(limit?: number): Promise<History> {
+    return this.client.history(this.channel, limit);
+  }
+
+  /** Stops the subscription. */
+  async unsubscribe(): Promise<void> {
+    const was = this.state;
+    this.state = "unsubscribed";
+    clearTimeout(this.gapTimer);
+    this.client.forget(this.channel);
+    if (was === "subscribed") {
+      await this.client.call("unsubscribe", { channel: this.channel }).catch(() => undefined);
+    }
+    this.emit("unsubscribed", { channel: this.channel });
+  }
+
+  /** @internal Subscribes on the current connection, recovering from `position`. */
+  async start(): Promise<void> {
+    if (this.state === "unsubscribed") return;
+    this.state = "subscribing";
+    this.early = [];
+    let result: any;
+    try {
+      const token = this.options.getToken ? await this.options.getToken() : undefined;
+      result = await this.client.call("subscribe", {
+        channel: this.channel,
+        token,
+        since: this.position,
+      });
+    } catch (e) {
+      const error = e instanceof ChannelError ? e : new ChannelError(0, String(e));
+      this.emit("error", { error });
+      if (error.code === 100) {
+        setTimeout(() => void this.start(), 1000 + Math.random() * 1000);
+      } else if (error.code !== 0) {
+        // Refused (permission, unknown channel…): asking again would be refused again.
+        this.state = "unsubscribed";
+        this.client.forget(this.channel);
+        this.emit("unsubscribed", { channel: this.channel });
+      }
+      return;
+    }
+    if (this.state !== "subscribing") return;
+    if (result.recovered === false || this.position === undefined) {
+      // Nothing to recover from (or it was lost): go on from the channel's position.
+      this.position = result.position;
+      this.held.clear();
+    }
+    this.state = "subscribed";
+    this.emit("subscribed", {
+      channel: this.channel,
+      position: result.position,
+      recovered: result.recovered,
+      reason: result.reason,
+    });
+    for (const p of result.publications ?? []) {
+      this.accept({ channel: this.channel, data: p.data, offset: p.offset });
+    }
+    for (const p of this.early.splice(0)) this.accept(p);
+  }
+
+  /** @internal The connection is gone: subscribe again on the next one. */
+  paused(): void {
+    if (this.state !== "unsubscribed") this.state = "subscribing";
+    clearTimeout(this.gapTimer);
+    this.gapTimer = undefined;
+  }
+
+  /** @internal */
+  presenceChanged(kind: "join" | "leave", event: PresenceEvent): void {
+    this.emit(kind, event);
+  }
+
+  /** @internal A publication, live or recovered: delivered in offset order, each once. */
+  accept(p: Publication): void {
+    if (this.state === "unsubscribed") return;
+    if (this.state === "subscribing") {
+      this.early.push(p);
+      return;
+    }
+    if (p.offset === undefined) {
+      this.emit("publication", p);
+      return;
+    }
+    const [epoch, offset] = split(p.offset);
+    const last = this.position === undefined ? undefined : split(this.position);
+    if (!last || last[0] !== epoch) {
+      // The first publication, or a new epoch (the history was lost): start from it.
+      this.held.clear();
+      this.deliver(p);
+      return;
+    }
+    if (offset <= last[1] || this.held.has(offset)) return; // had it
+    if (offset === last[1] + 1) {
+      this.deliver(p);
+      this.drain(epoch);
+      return;
+    }
+    this.held.set(offset, p);
+    if (!this.gapTimer) {
+      this.gapTimer = setTimeout(() => void this.fillGap(), this.client.gapTimeout());
+    }
+  }
+
+  private deliver(p: Publication): void {
+    this.position = p.offset;
+    this.emit("publication", p);
+  }
+
+  /** Delivers the held publications that now follow without a gap. */
+  private drain(epoch: string): void {
+    for (;;) {
+      const next = split(this.position!)[1] + 1;
+      const p = this.held.get(next);
+      if (!p) break;
+      this.held.delete(next);
+      this.deliver(p);
+    }
+    if (this.held.size === 0) {
+      clearTimeout(this.gapTimer);
+      this.gapTimer = undefined;
+    } else if (split(this.position!)[0] !== epoch) {
+      this.held.clear();
+    }
+  }
+
+  /** Asks the history for what is missing before the held publications. */
+  private async fillGap(): Promise<void> {
+    this.gapTimer = undefined;
+    if (this.held.size === 0 || this.state !== "subscribed") return;
+    try {
+      const result = await this.client.call("history", {
+        channel: this.channel,
+        since: this.position,
+      });
+      if (result.recovered) {
+        for (const p of result.publications) {
+          this.accept({ channel: this.channel, data: p.data, offset: p.offset });
+        }
+        return;
+      }
+      this.emit("error", {
+        error: new ChannelError(0, `publications were lost: ${result.reason}`),
+      });
+    } catch (e) {
+      this.emit("error", { error: e instanceof ChannelError ? e : new ChannelError(0, String(e)) });
+    }
+    // Lost for good: go on from what is held.
+    const offsets = [...this.held.keys()].sort((a, b) => a - b);
+    for (const o of offsets) {
+      this.deliver(this.held.get(o)!);
+      this.held.delete(o);
+    }
+  }
+}
+
+function split(position: string): [string, number] {
+  const at = position.lastIndexOf(":");
+  return [position.slice(0, at), Number(position.slice(at + 1))];
+}
+
+function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
+}

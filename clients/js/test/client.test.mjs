@@ -1,0 +1,193 @@
+// The client against a real Brisk: two demo instances on one Redis, started by
+// crates/brisk-demo/tests/js_client.rs, which passes their URLs and the server API's key in
+// BRISK_URLS and BRISK_API_KEY.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import net from "node:net";
+import { Client } from "../dist/index.js";
+
+const urls = (process.env.BRISK_URLS ?? "").split(",").filter(Boolean);
+const apiKey = process.env.BRISK_API_KEY;
+if (urls.length < 2 || !apiKey) {
+  throw new Error("run through `cargo test -p brisk-demo --test js_client` (BRISK_URLS, BRISK_API_KEY)");
+}
+const [httpA, httpB] = urls;
+const wsUrl = (http) => http.replace("http://", "ws://") + "/connection/websocket";
+
+async function tokenFor(http, user, ttl) {
+  const r = await fetch(`${http}/connection/token?user=${user}${ttl ? `&ttl=${ttl}` : ""}`);
+  assert.equal(r.status, 200);
+  return (await r.json()).token;
+}
+
+async function api(http, method, body) {
+  const r = await fetch(`${http}/api/channels/${method}`, {
+    method: "POST",
+    headers: { authorization: `apikey ${apiKey}` },
+    body: JSON.stringify(body),
+  });
+  const json = await r.json();
+  assert.equal(r.status, 200, JSON.stringify(json));
+  return json.result;
+}
+
+/** Resolves with the first event `name` of `emitter` that `pred` accepts. */
+function next(emitter, name, pred = () => true, ms = 10000) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      off();
+      reject(new Error(`no ${name} event in ${ms} ms`));
+    }, ms);
+    const off = emitter.on(name, (e) => {
+      if (!pred(e)) return;
+      clearTimeout(timer);
+      off();
+      resolve(e);
+    });
+  });
+}
+
+async function until(what, probe, ms = 10000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    if (await probe()) return;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function client(http, user, options = {}) {
+  return new Client(options.url ?? wsUrl(http), {
+    getToken: () => tokenFor(http, user, options.ttl),
+    minReconnectDelay: 100,
+    maxReconnectDelay: 1000,
+    timeout: 2000,
+    ...options,
+  });
+}
+
+test("a publication through the server API reaches subscribers on both instances once", async () => {
+  const a = client(httpA, "ann");
+  const b = client(httpB, "ben");
+  const got = { ann: [], ben: [] };
+  for (const [c, name] of [[a, "ann"], [b, "ben"]]) {
+    c.subscribe("news:node").on("publication", (p) => got[name].push(p.data));
+    c.connect();
+    await next(c.subscription("news:node"), "subscribed");
+  }
+  await until("both subscribers counted", async () =>
+    (await api(httpA, "channels", {})).channels["news:node"]?.clients === 2);
+  for (let i = 0; i < 5; i++) await api(i % 2 ? httpA : httpB, "publish", { channel: "news:node", data: i });
+  await until("five publications each", () => got.ann.length >= 5 && got.ben.length >= 5);
+  // In offset order, whichever worker or instance each went through.
+  assert.deepEqual(got.ann, [0, 1, 2, 3, 4]);
+  assert.deepEqual(got.ben, [0, 1, 2, 3, 4]);
+  a.disconnect();
+  b.disconnect();
+});
+
+test("a bad token ends the connection without reconnecting", async () => {
+  const c = new Client(wsUrl(httpA), { getToken: () => "not.a.token", minReconnectDelay: 50 });
+  c.connect();
+  const gone = await next(c, "disconnected");
+  assert.equal(gone.code, 4001);
+  assert.equal(gone.reconnect, false);
+  assert.equal(c.state, "disconnected");
+});
+
+test("presence, join and leave, and publishing from the client", async () => {
+  const a = client(httpA, "cleo");
+  const b = client(httpB, "dan");
+  const room = a.subscribe("chat:node-presence");
+  a.connect();
+  await next(room, "subscribed");
+  const joined = next(room, "join", (e) => e.user === "dan");
+  const danRoom = b.subscribe("chat:node-presence");
+  b.connect();
+  await next(danRoom, "subscribed");
+  await joined;
+  await until("presence to list both", async () =>
+    JSON.stringify((await room.presence()).users) === JSON.stringify(["cleo", "dan"]));
+  const heard = next(room, "publication", (p) => p.data?.text === "hello");
+  const { offset } = await danRoom.publish({ text: "hello" });
+  assert.match(offset, /^\d+:\d+$/);
+  assert.equal((await heard).offset, offset);
+  const left = next(room, "leave", (e) => e.user === "dan");
+  b.disconnect();
+  await left;
+  a.disconnect();
+});
+
+/** A TCP proxy to `port` that can cut every connection and refuse new ones for a while. */
+function proxy(port) {
+  const sockets = new Set();
+  let down = false;
+  const server = net.createServer((inbound) => {
+    if (down) return inbound.destroy();
+    const outbound = net.connect(port, "127.0.0.1");
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
+      s.on("error", () => {});
+    }
+    inbound.pipe(outbound).pipe(inbound);
+    inbound.on("close", () => outbound.destroy());
+    outbound.on("close", () => inbound.destroy());
+  });
+  return new Promise((resolve) =>
+    server.listen(0, "127.0.0.1", () =>
+      resolve({
+        port: server.address().port,
+        cut() {
+          down = true;
+          for (const s of sockets) s.destroy();
+        },
+        restore() {
+          down = false;
+        },
+        close() {
+          server.close();
+          for (const s of sockets) s.destroy();
+        },
+      }),
+    ),
+  );
+}
+
+test("a client cut off for 5 s recovers every publication it missed, in order", async () => {
+  const port = Number(new URL(httpA).port);
+  const p = await proxy(port);
+  const c = client(httpA, "eve", { url: `ws://127.0.0.1:${p.port}/connection/websocket` });
+  const got = [];
+  const room = c.subscribe("chat:node-recovery");
+  room.on("publication", (pub) => got.push(pub.data));
+  c.connect();
+  await next(room, "subscribed");
+  await api(httpB, "publish", { channel: "chat:node-recovery", data: "before" });
+  await until("the first publication", () => got.length === 1);
+  const lost = next(c, "disconnected");
+  p.cut();
+  assert.equal((await lost).reconnect, true);
+  for (let i = 0; i < 10; i++) await api(httpB, "publish", { channel: "chat:node-recovery", data: i });
+  await new Promise((r) => setTimeout(r, 5000)); // the outage itself: 5 s without a server
+  const back = next(room, "subscribed");
+  p.restore();
+  const again = await back;
+  assert.equal(again.recovered, true);
+  await until("every missed publication", () => got.length === 11);
+  assert.deepEqual(got, ["before", 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  c.disconnect();
+  p.close();
+});
+
+test("the token is refreshed before it expires", async () => {
+  const c = client(httpA, "finn", { ttl: 3 });
+  const closed = [];
+  c.on("disconnected", (e) => closed.push(e.code));
+  c.connect();
+  const first = await next(c, "connected");
+  await until("past the first token's expiry", () => Date.now() / 1000 > first.expires + 1, 8000);
+  assert.deepEqual(closed, []);
+  assert.equal(c.state, "connected");
+  c.disconnect();
+});
