@@ -330,7 +330,9 @@ export class Client extends Emitter<ClientEvents> {
     clearTimeout(this.refreshTimer);
     if (expires == null) return;
     const left = expires * 1000 - Date.now();
-    const wait = left > 90000 ? left - 30000 : Math.max(0, (left * 2) / 3);
+    // At least a second (a clock ahead of the server's must not make a refresh loop), at
+    // most what setTimeout can wait (a longer wait would fire at once).
+    const wait = Math.min(2 ** 31 - 1, Math.max(1000, left > 90000 ? left - 30000 : (left * 2) / 3));
     this.refreshTimer = setTimeout(async () => {
       try {
         const token = await this.options.getToken();
@@ -415,13 +417,17 @@ export interface SubscriptionEvents {
 export class Subscription extends Emitter<SubscriptionEvents> {
   /** The subscription's state. */
   state: SubscriptionState = "subscribing";
-  /** The position of the last publication delivered (`epoch:offset`), with history. */
+  /** How far the subscription has come (`epoch:offset`), with history: the last publication
+   * delivered, or the channel's position when it subscribed. */
   position?: string;
   /** Publications that came while subscribing, delivered after the reply. */
   private early: Publication[] = [];
   /** Publications past a gap, by offset, waiting for the missing ones. */
   private held = new Map<number, Publication>();
   private gapTimer?: ReturnType<typeof setTimeout>;
+  private retryTimer?: ReturnType<typeof setTimeout>;
+  /** Counts subscribe attempts: the reply to an older one is ignored. */
+  private attempt = 0;
 
   constructor(
     private readonly client: Client,
@@ -451,6 +457,7 @@ export class Subscription extends Emitter<SubscriptionEvents> {
     const was = this.state;
     this.state = "unsubscribed";
     clearTimeout(this.gapTimer);
+    clearTimeout(this.retryTimer);
     this.client.forget(this.channel);
     if (was === "subscribed") {
       await this.client.call("unsubscribe", { channel: this.channel }).catch(() => undefined);
@@ -461,6 +468,8 @@ export class Subscription extends Emitter<SubscriptionEvents> {
   /** @internal Subscribes on the current connection, recovering from `position`. */
   async start(): Promise<void> {
     if (this.state === "unsubscribed") return;
+    const attempt = ++this.attempt;
+    clearTimeout(this.retryTimer);
     this.state = "subscribing";
     this.early = [];
     let result: any;
@@ -472,10 +481,17 @@ export class Subscription extends Emitter<SubscriptionEvents> {
         since: this.position,
       });
     } catch (e) {
+      if (attempt !== this.attempt) return;
       const error = e instanceof ChannelError ? e : new ChannelError(0, String(e));
+      if (error.code === 105) {
+        // The server holds a subscription this client gave up on: drop it, then subscribe.
+        await this.client.call("unsubscribe", { channel: this.channel }).catch(() => undefined);
+        if (attempt === this.attempt) void this.start();
+        return;
+      }
       this.emit("error", { error });
       if (error.code === 100) {
-        setTimeout(() => void this.start(), 1000 + Math.random() * 1000);
+        this.retryTimer = setTimeout(() => void this.start(), 1000 + Math.random() * 1000);
       } else if (error.code !== 0) {
         // Refused (permission, unknown channel…): asking again would be refused again.
         this.state = "unsubscribed";
@@ -484,7 +500,12 @@ export class Subscription extends Emitter<SubscriptionEvents> {
       }
       return;
     }
-    if (this.state !== "subscribing") return;
+    if (attempt !== this.attempt) return;
+    if ((this.state as SubscriptionState) === "unsubscribed") {
+      // Unsubscribed while the reply was on its way.
+      void this.client.call("unsubscribe", { channel: this.channel }).catch(() => undefined);
+      return;
+    }
     if (result.recovered === false || this.position === undefined) {
       // Nothing to recover from (or it was lost): go on from the channel's position.
       this.position = result.position;
@@ -506,6 +527,8 @@ export class Subscription extends Emitter<SubscriptionEvents> {
   /** @internal The connection is gone: subscribe again on the next one. */
   paused(): void {
     if (this.state !== "unsubscribed") this.state = "subscribing";
+    this.attempt += 1;
+    clearTimeout(this.retryTimer);
     clearTimeout(this.gapTimer);
     this.gapTimer = undefined;
   }
@@ -537,7 +560,7 @@ export class Subscription extends Emitter<SubscriptionEvents> {
     if (offset <= last[1] || this.held.has(offset)) return; // had it
     if (offset === last[1] + 1) {
       this.deliver(p);
-      this.drain(epoch);
+      this.drain();
       return;
     }
     this.held.set(offset, p);
@@ -552,7 +575,7 @@ export class Subscription extends Emitter<SubscriptionEvents> {
   }
 
   /** Delivers the held publications that now follow without a gap. */
-  private drain(epoch: string): void {
+  private drain(): void {
     for (;;) {
       const next = split(this.position!)[1] + 1;
       const p = this.held.get(next);
@@ -563,8 +586,6 @@ export class Subscription extends Emitter<SubscriptionEvents> {
     if (this.held.size === 0) {
       clearTimeout(this.gapTimer);
       this.gapTimer = undefined;
-    } else if (split(this.position!)[0] !== epoch) {
-      this.held.clear();
     }
   }
 
@@ -577,6 +598,7 @@ export class Subscription extends Emitter<SubscriptionEvents> {
         channel: this.channel,
         since: this.position,
       });
+      if (this.state !== "subscribed") return; // the reconnect recovers them
       if (result.recovered) {
         for (const p of result.publications) {
           this.accept({ channel: this.channel, data: p.data, offset: p.offset });
@@ -587,7 +609,11 @@ export class Subscription extends Emitter<SubscriptionEvents> {
         error: new ChannelError(0, `publications were lost: ${result.reason}`),
       });
     } catch (e) {
-      this.emit("error", { error: e instanceof ChannelError ? e : new ChannelError(0, String(e)) });
+      const error = e instanceof ChannelError ? e : new ChannelError(0, String(e));
+      this.emit("error", { error });
+      // The connection went away or did not answer: keep what is held, the reconnect's
+      // recovery (or the next gap timer) fills the gap.
+      if (error.code === 0 || this.state !== "subscribed") return;
     }
     // Lost for good: go on from what is held.
     const offsets = [...this.held.keys()].sort((a, b) => a - b);

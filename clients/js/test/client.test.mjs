@@ -163,6 +163,9 @@ test("a client cut off for 5 s recovers every publication it missed, in order", 
   room.on("publication", (pub) => got.push(pub.data));
   c.connect();
   await next(room, "subscribed");
+  // Publications from B reach A's subscribers once A's subscription is known across instances.
+  await until("the subscriber counted", async () =>
+    (await api(httpB, "channels", {})).channels["chat:node-recovery"]?.clients === 1);
   await api(httpB, "publish", { channel: "chat:node-recovery", data: "before" });
   await until("the first publication", () => got.length === 1);
   const lost = next(c, "disconnected");
@@ -181,7 +184,7 @@ test("a client cut off for 5 s recovers every publication it missed, in order", 
 });
 
 test("the token is refreshed before it expires", async () => {
-  const c = client(httpA, "finn", { ttl: 3 });
+  const c = client(httpA, "finn", { ttl: 6 });
   const closed = [];
   c.on("disconnected", (e) => closed.push(e.code));
   c.connect();

@@ -1,7 +1,8 @@
 //! Channels for products (`brisk::channels`): `/connection/websocket` speaks the channel
 //! protocol, `/connection/token?user=NAME` hands out try-out tokens, `/connection` is a
 //! try-out chat page on the JavaScript client (`/connection/client.js`, built from
-//! `clients/js`), and with `--api-key-file` the server API answers under `/api/channels/`.
+//! `clients/js`), `/connection/sse` serves the channels as server-sent events, and with
+//! `--api-key-file` the server API answers under `/api/channels/`.
 //!
 //! Namespaces:
 //! - `chat:ROOM`: any connected user subscribes and publishes; presence and join/leave
@@ -47,6 +48,7 @@ const MAX_TOKEN_TTL: u64 = 3600;
 /// The channel endpoints of one worker.
 #[derive(Clone)]
 pub(crate) struct Live {
+    channels: Channels,
     endpoint: WsEndpoint,
     api: Option<ServerApi>,
     key_file: PathBuf,
@@ -93,6 +95,7 @@ impl Live {
         };
         Ok(Live {
             endpoint: channels.endpoint().permessage_deflate(true),
+            channels,
             api,
             key_file,
         })
@@ -133,6 +136,11 @@ impl Live {
     /// `/connection/websocket`.
     pub(crate) fn upgrade(&self, req: Request<RequestBody>) -> Response<Body> {
         self.endpoint.upgrade(req)
+    }
+
+    /// `/connection/sse?token=…&channel=…`: the channels as server-sent events.
+    pub(crate) async fn sse(&self, req: Request<RequestBody>) -> Response<Body> {
+        self.channels.event_stream(&req).await
     }
 
     /// `/api/channels/METHOD`.

@@ -177,6 +177,7 @@ impl Routes {
             "/connection/websocket" => self.live.upgrade(req),
             "/connection/token" if get => self.live.token(req.uri().query()),
             "/connection" if get => self.live.page(),
+            "/connection/sse" if get => Box::pin(self.live.sse(req)).await,
             "/connection/client.js" if get => self.live.client_js(),
             "/chat/kick" if req.method() == Method::POST => {
                 crate::chat::kick(req.uri().path_and_query().map_or("", |p| p.as_str()))

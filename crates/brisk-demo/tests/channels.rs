@@ -513,6 +513,16 @@ fn the_server_api_refuses_what_it_cannot_take() {
     let big = json!({ "channel": "news:x", "data": "x".repeat(2 << 20) });
     let (status, _) = api(&a, "publish", big);
     assert_eq!(status, 413);
+    // Data comes back from the history as it was published (keys in its order).
+    let auth = format!("apikey {API_KEY}");
+    let headers = [("Authorization", auth.as_str())];
+    let body = r#"{"channel":"news:order","data":{"z":1,"a":[2.50,"é"]}}"#;
+    let r = request(a.http, "POST", "/api/channels/publish", &headers, body);
+    assert_eq!(r.status, 200);
+    let body = r#"{"channel":"news:order"}"#;
+    let r = request(a.http, "POST", "/api/channels/history", &headers, body);
+    let text = String::from_utf8(r.body).unwrap();
+    assert!(text.contains(r#""data":{"z":1,"a":[2.50,"é"]}"#), "{text}");
 }
 
 #[test]
@@ -523,7 +533,9 @@ fn tokens_expire_unless_refreshed() {
     let r = lapses.call("connect", json!({ "token": short("lapses", 2) }));
     assert!(r["result"]["expires"].is_u64(), "{r}");
     let mut refreshes = Client::open(&a);
-    refreshes.call("connect", json!({ "token": short("refreshes", 2) }));
+    let first_expiry = now() + 4;
+    let first = token_with(SECRET, "refreshes", json!({ "exp": first_expiry }));
+    refreshes.call("connect", json!({ "token": first }));
     let r = refreshes.call("refresh", json!({ "token": short("refreshes", 600) }));
     assert!(
         r["result"]["expires"].as_u64().unwrap() > now() + 500,
@@ -531,8 +543,115 @@ fn tokens_expire_unless_refreshed() {
     );
     let r = refreshes.call("refresh", json!({ "token": short("someone-else", 600) }));
     assert_eq!(r["error"]["code"], 103, "{r}");
+    let lapsed = token_with(SECRET, "refreshes", json!({ "exp": now() - 5 }));
+    let r = refreshes.call("refresh", json!({ "token": lapsed }));
+    assert_eq!(r["error"]["code"], 109, "{r}");
     assert_eq!(lapses.closed_with().0, 4002);
     // Past the first token's expiry, the refreshed connection still answers.
+    wait_until(Duration::from_secs(10), "the first token's expiry", || {
+        now() > first_expiry
+    });
     let r = refreshes.call("ping", json!({}));
     assert_eq!(r["result"], json!({}));
+}
+
+/// `GET /connection/sse?QUERY` on a new connection: the response head, and the connection
+/// to read events from.
+fn sse(d: &Demo, query: &str) -> (HttpResponse, TcpStream) {
+    use std::io::Write;
+    let mut s = connect(d.http);
+    let req = format!("GET /connection/sse?{query} HTTP/1.1\r\nHost: t\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    (read_response_head(&mut s), s)
+}
+
+fn next_event(s: &mut TcpStream) -> Json {
+    let data = read_sse_event(s).expect("an event");
+    serde_json::from_str(&data).unwrap_or_else(|e| panic!("{e}: {data}"))
+}
+
+#[test]
+fn event_streams_get_the_channels_and_recover_too() {
+    let (_redis, a, b, _dir) = cluster();
+    let alice = token_with(SECRET, "alice", json!({ "channels": ["private:alice"] }));
+    // Refusals, before any event.
+    let (r, _) = sse(&a, &format!("token={alice}&channel=private:bob"));
+    assert_eq!(r.status, 403);
+    let (r, _) = sse(&a, "token=forged&channel=news:x");
+    assert_eq!(r.status, 401);
+    let (r, _) = sse(&a, &format!("token={alice}"));
+    assert_eq!(r.status, 400);
+    let (r, _) = sse(
+        &a,
+        &format!("token={alice}&channel=news:x&since=news:x,nonsense"),
+    );
+    assert_eq!(r.status, 400);
+
+    // A stream on B of two channels; publications through A reach it.
+    let (r, mut s) = sse(
+        &b,
+        &format!("token={alice}&channel=news:sse&channel=private:alice"),
+    );
+    assert_eq!(r.status, 200);
+    let first = next_event(&mut s);
+    assert_eq!(first["channel"], "news:sse", "{first}");
+    // A channel nobody published to yet: offset 0 of a new epoch.
+    let position = first["subscribed"]["position"].as_str().unwrap();
+    assert!(position.ends_with(":0"), "{first}");
+    assert_eq!(next_event(&mut s)["channel"], "private:alice");
+    wait_for_clients(&a, "news:sse", 1);
+    let (_, r) = api(
+        &a,
+        "publish",
+        json!({ "channel": "news:sse", "data": { "n": 1 } }),
+    );
+    let one = r["result"]["offset"].as_str().unwrap().to_owned();
+    let p = next_event(&mut s);
+    assert_eq!(
+        p["pub"],
+        json!({ "offset": one, "data": { "n": 1 } }),
+        "{p}"
+    );
+    api(
+        &a,
+        "publish",
+        json!({ "channel": "private:alice", "data": "for alice" }),
+    );
+    assert_eq!(next_event(&mut s)["pub"]["data"], "for alice");
+
+    // The stream's client went away; two publications later it comes back with `since`.
+    drop(s);
+    for n in 2..4 {
+        api(
+            &a,
+            "publish",
+            json!({ "channel": "news:sse", "data": { "n": n } }),
+        );
+    }
+    let (_, mut s) = sse(
+        &b,
+        &format!("token={alice}&channel=news:sse&since=news:sse,{one}"),
+    );
+    // A publication still on its way between instances may arrive live before the
+    // `subscribed` event (the protocol says so: clients order by offset).
+    let subscribed = loop {
+        let e = next_event(&mut s);
+        if e.get("subscribed").is_some() {
+            break e;
+        }
+        assert!(e["pub"]["data"]["n"].as_u64() >= Some(2), "{e}");
+    };
+    assert_eq!(subscribed["subscribed"]["recovered"], true, "{subscribed}");
+    let missed: Vec<&Json> = (subscribed["subscribed"]["publications"]
+        .as_array()
+        .unwrap()
+        .iter())
+    .map(|p| &p["data"])
+    .collect();
+    assert_eq!(missed, [&json!({ "n": 2 }), &json!({ "n": 3 })]);
+
+    // `disconnect` ends it.
+    api(&a, "disconnect", json!({ "user": "alice" }));
+    assert_eq!(read_sse_event(&mut s), None, "the stream ends");
 }

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Once;
+use std::time::Duration;
 
 use brisk_testkit::*;
 
@@ -118,6 +119,19 @@ fn the_demo_page_recovers_in_chromium_what_it_missed_while_cut_off() {
     );
     page.call("Page.navigate", serde_json::json!({ "url": url }));
     page.wait("the page to subscribe", "window.demo?.subscribed === 1");
+    // Publications from B reach A's subscriber once its subscription is known across instances.
+    wait_until(Duration::from_secs(10), "the subscriber counted", || {
+        let auth = format!("apikey {API_KEY}");
+        let r = common::request(
+            b.http,
+            "POST",
+            "/api/channels/channels",
+            &[("Authorization", &auth)],
+            "{}",
+        );
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+        v["result"]["channels"]["chat:browser"]["clients"] == 1
+    });
     publish(&b, "chat:browser", serde_json::json!("before"));
     page.wait(
         "the first publication",
@@ -132,7 +146,7 @@ fn the_demo_page_recovers_in_chromium_what_it_missed_while_cut_off() {
         publish(&b, "chat:browser", serde_json::json!(i));
     }
     // The outage itself: 5 s without a server, the client retrying meanwhile.
-    std::thread::sleep(std::time::Duration::from_secs(5));
+    std::thread::sleep(Duration::from_secs(5));
     proxy.restore();
     page.wait(
         "the page to subscribe again",

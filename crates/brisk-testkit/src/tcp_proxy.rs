@@ -1,5 +1,6 @@
 //! A TCP proxy on loopback that a test can cut: every connection through it closed at once,
-//! and new ones refused until restored, as when a client's network goes away.
+//! and new ones refused until restored, as when a client's network goes away. It keeps a
+//! handle of every connection until cut or dropped: for tests, not for long runs.
 //!
 //! ```no_run
 //! let proxy = brisk_testkit::TcpProxy::start(8080);
@@ -50,19 +51,20 @@ impl TcpProxy {
                     return;
                 }
                 let Ok(inbound) = inbound else { continue };
-                if accepting.down.load(Ordering::SeqCst) {
-                    let _ = inbound.shutdown(Shutdown::Both);
-                    continue;
-                }
-                let Ok(outbound) = TcpStream::connect(("127.0.0.1", target)) else {
+                // Checked and registered under the lock `cut` takes: no connection slips
+                // between its check and the cut.
+                let mut open = accepting.open.lock().unwrap();
+                let outbound = match accepting.down.load(Ordering::SeqCst) {
+                    true => None,
+                    false => TcpStream::connect(("127.0.0.1", target)).ok(),
+                };
+                let Some(outbound) = outbound else {
                     let _ = inbound.shutdown(Shutdown::Both);
                     continue;
                 };
-                {
-                    let mut open = accepting.open.lock().unwrap();
-                    open.push(inbound.try_clone().unwrap());
-                    open.push(outbound.try_clone().unwrap());
-                }
+                open.push(inbound.try_clone().unwrap());
+                open.push(outbound.try_clone().unwrap());
+                drop(open);
                 pipe(inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
                 pipe(outbound, inbound);
             }
@@ -72,8 +74,11 @@ impl TcpProxy {
 
     /// Closes every connection through the proxy, and refuses new ones until [`restore`](Self::restore).
     pub fn cut(&self) {
+        let mut open = self.shared.open.lock().unwrap();
         self.shared.down.store(true, Ordering::SeqCst);
-        self.shared.close_all();
+        for s in open.drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
     }
 
     /// Takes new connections again.

@@ -155,11 +155,12 @@ impl ServerApi {
         B: http_body::Body<Data = Bytes>,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        // The result is JSON text: publications' data goes out as it was published.
         let (status, body) = match self.answer(req).await {
-            Ok(result) => (StatusCode::OK, json!({ "result": result })),
-            Err(Failure(status, body)) => (status, body),
+            Ok(result) => (StatusCode::OK, format!("{{\"result\":{}}}", result.get())),
+            Err(Failure(status, body)) => (status, body.to_string()),
         };
-        let mut response = Response::new(Body::full(body.to_string()));
+        let mut response = Response::new(Body::full(body));
         *response.status_mut() = status;
         let headers = response.headers_mut();
         headers.insert(
@@ -178,7 +179,7 @@ impl ServerApi {
         response
     }
 
-    async fn answer<B>(&self, req: Request<B>) -> Result<Value, Failure>
+    async fn answer<B>(&self, req: Request<B>) -> Result<Box<RawValue>, Failure>
     where
         B: http_body::Body<Data = Bytes>,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -215,7 +216,7 @@ impl ServerApi {
             "publish" => {
                 let b: PublishBody = parse(&body)?;
                 let at = c.publish(&b.channel, &b.data).await?;
-                Ok(json!({ "offset": at.map(|p| p.to_string()) }))
+                raw(&json!({ "offset": at.map(|p| p.to_string()) }))
             }
             "broadcast" => {
                 let b: BroadcastBody = parse(&body)?;
@@ -226,27 +227,20 @@ impl ServerApi {
                         Err(e) => error_body(e.code as u16, &e.message),
                     });
                 }
-                Ok(json!({ "results": results }))
+                raw(&json!({ "results": results }))
             }
             "disconnect" => {
                 let b: DisconnectBody = parse(&body)?;
                 c.disconnect(&b.user, b.code, &b.reason)?;
-                Ok(json!({}))
+                raw(&json!({}))
             }
             "presence" => {
                 let b: ChannelBody = parse(&body)?;
-                Ok(serde_json::to_value(c.presence(&b.channel).await?).expect("json"))
+                raw(&c.presence(&b.channel).await?)
             }
             "history" => {
                 let b: HistoryBody = parse(&body)?;
-                let h = c.history(&b.channel, b.limit.unwrap_or(usize::MAX)).await?;
-                let publications: Vec<Value> = (h.publications.iter())
-                    .map(|k| {
-                        let data: Value = serde_json::from_slice(&k.payload).unwrap_or(Value::Null);
-                        json!({ "offset": k.position.to_string(), "data": data })
-                    })
-                    .collect();
-                Ok(json!({ "position": h.position.to_string(), "publications": publications }))
+                raw(&c.history(&b.channel, b.limit.unwrap_or(usize::MAX)).await?)
             }
             "channels" => {
                 let _: NoFields = parse(if body.is_empty() { b"{}" } else { &body })?;
@@ -254,7 +248,7 @@ impl ServerApi {
                 let channels: serde_json::Map<String, Value> = (active.into_iter())
                     .map(|(name, n)| (name, json!({ "clients": n })))
                     .collect();
-                Ok(json!({ "channels": channels }))
+                raw(&json!({ "channels": channels }))
             }
             other => Err(Failure(
                 StatusCode::NOT_FOUND,
@@ -280,6 +274,11 @@ impl ServerApi {
             .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
         given.is_some_and(|g| constant_time_eq(g.as_bytes(), self.key.as_bytes()))
     }
+}
+
+/// `value` as JSON text.
+fn raw(value: &impl serde::Serialize) -> Result<Box<RawValue>, Failure> {
+    Ok(serde_json::value::to_raw_value(value).expect("results serialize"))
 }
 
 fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, Failure> {

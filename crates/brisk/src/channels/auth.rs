@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 
@@ -48,7 +49,8 @@ impl Subject {
 /// reason (cut to what a close frame holds).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    /// A close code, 4000–4999 (see [`close`](super::close)).
+    /// A close code: 4000–4999, or 1011 when the server cannot check now (see
+    /// [`close`](super::close)).
     pub code: u16,
     /// Why, for the client.
     pub reason: String,
@@ -128,6 +130,8 @@ struct ConnectClaims {
     exp: Option<u64>,
     #[serde(default)]
     channels: Vec<String>,
+    /// Only subscription tokens have it: one of those does not connect.
+    channel: Option<serde::de::IgnoredAny>,
 }
 
 /// The claims of a subscription token.
@@ -153,6 +157,12 @@ impl Authenticator {
                     )
                 })?;
                 let claims: ConnectClaims = jwt.verify(&token)?;
+                if claims.channel.is_some() {
+                    return Err(Refusal::new(
+                        super::close::INVALID_TOKEN,
+                        "a subscription token (it names a channel) does not connect",
+                    ));
+                }
                 Subject {
                     user: claims.sub,
                     expires: claims.exp,
@@ -167,8 +177,23 @@ impl Authenticator {
                 "the token names no user (an empty sub)",
             ));
         }
+        // Within the JWT leeway a token past its `exp` still verifies; the connection would
+        // close at once, and the client come back in a loop.
+        if subject.expires.is_some_and(|at| at <= now_seconds()) {
+            return Err(Refusal::new(
+                super::close::TOKEN_EXPIRED,
+                "the token has expired",
+            ));
+        }
         Ok(subject)
     }
+}
+
+/// Seconds since the Unix epoch, as token claims count time.
+pub(crate) fn now_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Whether a subscription token lets `user` subscribe to `channel`.
@@ -272,6 +297,17 @@ mod tests {
         assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 2);
         let nobody = signed(json!({ "sub": "", "exp": 4_000_000_000u64 }));
         assert_eq!(auth.subject(Some(nobody)).await.unwrap_err().code, 4001);
+        // A subscription token does not connect.
+        let one_channel =
+            signed(json!({ "sub": "alice", "channel": "a", "exp": 4_000_000_000u64 }));
+        assert_eq!(
+            auth.subject(Some(one_channel)).await.unwrap_err().code,
+            4001
+        );
+        // Past `exp` but within the JWT leeway (30 s): refused as expired all the same.
+        let now = super::now_seconds();
+        let lapsed = signed(json!({ "sub": "alice", "exp": now - 5 }));
+        assert_eq!(auth.subject(Some(lapsed)).await.unwrap_err().code, 4002);
         assert_eq!(auth.subject(None).await.unwrap_err().code, 4001);
     }
 }

@@ -286,7 +286,7 @@ impl Channels {
     ) -> Result<ChannelHistory, ChannelError> {
         let ns = self.namespace_for(channel)?;
         let Some(history) = &ns.history else {
-            return Err(super::session::no_history(channel));
+            return Err(no_history(channel));
         };
         let (position, publications) = (history.latest(channel, limit).await)
             .map_err(|e| ChannelError::unavailable("history", &e))?;
@@ -314,4 +314,12 @@ impl Channels {
     ) -> Result<Subject, Refusal> {
         self.inner.auth.subject(token).await
     }
+}
+
+/// The error for history on a namespace that keeps none.
+pub(crate) fn no_history(channel: &str) -> ChannelError {
+    ChannelError::new(
+        ErrorCode::NotAvailable,
+        format!("{channel:?}'s namespace keeps no history"),
+    )
 }

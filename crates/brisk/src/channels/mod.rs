@@ -34,7 +34,9 @@ mod api;
 mod auth;
 mod hub;
 mod namespace;
+mod replay;
 mod session;
+mod sse;
 mod wire;
 
 pub use api::{ServerApi, ShortApiKey, MIN_API_KEY_LEN};

@@ -2,19 +2,20 @@
 //! when its credentials expire) and the handling of each command.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::Serialize;
+use serde_json::json;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
 
-use super::auth::{subscription_allows, Subject};
+use super::auth::{now_seconds, subscription_allows, Subject};
 use super::close;
-use super::hub::{group_of, user_key, ChannelError, Channels};
+use super::hub::{group_of, no_history, user_key, ChannelError, Channels};
 use super::namespace::{Access, Publishers};
-use super::wire::{self, Command, ErrorCode, Publication, Subscribe, PROTOCOL_VERSION};
+use super::replay::Replay;
+use super::wire::{self, Command, ErrorCode, Subscribe, PROTOCOL_VERSION};
 use crate::timer::{self, TimerId};
-use crate::ws::{self, History, Message, Position, Recovery, WsConnection, WsEndpoint};
+use crate::ws::{self, Message, Position, WsConnection, WsEndpoint};
 
 /// A connection's state (its data).
 struct Session {
@@ -22,9 +23,20 @@ struct Session {
     subject: Option<Subject>,
     /// Its id in join and leave pushes: unique across workers and instances.
     client: String,
+    /// The channels it subscribed to (and whose join was announced, where announced).
     subscriptions: BTreeSet<String>,
     /// The timer that closes it: no `connect` in time, or expired credentials.
     deadline: Option<TimerId>,
+}
+
+/// A command's result, as JSON text; `None` when the command closed the connection.
+type Answer = Result<Option<Box<RawValue>>, ChannelError>;
+
+/// `value` as a command's result.
+fn answer(value: &impl Serialize) -> Answer {
+    Ok(Some(
+        serde_json::value::to_raw_value(value).expect("results serialize"),
+    ))
 }
 
 impl Channels {
@@ -88,48 +100,47 @@ impl Channels {
             Err(bad) => {
                 match bad.id {
                     Some(id) => reply(ws, wire::error(id, ErrorCode::BadRequest, &bad.why)),
-                    None => ws.close(close::BAD_REQUEST, &bad.why),
+                    // Not echoed: the reason of a close frame is short, and not the client's.
+                    None => ws.close(
+                        close::BAD_REQUEST,
+                        "not a command: a JSON object with an id",
+                    ),
                 }
                 return;
             }
         };
-        let answer = match command {
+        let result = match command {
             Command::Connect { token } => self.connect(ws, token).await,
-            Command::Ping => Ok(json!({})),
+            Command::Ping => answer(&json!({})),
             command => match subject_of(ws) {
                 None => Err(ChannelError::new(ErrorCode::NotConnected, "connect first")),
                 Some(subject) => self.command(ws, &subject, command).await,
             },
         };
-        match answer {
-            Ok(Value::Null) => {} // closed: no reply
-            Ok(result) => reply(ws, wire::result(id, &result)),
+        match result {
+            Ok(Some(result)) => reply(ws, wire::result(id, &result)),
+            Ok(None) => {}
             Err(e) => reply(ws, wire::error(id, e.code, &e.message)),
         }
     }
 
-    async fn command(
-        &self,
-        ws: &WsConnection,
-        subject: &Subject,
-        command: Command,
-    ) -> Result<Value, ChannelError> {
+    async fn command(&self, ws: &WsConnection, subject: &Subject, command: Command) -> Answer {
         match command {
             Command::Subscribe(s) => self.subscribe(ws, subject, s).await,
             Command::Unsubscribe { channel } => {
                 let (was, client) =
-                    edit(ws, |s| (s.subscriptions.remove(&channel), s.client.clone()));
+                    with_session(ws, |s| (s.subscriptions.remove(&channel), s.client.clone()));
                 if !was {
                     return Err(not_subscribed(&channel));
                 }
                 ws.leave(&group_of(&channel));
                 self.announce(&channel, false, &subject.user, &client);
-                Ok(json!({}))
+                answer(&json!({}))
             }
             Command::Publish { channel, data } => self.publish_as(ws, &channel, &data).await,
             Command::Presence { channel } => {
                 subscribed(ws, &channel)?;
-                to_value(&self.presence(&channel).await?)
+                answer(&self.presence(&channel).await?)
             }
             Command::History {
                 channel,
@@ -142,28 +153,18 @@ impl Channels {
                 let Some(history) = &ns.history else {
                     return Err(no_history(&channel));
                 };
-                let mut answer = json!({});
-                recovery(history, &channel, Some(&since), &mut answer).await?;
-                Ok(answer)
+                answer(&Replay::read(history, &channel, Some(&since)).await?)
             }
             Command::History { channel, limit, .. } => {
                 subscribed(ws, &channel)?;
-                let h = self.history(&channel, limit.unwrap_or(usize::MAX)).await?;
-                let publications: Vec<Value> = (h.publications.iter())
-                    .map(|k| publication(&k.position, &k.payload))
-                    .collect();
-                Ok(json!({ "position": h.position.to_string(), "publications": publications }))
+                answer(&self.history(&channel, limit.unwrap_or(usize::MAX)).await?)
             }
             Command::Refresh { token } => self.refresh(ws, subject, token).await,
             Command::Connect { .. } | Command::Ping => unreachable!("handled before"),
         }
     }
 
-    async fn connect(
-        &self,
-        ws: &WsConnection,
-        token: Option<String>,
-    ) -> Result<Value, ChannelError> {
+    async fn connect(&self, ws: &WsConnection, token: Option<String>) -> Answer {
         if subject_of(ws).is_some() {
             return Err(ChannelError::new(
                 ErrorCode::AlreadyConnected,
@@ -174,17 +175,17 @@ impl Channels {
             Ok(s) => s,
             Err(refusal) => {
                 ws.close(refusal.code, &refusal.reason);
-                return Ok(Value::Null);
+                return Ok(None);
             }
         };
         ws.set_presence_id(&subject.user);
         ws.tag(&user_key(&subject.user));
-        let client = edit(ws, |s| {
+        let client = with_session(ws, |s| {
             s.subject = Some(subject.clone());
             s.client.clone()
         });
         self.arm_expiry(ws, subject.expires);
-        Ok(json!({
+        answer(&json!({
             "client": client,
             "user": subject.user,
             "version": PROTOCOL_VERSION,
@@ -192,17 +193,14 @@ impl Channels {
         }))
     }
 
-    async fn refresh(
-        &self,
-        ws: &WsConnection,
-        subject: &Subject,
-        token: String,
-    ) -> Result<Value, ChannelError> {
+    async fn refresh(&self, ws: &WsConnection, subject: &Subject, token: String) -> Answer {
         let fresh = (self.authenticate_token(Some(token)).await).map_err(|r| {
-            ChannelError::new(
-                ErrorCode::PermissionDenied,
-                format!("refresh: {}", r.reason),
-            )
+            let code = match r.code {
+                close::TOKEN_EXPIRED => ErrorCode::TokenExpired,
+                close::SERVER_ERROR => ErrorCode::Unavailable,
+                _ => ErrorCode::PermissionDenied,
+            };
+            ChannelError::new(code, format!("refresh: {}", r.reason))
         })?;
         if fresh.user != subject.user {
             return Err(ChannelError::new(
@@ -210,9 +208,9 @@ impl Channels {
                 "refresh: the token is for another user",
             ));
         }
-        edit(ws, |s| s.subject = Some(fresh.clone()));
+        with_session(ws, |s| s.subject = Some(fresh.clone()));
         self.arm_expiry(ws, fresh.expires);
-        Ok(json!({ "expires": fresh.expires }))
+        answer(&json!({ "expires": fresh.expires }))
     }
 
     /// Closes the connection when its credentials expire (none: never).
@@ -221,21 +219,16 @@ impl Channels {
             let left = Duration::from_secs(at.saturating_sub(now_seconds()));
             close_after(ws, left, close::TOKEN_EXPIRED, "token expired")
         });
-        if let Some(old) = edit(ws, |s| std::mem::replace(&mut s.deadline, deadline)) {
+        if let Some(old) = with_session(ws, |s| std::mem::replace(&mut s.deadline, deadline)) {
             timer::del(old);
         }
     }
 
-    async fn subscribe(
-        &self,
-        ws: &WsConnection,
-        subject: &Subject,
-        s: Subscribe,
-    ) -> Result<Value, ChannelError> {
+    async fn subscribe(&self, ws: &WsConnection, subject: &Subject, s: Subscribe) -> Answer {
         let channel = s.channel;
         let ns = self.namespace_for(&channel)?.clone();
         let since = s.since.as_deref().map(parse_position).transpose()?;
-        let (already, count) = edit(ws, |s| {
+        let (already, count) = with_session(ws, |s| {
             (s.subscriptions.contains(&channel), s.subscriptions.len())
         });
         if already {
@@ -258,29 +251,38 @@ impl Channels {
         // Join before reading the history, so that no publication falls between the two.
         let group = group_of(&channel);
         ws.join(&group);
-        let client = edit(ws, |s| {
+        let replay = match &ns.history {
+            Some(history) => match Replay::read(history, &channel, since.as_ref()).await {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    ws.leave(&group);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        // Counted only now: a connection that closed while the history was read left no
+        // subscription behind, and announces no leave for a join it never announced.
+        let client = with_session(ws, |s| {
             s.subscriptions.insert(channel.clone());
             s.client.clone()
         });
-        let mut answer = json!({ "channel": channel });
-        if let Some(history) = &ns.history {
-            if let Err(e) = recovery(history, &channel, since.as_ref(), &mut answer).await {
-                edit(ws, |s| s.subscriptions.remove(&channel));
-                ws.leave(&group);
-                return Err(e);
-            }
-        } else if since.is_some() {
-            answer["recovered"] = json!(false);
-            answer["reason"] = json!("the channel's namespace keeps no history");
+        self.announce(&channel, true, &subject.user, &client);
+        #[derive(Serialize)]
+        struct Reply<'a> {
+            channel: &'a str,
+            #[serde(flatten)]
+            subscribed: Subscribed<'a>,
         }
-        if ns.join_leave {
-            self.announce(&channel, true, &subject.user, &client);
-        }
-        Ok(answer)
+        answer(&Reply {
+            channel: &channel,
+            subscribed: Subscribed::new(replay.as_ref(), since.is_some()),
+        })
     }
 
-    /// Whether `subject` may subscribe to `channel`, or why not.
-    async fn may_subscribe(
+    /// Whether `subject` may subscribe to `channel` (with a subscription `token` if it gave
+    /// one), or why not.
+    pub(crate) async fn may_subscribe(
         &self,
         subject: &Subject,
         channel: &str,
@@ -290,39 +292,37 @@ impl Channels {
         if access == Access::Connected || subject.channels.iter().any(|c| c == channel) {
             return Ok(());
         }
-        if let Some(token) = token {
-            let Some(jwt) = &self.inner.subscription_jwt else {
-                return Err(ChannelError::new(
-                    ErrorCode::PermissionDenied,
-                    "this server takes no subscription tokens",
-                ));
-            };
-            return subscription_allows(jwt, token, &subject.user, channel)
-                .map_err(|(code, why)| ChannelError::new(code, why));
+        let by_token = token.map(|token| match &self.inner.subscription_jwt {
+            Some(keys) => subscription_allows(keys, token, &subject.user, channel)
+                .map_err(|(code, why)| ChannelError::new(code, why)),
+            None => Err(ChannelError::new(
+                ErrorCode::PermissionDenied,
+                "this server takes no subscription tokens",
+            )),
+        });
+        if let Some(Ok(())) = by_token {
+            return Ok(());
         }
-        if access == Access::Check {
-            if let Some(check) = &self.inner.check {
-                if check(subject.user.clone(), channel.to_owned()).await {
-                    return Ok(());
-                }
-                return Err(ChannelError::new(
+        if let (Access::Check, Some(check)) = (access, &self.inner.check) {
+            if check(subject.user.clone(), channel.to_owned()).await {
+                return Ok(());
+            }
+            return Err(by_token.and_then(Result::err).unwrap_or_else(|| {
+                ChannelError::new(
                     ErrorCode::PermissionDenied,
                     format!("not allowed to subscribe to {channel:?}"),
-                ));
-            }
+                )
+            }));
         }
-        Err(ChannelError::new(
-            ErrorCode::PermissionDenied,
-            format!("{channel:?} needs a subscription token"),
-        ))
+        Err(by_token.and_then(Result::err).unwrap_or_else(|| {
+            ChannelError::new(
+                ErrorCode::PermissionDenied,
+                format!("{channel:?} needs a subscription token"),
+            )
+        }))
     }
 
-    async fn publish_as(
-        &self,
-        ws: &WsConnection,
-        channel: &str,
-        data: &RawValue,
-    ) -> Result<Value, ChannelError> {
+    async fn publish_as(&self, ws: &WsConnection, channel: &str, data: &RawValue) -> Answer {
         let ns = self.namespace_for(channel)?;
         match ns.publishers {
             Publishers::Server => {
@@ -334,7 +334,7 @@ impl Channels {
             Publishers::Subscribers => subscribed(ws, channel)?,
         }
         let position = self.publish(channel, data).await?;
-        Ok(json!({ "offset": position.map(|p| p.to_string()) }))
+        answer(&json!({ "offset": position.map(|p| p.to_string()) }))
     }
 
     /// Tells `channel`'s subscribers that `user` joined or left, if its namespace says so.
@@ -346,59 +346,39 @@ impl Channels {
     }
 }
 
-/// Sets `answer`'s `position` (the channel's newest) and, with `since`, `recovered` and the
-/// `publications` after it or the `reason` they are lost.
-async fn recovery(
-    history: &History,
-    channel: &str,
-    since: Option<&Position>,
-    answer: &mut Value,
-) -> Result<(), ChannelError> {
-    let unavailable = |e: crate::redis::RedisError| {
-        tracing::warn!("channels: history of {channel}: {e}");
-        ChannelError::new(
-            ErrorCode::Unavailable,
-            format!("history: {}", e.client_message()),
-        )
-    };
-    let recovered = match since {
-        Some(since) => Some(history.since(channel, since).await.map_err(unavailable)?),
-        None => None,
-    };
-    let position = history.position(channel).await.map_err(unavailable)?;
-    answer["position"] = json!(position.to_string());
-    match recovered {
-        Some(Recovery::Recovered(missed)) => {
-            answer["recovered"] = json!(true);
-            answer["publications"] = (missed.iter())
-                .map(|k| publication(&k.position, &k.payload))
-                .collect();
-        }
-        Some(Recovery::Lost(why)) => {
-            answer["recovered"] = json!(false);
-            answer["reason"] = json!(why.to_string());
-        }
-        None => {}
-    }
-    Ok(())
+/// What a subscription starts with: its channel's history's answer (the position, and with
+/// recovery what was missed or why it is lost), or why there is nothing to recover.
+#[derive(Serialize)]
+pub(crate) struct Subscribed<'a> {
+    #[serde(flatten)]
+    replay: Option<&'a Replay>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recovered: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
 }
 
-fn parse_position(text: &str) -> Result<Position, ChannelError> {
+impl<'a> Subscribed<'a> {
+    /// From the history's answer, if the namespace keeps a history (`recovering`: the client
+    /// gave a position).
+    pub(crate) fn new(replay: Option<&'a Replay>, recovering: bool) -> Self {
+        let no_history = replay.is_none() && recovering;
+        Subscribed {
+            replay,
+            recovered: no_history.then_some(false),
+            reason: no_history.then_some("the channel's namespace keeps no history"),
+        }
+    }
+}
+
+pub(crate) fn parse_position(text: &str) -> Result<Position, ChannelError> {
     text.parse().map_err(|e: crate::ws::BadPosition| {
         ChannelError::new(ErrorCode::BadRequest, e.to_string())
     })
 }
 
-/// The error for history on a namespace that keeps none.
-pub(crate) fn no_history(channel: &str) -> ChannelError {
-    ChannelError::new(
-        ErrorCode::NotAvailable,
-        format!("{channel:?}'s namespace keeps no history"),
-    )
-}
-
 /// Runs `f` on the connection's session.
-fn edit<R>(ws: &WsConnection, f: impl FnOnce(&mut Session) -> R) -> R {
+fn with_session<R>(ws: &WsConnection, f: impl FnOnce(&mut Session) -> R) -> R {
     ws.with_data(f).expect("a channel connection has a session")
 }
 
@@ -407,7 +387,7 @@ fn subject_of(ws: &WsConnection) -> Option<Subject> {
 }
 
 fn subscribed(ws: &WsConnection, channel: &str) -> Result<(), ChannelError> {
-    if edit(ws, |s| s.subscriptions.contains(channel)) {
+    if with_session(ws, |s| s.subscriptions.contains(channel)) {
         Ok(())
     } else {
         Err(not_subscribed(channel))
@@ -424,22 +404,6 @@ fn not_subscribed(channel: &str) -> ChannelError {
 fn reply(ws: &WsConnection, text: String) {
     // A connection that is gone has nobody to answer.
     let _ = ws.send_text(text);
-}
-
-/// A kept publication as clients get it.
-fn publication(at: &Position, payload: &[u8]) -> Value {
-    let data = std::str::from_utf8(payload)
-        .ok()
-        .and_then(|s| serde_json::from_str::<&RawValue>(s).ok());
-    let publication = Publication {
-        offset: Some(at.to_string()),
-        data: data.unwrap_or_else(|| serde_json::from_str("null").expect("null")),
-    };
-    serde_json::to_value(&publication).expect("publications serialize")
-}
-
-fn to_value(v: &impl Serialize) -> Result<Value, ChannelError> {
-    Ok(serde_json::to_value(v).expect("answers serialize"))
 }
 
 /// Closes `ws` with `code` after `delay`.
@@ -459,10 +423,4 @@ fn client_id(conn: u64) -> String {
         };
     }
     PREFIX.with(|p| format!("{p}-{conn:x}"))
-}
-
-fn now_seconds() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }

@@ -501,6 +501,18 @@ pub(crate) fn encode_message(
     }
 }
 
+/// The most bytes of a close frame's reason (125 bytes of payload, less the code).
+pub(crate) const MAX_CLOSE_REASON: usize = 123;
+
+/// `reason` cut to [`MAX_CLOSE_REASON`] bytes on a character boundary.
+pub(crate) fn cut_close_reason(reason: &str) -> &str {
+    let mut cut = reason.len().min(MAX_CLOSE_REASON);
+    while !reason.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &reason[..cut]
+}
+
 /// Appends a server frame (unmasked, final) with `opcode` (which may carry [`RSV1`]) and
 /// `payload` to `dst`.
 pub(crate) fn encode_frame(opcode: u8, payload: &[u8], dst: &mut BytesMut) {

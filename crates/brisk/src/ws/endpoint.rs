@@ -161,9 +161,9 @@ impl WsEndpoint {
     ///
     /// Compressed messages are inflated up to [`max_message_size`](Self::max_message_size)
     /// (beyond it: close 1009). Every outgoing data message is compressed (short or
-    /// incompressible ones into stored blocks, 5 bytes more: some clients mishandle the
-    /// uncompressed messages RFC 7692 allows); [`broadcast`](super::broadcast) compresses a
-    /// message once for every member that negotiated the extension.
+    /// incompressible ones into stored blocks: 5 bytes per 64 KiB and 1 more; some clients
+    /// mishandle the uncompressed messages RFC 7692 allows); [`broadcast`](super::broadcast)
+    /// compresses a message once for every member that negotiated the extension.
     ///
     /// Memory: connections that did not negotiate hold no zlib state. The server always
     /// answers `server_no_context_takeover`, so messages are compressed by one compressor per
@@ -657,8 +657,10 @@ impl WsConnection {
         Ok(())
     }
 
-    /// Starts the closing handshake with `code` (1000 is normal) and a short reason.
+    /// Starts the closing handshake with `code` (1000 is normal) and a short reason (cut to
+    /// the 123 bytes a close frame holds).
     pub fn close(&self, code: u16, reason: &str) {
+        let reason = super::codec::cut_close_reason(reason);
         let _ = self.conn.send(WsFrame::Close(Some((
             code,
             Utf8Bytes::from(reason.to_string()),

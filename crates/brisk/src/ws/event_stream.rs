@@ -19,6 +19,40 @@ use crate::http::sse::EventStream;
 /// The comment a quiet stream sends, so that proxies do not close it.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// An event stream the crate feeds itself besides its groups: to queue its first events, and
+/// to end it.
+pub(crate) struct OwnedStream {
+    id: u64,
+}
+
+impl OwnedStream {
+    /// Queues `text` as one `data:` event; false when the stream has ended.
+    pub(crate) fn send_text(&self, text: &str) -> bool {
+        group::stream_event_to(self.id, &crate::http::sse::Event::new(text).encode())
+    }
+
+    /// Ends the stream (nothing if it has ended).
+    pub(crate) fn end(&self) {
+        group::end_stream(self.id);
+    }
+}
+
+/// As [`event_stream`], with the handle that feeds and ends it.
+pub(crate) fn owned_event_stream<G: AsRef<str>, K: AsRef<str>>(
+    groups: &[G],
+    keys: &[K],
+) -> (OwnedStream, Response<EventStream>) {
+    let (id, response) = group::add_stream_with_id(&all_groups(groups, keys), Some(KEEP_ALIVE));
+    (OwnedStream { id }, response)
+}
+
+/// `groups` and the groups of `keys`.
+fn all_groups<G: AsRef<str>, K: AsRef<str>>(groups: &[G], keys: &[K]) -> Vec<String> {
+    (groups.iter().map(|g| g.as_ref().to_string()))
+        .chain(keys.iter().map(|k| key_group(k.as_ref())))
+        .collect()
+}
+
 /// A `text/event-stream` response subscribed to `groups` and to the sockets' `keys` (as an
 /// upgrade route's [`key`](super::WebSocketUpgrade::key) tags a socket). Its body is `Send`:
 /// an axum handler returns it as it is, a Brisk handler with `.map(Body::new)`.
@@ -38,8 +72,5 @@ pub fn event_stream<G: AsRef<str>, K: AsRef<str>>(
     groups: &[G],
     keys: &[K],
 ) -> Response<EventStream> {
-    let all: Vec<String> = (groups.iter().map(|g| g.as_ref().to_string()))
-        .chain(keys.iter().map(|k| key_group(k.as_ref())))
-        .collect();
-    group::add_stream(&all, Some(KEEP_ALIVE))
+    group::add_stream_with_id(&all_groups(groups, keys), Some(KEEP_ALIVE)).1
 }

@@ -59,11 +59,12 @@ thread_local! {
     static NEXT_STREAM: Cell<u64> = const { Cell::new(0) };
 }
 
-/// A new event stream, a member of each of `groups`: the response that carries it.
-pub(crate) fn add_stream(
+/// A new event stream, a member of each of `groups`: its member id and the response that
+/// carries it.
+pub(crate) fn add_stream_with_id(
     groups: &[String],
     keep_alive: Option<std::time::Duration>,
-) -> http::Response<sse::EventStream> {
+) -> (u64, http::Response<sse::EventStream>) {
     let id = STREAM | NEXT_STREAM.replace(NEXT_STREAM.get() + 1);
     let (tx, rx) = mpsc::channel(sse::QUEUE);
     STREAMS.with(|s| s.borrow_mut().insert(id, tx));
@@ -75,7 +76,17 @@ pub(crate) fn add_stream(
         release: release_stream,
         owner: std::thread::current().id(),
     };
-    sse::stream_response(rx, keep_alive, Some(release))
+    (id, sse::stream_response(rx, keep_alive, Some(release)))
+}
+
+/// Queues `event` on stream `id`; false when the stream has ended.
+pub(crate) fn stream_event_to(id: u64, event: &Bytes) -> bool {
+    send_to_stream(id, Some(event))
+}
+
+/// Ends stream `id`, as a close frame would.
+pub(crate) fn end_stream(id: u64) {
+    send_to_stream(id, None);
 }
 
 /// Stream `id`'s response was dropped (its client left, or the response was never sent): it
@@ -342,8 +353,8 @@ mod tests {
     #[test]
     fn an_event_stream_is_a_member_until_its_response_is_dropped() {
         let groups = ["room:a".to_string(), "brisk.key:user:ada".to_string()];
-        let first = add_stream(&groups, None);
-        let second = add_stream(&groups[..1], None);
+        let first = add_stream_with_id(&groups, None).1;
+        let second = add_stream_with_id(&groups[..1], None).1;
         assert_eq!(local_members("room:a"), 2);
         assert_eq!(local_members("brisk.key:user:ada"), 1);
         drop(first);

@@ -33,12 +33,8 @@ pub fn send_to(key: &str, msg: Message) -> usize {
 /// brisk::ws::close_where("user:42", 4003, "access revoked");
 /// ```
 pub fn close_where(key: &str, code: u16, reason: &str) -> usize {
-    let mut cut = reason.len().min(123);
-    while !reason.is_char_boundary(cut) {
-        cut -= 1;
-    }
     let mut payload = code.to_be_bytes().to_vec();
-    payload.extend_from_slice(&reason.as_bytes()[..cut]);
+    payload.extend_from_slice(super::codec::cut_close_reason(reason).as_bytes());
     let mut frame = bytes::BytesMut::new();
     super::codec::encode_frame(0x8, &payload, &mut frame);
     let frames = crate::ipc::BroadcastFrames {

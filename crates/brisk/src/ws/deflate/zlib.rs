@@ -138,7 +138,7 @@ fn stored_blocks(data: &[u8], out: &mut Vec<u8>) {
         out.push(0);
         return;
     }
-    out.reserve(data.len() + 5 * data.len().div_ceil(MAX_STORED));
+    out.reserve(data.len() + 5 * data.len().div_ceil(MAX_STORED) + 1);
     for chunk in data.chunks(MAX_STORED) {
         let len = chunk.len() as u16;
         // BFINAL 0, BTYPE 00 (stored); the rest of the byte is padding.

@@ -1,0 +1,105 @@
+//! What a client gets back from a channel's history: the channel's position and kept
+//! publications, after a position (recovery) or the last ones (a listing), with each
+//! publication's data as it was published (not parsed and printed again).
+
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
+
+use super::hub::{ChannelError, ChannelHistory};
+use super::wire::{ErrorCode, Publication};
+use crate::ws::{History, Kept, Position, Recovery};
+
+/// A channel's position and, when recovering from a position, whether that worked.
+pub(crate) struct Replay {
+    pub position: Position,
+    /// `Some` when recovering: `Ok` with what came after the position, or why it is lost.
+    pub recovered: Option<Result<Vec<Kept>, String>>,
+}
+
+impl Replay {
+    /// The kept publications after `since` (recovery), or just the position.
+    pub(crate) async fn read(
+        history: &History,
+        channel: &str,
+        since: Option<&Position>,
+    ) -> Result<Replay, ChannelError> {
+        let unavailable = |e: crate::redis::RedisError| {
+            tracing::warn!("channels: history of {channel}: {e}");
+            ChannelError::new(
+                ErrorCode::Unavailable,
+                format!("history: {}", e.client_message()),
+            )
+        };
+        let recovered = match since {
+            Some(since) => Some(
+                match history.since(channel, since).await.map_err(unavailable)? {
+                    Recovery::Recovered(missed) => Ok(missed),
+                    Recovery::Lost(why) => Err(why.to_string()),
+                },
+            ),
+            None => None,
+        };
+        let position = history.position(channel).await.map_err(unavailable)?;
+        Ok(Replay {
+            position,
+            recovered,
+        })
+    }
+}
+
+/// `{"position":…}`, then `"recovered":true,"publications":[…]` or
+/// `"recovered":false,"reason":…` when recovering.
+impl Serialize for Replay {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("position", &self.position.to_string())?;
+        match &self.recovered {
+            Some(Ok(kept)) => {
+                map.serialize_entry("recovered", &true)?;
+                map.serialize_entry("publications", &Kepts(kept))?;
+            }
+            Some(Err(reason)) => {
+                map.serialize_entry("recovered", &false)?;
+                map.serialize_entry("reason", reason)?;
+            }
+            None => {}
+        }
+        map.end()
+    }
+}
+
+/// `{"position":…,"publications":[…]}`.
+impl Serialize for ChannelHistory {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("position", &self.position.to_string())?;
+        map.serialize_entry("publications", &Kepts(&self.publications))?;
+        map.end()
+    }
+}
+
+/// Kept publications as clients get them: `[{"offset":…,"data":…}…]`.
+struct Kepts<'a>(&'a [Kept]);
+
+impl Serialize for Kepts<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for kept in self.0 {
+            seq.serialize_element(&Publication {
+                offset: Some(kept.position.to_string()),
+                data: data_of(kept),
+            })?;
+        }
+        seq.end()
+    }
+}
+
+/// A kept publication's data: the JSON it was published with (`null` if the history holds
+/// something else, written by another program).
+pub(crate) fn data_of(kept: &Kept) -> &RawValue {
+    std::str::from_utf8(&kept.payload)
+        .ok()
+        .and_then(|s| serde_json::from_str::<&RawValue>(s).ok())
+        .unwrap_or_else(|| serde_json::from_str("null").expect("null is JSON"))
+}
