@@ -173,10 +173,15 @@ struct WsArgs {
     #[arg(long)]
     spread: Vec<String>,
     /// What the connections speak over WebSocket: plain frames, Socket.IO 4 (URL
-    /// `/socket.io/?EIO=4&transport=websocket`) or Centrifuge's JSON protocol (URL
-    /// `/connection/websocket`); both join the room/channel `chat`.
+    /// `/socket.io/?EIO=4&transport=websocket`), Centrifuge's JSON protocol (URL
+    /// `/connection/websocket`); both join the room/channel `chat`) or Brisk's channel
+    /// protocol (URL `/connection/websocket`, with `--token`; channel `chat:bench`).
     #[arg(long, value_enum, default_value_t = ProtocolArg::Plain)]
     protocol: ProtocolArg,
+    /// The connect token of `--protocol brisk` (e.g. from the demo's
+    /// `/connection/token?user=bench`).
+    #[arg(long)]
+    token: Option<String>,
     /// How long the connections stay idle between the ramp and the messages (to sample the
     /// servers in between).
     #[arg(long, default_value = "0s", value_parser = duration_arg)]
@@ -199,6 +204,7 @@ enum ProtocolArg {
     Plain,
     Socketio,
     Centrifuge,
+    Brisk,
 }
 
 fn http_config(args: &HttpArgs) -> Result<HttpConfig, BenchError> {
@@ -261,6 +267,17 @@ fn ws_config(args: &WsArgs) -> Result<WsConfig, BenchError> {
         ProtocolArg::Plain => WsProtocol::Plain,
         ProtocolArg::Socketio => WsProtocol::SocketIo,
         ProtocolArg::Centrifuge => WsProtocol::Centrifuge,
+        ProtocolArg::Brisk => {
+            let token = args.token.clone().ok_or_else(|| {
+                BenchError::InvalidArgument(
+                    "--protocol brisk needs --token (a connect token)".into(),
+                )
+            })?;
+            // Once per run: every connection gives it.
+            WsProtocol::Brisk {
+                token: Box::leak(token.into_boxed_str()),
+            }
+        }
     };
     Ok(config)
 }

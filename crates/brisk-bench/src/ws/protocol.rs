@@ -1,6 +1,6 @@
 //! The application protocols load connections speak over WebSocket, so that broadcast runs
 //! can compare servers whose clients do more than send frames: plain frames (Brisk, `ws`),
-//! Socket.IO (Engine.IO 4) and Centrifuge's JSON protocol.
+//! Socket.IO (Engine.IO 4), Centrifuge's JSON protocol and Brisk's channel protocol.
 //!
 //! Plain connections carry the load payload as a binary frame. The others carry it as text,
 //! `SEQ:SENT_NS:` padded with `x` to the payload size, inside their own envelope.
@@ -15,6 +15,10 @@ use crate::ws::stats::WsFailureKind;
 /// The room or channel Socket.IO and Centrifuge connections join.
 pub const CHANNEL: &str = "chat";
 
+/// The channel Brisk channel connections subscribe to (a `chat` namespace, as the demo's,
+/// where subscribers publish).
+pub const BRISK_CHANNEL: &str = "chat:bench";
+
 /// What load connections speak once the WebSocket is open.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WsProtocol {
@@ -27,6 +31,12 @@ pub enum WsProtocol {
     /// Centrifuge's JSON protocol: connect, subscribe to [`CHANNEL`], publish to it, pings
     /// answered.
     Centrifuge,
+    /// Brisk's channel protocol (`brisk::channels`, v1): connect with `token`, subscribe to
+    /// [`BRISK_CHANNEL`], publish to it.
+    Brisk {
+        /// The connect token every connection gives.
+        token: &'static str,
+    },
 }
 
 /// What a received frame holds for the load connection.
@@ -61,6 +71,7 @@ impl WsProtocol {
             WsProtocol::Plain => "plain",
             WsProtocol::SocketIo => "socketio",
             WsProtocol::Centrifuge => "centrifuge",
+            WsProtocol::Brisk { .. } => "brisk",
         }
     }
 
@@ -83,6 +94,18 @@ impl WsProtocol {
                 send(ws, &subscribe).await?;
                 refused(&wait_for(ws, |t| t.contains(r#""id":2"#)).await?)
             }
+            WsProtocol::Brisk { token } => {
+                send(
+                    ws,
+                    &format!(r#"{{"id":1,"connect":{{"token":"{token}"}}}}"#),
+                )
+                .await?;
+                refused(&wait_for(ws, |t| t.contains(r#""id":1"#)).await?)?;
+                let subscribe =
+                    format!(r#"{{"id":2,"subscribe":{{"channel":"{BRISK_CHANNEL}"}}}}"#);
+                send(ws, &subscribe).await?;
+                refused(&wait_for(ws, |t| t.contains(r#""id":2"#)).await?)
+            }
         }
     }
 
@@ -93,6 +116,10 @@ impl WsProtocol {
             WsProtocol::SocketIo => Message::text(format!(r#"42["m","{}"]"#, as_text(data))),
             WsProtocol::Centrifuge => Message::text(format!(
                 r#"{{"id":3,"publish":{{"channel":"{CHANNEL}","data":"{}"}}}}"#,
+                as_text(data)
+            )),
+            WsProtocol::Brisk { .. } => Message::text(format!(
+                r#"{{"id":3,"publish":{{"channel":"{BRISK_CHANNEL}","data":"{}"}}}}"#,
                 as_text(data)
             )),
         }
@@ -125,9 +152,23 @@ impl WsProtocol {
                 }
                 incoming
             }
+            (WsProtocol::Brisk { .. }, Message::Text(t)) => {
+                // A push `{"channel":…,"pub":{…"data":"…"}}`; replies carry an id.
+                let t = t.as_str();
+                if !t.starts_with(r#"{"channel""#) || !t.contains(r#""pub":"#) {
+                    return Incoming::default();
+                }
+                quoted_data(t).map_or_else(Incoming::default, Incoming::payload)
+            }
             _ => Incoming::default(),
         }
     }
+}
+
+/// The payload in the `"data":"…"` of a push.
+fn quoted_data(line: &str) -> Option<Vec<u8>> {
+    let data = line.split_once(r#""data":""#)?.1;
+    from_text(&data[..data.find('"')?])
 }
 
 /// The payload of a Centrifuge push `{"push":{"channel":…,"pub":{"data":"…"…}}}`.
@@ -135,9 +176,7 @@ fn centrifuge_publication(line: &str) -> Option<Vec<u8>> {
     if !line.starts_with(r#"{"push""#) {
         return None;
     }
-    let data = line.split_once(r#""data":""#)?.1;
-    let text = &data[..data.find('"')?];
-    from_text(text)
+    quoted_data(line)
 }
 
 /// `SEQ:SENT_NS:` padded with `x` to the payload's size.
@@ -213,7 +252,18 @@ mod tests {
             "{{\"id\":3,\"publish\":{{}}}}\n{{\"push\":{{\"channel\":\"chat\",\"pub\":{{\"data\":\"{}\",\"offset\":1}}}}}}",
             as_text(&data)
         );
-        assert_eq!(echoed(WsProtocol::Centrifuge, Message::text(push)), [want]);
+        assert_eq!(
+            echoed(WsProtocol::Centrifuge, Message::text(push)),
+            std::slice::from_ref(&want)
+        );
+        // Brisk: a publication push; replies (with an id) carry no payload.
+        let brisk = WsProtocol::Brisk { token: "t" };
+        let push = format!(
+            r#"{{"channel":"chat:bench","pub":{{"offset":"1:2","data":"{}"}}}}"#,
+            as_text(&data)
+        );
+        assert_eq!(echoed(brisk, Message::text(push)), [want]);
+        assert!(echoed(brisk, Message::text(r#"{"id":3,"result":{"offset":null}}"#)).is_empty());
     }
 
     #[test]
