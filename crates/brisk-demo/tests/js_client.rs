@@ -91,18 +91,28 @@ fn the_client_passes_its_node_tests_against_two_instances() {
     assert!(!out.contains("# pass 0"), "{out}");
 }
 
-/// `POST /api/channels/publish` of `data` to `channel` on `d`.
-fn publish(d: &Demo, channel: &str, data: serde_json::Value) {
-    let body = serde_json::json!({ "channel": channel, "data": data }).to_string();
+/// `POST /api/channels/METHOD` with `body` on `d`: its JSON answer, which must be a 200.
+fn api(d: &Demo, method: &str, body: serde_json::Value) -> serde_json::Value {
     let auth = format!("apikey {API_KEY}");
+    let path = format!("/api/channels/{method}");
     let r = common::request(
         d.http,
         "POST",
-        "/api/channels/publish",
+        &path,
         &[("Authorization", &auth)],
-        &body,
+        &body.to_string(),
     );
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+/// Publishes `data` to `channel` through `d`'s server API.
+fn publish(d: &Demo, channel: &str, data: serde_json::Value) {
+    api(
+        d,
+        "publish",
+        serde_json::json!({ "channel": channel, "data": data }),
+    );
 }
 
 #[test]
@@ -121,16 +131,8 @@ fn the_demo_page_recovers_in_chromium_what_it_missed_while_cut_off() {
     page.wait("the page to subscribe", "window.demo?.subscribed === 1");
     // Publications from B reach A's subscriber once its subscription is known across instances.
     wait_until(Duration::from_secs(10), "the subscriber counted", || {
-        let auth = format!("apikey {API_KEY}");
-        let r = common::request(
-            b.http,
-            "POST",
-            "/api/channels/channels",
-            &[("Authorization", &auth)],
-            "{}",
-        );
-        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
-        v["result"]["channels"]["chat:browser"]["clients"] == 1
+        api(&b, "channels", serde_json::json!({}))["result"]["channels"]["chat:browser"]["clients"]
+            == 1
     });
     publish(&b, "chat:browser", serde_json::json!("before"));
     page.wait(

@@ -2,6 +2,7 @@
 //! when its credentials expire) and the handling of each command.
 
 use std::collections::BTreeSet;
+use std::rc::Rc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -19,8 +20,8 @@ use crate::ws::{self, Message, Position, WsConnection, WsEndpoint};
 
 /// A connection's state (its data).
 struct Session {
-    /// Who it is, once connected.
-    subject: Option<Subject>,
+    /// Who it is, once connected (shared: every command reads it, none copies it).
+    subject: Option<Rc<Subject>>,
     /// Its id in join and leave pushes: unique across workers and instances.
     client: String,
     /// The channels it subscribed to (and whose join was announced, where announced).
@@ -181,7 +182,7 @@ impl Channels {
         ws.set_presence_id(&subject.user);
         ws.tag(&user_key(&subject.user));
         let client = with_session(ws, |s| {
-            s.subject = Some(subject.clone());
+            s.subject = Some(Rc::new(subject.clone()));
             s.client.clone()
         });
         self.arm_expiry(ws, subject.expires);
@@ -208,7 +209,7 @@ impl Channels {
                 "refresh: the token is for another user",
             ));
         }
-        with_session(ws, |s| s.subject = Some(fresh.clone()));
+        with_session(ws, |s| s.subject = Some(Rc::new(fresh.clone())));
         self.arm_expiry(ws, fresh.expires);
         answer(&json!({ "expires": fresh.expires }))
     }
@@ -382,7 +383,7 @@ fn with_session<R>(ws: &WsConnection, f: impl FnOnce(&mut Session) -> R) -> R {
     ws.with_data(f).expect("a channel connection has a session")
 }
 
-fn subject_of(ws: &WsConnection) -> Option<Subject> {
+fn subject_of(ws: &WsConnection) -> Option<Rc<Subject>> {
     ws.with_data(|s: &mut Session| s.subject.clone()).flatten()
 }
 
