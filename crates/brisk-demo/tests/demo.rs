@@ -264,10 +264,21 @@ fn the_workers_of_a_killed_master_exit_and_free_its_ports() {
         "the workers exited {:?} after the master's kill -9",
         t0.elapsed()
     );
-    // No orphan holds the listeners: the ports can be bound again.
+    // No orphan holds the listeners: the ports can be bound again (within moments: the
+    // kernel releases a dead process's listening socket a little after the process is gone).
     for port in [d.text, d.frame] {
-        std::net::TcpListener::bind(("127.0.0.1", port))
-            .unwrap_or_else(|e| panic!("port {port} still held: {e}"));
+        let mut last = None;
+        let bound = poll(
+            Duration::from_secs(5),
+            || match std::net::TcpListener::bind(("127.0.0.1", port)) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    last = Some(e);
+                    None
+                }
+            },
+        );
+        assert!(bound.is_some(), "port {port} still held: {last:?}");
     }
     // The connection the dead worker served was closed, not left hanging.
     client
