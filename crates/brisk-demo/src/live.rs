@@ -17,13 +17,16 @@
 //! read from `--channels-secret-file` (default `RUN_DIR/channels.key`, created with 32 random
 //! bytes by the first worker that needs it; instances that share users share the file). The
 //! try-out tokens are the demo's convenience: anyone gets one for any name. A real app
-//! issues them after its own login.
+//! issues them after its own login. With `--channels-jwks-url`, tokens are an identity
+//! provider's (RS256 or ES256, checked against the keys it publishes, `aud` as above) and
+//! the demo signs none.
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use brisk::channels::{Access, Channels, Namespace, Publishers, ServerApi};
 use brisk::http::{Body, RequestBody};
+use brisk::jwks_url::JwksUrl;
 use brisk::jwt::{Jwt, JwtError};
 use brisk::ws::{History, WsEndpoint};
 use http::{header, Request, Response, StatusCode};
@@ -45,34 +48,49 @@ pub(crate) const AUDIENCE: &str = "brisk-demo";
 const TOKEN_TTL: u64 = 600;
 const MAX_TOKEN_TTL: u64 = 3600;
 
+/// Where the keys that check tokens come from.
+pub(crate) enum TokenKeys {
+    /// An HS256 secret in this file (created on first use): the demo signs try-out tokens.
+    SecretFile(PathBuf),
+    /// An identity provider's JWKS URL: tokens are the provider's.
+    Url(JwksUrl),
+}
+
 /// The channel endpoints of one worker.
 #[derive(Clone)]
 pub(crate) struct Live {
     channels: Channels,
     endpoint: WsEndpoint,
     api: Option<ServerApi>,
-    key_file: PathBuf,
+    /// The secret try-out tokens are signed with (none when tokens come from a JWKS URL).
+    key_file: Option<PathBuf>,
 }
 
 impl Live {
-    /// Channels whose tokens are signed with the key in `key_file`, keeping publications in
-    /// `history` if given, with the server API if `api_key` is.
+    /// Channels whose tokens are checked with `keys`, keeping publications in `history` if
+    /// given, with the server API if `api_key` is.
     pub(crate) fn new(
-        key_file: PathBuf,
+        keys: TokenKeys,
         history: Option<History>,
         api_key: Option<String>,
     ) -> anyhow::Result<Self> {
-        let file = key_file.clone();
-        let keys = move || -> Result<Jwt, JwtError> {
-            let secret = crate::session_key::read_or_create(&file)
-                .map_err(|e| JwtError::Keys(format!("{e:#}")))?;
-            Ok(Jwt::hs256(&secret)?.audience(AUDIENCE))
+        let (channels, key_file) = match keys {
+            TokenKeys::SecretFile(key_file) => {
+                let file = key_file.clone();
+                let keys = move || -> Result<Jwt, JwtError> {
+                    let secret = crate::session_key::read_or_create(&file)
+                        .map_err(|e| JwtError::Keys(format!("{e:#}")))?;
+                    Ok(Jwt::hs256(&secret)?.audience(AUDIENCE))
+                };
+                (Channels::jwt_from(keys), Some(key_file))
+            }
+            TokenKeys::Url(url) => (Channels::jwks_url(url.audience(AUDIENCE)), None),
         };
         let with_history = |ns: Namespace| match &history {
             Some(h) => ns.history(h.clone()),
             None => ns,
         };
-        let channels = Channels::jwt_from(keys)
+        let channels = channels
             .namespace(
                 "chat",
                 with_history(Namespace::new())
@@ -182,7 +200,13 @@ impl Live {
                 )
             }
         };
-        let secret = match crate::session_key::read_or_create(&self.key_file) {
+        let Some(key_file) = &self.key_file else {
+            return json_status(
+                StatusCode::NOT_FOUND,
+                json!({ "error": "tokens come from the identity provider (--channels-jwks-url); the demo signs none" }),
+            );
+        };
+        let secret = match crate::session_key::read_or_create(key_file) {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!("channels key: {e:#}");

@@ -170,6 +170,13 @@ struct Args {
     /// `RUN_DIR/channels.key`, created on first use; share it between instances).
     #[arg(help_heading = "Channels", long, global = true)]
     channels_secret_file: Option<PathBuf>,
+    /// Check `/connection/websocket`'s tokens (RS256, ES256) against the keys an identity
+    /// provider publishes at this JWKS URL instead (`/connection/token` then signs none).
+    #[arg(help_heading = "Channels", long, global = true)]
+    channels_jwks_url: Option<String>,
+    /// How often the `--channels-jwks-url` document is fetched again, in seconds.
+    #[arg(help_heading = "Channels", long, global = true, default_value_t = 300)]
+    channels_jwks_refresh: u64,
     /// An SMTP server for `POST /mail`: `smtp://host:port` (plain),
     /// `smtp://host:port?tls=required` (STARTTLS) or `smtps://host:port` (TLS), with
     /// `user:password@` before the host if it asks for a login.
@@ -593,11 +600,17 @@ fn build(args: &Args) -> anyhow::Result<App> {
         ),
         None => None,
     };
-    let live = live::Live::new(
-        (args.channels_secret_file.clone()).unwrap_or_else(|| run_dir.join("channels.key")),
-        history.clone(),
-        api_key,
-    )?;
+    let token_keys = match &args.channels_jwks_url {
+        Some(url) => live::TokenKeys::Url(
+            brisk::jwks_url::JwksUrl::new(url)
+                .map_err(|e| anyhow::anyhow!("--channels-jwks-url: {e}"))?
+                .refresh_every(Duration::from_secs(args.channels_jwks_refresh)),
+        ),
+        None => live::TokenKeys::SecretFile(
+            (args.channels_secret_file.clone()).unwrap_or_else(|| run_dir.join("channels.key")),
+        ),
+    };
+    let live = live::Live::new(token_keys, history.clone(), api_key)?;
     let blocks = blocks::Blocks::new(redis.clone());
     let jobs = jobs::Jobs::new(redis.clone());
     let jobs_consumer = redis.clone().map(jobs::consumer);

@@ -655,3 +655,46 @@ fn event_streams_get_the_channels_and_recover_too() {
     api(&a, "disconnect", json!({ "user": "alice" }));
     assert_eq!(read_sse_event(&mut s), None, "the stream ends");
 }
+
+#[test]
+fn tokens_can_come_from_an_identity_providers_jwks_url() {
+    use brisk_testkit::jwks::{jwks, SigningKey};
+    let dir = temp_dir("channels-jwks");
+    let provider = SigningKey::new("idp-1");
+    std::fs::write(dir.path().join("jwks.json"), jwks(&[&provider])).unwrap();
+    let nginx = Nginx::files(dir.path()).unwrap();
+    let url = format!("http://127.0.0.1:{}/jwks.json", nginx.port());
+    let d = demo_with(1, &["--channels-jwks-url", &url]);
+    let claims = |aud: &str| json!({ "sub": "ada", "exp": now() + 600, "aud": aud });
+    let mut c = Client::open(&d);
+    let r = c.call(
+        "connect",
+        json!({ "token": provider.sign(&claims(AUDIENCE)) }),
+    );
+    assert_eq!(r["result"]["user"], "ada", "{r}");
+    let refused = |d: &Demo, token: String| {
+        let mut c = Client::open(d);
+        c.send("connect", json!({ "token": token }));
+        c.closed_with()
+    };
+    // A key the provider does not publish; the provider's key for another audience.
+    let stranger = SigningKey::new("idp-2");
+    let (code, reason) = refused(&d, stranger.sign(&claims(AUDIENCE)));
+    assert_eq!(code, 4001, "{reason}");
+    assert!(reason.contains("idp-2"), "{reason}");
+    let (code, reason) = refused(&d, provider.sign(&claims("another-app")));
+    assert_eq!(
+        (code, reason.contains("audience")),
+        (4001, true),
+        "{reason}"
+    );
+    // The try-out endpoint signs nothing: tokens are the provider's.
+    assert_eq!(get(d.http, "/connection/token?user=ada").status, 404);
+
+    // A provider that cannot be reached: the server says it cannot check tokens.
+    let gone = format!("http://127.0.0.1:{}/jwks.json", free_port());
+    let lost = demo_with(1, &["--channels-jwks-url", &gone]);
+    let (code, reason) = refused(&lost, provider.sign(&claims(AUDIENCE)));
+    assert_eq!(code, 1011, "{reason}");
+    assert!(reason.contains("cannot check tokens"), "{reason}");
+}

@@ -15,6 +15,7 @@ pub use tempfile::TempDir;
 
 pub mod chromium;
 pub mod exposition;
+pub mod jwks;
 pub mod servers;
 pub mod tcp_proxy;
 pub use chromium::{Chromium, Page};

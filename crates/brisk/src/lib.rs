@@ -40,8 +40,9 @@
 //!                   protocol/mod.rs), http/ (own HTTP/1.1 path, hyper glue, static files,
 //!                   SSE), ws/ (codec, deflate, endpoint, groups): each owns its set-up and
 //!                   its sweeps; and the application layer beside them: db/, redis.rs,
-//!                   queue/, mail.rs, template/, channels/ (the channel protocol and its
-//!                   server API, on ws/ and jwt)
+//!                   queue/, mail.rs, template/, jwks_url (token keys from a URL, on
+//!                   the HTTP client), channels/ (the channel protocol and its server API,
+//!                   on ws/, jwt and jwks_url)
 //!  worker runtime   runtime/ (worker context and registry, streams and TLS sessions,
 //!                   connections, accept loops, sweeps, UDP, Service), timer.rs,
 //!                   protocol (the Protocol trait the runtime drives)
@@ -85,6 +86,8 @@ mod error;
 pub mod fuzzing;
 pub mod http;
 mod ipc;
+#[cfg(all(feature = "jwt", feature = "client"))]
+pub mod jwks_url;
 #[cfg(feature = "jwt")]
 pub mod jwt;
 pub mod latency;

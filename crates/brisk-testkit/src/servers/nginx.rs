@@ -43,6 +43,20 @@ impl Nginx {
         Ok(nginx)
     }
 
+    /// nginx serving the files of `dir` (made readable to its workers) on a free port: a
+    /// static HTTP origin, e.g. an identity provider's JWKS document.
+    pub fn files(dir: &Path) -> Result<Self> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+        let port = free_port();
+        let config = format!(
+            "worker_processes 1;\nevents {{ worker_connections 64; }}\n\
+             http {{ access_log off; server {{ listen 127.0.0.1:{port}; root {}; }} }}\n",
+            dir.display()
+        );
+        Self::start(&config, port)
+    }
+
     /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port

@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 
+use crate::jwks_url::JwksUrl;
 use crate::jwt::{Jwt, JwtError};
 
 /// Who a connection is, once `connect` succeeded.
@@ -81,40 +82,60 @@ pub(crate) type AuthFn = Arc<
 pub(crate) type CheckFn =
     Arc<dyn Fn(String, String) -> Pin<Box<dyn Future<Output = bool>>> + Send + Sync>;
 
-/// A [`Jwt`] given, or made on first use in each process (from a key file a worker creates,
-/// say); a failed load is tried again on the next use.
+/// Where token keys come from: a [`Jwt`] given, one made on first use in each process (from
+/// a key file a worker creates, say; a failed load is tried again on the next use), or an
+/// identity provider's JWKS URL.
 #[derive(Clone)]
-pub(crate) struct KeySource {
-    load: Arc<dyn Fn() -> Result<Jwt, JwtError> + Send + Sync>,
-    loaded: Arc<OnceLock<Jwt>>,
+pub(crate) enum KeySource {
+    Loaded {
+        load: Arc<dyn Fn() -> Result<Jwt, JwtError> + Send + Sync>,
+        loaded: Arc<OnceLock<Jwt>>,
+    },
+    Url(JwksUrl),
 }
 
 impl KeySource {
     pub(crate) fn ready(jwt: Jwt) -> Self {
         let loaded = OnceLock::new();
         let _ = loaded.set(jwt);
-        KeySource {
+        KeySource::Loaded {
             load: Arc::new(|| Err(JwtError::Keys("loaded already".into()))),
             loaded: Arc::new(loaded),
         }
     }
 
     pub(crate) fn lazy(load: impl Fn() -> Result<Jwt, JwtError> + Send + Sync + 'static) -> Self {
-        KeySource {
+        KeySource::Loaded {
             load: Arc::new(load),
             loaded: Arc::new(OnceLock::new()),
         }
     }
 
-    /// The keys, or why they could not be loaded.
-    pub(crate) fn get(&self) -> Result<&Jwt, JwtError> {
-        if let Some(jwt) = self.loaded.get() {
-            return Ok(jwt);
+    /// The claims of `token`; [`JwtError::Keys`] (logged here) when the keys are not to be
+    /// had.
+    pub(crate) async fn verify<C: serde::de::DeserializeOwned>(
+        &self,
+        token: &str,
+    ) -> Result<C, JwtError> {
+        let outcome = match self {
+            KeySource::Loaded { load, loaded } => match loaded.get() {
+                Some(jwt) => jwt.verify(token),
+                None => match load() {
+                    Ok(jwt) => loaded.get_or_init(|| jwt).verify(token),
+                    Err(e) => Err(e),
+                },
+            },
+            KeySource::Url(url) => url.verify(token).await,
+        };
+        if let Err(JwtError::Keys(why)) = &outcome {
+            tracing::error!("channels: the token keys cannot be had: {why}");
         }
-        let jwt = (self.load)()?;
-        Ok(self.loaded.get_or_init(|| jwt))
+        outcome
     }
 }
+
+/// What a client hears when the server's keys are not to be had (the log says why).
+const NO_KEYS: &str = "the server cannot check tokens now";
 
 /// How `connect` learns who the client is.
 #[derive(Clone)]
@@ -149,14 +170,12 @@ impl Authenticator {
                 let token = token.ok_or_else(|| {
                     Refusal::new(super::close::INVALID_TOKEN, "connect needs a token")
                 })?;
-                let jwt = keys.get().map_err(|e| {
-                    tracing::error!("channels: the token keys cannot be loaded: {e}");
-                    Refusal::new(
-                        super::close::SERVER_ERROR,
-                        "the server cannot check tokens now",
-                    )
-                })?;
-                let claims: ConnectClaims = jwt.verify(&token)?;
+                let claims: ConnectClaims = match keys.verify(&token).await {
+                    Err(JwtError::Keys(_)) => {
+                        return Err(Refusal::new(super::close::SERVER_ERROR, NO_KEYS))
+                    }
+                    outcome => outcome?,
+                };
                 if claims.channel.is_some() {
                     return Err(Refusal::new(
                         super::close::INVALID_TOKEN,
@@ -197,21 +216,14 @@ pub(crate) fn now_seconds() -> u64 {
 }
 
 /// Whether a subscription token lets `user` subscribe to `channel`.
-pub(crate) fn subscription_allows(
+pub(crate) async fn subscription_allows(
     keys: &KeySource,
     token: &str,
     user: &str,
     channel: &str,
 ) -> Result<(), (super::ErrorCode, String)> {
     use super::ErrorCode;
-    let jwt = keys.get().map_err(|e| {
-        tracing::error!("channels: the token keys cannot be loaded: {e}");
-        (
-            ErrorCode::Unavailable,
-            "the server cannot check tokens now".to_owned(),
-        )
-    })?;
-    match jwt.verify::<SubscriptionClaims>(token) {
+    match keys.verify::<SubscriptionClaims>(token).await {
         Ok(c) if c.sub == user && c.channel == channel => Ok(()),
         Ok(_) => Err((
             ErrorCode::PermissionDenied,
@@ -221,6 +233,7 @@ pub(crate) fn subscription_allows(
             ErrorCode::TokenExpired,
             "the subscription token has expired".into(),
         )),
+        Err(JwtError::Keys(_)) => Err((ErrorCode::Unavailable, NO_KEYS.into())),
         Err(e) => Err((
             ErrorCode::PermissionDenied,
             format!("subscription token: {e}"),
@@ -240,27 +253,27 @@ mod tests {
         crate::jwt::hs256_token(SECRET, &claims).unwrap()
     }
 
-    #[test]
-    fn a_subscription_token_is_for_one_user_and_one_channel() {
+    #[tokio::test]
+    async fn a_subscription_token_is_for_one_user_and_one_channel() {
         let keys = KeySource::ready(Jwt::hs256(SECRET).unwrap());
         let exp = 4_000_000_000u64;
         let token = signed(json!({ "sub": "alice", "channel": "team:ops", "exp": exp }));
         assert_eq!(
-            subscription_allows(&keys, &token, "alice", "team:ops"),
+            subscription_allows(&keys, &token, "alice", "team:ops").await,
             Ok(())
         );
         let code = |r: Result<(), (ErrorCode, String)>| r.unwrap_err().0;
         assert_eq!(
-            code(subscription_allows(&keys, &token, "bob", "team:ops")),
+            code(subscription_allows(&keys, &token, "bob", "team:ops").await),
             ErrorCode::PermissionDenied
         );
         assert_eq!(
-            code(subscription_allows(&keys, &token, "alice", "team:dev")),
+            code(subscription_allows(&keys, &token, "alice", "team:dev").await),
             ErrorCode::PermissionDenied
         );
         let old = signed(json!({ "sub": "alice", "channel": "team:ops", "exp": 1_000 }));
         assert_eq!(
-            code(subscription_allows(&keys, &old, "alice", "team:ops")),
+            code(subscription_allows(&keys, &old, "alice", "team:ops").await),
             ErrorCode::TokenExpired
         );
         let other = crate::jwt::hs256_token(
@@ -269,7 +282,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            code(subscription_allows(&keys, &other, "alice", "team:ops")),
+            code(subscription_allows(&keys, &other, "alice", "team:ops").await),
             ErrorCode::PermissionDenied
         );
     }

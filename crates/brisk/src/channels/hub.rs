@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 use super::auth::{AuthFn, Authenticator, CheckFn, KeySource, Refusal, Subject};
 use super::namespace::{namespace_of, valid_name, Namespace};
 use super::wire::{self, ErrorCode, Publication};
+use crate::jwks_url::JwksUrl;
 use crate::jwt::{Jwt, JwtError};
 use crate::redis::RedisError;
 use crate::ws::{self, Kept, Message, Position};
@@ -138,6 +139,24 @@ impl Channels {
     /// on the next connect.
     pub fn jwt_from(load: impl Fn() -> Result<Jwt, JwtError> + Send + Sync + 'static) -> Self {
         Self::with(Authenticator::Jwt(KeySource::lazy(load)))
+    }
+
+    /// As [`jwt`](Channels::jwt), with the keys an identity provider publishes at a JWKS URL
+    /// (fetched in each worker, refreshed in the background, fetched again when a token
+    /// names a key not seen yet). While no keys could be fetched, clients are closed with
+    /// [`close::SERVER_ERROR`](super::close::SERVER_ERROR); once fetched, keys stay in use
+    /// while the provider is unreachable.
+    ///
+    /// ```no_run
+    /// use brisk::channels::Channels;
+    /// use brisk::jwks_url::JwksUrl;
+    /// let keys = JwksUrl::new("https://auth.example/.well-known/jwks.json")
+    ///     .unwrap()
+    ///     .audience("chat");
+    /// let channels = Channels::jwks_url(keys);
+    /// ```
+    pub fn jwks_url(keys: JwksUrl) -> Self {
+        Self::with(Authenticator::Jwt(KeySource::Url(keys)))
     }
 
     /// Clients connect with whatever token the app's `check` understands (or none): it

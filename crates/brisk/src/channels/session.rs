@@ -293,14 +293,18 @@ impl Channels {
         if access == Access::Connected || subject.channels.iter().any(|c| c == channel) {
             return Ok(());
         }
-        let by_token = token.map(|token| match &self.inner.subscription_jwt {
-            Some(keys) => subscription_allows(keys, token, &subject.user, channel)
-                .map_err(|(code, why)| ChannelError::new(code, why)),
-            None => Err(ChannelError::new(
+        let by_token = match (token, &self.inner.subscription_jwt) {
+            (Some(token), Some(keys)) => Some(
+                subscription_allows(keys, token, &subject.user, channel)
+                    .await
+                    .map_err(|(code, why)| ChannelError::new(code, why)),
+            ),
+            (Some(_), None) => Some(Err(ChannelError::new(
                 ErrorCode::PermissionDenied,
                 "this server takes no subscription tokens",
-            )),
-        });
+            ))),
+            (None, _) => None,
+        };
         if let Some(Ok(())) = by_token {
             return Ok(());
         }

@@ -21,10 +21,12 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// An event stream the crate feeds itself besides its groups: to queue its first events, and
 /// to end it.
+#[cfg(feature = "channels")]
 pub(crate) struct OwnedStream {
     id: u64,
 }
 
+#[cfg(feature = "channels")]
 impl OwnedStream {
     /// Queues `text` as one `data:` event; false when the stream has ended.
     pub(crate) fn send_text(&self, text: &str) -> bool {
@@ -38,6 +40,7 @@ impl OwnedStream {
 }
 
 /// As [`event_stream`], with the handle that feeds and ends it.
+#[cfg(feature = "channels")]
 pub(crate) fn owned_event_stream<G: AsRef<str>, K: AsRef<str>>(
     groups: &[G],
     keys: &[K],

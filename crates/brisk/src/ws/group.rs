@@ -80,11 +80,13 @@ pub(crate) fn add_stream_with_id(
 }
 
 /// Queues `event` on stream `id`; false when the stream has ended.
+#[cfg(feature = "channels")]
 pub(crate) fn stream_event_to(id: u64, event: &Bytes) -> bool {
     send_to_stream(id, Some(event))
 }
 
 /// Ends stream `id`, as a close frame would.
+#[cfg(feature = "channels")]
 pub(crate) fn end_stream(id: u64) {
     send_to_stream(id, None);
 }
