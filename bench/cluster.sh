@@ -17,6 +17,15 @@
 #    limit). Deliveries/s, p99 publish-to-delivery, CPU µs per delivery, RSS per connection
 #    (the servers' RSS with the receivers open, less before).
 #
+#    Targets `channels` (the demo's `brisk::channels` protocol: JWT connect, subscribe to
+#    `room:bench`, publish through it) and `centrifugo` (the Centrifugo server, Redis engine,
+#    HS256 connect tokens, channel `room`) compare the channel protocol with its peer;
+#    neither has presence or join/leave pushes on that channel, and `brisk` (`/chat`) is the
+#    protocol-less baseline.
+# 3. Connect + subscribe (CLUSTER_CONNECT="channels centrifugo", 10,000 connections over 2
+#    instances, all at once): connections/s until the last subscribe is answered, and server
+#    CPU µs per connection (JWT verified, subscription recorded).
+#
 # The targets alternate ROUNDS times; the tables give the medians.
 #
 #   bash bench/cluster.sh [ROUNDS] [SECONDS] [RECEIVERS]   # default 3 5 1000
@@ -40,14 +49,38 @@ OLD_DEMO=${CLUSTER_OLD_DEMO:-target/ab-old/release/brisk-demo}
 export BRISK_CLUSTER_SECRET=${BRISK_CLUSTER_SECRET:-cluster-lab-secret-0123456789}
 BENCH=target/release/brisk-bench
 CENT=bench/peers/centrifuge/bin/peer-centrifuge
+CENTRIFUGO=bench/peers/centrifugo/bin/centrifugo
 cargo build --release -p brisk-demo -p brisk-bench
-[ -d bench/peers/node/node_modules/socket.io ] && [ -x "$CENT" ] || bash bench/peers/install.sh
+[ -d bench/peers/node/node_modules/socket.io ] && [ -x "$CENT" ] && [ -x "$CENTRIFUGO" ] \
+  || bash bench/peers/install.sh
 command -v redis-server > /dev/null || bash scripts/install-test-servers
 OUT=${CLUSTER_OUT:-bench/results/cluster}
 POINTS=${CLUSTER_POINTS:-1000:2 1000:20 1000:200 10000:2 10000:20}
 TARGETS=${CLUSTER_TARGETS:-brisk socketio centrifuge}
+CONNECT_TARGETS=${CLUSTER_CONNECT:-}
+CONNECT_N=${CLUSTER_CONNECT_N:-10000}
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
+# Connect tokens: the demo's channel key (shared by its instances) and Centrifugo's HMAC
+# secret; each token names user `bench` and lasts an hour.
+CH_SECRET=cluster-lab-channels-secret-0123456789
+printf %s "$CH_SECRET" > "$WORK/channels.key"
+CF_SECRET=cluster-lab-centrifugo-secret-0123456789
+hs256() {
+  python3 - "$1" "$2" <<'EOF'
+import base64, hashlib, hmac, json, sys, time
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+claims = {"sub": "bench", "exp": int(time.time()) + 3600}
+if sys.argv[2]:
+    claims["aud"] = sys.argv[2]
+head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+body = b64(json.dumps(claims).encode())
+sig = hmac.new(sys.argv[1].encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+print(f"{head}.{body}.{b64(sig)}")
+EOF
+}
+CH_TOKEN=$(hs256 "$CH_SECRET" brisk-demo)
+CF_TOKEN=$(hs256 "$CF_SECRET" "")
 REDIS_PORT=16500
 BASE_PORT=16510
 TICKS=$(getconf CLK_TCK)
@@ -119,12 +152,30 @@ start() {
   for i in $(seq "$2"); do
     port=$((BASE_PORT + i))
     case $1 in
-      brisk | brisk_old)
+      brisk | brisk_old | channels)
         taskset -c 0 "$demo" --workers 1 --http "http://127.0.0.1:$port" \
           --text text://127.0.0.1:0 --frame frame://127.0.0.1:0 \
           --websocket websocket://127.0.0.1:0 --redis "redis://127.0.0.1:$REDIS_PORT" \
+          --channels-secret-file "$WORK/channels.key" \
           --run-dir "$WORK/brisk$i" start -d > "$WORK/brisk$i.log" 2>&1
-        URLS+=("ws://127.0.0.1:$port/chat")
+        if [ "$1" = channels ]; then
+          URLS+=("ws://127.0.0.1:$port/connection/websocket")
+        else
+          URLS+=("ws://127.0.0.1:$port/chat")
+        fi
+        ;;
+      centrifugo)
+        cat > "$WORK/centrifugo$i.json" <<EOF
+{"http_server": {"address": "127.0.0.1", "port": $port},
+ "log": {"level": "error"}, "usage_stats": {"disabled": true},
+ "engine": {"type": "redis", "redis": {"address": ["redis://127.0.0.1:$REDIS_PORT"]}},
+ "client": {"token": {"hmac_secret_key": "$CF_SECRET"}, "allowed_origins": ["*"]},
+ "channel": {"without_namespace": {"allow_subscribe_for_client": true,
+                                   "allow_publish_for_subscriber": true}}}
+EOF
+        taskset -c 0 "$CENTRIFUGO" -c "$WORK/centrifugo$i.json" > "$WORK/centrifugo$i.log" 2>&1 &
+        echo $! >> "$PEERS"
+        URLS+=("ws://127.0.0.1:$port/connection/websocket")
         ;;
       socketio)
         taskset -c 0 node bench/peers/node/socketio.js "$port" "redis://127.0.0.1:$REDIS_PORT" \
@@ -153,19 +204,56 @@ wait_listening() {
   done
 }
 
-# broadcast TARGET N RECEIVERS RATE -> "delivered/s p99_ms cpu_us_per_delivery rss_kb_per_conn lost"
-broadcast() {
-  local target=$1 n=$2 r=$3 rate=$4 protocol args rss0 rss1 c0 c1
+# protocol_args TARGET: what brisk-bench speaks to it, in PROTOCOL.
+protocol_args() {
+  case $1 in
+    socketio) PROTOCOL=(--protocol socketio) ;;
+    centrifuge) PROTOCOL=(--protocol centrifuge) ;;
+    centrifugo) PROTOCOL=(--protocol centrifuge --token "$CF_TOKEN" --channel room) ;;
+    channels) PROTOCOL=(--protocol brisk --token "$CH_TOKEN" --channel room:bench) ;;
+    *) PROTOCOL=(--protocol plain) ;;
+  esac
+}
+
+# connect_rate TARGET N CONNECTIONS -> "connections/s cpu_us_per_connection failed"
+connect_rate() {
+  local target=$1 n=$2 c=$3 args c0 c1 t0 t1
   start "$target" "$n"
   wait_listening "$n"
-  protocol=plain
-  [ "$target" = socketio ] && protocol=socketio
-  [ "$target" = centrifuge ] && protocol=centrifuge
+  protocol_args "$target"
+  args=("${URLS[0]}")
+  for u in "${URLS[@]:1}"; do args+=(--spread "$u"); done
+  rm -f "$WORK/ready"
+  c0=$(cpu_ticks)
+  t0=$(date +%s%N)
+  taskset -c 1 "$BENCH" ws "${args[@]}" "${PROTOCOL[@]}" -c "$c" --timeout 20s --hold 1s \
+    --settle 1s --json --ready-file "$WORK/ready" > "$WORK/ws.json" &
+  local bench=$!
+  while [ ! -f "$WORK/ready" ] && kill -0 "$bench" 2> /dev/null; do sleep 0.01; done
+  t1=$(date +%s%N)
+  c1=$(cpu_ticks)
+  wait "$bench"
+  stop_all
+  python3 - "$WORK/ws.json" "$TICKS" "$c0" "$c1" "$t0" "$t1" "$c" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+t, c0, c1, t0, t1, c = float(sys.argv[2]), *map(float, sys.argv[3:8])
+ok = max(j["connections"]["succeeded"], 1)
+print(round(ok / ((t1 - t0) / 1e9)), round((c1 - c0) / t * 1e6 / ok, 1), int(c) - ok)
+EOF
+}
+
+# broadcast TARGET N RECEIVERS RATE -> "delivered/s p99_ms cpu_us_per_delivery rss_kb_per_conn lost"
+broadcast() {
+  local target=$1 n=$2 r=$3 rate=$4 args rss0 rss1 c0 c1
+  start "$target" "$n"
+  wait_listening "$n"
+  protocol_args "$target"
   args=("${URLS[0]}")
   for u in "${URLS[@]:1}"; do args+=(--spread "$u"); done
   rss0=$(rss_kb)
   rm -f "$WORK/ready" "$WORK/done"
-  taskset -c 1 "$BENCH" ws "${args[@]}" --protocol "$protocol" -c "$r" --ramp 5000 \
+  taskset -c 1 "$BENCH" ws "${args[@]}" "${PROTOCOL[@]}" -c "$r" --ramp 5000 \
     --mode broadcast --rate "$rate" --hold "${SECS}s" --settle 2s --drain 5s --json \
     --ready-file "$WORK/ready" --done-file "$WORK/done" > "$WORK/ws.json" &
   local bench=$!
@@ -234,6 +322,10 @@ for round in $(seq "$ROUNDS"); do
       echo "peer $t $r $rate $row" | tee -a "$OUT/raw.txt"
     done
   done
+  for t in $CONNECT_TARGETS; do
+    row=$(connect_rate "$t" 2 "$CONNECT_N")
+    echo "connect $t $CONNECT_N $row" | tee -a "$OUT/raw.txt"
+  done
 done
 
 python3 - "$OUT/raw.txt" "$ROUNDS" "$SECS" "$RECEIVERS" "$RATE1" > "$OUT/table.md" <<'EOF'
@@ -266,11 +358,26 @@ print("|---|---|---|---|---|---|---|---|")
 for r in ("1000", "10000"):
     rates = sorted({x[3] for x in rows if x[0] == "peer" and x[2] == r}, key=float)
     for rate in rates:
-        for t in ("brisk", "brisk_old", "socketio", "centrifuge"):
+        for t in ("brisk", "brisk_old", "channels", "socketio", "centrifuge", "centrifugo"):
             m = [x[4:] for x in rows if x[0] == "peer" and x[1] == t and x[2] == r and x[3] == rate]
             if not m:
                 continue
             print(f"| {int(r):,} | {rate} | {t} | {med(x[0] for x in m):,.0f} | {med(x[1] for x in m):.2f} | "
                   f"{med(x[2] for x in m):.3f} | {med(x[3] for x in m):.2f} | {med(x[4] for x in m):,.0f} |")
+conn = [x for x in rows if x[0] == "connect"]
+if conn:
+    print()
+    print(f"## Connect + subscribe over 2 instances, all at once (medians of {rounds} rounds)")
+    print()
+    print("Wall time from the load generator's start until every connection's subscribe is answered;")
+    print("CPU of both instances and Redis over that time. Brisk and Centrifugo verify an HS256 JWT.")
+    print()
+    print("| connections | server | connections/s | CPU µs/connection | failed |")
+    print("|---|---|---|---|---|")
+    for t in ("channels", "centrifugo", "brisk", "centrifuge", "socketio"):
+        m = [x[3:] for x in conn if x[1] == t]
+        if m:
+            print(f"| {int(conn[0][2]):,} | {t} | {med(x[0] for x in m):,.0f} | "
+                  f"{med(x[1] for x in m):.1f} | {med(x[2] for x in m):,.0f} |")
 EOF
 cat "$OUT/table.md"

@@ -43,6 +43,9 @@ GO=$(command -v go || echo /usr/local/go/bin/go)
 (cd "$HERE/go" && "$GO" mod download && "$GO" build -o bin/peer-go .)
 # Centrifuge peer (the cluster lab): the centrifuge library with its Redis broker.
 (cd "$HERE/centrifuge" && "$GO" mod download && "$GO" build -o bin/peer-centrifuge .)
+# Centrifugo, the server (the channel protocol's peer), from its Go module.
+[ -x "$HERE/centrifugo/bin/centrifugo" ] \
+    || GOBIN="$HERE/centrifugo/bin" "$GO" install github.com/centrifugal/centrifugo/v6@v6.9.1
 
 # actix-http peer (the database tests): its own cargo workspace, built into target/peers.
 REPO=$(cd "$HERE/../.." && pwd)

@@ -179,9 +179,13 @@ struct WsArgs {
     #[arg(long, value_enum, default_value_t = ProtocolArg::Plain)]
     protocol: ProtocolArg,
     /// The connect token of `--protocol brisk` (e.g. from the demo's
-    /// `/connection/token?user=bench`).
+    /// `/connection/token?user=bench`), or of `--protocol centrifuge` (Centrifugo's JWT).
     #[arg(long)]
     token: Option<String>,
+    /// The channel `--protocol centrifuge` and `--protocol brisk` connections subscribe and
+    /// publish to (default `chat`, and `chat:bench` for brisk).
+    #[arg(long)]
+    channel: Option<String>,
     /// How long the connections stay idle between the ramp and the messages (to sample the
     /// servers in between).
     #[arg(long, default_value = "0s", value_parser = duration_arg)]
@@ -266,7 +270,11 @@ fn ws_config(args: &WsArgs) -> Result<WsConfig, BenchError> {
     config.protocol = match args.protocol {
         ProtocolArg::Plain => WsProtocol::Plain,
         ProtocolArg::Socketio => WsProtocol::SocketIo,
-        ProtocolArg::Centrifuge => WsProtocol::Centrifuge,
+        // Once per run: every connection gives the token.
+        ProtocolArg::Centrifuge => WsProtocol::Centrifuge {
+            token: (args.token.clone()).map(|t| &*Box::leak(t.into_boxed_str())),
+            channel: leak_or(&args.channel, brisk_bench::ws::CHANNEL),
+        },
         ProtocolArg::Brisk => {
             let token = args.token.clone().ok_or_else(|| {
                 BenchError::InvalidArgument(
@@ -276,10 +284,19 @@ fn ws_config(args: &WsArgs) -> Result<WsConfig, BenchError> {
             // Once per run: every connection gives it.
             WsProtocol::Brisk {
                 token: Box::leak(token.into_boxed_str()),
+                channel: leak_or(&args.channel, brisk_bench::ws::BRISK_CHANNEL),
             }
         }
     };
     Ok(config)
+}
+
+/// `given`, kept for the whole run (every connection uses it), or `default`.
+fn leak_or(given: &Option<String>, default: &'static str) -> &'static str {
+    match given {
+        Some(s) => Box::leak(s.clone().into_boxed_str()),
+        None => default,
+    }
 }
 
 fn run(cli: Cli) -> Result<()> {

@@ -8,6 +8,8 @@
 //! - `chat:ROOM`: any connected user subscribes and publishes; presence and join/leave
 //!   pushes; with `--history N` (and `--redis`), the last N publications are kept and a client
 //!   that reconnects recovers what it missed.
+//! - `room:NAME`: as `chat` without presence and join/leave pushes, for rooms of thousands
+//!   (where every join pushed to every member costs the square of the members).
 //! - `news:TOPIC`: any connected user subscribes; only the server publishes (the server API);
 //!   history as `chat`.
 //! - `private:NAME`: only users whose connect token lists the channel (the try-out tokens
@@ -98,6 +100,12 @@ impl Live {
                     .publishers(Publishers::Subscribers)
                     .presence(true)
                     .join_leave(true),
+            )
+            .namespace(
+                "room",
+                with_history(Namespace::new())
+                    .subscribe(Access::Connected)
+                    .publishers(Publishers::Subscribers),
             )
             .namespace(
                 "news",

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::target::Target;
 
-pub use protocol::WsProtocol;
+pub use protocol::{WsProtocol, BRISK_CHANNEL, CHANNEL};
 pub use run::run_ws;
 pub use source::parse_source_ips;
 

@@ -12,11 +12,12 @@ use crate::ws::connection::Ws;
 use crate::ws::payload;
 use crate::ws::stats::WsFailureKind;
 
-/// The room or channel Socket.IO and Centrifuge connections join.
+/// The room Socket.IO connections join, and the channel Centrifuge connections subscribe to
+/// by default.
 pub const CHANNEL: &str = "chat";
 
-/// The channel Brisk channel connections subscribe to (a `chat` namespace, as the demo's,
-/// where subscribers publish).
+/// The channel Brisk channel connections subscribe to by default (a `chat` namespace, as
+/// the demo's, where subscribers publish).
 pub const BRISK_CHANNEL: &str = "chat:bench";
 
 /// What load connections speak once the WebSocket is open.
@@ -28,14 +29,21 @@ pub enum WsProtocol {
     /// Socket.IO 4: connect to the main namespace, events `m` (the server emits them to the
     /// room), pings answered.
     SocketIo,
-    /// Centrifuge's JSON protocol: connect, subscribe to [`CHANNEL`], publish to it, pings
-    /// answered.
-    Centrifuge,
+    /// Centrifuge's JSON protocol (Centrifuge, Centrifugo): connect (with `token` if given),
+    /// subscribe to `channel` ([`CHANNEL`] by default), publish to it, pings answered.
+    Centrifuge {
+        /// The connect token every connection gives (Centrifugo's JWT), if any.
+        token: Option<&'static str>,
+        /// The channel.
+        channel: &'static str,
+    },
     /// Brisk's channel protocol (`brisk::channels`, v1): connect with `token`, subscribe to
-    /// [`BRISK_CHANNEL`], publish to it.
+    /// `channel` ([`BRISK_CHANNEL`] by default), publish to it.
     Brisk {
         /// The connect token every connection gives.
         token: &'static str,
+        /// The channel.
+        channel: &'static str,
     },
 }
 
@@ -70,7 +78,7 @@ impl WsProtocol {
         match self {
             WsProtocol::Plain => "plain",
             WsProtocol::SocketIo => "socketio",
-            WsProtocol::Centrifuge => "centrifuge",
+            WsProtocol::Centrifuge { .. } => "centrifuge",
             WsProtocol::Brisk { .. } => "brisk",
         }
     }
@@ -87,22 +95,25 @@ impl WsProtocol {
                 send(ws, "40").await?;
                 wait_for(ws, |t| t.starts_with("40")).await.map(|_| ())
             }
-            WsProtocol::Centrifuge => {
-                send(ws, r#"{"id":1,"connect":{}}"#).await?;
+            WsProtocol::Centrifuge { token, channel } => {
+                let connect = match token {
+                    Some(t) => format!(r#"{{"id":1,"connect":{{"token":"{t}"}}}}"#),
+                    None => r#"{"id":1,"connect":{}}"#.to_string(),
+                };
+                send(ws, &connect).await?;
                 refused(&wait_for(ws, |t| t.contains(r#""id":1"#)).await?)?;
-                let subscribe = format!(r#"{{"id":2,"subscribe":{{"channel":"{CHANNEL}"}}}}"#);
+                let subscribe = format!(r#"{{"id":2,"subscribe":{{"channel":"{channel}"}}}}"#);
                 send(ws, &subscribe).await?;
                 refused(&wait_for(ws, |t| t.contains(r#""id":2"#)).await?)
             }
-            WsProtocol::Brisk { token } => {
+            WsProtocol::Brisk { token, channel } => {
                 send(
                     ws,
                     &format!(r#"{{"id":1,"connect":{{"token":"{token}"}}}}"#),
                 )
                 .await?;
                 refused(&wait_for(ws, |t| t.contains(r#""id":1"#)).await?)?;
-                let subscribe =
-                    format!(r#"{{"id":2,"subscribe":{{"channel":"{BRISK_CHANNEL}"}}}}"#);
+                let subscribe = format!(r#"{{"id":2,"subscribe":{{"channel":"{channel}"}}}}"#);
                 send(ws, &subscribe).await?;
                 refused(&wait_for(ws, |t| t.contains(r#""id":2"#)).await?)
             }
@@ -114,14 +125,12 @@ impl WsProtocol {
         match self {
             WsProtocol::Plain => Message::Binary(data.to_vec().into()),
             WsProtocol::SocketIo => Message::text(format!(r#"42["m","{}"]"#, as_text(data))),
-            WsProtocol::Centrifuge => Message::text(format!(
-                r#"{{"id":3,"publish":{{"channel":"{CHANNEL}","data":"{}"}}}}"#,
-                as_text(data)
-            )),
-            WsProtocol::Brisk { .. } => Message::text(format!(
-                r#"{{"id":3,"publish":{{"channel":"{BRISK_CHANNEL}","data":"{}"}}}}"#,
-                as_text(data)
-            )),
+            WsProtocol::Centrifuge { channel, .. } | WsProtocol::Brisk { channel, .. } => {
+                Message::text(format!(
+                    r#"{{"id":3,"publish":{{"channel":"{channel}","data":"{}"}}}}"#,
+                    as_text(data)
+                ))
+            }
         }
     }
 
@@ -140,7 +149,7 @@ impl WsProtocol {
                 text.and_then(from_text)
                     .map_or_else(Incoming::default, Incoming::payload)
             }
-            (WsProtocol::Centrifuge, Message::Text(t)) => {
+            (WsProtocol::Centrifuge { .. }, Message::Text(t)) => {
                 // Several replies may share a frame, one per line, a ping among them.
                 let mut incoming = Incoming::default();
                 for line in t.as_str().lines() {
@@ -253,11 +262,20 @@ mod tests {
             as_text(&data)
         );
         assert_eq!(
-            echoed(WsProtocol::Centrifuge, Message::text(push)),
+            echoed(
+                WsProtocol::Centrifuge {
+                    token: None,
+                    channel: CHANNEL
+                },
+                Message::text(push)
+            ),
             std::slice::from_ref(&want)
         );
         // Brisk: a publication push; replies (with an id) carry no payload.
-        let brisk = WsProtocol::Brisk { token: "t" };
+        let brisk = WsProtocol::Brisk {
+            token: "t",
+            channel: BRISK_CHANNEL,
+        };
         let push = format!(
             r#"{{"channel":"chat:bench","pub":{{"offset":"1:2","data":"{}"}}}}"#,
             as_text(&data)
@@ -273,7 +291,11 @@ mod tests {
             Incoming::answer(Message::text("3"))
         );
         assert_eq!(
-            WsProtocol::Centrifuge.unwrap(&Message::text("{}")),
+            WsProtocol::Centrifuge {
+                token: None,
+                channel: CHANNEL
+            }
+            .unwrap(&Message::text("{}")),
             Incoming::answer(Message::text("{}"))
         );
         assert_eq!(
@@ -286,7 +308,11 @@ mod tests {
             "{{}}\n{{\"push\":{{\"channel\":\"chat\",\"pub\":{{\"data\":\"{}\"}}}}}}",
             as_text(&data)
         );
-        let got = WsProtocol::Centrifuge.unwrap(&Message::text(frame));
+        let got = WsProtocol::Centrifuge {
+            token: None,
+            channel: CHANNEL,
+        }
+        .unwrap(&Message::text(frame));
         assert_eq!(got.answer, Some(Message::text("{}")));
         assert_eq!(got.payloads.len(), 1);
     }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until};
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::error::BenchError;
 use crate::report::{WsMessageReport, WsReport};
@@ -203,12 +204,17 @@ async fn coordinate(
     let mut sent_by_sender = 0;
     match sender {
         Some(ws) => {
-            sent_by_sender = publish(config, ctx, ws, go).await;
+            let sender;
+            (sent_by_sender, sender) = publish(config, ctx, ws, go).await;
             let expected = sent_by_sender * receivers_at_go;
             let give_up = Instant::now() + config.drain;
             while ctx.delivered.load(Ordering::Relaxed) < expected && Instant::now() < give_up {
                 sleep(POLL).await;
             }
+            // Only now: a socket closed with unread data (the server's replies, our own
+            // messages relayed back) is reset, and a reset discards what the server has not
+            // read yet, i.e. the last messages sent.
+            sender.close().await;
         }
         None => sleep_until((go + config.hold).into()).await,
     }
@@ -227,14 +233,29 @@ async fn coordinate(
     }
 }
 
+/// The broadcast sender's connection once it has sent, still reading (and discarding) what
+/// the server sends it.
+struct OpenSender {
+    sink: futures_util::stream::SplitSink<crate::ws::connection::Ws, Message>,
+    drainer: tokio::task::JoinHandle<()>,
+}
+
+impl OpenSender {
+    async fn close(mut self) {
+        let _ = self.sink.close().await;
+        self.drainer.abort();
+    }
+}
+
 /// Broadcast sender: publishes at the configured rate, either the configured
-/// number of messages or until the hold time ends; returns how many it sent.
+/// number of messages or until the hold time ends; returns how many it sent, and the
+/// connection, to be closed once the messages have arrived.
 async fn publish(
     config: &WsConfig,
     ctx: &RunContext,
     ws: crate::ws::connection::Ws,
     go: Instant,
-) -> u64 {
+) -> (u64, OpenSender) {
     let (mut sink, mut stream) = ws.split();
     // The server may relay our own messages back: read and discard them, but hand what the
     // protocol must answer (pings) to the sending loop.
@@ -277,7 +298,5 @@ async fn publish(
         }
         sent += 1;
     }
-    let _ = sink.close().await;
-    drainer.abort();
-    sent
+    (sent, OpenSender { sink, drainer })
 }
