@@ -329,10 +329,6 @@ export class Client extends Emitter<ClientEvents> {
   private refreshBefore(expires: number | null): void {
     clearTimeout(this.refreshTimer);
     if (expires == null) return;
-    const left = expires * 1000 - Date.now();
-    // At least a second (a clock ahead of the server's must not make a refresh loop), at
-    // most what setTimeout can wait (a longer wait would fire at once).
-    const wait = Math.min(2 ** 31 - 1, Math.max(1000, left > 90000 ? left - 30000 : (left * 2) / 3));
     this.refreshTimer = setTimeout(async () => {
       try {
         const token = await this.options.getToken();
@@ -342,7 +338,7 @@ export class Client extends Emitter<ClientEvents> {
         // The server closes with 4002 when the token expires; the reconnect gets a new one.
         this.emit("error", { error: asError(e) });
       }
-    }, wait);
+    }, refreshDelay(expires));
   }
 
   private received(text: string): void {
@@ -373,6 +369,8 @@ export class Client extends Emitter<ClientEvents> {
       sub.presenceChanged("join", { channel: message.channel, ...message.join });
     } else if (message.leave) {
       sub.presenceChanged("leave", { channel: message.channel, ...message.leave });
+    } else if (message.unsubscribe) {
+      sub.ended(message.unsubscribe.code, message.unsubscribe.reason);
     }
   }
 
@@ -409,7 +407,10 @@ export interface SubscriptionEvents {
   join: PresenceEvent;
   leave: PresenceEvent;
   error: { error: ChannelError };
-  unsubscribed: { channel: string };
+  /** The subscription ended: asked for, refused, or ended by the server (with its `code`
+   * and `reason`; a subscription whose token expired subscribes again by itself when it has
+   * a `getToken`). */
+  unsubscribed: { channel: string; code?: number; reason?: string };
 }
 
 /** A channel subscribed through a [`Client`]: its publications arrive in offset order, each
@@ -426,6 +427,8 @@ export class Subscription extends Emitter<SubscriptionEvents> {
   private held = new Map<number, Publication>();
   private gapTimer?: ReturnType<typeof setTimeout>;
   private retryTimer?: ReturnType<typeof setTimeout>;
+  /** Sends a new subscription token before the one in use expires. */
+  private refreshTimer?: ReturnType<typeof setTimeout>;
   /** Counts subscribe attempts: the reply to an older one is ignored. */
   private attempt = 0;
 
@@ -458,6 +461,7 @@ export class Subscription extends Emitter<SubscriptionEvents> {
     this.state = "unsubscribed";
     clearTimeout(this.gapTimer);
     clearTimeout(this.retryTimer);
+    clearTimeout(this.refreshTimer);
     this.client.forget(this.channel);
     if (was === "subscribed") {
       await this.client.call("unsubscribe", { channel: this.channel }).catch(() => undefined);
@@ -512,6 +516,7 @@ export class Subscription extends Emitter<SubscriptionEvents> {
       this.held.clear();
     }
     this.state = "subscribed";
+    this.refreshBefore(result.expires);
     this.emit("subscribed", {
       channel: this.channel,
       position: result.position,
@@ -524,11 +529,45 @@ export class Subscription extends Emitter<SubscriptionEvents> {
     for (const p of this.early.splice(0)) this.accept(p);
   }
 
+  /** Sends `refresh` for this channel with a new subscription token before `expires`. */
+  private refreshBefore(expires: number | null | undefined): void {
+    clearTimeout(this.refreshTimer);
+    const getToken = this.options.getToken;
+    if (expires == null || !getToken) return;
+    this.refreshTimer = setTimeout(async () => {
+      try {
+        const token = await getToken();
+        const result = await this.client.call("refresh", { channel: this.channel, token });
+        this.refreshBefore(result.expires);
+      } catch (e) {
+        // At expiry the server ends the subscription; `ended` subscribes again.
+        this.emit("error", { error: e instanceof ChannelError ? e : new ChannelError(0, String(e)) });
+      }
+    }, refreshDelay(expires));
+  }
+
+  /** @internal The server ended the subscription (an `unsubscribe` push). */
+  ended(code: number, reason: string): void {
+    if (this.state === "unsubscribed") return;
+    clearTimeout(this.refreshTimer);
+    if (code === 109 && this.options.getToken) {
+      // Its token expired: subscribe again with a new one, recovering what passed.
+      this.state = "subscribing";
+      void this.start();
+      return;
+    }
+    this.state = "unsubscribed";
+    clearTimeout(this.gapTimer);
+    this.client.forget(this.channel);
+    this.emit("unsubscribed", { channel: this.channel, code, reason });
+  }
+
   /** @internal The connection is gone: subscribe again on the next one. */
   paused(): void {
     if (this.state !== "unsubscribed") this.state = "subscribing";
     this.attempt += 1;
     clearTimeout(this.retryTimer);
+    clearTimeout(this.refreshTimer);
     clearTimeout(this.gapTimer);
     this.gapTimer = undefined;
   }
@@ -627,6 +666,15 @@ export class Subscription extends Emitter<SubscriptionEvents> {
 function split(position: string): [string, number] {
   const at = position.lastIndexOf(":");
   return [position.slice(0, at), Number(position.slice(at + 1))];
+}
+
+/** How long to wait before refreshing a token that expires at `expires` (Unix seconds): 30 s
+ * before, or a third of the time left when that is short; at least a second (a clock ahead
+ * of the server's must not make a refresh loop), at most what setTimeout can wait (a longer
+ * wait would fire at once). */
+function refreshDelay(expires: number): number {
+  const left = expires * 1000 - Date.now();
+  return Math.min(2 ** 31 - 1, Math.max(1000, left > 90000 ? left - 30000 : (left * 2) / 3));
 }
 
 function asError(e: unknown): Error {

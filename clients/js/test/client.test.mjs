@@ -194,3 +194,33 @@ test("the token is refreshed before it expires", async () => {
   assert.equal(c.state, "connected");
   c.disconnect();
 });
+
+test("a subscription token is refreshed before it expires", async () => {
+  const c = client(httpA, "gus");
+  c.connect();
+  await next(c, "connected");
+  const asked = [];
+  const sub = c.subscribe("private:vault", {
+    getToken: async () => {
+      asked.push(Date.now());
+      const r = await fetch(`${httpA}/connection/token?user=gus&channel=private:vault&ttl=3`);
+      assert.equal(r.status, 200);
+      return (await r.json()).token;
+    },
+  });
+  const ended = [];
+  sub.on("unsubscribed", (e) => ended.push(e));
+  await next(sub, "subscribed");
+  // A subscription the server ended would subscribe again: none may happen.
+  let again = 0;
+  sub.on("subscribed", () => again++);
+  // Tokens of 3 s: past the first one's expiry, after two refreshes, still subscribed.
+  await until("two refreshes", () => asked.length >= 3, 10000);
+  assert.deepEqual(ended, []);
+  assert.equal(again, 0);
+  assert.equal(sub.state, "subscribed");
+  const got = next(sub, "publication");
+  await api(httpA, "publish", { channel: "private:vault", data: "kept" });
+  assert.equal((await got).data, "kept");
+  c.disconnect();
+});

@@ -181,7 +181,8 @@ impl Live {
         }
     }
 
-    /// `/connection/token?user=NAME[&ttl=SECONDS]`: a try-out token for NAME.
+    /// `/connection/token?user=NAME[&ttl=SECONDS][&channel=CHANNEL]`: a try-out connect
+    /// token for NAME, or with `channel` a subscription token for NAME and that channel.
     pub(crate) fn token(&self, query: Option<&str>) -> Response<Body> {
         let pairs: Vec<(String, String)> =
             serde_urlencoded::from_str(query.unwrap_or("")).unwrap_or_default();
@@ -225,9 +226,14 @@ impl Live {
             }
         };
         let exp = now_seconds() + ttl;
-        let claims = json!({
-            "sub": user, "exp": exp, "aud": AUDIENCE, "channels": [format!("private:{user}")],
-        });
+        let claims = match get("channel") {
+            Some(channel) => {
+                json!({ "sub": user, "exp": exp, "aud": AUDIENCE, "channel": channel })
+            }
+            None => json!({
+                "sub": user, "exp": exp, "aud": AUDIENCE, "channels": [format!("private:{user}")],
+            }),
+        };
         match brisk::jwt::hs256_token(&secret, &claims) {
             Ok(token) => json_status(StatusCode::OK, json!({ "token": token, "expires": exp })),
             Err(e) => json_status(

@@ -557,6 +557,70 @@ fn tokens_expire_unless_refreshed() {
 
 /// `GET /connection/sse?QUERY` on a new connection: the response head, and the connection
 /// to read events from.
+#[test]
+fn a_subscription_token_ends_its_subscription_unless_refreshed() {
+    let (_redis, a, _b, _dir) = cluster();
+    let mut alice = Client::connected(&a, "alice");
+    let allow = |channel: &str, exp: u64| {
+        token_with(SECRET, "alice", json!({ "channel": channel, "exp": exp }))
+    };
+    let subscribe = |c: &mut Client, channel: &str, token: String| {
+        c.call("subscribe", json!({ "channel": channel, "token": token }))
+    };
+    // A token for another channel, or one past its exp (within the JWT leeway): refused.
+    let later = now() + 600;
+    let r = subscribe(&mut alice, "private:team", allow("private:other", later));
+    assert_eq!(r["error"]["code"], 103, "{r}");
+    let r = subscribe(&mut alice, "private:team", allow("private:team", now() - 1));
+    assert_eq!(r["error"]["code"], 109, "{r}");
+
+    // Two subscriptions whose tokens last 2 s; one gets a new token in time.
+    let soon = now() + 2;
+    let r = subscribe(&mut alice, "private:team", allow("private:team", soon));
+    assert_eq!(r["result"]["expires"], soon, "{r}");
+    let r = subscribe(&mut alice, "private:ops", allow("private:ops", soon));
+    assert_eq!(r["result"]["expires"], soon, "{r}");
+    let r = alice.call(
+        "refresh",
+        json!({ "channel": "private:ops", "token": allow("private:ops", later) }),
+    );
+    assert_eq!(r["result"]["expires"], later, "{r}");
+    let r = alice.call(
+        "refresh",
+        json!({ "channel": "private:x", "token": allow("private:x", later) }),
+    );
+    assert_eq!(r["error"]["code"], 107, "{r}");
+    let r = alice.call(
+        "refresh",
+        json!({ "channel": "private:ops", "token": allow("private:team", later) }),
+    );
+    assert_eq!(r["error"]["code"], 103, "{r}");
+
+    // At its exp the other one ends with a push saying why; the connection stays.
+    let push = alice
+        .push(Duration::from_secs(10))
+        .expect("an unsubscribe push");
+    assert_eq!(
+        push,
+        json!({ "channel": "private:team",
+                "unsubscribe": { "code": 109, "reason": "the subscription token expired" } })
+    );
+    let r = alice.call("presence", json!({ "channel": "private:team" }));
+    assert_eq!(r["error"]["code"], 107, "{r}");
+    // Publications reach the refreshed subscription only.
+    for (channel, data) in [("private:team", "gone"), ("private:ops", "still")] {
+        let (status, r) = api(&a, "publish", json!({ "channel": channel, "data": data }));
+        assert_eq!(status, 200, "{r}");
+    }
+    let mut got = Vec::new();
+    while let Some(p) = alice.push(Duration::from_millis(500)) {
+        got.push(p);
+    }
+    let channels: Vec<_> = got.iter().map(|p| p["channel"].clone()).collect();
+    assert_eq!(channels, vec![json!("private:ops")], "{got:?}");
+    assert_eq!(alice.call("ping", json!({}))["result"], json!({}));
+}
+
 fn sse(d: &Demo, query: &str) -> (HttpResponse, TcpStream) {
     use std::io::Write;
     let mut s = connect(d.http);

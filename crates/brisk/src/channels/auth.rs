@@ -160,6 +160,7 @@ struct ConnectClaims {
 struct SubscriptionClaims {
     sub: String,
     channel: String,
+    exp: Option<u64>,
 }
 
 impl Authenticator {
@@ -215,16 +216,22 @@ pub(crate) fn now_seconds() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Whether a subscription token lets `user` subscribe to `channel`.
+/// Whether a subscription token lets `user` subscribe to `channel`, and until when (its
+/// `exp`).
 pub(crate) async fn subscription_allows(
     keys: &KeySource,
     token: &str,
     user: &str,
     channel: &str,
-) -> Result<(), (super::ErrorCode, String)> {
+) -> Result<Option<u64>, (super::ErrorCode, String)> {
     use super::ErrorCode;
     match keys.verify::<SubscriptionClaims>(token).await {
-        Ok(c) if c.sub == user && c.channel == channel => Ok(()),
+        // Within the JWT leeway a token past its `exp` still verifies: it would end at once.
+        Ok(c) if c.exp.is_some_and(|at| at <= now_seconds()) => Err((
+            ErrorCode::TokenExpired,
+            "the subscription token has expired".into(),
+        )),
+        Ok(c) if c.sub == user && c.channel == channel => Ok(c.exp),
         Ok(_) => Err((
             ErrorCode::PermissionDenied,
             "the subscription token is for another user or channel".into(),
@@ -260,9 +267,9 @@ mod tests {
         let token = signed(json!({ "sub": "alice", "channel": "team:ops", "exp": exp }));
         assert_eq!(
             subscription_allows(&keys, &token, "alice", "team:ops").await,
-            Ok(())
+            Ok(Some(exp))
         );
-        let code = |r: Result<(), (ErrorCode, String)>| r.unwrap_err().0;
+        let code = |r: Result<Option<u64>, (ErrorCode, String)>| r.unwrap_err().0;
         assert_eq!(
             code(subscription_allows(&keys, &token, "bob", "team:ops").await),
             ErrorCode::PermissionDenied

@@ -1,7 +1,7 @@
 //! A connection speaking the channel protocol: its state (who it is, what it subscribed to,
 //! when its credentials expire) and the handling of each command.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -28,6 +28,8 @@ struct Session {
     subscriptions: BTreeSet<String>,
     /// The timer that closes it: no `connect` in time, or expired credentials.
     deadline: Option<TimerId>,
+    /// The timers that end subscriptions a subscription token allowed, at its `exp`.
+    subscription_deadlines: HashMap<String, TimerId>,
 }
 
 /// A command's result, as JSON text; `None` when the command closed the connection.
@@ -73,12 +75,16 @@ impl Channels {
             client: client_id(ws.id()),
             subscriptions: BTreeSet::new(),
             deadline: Some(deadline),
+            subscription_deadlines: HashMap::new(),
         });
     }
 
     fn closed(&self, ws: &WsConnection) {
         let left = ws.with_data(|s: &mut Session| {
             if let Some(t) = s.deadline.take() {
+                timer::del(t);
+            }
+            for (_, t) in s.subscription_deadlines.drain() {
                 timer::del(t);
             }
             let user = s.subject.as_ref().map(|s| s.user.clone());
@@ -129,8 +135,12 @@ impl Channels {
         match command {
             Command::Subscribe(s) => self.subscribe(ws, subject, s).await,
             Command::Unsubscribe { channel } => {
-                let (was, client) =
-                    with_session(ws, |s| (s.subscriptions.remove(&channel), s.client.clone()));
+                let (was, client) = with_session(ws, |s| {
+                    if let Some(t) = s.subscription_deadlines.remove(&channel) {
+                        timer::del(t);
+                    }
+                    (s.subscriptions.remove(&channel), s.client.clone())
+                });
                 if !was {
                     return Err(not_subscribed(&channel));
                 }
@@ -160,7 +170,17 @@ impl Channels {
                 subscribed(ws, &channel)?;
                 answer(&self.history(&channel, limit.unwrap_or(usize::MAX)).await?)
             }
-            Command::Refresh { token } => self.refresh(ws, subject, token).await,
+            Command::Refresh {
+                token,
+                channel: Some(channel),
+            } => {
+                self.refresh_subscription(ws, subject, &channel, &token)
+                    .await
+            }
+            Command::Refresh {
+                token,
+                channel: None,
+            } => self.refresh(ws, subject, token).await,
             Command::Connect { .. } | Command::Ping => unreachable!("handled before"),
         }
     }
@@ -214,6 +234,76 @@ impl Channels {
         answer(&json!({ "expires": fresh.expires }))
     }
 
+    /// A new subscription token for a subscribed `channel`: the subscription lasts until its
+    /// `exp`.
+    async fn refresh_subscription(
+        &self,
+        ws: &WsConnection,
+        subject: &Subject,
+        channel: &str,
+        token: &str,
+    ) -> Answer {
+        subscribed(ws, channel)?;
+        let Some(keys) = &self.inner.subscription_jwt else {
+            return Err(ChannelError::new(
+                ErrorCode::PermissionDenied,
+                "this server takes no subscription tokens",
+            ));
+        };
+        let expires = subscription_allows(keys, token, &subject.user, channel)
+            .await
+            .map_err(|(code, why)| ChannelError::new(code, format!("refresh: {why}")))?;
+        // It may have ended while the token was checked.
+        subscribed(ws, channel)?;
+        match expires {
+            Some(at) => self.arm_subscription_expiry(ws, channel, at),
+            None => {
+                if let Some(t) = with_session(ws, |s| s.subscription_deadlines.remove(channel)) {
+                    timer::del(t);
+                }
+            }
+        }
+        answer(&json!({ "channel": channel, "expires": expires }))
+    }
+
+    /// Ends the subscription to `channel` at `at` (Unix seconds), unless refreshed first.
+    fn arm_subscription_expiry(&self, ws: &WsConnection, channel: &str, at: u64) {
+        let left = Duration::from_secs(at.saturating_sub(now_seconds()));
+        let (channels, conn, name) = (self.clone(), ws.clone(), channel.to_owned());
+        let timer = timer::add(left, false, move || {
+            channels.subscription_expired(&conn, &name)
+        });
+        let old = with_session(ws, |s| {
+            s.subscription_deadlines.insert(channel.to_owned(), timer)
+        });
+        if let Some(old) = old {
+            timer::del(old);
+        }
+    }
+
+    /// A subscription's token expired: it ends (an `unsubscribe` push says why), the
+    /// connection stays.
+    fn subscription_expired(&self, ws: &WsConnection, channel: &str) {
+        let ended = ws.with_data(|s: &mut Session| {
+            s.subscription_deadlines.remove(channel);
+            let was = s.subscriptions.remove(channel);
+            let user = s.subject.as_ref().map(|u| u.user.clone());
+            (was, user, s.client.clone())
+        });
+        if let Some((true, Some(user), client)) = ended {
+            ws.leave(&group_of(channel));
+            reply(
+                ws,
+                wire::unsubscribe_push(
+                    channel,
+                    ErrorCode::TokenExpired,
+                    "the subscription token expired",
+                ),
+            );
+            self.announce(channel, false, &user, &client);
+        }
+    }
+
     /// Closes the connection when its credentials expire (none: never).
     fn arm_expiry(&self, ws: &WsConnection, expires: Option<u64>) {
         let deadline = expires.map(|at| {
@@ -247,8 +337,8 @@ impl Channels {
                 ),
             ));
         }
-        self.may_subscribe(subject, &channel, ns.access, s.token.as_deref())
-            .await?;
+        let expires =
+            (self.may_subscribe(subject, &channel, ns.access, s.token.as_deref())).await?;
         // Join before reading the history, so that no publication falls between the two.
         let group = group_of(&channel);
         ws.join(&group);
@@ -268,30 +358,37 @@ impl Channels {
             s.subscriptions.insert(channel.clone());
             s.client.clone()
         });
+        if let Some(at) = expires {
+            self.arm_subscription_expiry(ws, &channel, at);
+        }
         self.announce(&channel, true, &subject.user, &client);
         #[derive(Serialize)]
         struct Reply<'a> {
             channel: &'a str,
+            /// When a subscription token allowed it: its `exp`.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            expires: Option<u64>,
             #[serde(flatten)]
             subscribed: Subscribed<'a>,
         }
         answer(&Reply {
             channel: &channel,
+            expires,
             subscribed: Subscribed::new(replay.as_ref(), since.is_some()),
         })
     }
 
     /// Whether `subject` may subscribe to `channel` (with a subscription `token` if it gave
-    /// one), or why not.
+    /// one), or why not; when the token allowed it, until the token's `exp`.
     pub(crate) async fn may_subscribe(
         &self,
         subject: &Subject,
         channel: &str,
         access: Access,
         token: Option<&str>,
-    ) -> Result<(), ChannelError> {
+    ) -> Result<Option<u64>, ChannelError> {
         if access == Access::Connected || subject.channels.iter().any(|c| c == channel) {
-            return Ok(());
+            return Ok(None);
         }
         let by_token = match (token, &self.inner.subscription_jwt) {
             (Some(token), Some(keys)) => Some(
@@ -305,12 +402,12 @@ impl Channels {
             ))),
             (None, _) => None,
         };
-        if let Some(Ok(())) = by_token {
-            return Ok(());
+        if let Some(Ok(expires)) = by_token {
+            return Ok(expires);
         }
         if let (Access::Check, Some(check)) = (access, &self.inner.check) {
             if check(subject.user.clone(), channel.to_owned()).await {
-                return Ok(());
+                return Ok(None);
             }
             return Err(by_token.and_then(Result::err).unwrap_or_else(|| {
                 ChannelError::new(

@@ -57,8 +57,10 @@ pub(crate) enum Command {
         limit: Option<usize>,
         since: Option<String>,
     },
+    /// A new connect token, or with `channel` a new subscription token for that channel.
     Refresh {
         token: String,
+        channel: Option<String>,
     },
     Ping,
 }
@@ -119,6 +121,7 @@ struct HistoryFields {
 #[serde(deny_unknown_fields)]
 struct RefreshFields {
     token: String,
+    channel: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -166,7 +169,10 @@ pub(crate) fn parse(text: &str) -> Result<(u64, Command), Unreadable> {
         });
     }
     if let Some(r) = frame.refresh {
-        found.push(Command::Refresh { token: r.token });
+        found.push(Command::Refresh {
+            token: r.token,
+            channel: r.channel,
+        });
     }
     if frame.ping.is_some() {
         found.push(Command::Ping);
@@ -233,6 +239,13 @@ pub(crate) fn publication_push(channel: &str, publication: &Publication<'_>) -> 
         publication,
     })
     .expect("pushes serialize")
+}
+
+/// The push that ends a subscription the server ended:
+/// `{"channel":C,"unsubscribe":{"code":N,"reason":"…"}}` (the connection stays open).
+pub(crate) fn unsubscribe_push(channel: &str, code: ErrorCode, reason: &str) -> String {
+    serde_json::json!({ "channel": channel, "unsubscribe": { "code": code as u16, "reason": reason } })
+        .to_string()
 }
 
 /// The push of a member joining or leaving: `{"channel":C,"join":{"user":U,"client":ID}}`.
