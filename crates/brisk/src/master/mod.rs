@@ -20,6 +20,7 @@ mod metrics_listener;
 pub(crate) mod pidfile;
 mod scheduler;
 mod sd_notify;
+mod socket_activation;
 mod socket_file;
 mod status_page;
 mod supervisor;
@@ -178,6 +179,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
     let mut services = Vec::new();
     let mut listeners = Vec::new();
     let mut socket_files = Vec::new();
+    let mut activated = socket_activation::Activated::from_env()?;
     for service in &config.services {
         let workers = service.workers.unwrap_or(cpus);
         if workers == 0 {
@@ -212,7 +214,14 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
             .map(|a| a.port() == 0)
             .unwrap_or(false);
         let mut listen_fds = Vec::new();
-        if l.shared_by_master() || port_zero {
+        let inherited = activated.take(&l.address);
+        let from_systemd = inherited.is_some();
+        if let Some(listener) = inherited {
+            // systemd's socket (it owns a Unix socket's file): one for every worker.
+            tracing::info!(address = %l.address, "listening on the socket systemd passed");
+            listen_fds.push(listener.as_raw_fd());
+            listeners.push(listener);
+        } else if l.shared_by_master() || port_zero {
             let listener = Listener::bind(l, false).map_err(listen_err)?;
             if port_zero {
                 tracing::info!(address = %l.address, port = ?listener.local_port(), "bound an ephemeral port");
@@ -229,7 +238,10 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
             }
         }
         if let Endpoint::Unix(p) = l.address.endpoint() {
-            socket_files.push(std::rc::Rc::new(socket_file::SocketFile::bound(p.clone())));
+            // A file systemd bound is systemd's to remove.
+            if !from_systemd {
+                socket_files.push(std::rc::Rc::new(socket_file::SocketFile::bound(p.clone())));
+            }
         }
         services.push(ServicePlan {
             name: service.name.clone(),
@@ -239,14 +251,18 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         });
     }
     let metrics = match config.metrics {
-        Some(addr) => Some(
-            std::net::TcpListener::bind(addr).map_err(|source| Error::Listen {
-                address: format!("metrics listener http://{addr}"),
-                source,
-            })?,
-        ),
+        Some(addr) => match activated.take_tcp(addr) {
+            Some(listener) => Some(listener),
+            None => Some(
+                std::net::TcpListener::bind(addr).map_err(|source| Error::Listen {
+                    address: format!("metrics listener http://{addr}"),
+                    source,
+                })?,
+            ),
+        },
         None => None,
     };
+    activated.all_taken()?;
     let alerting = match &config.alerts {
         Some(a) => Some(alerting::Alerting::new(&paths.name, a)?),
         None => None,
