@@ -1,8 +1,11 @@
-//! systemd socket activation (issue 36): started by `systemd-socket-activate` (systemd's own
-//! tool, from Debian's systemd package), which listens, and on the first connection execs
-//! the demo with the listening socket as descriptor 3 (`LISTEN_PID`, `LISTEN_FDS`). The demo
-//! serves its HTTP listener on that socket (the connection that woke it included) instead of
-//! binding one; a socket no listener names stops the start, saying which.
+//! systemd socket activation and the units in `deploy/systemd` (issue 36): started by
+//! `systemd-socket-activate` (systemd's own tool, from Debian's systemd package), which
+//! listens, and on the first connection execs the demo with the listening socket as
+//! descriptor 3 (`LISTEN_PID`, `LISTEN_FDS`). The demo serves its HTTP listener on that socket
+//! (the connection that woke it included) instead of binding one; a socket no listener names
+//! stops the start, saying which. The units pass `systemd-analyze verify`, and their
+//! commands, run as systemd runs them (the socket unit's socket, `NOTIFY_SOCKET`), start,
+//! reload and stop the demo with the notifications `Type=notify` waits for.
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -23,17 +26,27 @@ struct Activator {
 
 impl Activator {
     fn start(port: u16, args: &[String], run_dir: &Path) -> Activator {
-        let log = run_dir.join("activator.log");
+        let mut command = vec![DEMO.to_string()];
+        command.extend(args.iter().cloned());
+        command.extend([
+            "--run-dir".into(),
+            run_dir.display().to_string(),
+            "start".into(),
+        ]);
+        Self::run(&format!("127.0.0.1:{port}"), &command, &[], run_dir)
+    }
+
+    /// `systemd-socket-activate -l LISTEN -- COMMAND…` with `env`, its output in `dir`.
+    fn run(listen: &str, command: &[String], env: &[(&str, &str)], dir: &Path) -> Activator {
+        let log = dir.join("activator.log");
         let out = std::fs::File::create(&log).unwrap();
         let child = Command::new("systemd-socket-activate")
             .arg("-l")
-            .arg(format!("127.0.0.1:{port}"))
+            .arg(listen)
+            // Passed on with -E: the activator gives the program only what it is told to.
+            .args(env.iter().map(|(k, v)| format!("--setenv={k}={v}")))
             .arg("--")
-            .arg(DEMO)
-            .args(args)
-            .arg("--run-dir")
-            .arg(run_dir)
-            .arg("start")
+            .args(command)
             .env_remove("DATABASE_URL")
             .env_remove("REDIS_URL")
             .stdin(Stdio::null())
@@ -126,4 +139,105 @@ fn a_socket_no_listener_names_stops_the_start() {
         )),
         "{output}"
     );
+}
+
+/// `deploy/systemd/NAME` made to run here: the binary, the ports and the directories replaced
+/// (and the demo's other listeners moved to free ports).
+fn unit_here(name: &str, http: u16, metrics: u16, run_dir: &Path, state_dir: &Path) -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/systemd/").to_string() + name;
+    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let others = format!(
+        "--text text://127.0.0.1:{} --frame frame://127.0.0.1:{} --websocket websocket://127.0.0.1:{} --run-dir",
+        free_port(),
+        free_port(),
+        free_port()
+    );
+    for (from, to) in [
+        ("/usr/local/bin/brisk-demo", DEMO.to_string()),
+        ("0.0.0.0:8080", format!("127.0.0.1:{http}")),
+        ("127.0.0.1:9100", format!("127.0.0.1:{metrics}")),
+        ("/var/lib/brisk-demo", state_dir.display().to_string()),
+        ("/run/brisk-demo", run_dir.display().to_string()),
+    ] {
+        text = text.replace(from, &to);
+    }
+    if name.ends_with(".service") {
+        text = text.replacen("--run-dir", &others, 1);
+    }
+    text
+}
+
+/// The value of `key=` in a unit, split at spaces (the units quote nothing).
+fn setting(unit: &str, key: &str) -> Vec<String> {
+    let line = (unit.lines())
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in\n{unit}"));
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+#[test]
+fn the_systemd_units_verify_and_their_commands_run_as_systemd_runs_them() {
+    let dir = temp_dir("units");
+    let (run, state) = (dir.path().join("run"), dir.path().join("state"));
+    std::fs::create_dir_all(&state).unwrap();
+    let (http, metrics) = (free_port(), free_port());
+    let service = unit_here("brisk-demo.service", http, metrics, &run, &state);
+    let socket = unit_here("brisk-demo.socket", http, metrics, &run, &state);
+    let (service_file, socket_file) = (
+        dir.path().join("brisk-demo.service"),
+        dir.path().join("brisk-demo.socket"),
+    );
+    std::fs::write(&service_file, &service).unwrap();
+    std::fs::write(&socket_file, &socket).unwrap();
+    // systemd's own check of the units: no complaint at all.
+    let verify = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&service_file)
+        .arg(&socket_file)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&verify.stdout).to_string()
+        + &String::from_utf8_lossy(&verify.stderr);
+    assert!(verify.status.success() && said.trim().is_empty(), "{said}");
+
+    // ExecStart as systemd runs it: the socket unit's socket, a notification socket.
+    let notify_path = dir.path().join("notify.sock");
+    let systemd = systemd_at(&notify_path);
+    let notify = notify_path.display().to_string();
+    let listen = setting(&socket, "ListenStream").join(" ");
+    let mut activator = Activator::run(
+        &listen,
+        &setting(&service, "ExecStart"),
+        &[("NOTIFY_SOCKET", notify.as_str())],
+        dir.path(),
+    );
+    assert_eq!(get(http, "/").status, 200, "{}", activator.output());
+    assert_eq!(
+        next_state(&systemd),
+        format!("READY=1\nMAINPID={}", activator.child.id())
+    );
+    assert_eq!(http_get(metrics, "/readyz").unwrap().0, 200);
+    assert!(
+        state.join("brisk-demo.sqlite").exists(),
+        "the database is in StateDirectory"
+    );
+
+    // ExecReload: the workers are replaced, systemd hears RELOADING=1 then READY=1.
+    let run_command = |key: &str| {
+        let argv = setting(&service, key);
+        let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+        assert!(out.status.success(), "{key}: {out:?}");
+    };
+    run_command("ExecReload");
+    assert!(next_state(&systemd).starts_with("RELOADING=1"));
+    assert!(next_state(&systemd).starts_with("READY=1"));
+    assert_eq!(get(http, "/").status, 200);
+
+    // ExecStop: a graceful stop, STOPPING=1, and the master exits cleanly.
+    run_command("ExecStop");
+    assert_eq!(next_state(&systemd), "STOPPING=1");
+    let exited = poll(Duration::from_secs(20), || {
+        activator.child.try_wait().unwrap()
+    });
+    assert!(exited.is_some_and(|s| s.success()), "{exited:?}");
 }

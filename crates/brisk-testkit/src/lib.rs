@@ -16,10 +16,12 @@ pub use tempfile::TempDir;
 pub mod chromium;
 pub mod exposition;
 pub mod jwks;
+pub mod notify_socket;
 pub mod servers;
 pub mod tcp_proxy;
 pub use chromium::{Chromium, Page};
 pub use exposition::{promtool_check, samples, scrape};
+pub use notify_socket::{next_state, systemd_at};
 pub use servers::{
     http_get, MariaDb, Nginx, Postgres, Prometheus, Redis, RedisCluster, SmtpSecurity, SmtpSink,
 };

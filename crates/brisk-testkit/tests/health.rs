@@ -11,37 +11,6 @@ use brisk_testkit::*;
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_brisk-fixture");
 
-/// What a socket standing in for systemd's hears, read as it comes (systemd reads at once;
-/// a full queue would make the master drop messages).
-fn systemd_at(path: &std::path::Path) -> std::sync::mpsc::Receiver<String> {
-    let socket = UnixDatagram::bind(path).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 512];
-        while let Ok(n) = socket.recv(&mut buf) {
-            if tx
-                .send(String::from_utf8_lossy(&buf[..n]).into_owned())
-                .is_err()
-            {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-/// The next message that is not a watchdog ping, within 10 s.
-fn next_state(heard: &std::sync::mpsc::Receiver<String>) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let text = heard.recv_timeout(left).expect("a message from the master");
-        if text != "WATCHDOG=1" {
-            return text;
-        }
-    }
-}
-
 /// `GET path` on the metrics listener: the status and the text.
 fn probe(port: u16, path: &str) -> (u16, String) {
     let (status, body) = http_get(port, path).expect("the metrics listener answers");
