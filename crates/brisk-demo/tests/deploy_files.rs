@@ -1,0 +1,270 @@
+//! The container image definition and the Kubernetes manifests in `deploy/` (issue 36). No
+//! container runtime or cluster runs on this machine, so the test checks what can be checked
+//! here: the image's command and the pod's command run as they are (with paths, ports and the
+//! Redis address moved to this machine's) and serve, their probes answering on the ports the
+//! manifests probe; the pre-stop command and the image's stop signal stop them gracefully;
+//! and the files agree with each other (ports, selectors, the Redis Service `--redis` names).
+
+use std::process::Command;
+use std::time::Duration;
+
+use brisk_testkit::*;
+use serde::Deserialize;
+use serde_json::Value as Json;
+
+mod common;
+use common::{get, DEMO};
+
+fn deploy_file(path: &str) -> String {
+    let full = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/").to_string() + path;
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
+}
+
+/// The argument of a Containerfile instruction (the last one of that name).
+fn instruction(file: &str, name: &str) -> String {
+    (file.lines().rev())
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in the Containerfile"))
+        .trim()
+        .to_string()
+}
+
+/// The documents of a manifest file.
+fn manifests(path: &str) -> Vec<Json> {
+    let text = deploy_file(path);
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| Json::deserialize(doc).unwrap_or_else(|e| panic!("{path}: {e}")))
+        .collect()
+}
+
+fn kind<'a>(docs: &'a [Json], kind: &str) -> &'a Json {
+    (docs.iter())
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}"))
+}
+
+fn strings(v: &Json) -> Vec<String> {
+    (v.as_array().unwrap().iter())
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The port of `--flag http://HOST:PORT` in `args`.
+fn port_of(args: &[String], flag: &str) -> u16 {
+    let at = args.iter().position(|a| a == flag).unwrap();
+    args[at + 1].rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// A container's `ports` entry named `name`: its containerPort.
+fn container_port(container: &Json, name: &str) -> u16 {
+    (container["ports"].as_array().unwrap().iter())
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no port {name}"))["containerPort"]
+        .as_u64()
+        .unwrap() as u16
+}
+
+/// Where the files' fixed places are on this machine.
+struct Here {
+    dir: TempDir,
+    http: u16,
+    metrics: u16,
+    redis: String,
+}
+
+impl Here {
+    fn new(redis: String) -> Here {
+        Here {
+            dir: temp_dir("deploy"),
+            http: free_port(),
+            metrics: free_port(),
+            redis,
+        }
+    }
+
+    /// `text` with the image's paths, the ports and the Redis address made this machine's,
+    /// and the demo's other listeners on free ports.
+    fn moved(&self, text: &str) -> String {
+        let data = self.dir.path().join("data");
+        let run = self.dir.path().join("run");
+        std::fs::create_dir_all(&data).unwrap();
+        let statics = concat!(env!("CARGO_MANIFEST_DIR"), "/static");
+        let mut text = text.to_string();
+        for (from, to) in [
+            ("/usr/local/bin/brisk-demo", DEMO.to_string()),
+            ("0.0.0.0:8080", format!("127.0.0.1:{}", self.http)),
+            ("0.0.0.0:9100", format!("127.0.0.1:{}", self.metrics)),
+            ("/usr/share/brisk-demo/static", statics.to_string()),
+            ("/var/lib/brisk-demo", data.display().to_string()),
+            ("/run/brisk-demo", run.display().to_string()),
+            ("redis://redis:6379", self.redis.clone()),
+        ] {
+            text = text.replace(from, &to);
+        }
+        text
+    }
+
+    /// Runs `argv` (the program, then `… --run-dir DIR start`) in the foreground, waits
+    /// until its metrics listener says it is ready.
+    fn run(&self, argv: &[String], env: &[(&str, &str)]) -> std::process::Child {
+        let (program, args) = argv.split_first().unwrap();
+        assert_eq!(program, DEMO);
+        let mut args = args.to_vec();
+        let at = args.iter().position(|a| a == "--run-dir").unwrap();
+        for (i, flag) in ["--text", "--frame", "--websocket"].iter().enumerate() {
+            let scheme = ["text", "frame", "websocket"][i];
+            args.insert(at, format!("{scheme}://127.0.0.1:{}", free_port()));
+            args.insert(at, flag.to_string());
+        }
+        let log = std::fs::File::create(self.dir.path().join("out.log")).unwrap();
+        let child = Command::new(program)
+            .args(&args)
+            .envs(env.iter().copied())
+            .env_remove("DATABASE_URL")
+            .env_remove("REDIS_URL")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let metrics = self.metrics;
+        wait_until(Duration::from_secs(30), "/readyz to answer 200", || {
+            http_get(metrics, "/readyz").is_some_and(|(status, _)| status == 200)
+        });
+        child
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("out.log")).unwrap_or_default()
+    }
+}
+
+/// Waits for `child` to exit; whether it exited successfully.
+fn exits_cleanly(child: &mut std::process::Child) -> bool {
+    poll(Duration::from_secs(20), || child.try_wait().unwrap()).is_some_and(|s| s.success())
+}
+
+#[test]
+fn the_container_image_command_serves_and_stops_on_its_stop_signal() {
+    let file = deploy_file("container/Containerfile");
+    let entrypoint: Vec<String> = serde_json::from_str(&instruction(&file, "ENTRYPOINT")).unwrap();
+    let cmd: Vec<String> = serde_json::from_str(&instruction(&file, "CMD")).unwrap();
+    assert_eq!(entrypoint, ["/usr/local/bin/brisk-demo"]);
+    // What it exposes is what it listens on; its volume holds the database.
+    let exposed = instruction(&file, "EXPOSE");
+    let (http, metrics) = (port_of(&cmd, "--http"), port_of(&cmd, "--metrics"));
+    assert_eq!(exposed, format!("{http} {metrics}"));
+    let volume = instruction(&file, "VOLUME");
+    assert!(
+        cmd.iter().any(|a| a.contains(&format!("sqlite:{volume}/"))),
+        "{cmd:?}"
+    );
+    // What it copies into the image exists here.
+    assert!(file.contains("COPY crates/brisk-demo/static /usr/share/brisk-demo/static"));
+    assert!(
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/static/index.html")).exists()
+    );
+
+    let here = Here::new(String::new());
+    let argv: Vec<String> = entrypoint
+        .iter()
+        .chain(&cmd)
+        .map(|a| here.moved(a))
+        .collect();
+    let mut demo = here.run(&argv, &[]);
+    assert_eq!(get(here.http, "/").status, 200, "{}", here.output());
+    assert_eq!(get(here.http, "/static/1k.txt").status, 200);
+    assert_eq!(http_get(here.metrics, "/healthz").unwrap().0, 200);
+    assert!(here.dir.path().join("data/brisk-demo.sqlite").exists());
+    // `docker stop` sends the image's STOPSIGNAL: a graceful stop.
+    assert_eq!(instruction(&file, "STOPSIGNAL"), "SIGQUIT");
+    let kill = Command::new("kill")
+        .args(["-QUIT", &demo.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert!(exits_cleanly(&mut demo), "{}", here.output());
+}
+
+#[test]
+fn the_kubernetes_manifests_agree_and_the_pod_command_serves_and_stops() {
+    let app = manifests("kubernetes/brisk-demo.yaml");
+    let redis_docs = manifests("kubernetes/redis.yaml");
+    let deployment = kind(&app, "Deployment");
+    let pod = &deployment["spec"]["template"];
+    let labels = &pod["metadata"]["labels"];
+    assert_eq!(&deployment["spec"]["selector"]["matchLabels"], labels);
+    assert_eq!(&kind(&app, "Service")["spec"]["selector"], labels);
+    assert_eq!(
+        &kind(&app, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+        labels
+    );
+    let container = &pod["spec"]["containers"][0];
+    let args = strings(&container["args"]);
+    // The probes ask the metrics listener; the Service sends traffic to the HTTP listener.
+    assert_eq!(
+        container_port(container, "metrics"),
+        port_of(&args, "--metrics")
+    );
+    assert_eq!(container_port(container, "http"), port_of(&args, "--http"));
+    assert_eq!(
+        kind(&app, "Service")["spec"]["ports"][0]["targetPort"],
+        "http"
+    );
+    for (probe, path) in [
+        ("startupProbe", "/readyz"),
+        ("readinessProbe", "/readyz"),
+        ("livenessProbe", "/healthz"),
+    ] {
+        assert_eq!(container[probe]["httpGet"]["path"], path, "{probe}");
+        assert_eq!(container[probe]["httpGet"]["port"], "metrics", "{probe}");
+    }
+    // --redis names the Redis Service and its port.
+    let redis_url = &args[args.iter().position(|a| a == "--redis").unwrap() + 1];
+    let redis_service = kind(&redis_docs, "Service");
+    let redis_port = redis_service["spec"]["ports"][0]["port"].as_u64().unwrap();
+    assert_eq!(
+        redis_url,
+        &format!(
+            "redis://{}:{redis_port}",
+            redis_service["metadata"]["name"].as_str().unwrap()
+        )
+    );
+    let redis_container =
+        &kind(&redis_docs, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        u64::from(container_port(redis_container, "redis")),
+        redis_port
+    );
+    let secret = &container["env"][0];
+    assert_eq!(secret["name"], "BRISK_CLUSTER_SECRET");
+    // The pod runs the image's program.
+    let image = deploy_file("container/Containerfile");
+    let entrypoint: Vec<String> = serde_json::from_str(&instruction(&image, "ENTRYPOINT")).unwrap();
+
+    // The pod's command here, on a real Redis, with the secret the manifest asks for.
+    let redis = Redis::start().unwrap();
+    let here = Here::new(redis.url());
+    let argv: Vec<String> = entrypoint
+        .iter()
+        .chain(&args)
+        .map(|a| here.moved(a))
+        .collect();
+    let mut demo = here.run(
+        &argv,
+        &[(
+            "BRISK_CLUSTER_SECRET",
+            "deploy-test-cluster-secret-0123456789",
+        )],
+    );
+    assert_eq!(get(here.http, "/").status, 200, "{}", here.output());
+    assert_eq!(http_get(here.metrics, "/healthz").unwrap().0, 200);
+    // The pre-stop hook: a graceful stop through the run directory the pod uses.
+    let pre_stop = strings(&container["lifecycle"]["preStop"]["exec"]["command"]);
+    let pre_stop: Vec<String> = pre_stop.iter().map(|a| here.moved(a)).collect();
+    let out = Command::new(&pre_stop[0])
+        .args(&pre_stop[1..])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(exits_cleanly(&mut demo), "{}", here.output());
+}
