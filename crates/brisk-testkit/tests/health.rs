@@ -116,6 +116,29 @@ fn readyz_waits_for_the_apps_checks_in_every_worker() {
     );
 }
 
+/// A slow readiness check (a database that takes its time) holds up no other question to the
+/// worker: `status` is answered while `/readyz` still waits for the check. (Answers are
+/// matched to questions by id, so they may come in any order.)
+#[test]
+fn a_slow_readiness_check_holds_up_no_other_question() {
+    let dir = temp_dir("health");
+    let dir_arg = dir.path().display().to_string();
+    let (server, metrics) = with_metrics(1, &["--slow-check-dir", &dir_arg], &[]);
+    let started = dir.path().join("started");
+    let readyz = std::thread::spawn(move || probe(metrics, "/readyz"));
+    wait_until(Duration::from_secs(10), "the slow check to start", || {
+        started.exists()
+    });
+    let status = server.status().unwrap();
+    assert!(
+        !readyz.is_finished(),
+        "status waited for the readiness check"
+    );
+    assert_eq!(status["workers"].as_array().unwrap().len(), 1, "{status}");
+    let (code, said) = readyz.join().unwrap();
+    assert_eq!(code, 200, "{said}");
+}
+
 /// A systemd socket nobody reads (its queue fills in a few pings) never stalls the master:
 /// the probes keep answering.
 #[test]

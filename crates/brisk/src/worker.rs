@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::env::{self, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
-use crate::ipc::{self, Packet, ToMaster, ToWorker};
+use crate::ipc::{self, Answer, Packet, Question, ToMaster, ToWorker};
 use crate::limits::Limits;
 use crate::runtime::context::{self, WorkerInfo};
 use crate::runtime::listener::Listener;
@@ -37,20 +37,24 @@ pub(crate) type ReadinessCheck = Rc<dyn Fn() -> crate::runtime::handler::Handler
 /// How long each readiness check may take before it counts as failed.
 const READINESS_TIMEOUT: Duration = Duration::from_millis(1500);
 
-/// Runs `checks` one after another; the ones that failed, and why.
+/// Runs `checks` all at once (the answer takes as long as the slowest, at most
+/// [`READINESS_TIMEOUT`]); the ones that failed, and why.
 async fn failed_checks(checks: &[(String, ReadinessCheck)]) -> Vec<(String, String)> {
-    let mut failed = Vec::new();
-    for (name, check) in checks {
+    let runs = checks.iter().map(|(name, check)| async move {
         match tokio::time::timeout(READINESS_TIMEOUT, check()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failed.push((name.clone(), e.to_string())),
-            Err(_) => failed.push((
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some((name.clone(), e.to_string())),
+            Err(_) => Some((
                 name.clone(),
                 format!("no answer within {} ms", READINESS_TIMEOUT.as_millis()),
             )),
         }
-    }
-    failed
+    });
+    futures_util::future::join_all(runs)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// Parses this process's `SERVICE:INDEX` worker spec from the environment.
@@ -91,6 +95,8 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         defaults,
         readiness,
     } = spec;
+    // Shared with the tasks that run them (one per question).
+    let readiness = Rc::new(readiness);
     let info = WorkerInfo {
         server: svc.name.clone(),
         id: index,
@@ -202,18 +208,24 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 Err(e) => Err(e),
             };
             match msg {
-                Ok(Some(ToWorker::Status)) => {
-                    let _ = write_msg(&mut tx, &ToMaster::Status(worker.snapshot())).await;
+                Ok(Some(ToWorker::Ask { id, question: Question::Status })) => {
+                    let answer = Answer::Status(Box::new(worker.snapshot()));
+                    let _ = write_msg(&mut tx, &ToMaster::Answer { id, answer }).await;
                 }
-                Ok(Some(ToWorker::Connections)) => {
-                    let _ = write_msg(&mut tx, &ToMaster::Connections(worker.connection_list())).await;
+                Ok(Some(ToWorker::Ask { id, question: Question::Connections })) => {
+                    let answer = Answer::Connections(worker.connection_list());
+                    let _ = write_msg(&mut tx, &ToMaster::Answer { id, answer }).await;
                 }
                 Ok(Some(ToWorker::Stop { drain_ms })) => break Duration::from_millis(drain_ms),
                 Ok(Some(ToWorker::ReopenLogs)) => crate::log_file::reopen_all(),
-                // Answered here, in order: the master matches replies by their order.
-                Ok(Some(ToWorker::Readiness)) => {
-                    let failed = failed_checks(&readiness).await;
-                    let _ = write_msg(&mut tx, &ToMaster::Readiness(failed)).await;
+                // Off this loop: slow checks (a database that does not answer) hold up
+                // neither the master's other questions nor the broadcasts relayed here.
+                Ok(Some(ToWorker::Ask { id, question: Question::Readiness })) => {
+                    let (checks, answers) = (readiness.clone(), done_tx.clone());
+                    tokio::task::spawn_local(async move {
+                        let answer = Answer::Readiness(failed_checks(&checks).await);
+                        let _ = answers.send(ToMaster::Answer { id, answer });
+                    });
                 }
                 Ok(Some(ToWorker::RunJob { job, run })) => {
                     run_job(&worker, svc.jobs.get(job).cloned(), job, run, done_tx.clone());
@@ -228,7 +240,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         lag.abort();
         worker.shut_down(drain).await;
         crate::log_file::flush_all();
-        let _ = write_msg(&mut tx, &ToMaster::Final(worker.snapshot())).await;
+        let _ = write_msg(&mut tx, &ToMaster::Final(Box::new(worker.snapshot()))).await;
         context::set_current(None);
         crate::timer::del_all();
         if let Some(cb) = &svc.worker_callbacks.on_worker_stop {

@@ -17,7 +17,8 @@
 //! `fixture_sizes` (`/metric/observe?v=N`); `--bad-metric` also registers one named
 //! `2bad_total`. `--settings FILE` loads [`FixtureSettings`] (`brisk::config`: the file, then
 //! `FIXTURE_*` variables), which `/settings` shows as the worker sees them. `--ready-file
-//! PATH` adds a readiness check `marker` that passes once PATH exists.
+//! PATH` adds a readiness check `marker` that passes once PATH exists; `--slow-check-dir
+//! DIR` a check `slow` that writes `DIR/started`, waits 1.2 s, then passes.
 //!
 //! `--process N --process-log FILE` adds a custom process `ticker` with N workers; see
 //! [`ticker`]. `--schedule-log FILE` with `--schedule-every-ms MS` (and
@@ -572,6 +573,16 @@ fn main() -> ExitCode {
                     true => Ok(()),
                     false => Err(format!("{path} is missing")),
                 }
+            }
+        });
+    }
+    if let Some(dir) = flag(&args, "--slow-check-dir") {
+        app = app.readiness("slow", move || {
+            let dir = PathBuf::from(&dir);
+            async move {
+                std::fs::write(dir.join("started"), b"").map_err(|e| e.to_string())?;
+                tokio::time::sleep(Duration::from_millis(1200)).await;
+                Ok::<(), String>(())
             }
         });
     }

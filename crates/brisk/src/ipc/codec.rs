@@ -181,7 +181,7 @@ mod tests {
         for frames in [&plain_only, &both] {
             write_broadcast(&mut a, "lobby", frames).await.unwrap();
         }
-        write_msg(&mut a, &ToWorker::Status).await.unwrap();
+        write_msg(&mut a, &ToWorker::ReopenLogs).await.unwrap();
         for sent in [plain_only, both] {
             match read_packet::<_, ToWorker>(&mut b).await.unwrap() {
                 Some(Packet::Broadcast { group, frames }) => {
@@ -193,7 +193,7 @@ mod tests {
         }
         assert!(matches!(
             read_packet::<_, ToWorker>(&mut b).await.unwrap(),
-            Some(Packet::Msg(ToWorker::Status))
+            Some(Packet::Msg(ToWorker::ReopenLogs))
         ));
     }
 
@@ -211,7 +211,7 @@ mod tests {
         let write = tokio::spawn(async move {
             for _ in 0..3 {
                 write_broadcast(&mut a, "big", &sent).await.unwrap();
-                write_msg(&mut a, &ToWorker::Status).await.unwrap();
+                write_msg(&mut a, &ToWorker::ReopenLogs).await.unwrap();
             }
         });
         let mut packets = Vec::new();
@@ -238,7 +238,7 @@ mod tests {
                 }
                 other => panic!("{other:?}"),
             }
-            assert!(matches!(pair[1], Packet::Msg(ToWorker::Status)));
+            assert!(matches!(pair[1], Packet::Msg(ToWorker::ReopenLogs)));
         }
     }
 }

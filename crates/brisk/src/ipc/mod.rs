@@ -5,5 +5,7 @@ pub(crate) mod codec;
 pub(crate) mod wire;
 
 pub(crate) use codec::{reader, writer};
-pub(crate) use wire::{BroadcastFrames, ControlReply, ControlRequest, Packet, ToMaster, ToWorker};
+pub(crate) use wire::{
+    Answer, BroadcastFrames, ControlReply, ControlRequest, Packet, Question, ToMaster, ToWorker,
+};
 pub use wire::{MasterStatus, ScheduleStatus};

@@ -9,10 +9,9 @@ use crate::stats::{ConnectionInfo, RetiredTotals, WorkerStatus};
 /// Master to worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum ToWorker {
-    /// Reply with [`ToMaster::Status`].
-    Status,
-    /// Reply with [`ToMaster::Connections`].
-    Connections,
+    /// A question: reply with [`ToMaster::Answer`] and the same `id`. Answers may come in
+    /// any order (a slow readiness check holds up no other).
+    Ask { id: u64, question: Question },
     /// Stop: stop accepting, then let in-flight work finish for up to `drain_ms`
     /// milliseconds (0: close everything at once).
     Stop { drain_ms: u64 },
@@ -21,8 +20,27 @@ pub(crate) enum ToWorker {
     /// Run job `job` of the worker's service (a schedule); reply [`ToMaster::JobDone`] with
     /// the same `run`.
     RunJob { job: usize, run: u64 },
-    /// Run the app's readiness checks; reply with [`ToMaster::Readiness`].
+}
+
+/// What the master asks a worker ([`ToWorker::Ask`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Question {
+    /// Its counters: [`Answer::Status`].
+    Status,
+    /// Its open connections: [`Answer::Connections`].
+    Connections,
+    /// The app's readiness checks, run now: [`Answer::Readiness`].
     Readiness,
+}
+
+/// A worker's answer to a [`Question`].
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Answer {
+    /// Boxed: the other answers are a few words.
+    Status(Box<WorkerStatus>),
+    Connections(Vec<ConnectionInfo>),
+    /// The checks that failed, by name, and why.
+    Readiness(Vec<(String, String)>),
 }
 
 /// Worker to master.
@@ -32,12 +50,10 @@ pub(crate) enum ToMaster {
     Ready,
     /// The worker cannot start; the message says why.
     Failed(String),
-    /// Answer to [`ToWorker::Status`].
-    Status(WorkerStatus),
-    /// Answer to [`ToWorker::Connections`].
-    Connections(Vec<ConnectionInfo>),
+    /// The answer to the [`ToWorker::Ask`] with this `id`.
+    Answer { id: u64, answer: Answer },
     /// The worker's counters as it exits, after its connections are closed.
-    Final(WorkerStatus),
+    Final(Box<WorkerStatus>),
     /// A job the master asked for has ended; `error` says how it failed, if it did.
     JobDone {
         job: usize,
@@ -51,8 +67,6 @@ pub(crate) enum ToMaster {
     GroupLeft(String),
     /// The worker has served its `max_requests`: the master replaces it.
     Recycle(crate::recycle::RecycleCause),
-    /// Answer to [`ToWorker::Readiness`]: the checks that failed, by name, and why.
-    Readiness(Vec<(String, String)>),
 }
 
 /// CLI to master.

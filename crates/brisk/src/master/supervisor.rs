@@ -8,7 +8,7 @@
 mod recycling;
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt};
 use std::process::{ExitStatus, Stdio};
@@ -31,7 +31,9 @@ use super::Plan;
 use crate::env::{ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
 use crate::error::{Error, Result};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
-use crate::ipc::{self, BroadcastFrames, MasterStatus, Packet, ToMaster, ToWorker};
+use crate::ipc::{
+    self, Answer, BroadcastFrames, MasterStatus, Packet, Question, ToMaster, ToWorker,
+};
 use crate::runtime::listener::Listener;
 use crate::stats::{ConnectionInfo, WorkerStatus};
 
@@ -79,7 +81,10 @@ struct Channel {
     tx: mpsc::UnboundedSender<Outgoing>,
     /// Bytes of broadcast frames queued for the worker and not yet written to it.
     queued: Rc<Cell<usize>>,
-    replies: RefCell<VecDeque<oneshot::Sender<ToMaster>>>,
+    /// Who waits for the answer to each question asked, by the question's id.
+    replies: RefCell<HashMap<u64, oneshot::Sender<Answer>>>,
+    /// The id of the next question.
+    next_question: Cell<u64>,
     ready: RefCell<Option<oneshot::Sender<std::result::Result<(), String>>>>,
     /// The worker's end closed (it exited): nothing it is asked now will be answered.
     closed: Cell<bool>,
@@ -99,15 +104,29 @@ struct Worker {
 }
 
 impl Worker {
-    /// Sends a request and waits for its reply.
-    async fn ask(&self, msg: ToWorker, timeout: Duration) -> Option<ToMaster> {
-        if self.channel.closed.get() {
+    /// Asks a question and waits for its answer (`None`: none within `timeout`, or the
+    /// worker is gone). Answers are matched by id: a late one is dropped, never taken for
+    /// the answer to another question.
+    async fn ask(&self, question: Question, timeout: Duration) -> Option<Answer> {
+        let channel = &self.channel;
+        if channel.closed.get() {
             return None;
         }
+        let id = channel.next_question.get();
+        channel.next_question.set(id + 1);
         let (tx, rx) = oneshot::channel();
-        self.channel.replies.borrow_mut().push_back(tx);
-        self.channel.tx.send(Outgoing::Msg(msg)).ok()?;
-        tokio::time::timeout(timeout, rx).await.ok()?.ok()
+        channel.replies.borrow_mut().insert(id, tx);
+        if channel
+            .tx
+            .send(Outgoing::Msg(ToWorker::Ask { id, question }))
+            .is_err()
+        {
+            channel.replies.borrow_mut().remove(&id);
+            return None;
+        }
+        let answer = tokio::time::timeout(timeout, rx).await;
+        channel.replies.borrow_mut().remove(&id);
+        answer.ok()?.ok()
     }
 
     fn tell(&self, msg: ToWorker) {
@@ -475,7 +494,8 @@ impl Supervisor {
         let channel = Rc::new(Channel {
             tx,
             queued: queued.clone(),
-            replies: RefCell::new(VecDeque::new()),
+            replies: RefCell::new(HashMap::new()),
+            next_question: Cell::new(0),
             closed: Cell::new(false),
             ready: RefCell::new(Some(ready_tx)),
         });
@@ -530,7 +550,7 @@ impl Supervisor {
                         }
                     }
                     ToMaster::Final(s) => {
-                        sup.looks.borrow_mut().insert(pid, s);
+                        sup.looks.borrow_mut().insert(pid, *s);
                     }
                     ToMaster::GroupJoined(group) => {
                         if let Some(bus) = &sup.cluster {
@@ -548,12 +568,12 @@ impl Supervisor {
                         }
                     }
                     ToMaster::Recycle(cause) => sup.want_recycle(pid, cause),
-                    reply => {
-                        if let ToMaster::Status(s) = &reply {
-                            sup.looks.borrow_mut().insert(pid, s.clone());
+                    ToMaster::Answer { id, answer } => {
+                        if let Answer::Status(s) = &answer {
+                            sup.looks.borrow_mut().insert(pid, (**s).clone());
                         }
-                        if let Some(waiter) = channel.replies.borrow_mut().pop_front() {
-                            let _ = waiter.send(reply);
+                        if let Some(waiter) = channel.replies.borrow_mut().remove(&id) {
+                            let _ = waiter.send(answer);
                         }
                     }
                 }
@@ -749,7 +769,7 @@ impl Supervisor {
         while !self.stopping.get() {
             tick.tick().await;
             let workers = self.current_workers();
-            ask_each(&workers, ToWorker::Status, COUNTERS_PERIOD).await;
+            ask_each(&workers, Question::Status, COUNTERS_PERIOD).await;
             self.take_kpi_sample(&workers);
             self.check_recycling(&workers);
         }
@@ -848,12 +868,12 @@ impl Supervisor {
     /// Asks every worker for its status.
     async fn status(&self) -> MasterStatus {
         let workers = self.current_workers();
-        let answers = ask_each(&workers, ToWorker::Status, Duration::from_secs(3)).await;
+        let answers = ask_each(&workers, Question::Status, Duration::from_secs(3)).await;
         let mut rows: Vec<WorkerStatus> = Vec::new();
         let mut unresponsive = Vec::new();
         for (w, a) in workers.iter().zip(answers) {
             match a {
-                Some(ToMaster::Status(s)) => rows.push(s),
+                Some(Answer::Status(s)) => rows.push(*s),
                 _ => unresponsive.push(w.pid),
             }
         }
@@ -922,7 +942,7 @@ impl Supervisor {
 
     async fn ask_for_looks(&self) {
         let workers: Vec<_> = self.live.borrow().values().cloned().collect();
-        ask_each(&workers, ToWorker::Status, Duration::from_secs(2)).await;
+        ask_each(&workers, Question::Status, Duration::from_secs(2)).await;
     }
 
     /// The status page, from fresh looks at the current workers and the KPI history.
@@ -952,11 +972,11 @@ impl Supervisor {
     /// Asks every worker for its connections.
     async fn connections(&self) -> Vec<ConnectionInfo> {
         let workers = self.current_workers();
-        let answers = ask_each(&workers, ToWorker::Connections, Duration::from_secs(10)).await;
+        let answers = ask_each(&workers, Question::Connections, Duration::from_secs(10)).await;
         answers
             .into_iter()
             .flat_map(|a| match a {
-                Some(ToMaster::Connections(list)) => list,
+                Some(Answer::Connections(list)) => list,
                 _ => Vec::new(),
             })
             .collect()
@@ -974,11 +994,11 @@ impl Observed for Supervisor {
 
     async fn health(&self) -> (bool, String) {
         let workers = self.current_workers();
-        let answers = ask_each(&workers, ToWorker::Status, PROBE_TIMEOUT).await;
+        let answers = ask_each(&workers, Question::Status, PROBE_TIMEOUT).await;
         let silent: Vec<String> = workers
             .iter()
             .zip(&answers)
-            .filter(|(_, a)| !matches!(a, Some(ToMaster::Status(_))))
+            .filter(|(_, a)| !matches!(a, Some(Answer::Status(_))))
             .map(|(w, _)| self.describe_worker(w))
             .collect();
         match silent.is_empty() {
@@ -1017,12 +1037,12 @@ impl Observed for Supervisor {
             return (false, format!("not ready yet: {}\n", waiting.join(", ")));
         }
         let workers = self.current_workers();
-        let answers = ask_each(&workers, ToWorker::Readiness, PROBE_TIMEOUT).await;
+        let answers = ask_each(&workers, Question::Readiness, PROBE_TIMEOUT).await;
         let mut failing = Vec::new();
         for (w, answer) in workers.iter().zip(answers) {
             let who = self.describe_worker(w);
             match answer {
-                Some(ToMaster::Readiness(failed)) => failing.extend(
+                Some(Answer::Readiness(failed)) => failing.extend(
                     failed
                         .into_iter()
                         .map(|(name, why)| format!("{name}: {why} ({who})")),
@@ -1040,14 +1060,14 @@ impl Observed for Supervisor {
     }
 }
 
-/// Asks each of `workers` `msg`, all at once: their answers in order (`None`: none within
-/// `timeout`, or the worker is gone).
+/// Asks each of `workers` `question`, all at once: their answers in order (`None`: none
+/// within `timeout`, or the worker is gone).
 async fn ask_each(
     workers: &[Rc<Worker>],
-    msg: ToWorker,
+    question: Question,
     timeout: Duration,
-) -> Vec<Option<ToMaster>> {
-    let asks = workers.iter().map(|w| w.ask(msg.clone(), timeout));
+) -> Vec<Option<Answer>> {
+    let asks = workers.iter().map(|w| w.ask(question, timeout));
     futures_util::future::join_all(asks).await
 }
 
