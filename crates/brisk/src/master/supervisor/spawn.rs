@@ -1,0 +1,200 @@
+//! Starting one worker process: its descriptors (the control channel, its listening socket),
+//! its environment, and the task that reads its messages.
+
+use super::*;
+
+impl Supervisor {
+    /// Starts one worker process for `slot`.
+    pub(super) fn spawn(self: &Rc<Self>, slot: usize) -> std::io::Result<Rc<Worker>> {
+        let (service, index) = self.slots[slot];
+        let plan = &self.plan;
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        // Move the child's descriptors above the numbers they get in the child (3 and 4), so
+        // the dup2 calls after fork cannot clobber each other.
+        let ipc_hi = dup_high(theirs.as_raw_fd())?;
+        drop(theirs);
+        // A custom process has no socket.
+        let listen_hi = plan.services[service]
+            .listen_fd(index)
+            .map(dup_high)
+            .transpose()?;
+        let mut cmd = tokio::process::Command::new(&plan.exe);
+        cmd.args(&plan.args)
+            .env(ENV_WORKER, format!("{service}:{index}"))
+            .env(ENV_IPC_FD, "3")
+            .stdin(Stdio::null());
+        if listen_hi.is_some() {
+            cmd.env(ENV_LISTEN_FD, "4");
+        } else {
+            cmd.env_remove(ENV_LISTEN_FD);
+        }
+        let secrets_hi = crate::secret_env::pass_to(cmd.as_std_mut())?;
+        // Workers are not background masters, whatever the master is; and only the master
+        // speaks to systemd.
+        cmd.env_remove(ENV_DAEMON)
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID");
+        if let Some(gid) = plan.gid {
+            cmd.as_std_mut().gid(gid);
+        }
+        if let Some(uid) = plan.uid {
+            cmd.as_std_mut().uid(uid);
+        }
+        let ipc_raw = ipc_hi.as_raw_fd();
+        let listen_raw = listen_hi.as_ref().map(|fd| fd.as_raw_fd());
+        let secrets_raw = secrets_hi.as_ref().map(|fd| fd.as_raw_fd());
+        // SAFETY: only async-signal-safe calls (prctl, dup2) run between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                if libc::dup2(ipc_raw, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(fd) = listen_raw {
+                    if libc::dup2(fd, 4) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                if let Some(fd) = secrets_raw {
+                    if libc::dup2(fd, crate::secret_env::SECRETS_FD) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        drop(ipc_hi);
+        drop(listen_hi);
+        drop(secrets_hi);
+        let pid = child.id().unwrap_or(0) as i32;
+        ours.set_nonblocking(true)?;
+        let stream = tokio::net::UnixStream::from_std(ours)?;
+        let (rd, wr) = stream.into_split();
+        let (mut rd, mut wr) = (ipc::reader(rd), ipc::writer(wr));
+        let (tx, mut rx) = mpsc::unbounded_channel::<Outgoing>();
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let queued = Rc::new(Cell::new(0usize));
+        let channel = Rc::new(Channel {
+            tx,
+            queued: queued.clone(),
+            replies: RefCell::new(HashMap::new()),
+            next_question: Cell::new(0),
+            closed: Cell::new(false),
+            ready: RefCell::new(Some(ready_tx)),
+        });
+        let worker = Rc::new(Worker {
+            pid,
+            slot,
+            started: Instant::now(),
+            channel: channel.clone(),
+            ready: RefCell::new(Some(ready_rx)),
+            retiring: Cell::new(false),
+            recycle: Default::default(),
+        });
+        self.live.borrow_mut().insert(pid, worker.clone());
+        tokio::task::spawn_local(async move {
+            while let Some(msg) = rx.recv().await {
+                let written = match msg {
+                    Outgoing::Frames { group, frames } => {
+                        let written = write_broadcast(&mut wr, &group, &frames).await;
+                        queued.set(queued.get().saturating_sub(frames.len()));
+                        written
+                    }
+                    Outgoing::Msg(msg) => write_msg(&mut wr, &msg).await,
+                };
+                if written.is_err() {
+                    return;
+                }
+            }
+        });
+        let sup = self.clone();
+        tokio::task::spawn_local(async move {
+            while let Ok(Some(packet)) = read_packet::<_, ToMaster>(&mut rd).await {
+                let msg = match packet {
+                    Packet::Broadcast { group, frames } => {
+                        sup.relay_broadcast(pid, &group, &frames);
+                        if let Some(bus) = &sup.cluster {
+                            bus.publish(&group, &frames);
+                        }
+                        continue;
+                    }
+                    Packet::Msg(m) => m,
+                };
+                match msg {
+                    ToMaster::Ready => {
+                        if let Some(r) = channel.ready.borrow_mut().take() {
+                            let _ = r.send(Ok(()));
+                        }
+                    }
+                    ToMaster::Failed(reason) => {
+                        tracing::error!(pid, "{reason}");
+                        if let Some(r) = channel.ready.borrow_mut().take() {
+                            let _ = r.send(Err(reason));
+                        }
+                    }
+                    ToMaster::Final(s) => {
+                        sup.looks.borrow_mut().insert(pid, *s);
+                    }
+                    ToMaster::GroupJoined(group) => {
+                        if let Some(bus) = &sup.cluster {
+                            bus.joined(pid, &group);
+                        }
+                    }
+                    ToMaster::GroupLeft(group) => {
+                        if let Some(bus) = &sup.cluster {
+                            bus.left(pid, &group);
+                        }
+                    }
+                    ToMaster::JobDone { job, run, error } => {
+                        if let Some((scheduler, _)) = &sup.scheduler {
+                            scheduler.end_run(pid, job, run, error);
+                        }
+                    }
+                    ToMaster::Recycle(cause) => sup.want_recycle(pid, cause),
+                    ToMaster::Answer { id, answer } => {
+                        if let Answer::Status(s) = &answer {
+                            sup.looks.borrow_mut().insert(pid, (**s).clone());
+                        }
+                        if let Some(waiter) = channel.replies.borrow_mut().remove(&id) {
+                            let _ = waiter.send(answer);
+                        }
+                    }
+                }
+            }
+            // The channel closes when the worker exits: nothing more will come from it (those
+            // waiting on an answer get none at once, instead of at their timeout), and its
+            // counters as last seen are its totals.
+            channel.closed.set(true);
+            channel.replies.borrow_mut().clear();
+            if let Some(bus) = &sup.cluster {
+                bus.worker_gone(pid);
+            }
+            if let Some(s) = sup.looks.borrow_mut().remove(&pid) {
+                sup.retired.borrow_mut().add(&s);
+            }
+            if let Some((scheduler, _)) = &sup.scheduler {
+                scheduler.worker_gone(pid);
+            }
+        });
+        let sup = self.clone();
+        tokio::task::spawn_local(async move {
+            let status = child.wait().await;
+            sup.on_exit(pid, status.ok());
+        });
+        tracing::debug!(pid, service, index, "worker started");
+        Ok(worker)
+    }
+}
+
+/// Duplicates `fd` to a number of at least 10, close-on-exec.
+fn dup_high(fd: RawFd) -> std::io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new one we then own.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+    if new < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `new` is a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
