@@ -241,3 +241,99 @@ fn the_systemd_units_verify_and_their_commands_run_as_systemd_runs_them() {
     });
     assert!(exited.is_some_and(|s| s.success()), "{exited:?}");
 }
+
+/// The demo started as systemd starts it on `listener`: descriptor 3, `LISTEN_FDS=1`, and
+/// `LISTEN_PID` its own pid (`sh` sets it, then execs the demo in its place).
+fn started_on(listener: &std::net::TcpListener, args: &[String], run_dir: &Path) -> Activator {
+    use std::os::fd::AsRawFd;
+    let fd = listener.as_raw_fd();
+    let log = run_dir.join("activator.log");
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .unwrap();
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg("LISTEN_PID=$$ LISTEN_FDS=1 exec \"$@\"")
+        .arg("sh")
+        .arg(DEMO)
+        .args(args)
+        .arg("--run-dir")
+        .arg(run_dir)
+        .arg("start")
+        .env_remove("DATABASE_URL")
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .process_group(0);
+    // SAFETY: dup2 and fcntl are async-signal-safe; the child gets the socket as 3, open
+    // across exec.
+    unsafe {
+        command.pre_exec(move || {
+            if fd == 3 {
+                let flags = libc::fcntl(3, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(3, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Activator {
+        child: command.spawn().unwrap(),
+        log,
+    }
+}
+
+#[test]
+fn a_systemd_socket_outlives_its_master_and_connections_wait_for_the_next() {
+    use std::io::{Read, Write};
+    let run = temp_dir("activated-twice");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let http = listener.local_addr().unwrap().port();
+    let (mut args, _) = demo_args(1);
+    let at = args.iter().position(|a| a == "--http").unwrap();
+    args[at + 1] = format!("http://127.0.0.1:{http}");
+    let stop = |run: &Path| {
+        let out = Command::new(DEMO)
+            .arg("--run-dir")
+            .arg(run)
+            .args(["stop", "-g"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+
+    let mut first = started_on(&listener, &args, run.path());
+    assert_eq!(get(http, "/").status, 200, "{}", first.output());
+    stop(run.path());
+    let exited = poll(Duration::from_secs(20), || first.child.try_wait().unwrap());
+    assert!(exited.is_some_and(|s| s.success()), "{}", first.output());
+
+    // No master now: a connection (as systemd's socket would hold it) waits in the queue,
+    // and the next master, on the same socket, answers it.
+    let mut waiting = connect(http);
+    waiting
+        .write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut second = started_on(&listener, &args, run.path());
+    waiting
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut answer = String::new();
+    waiting.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "{answer:?}\n{}",
+        second.output()
+    );
+    assert_eq!(get(http, "/").status, 200);
+    stop(run.path());
+    let exited = poll(Duration::from_secs(20), || second.child.try_wait().unwrap());
+    assert!(exited.is_some_and(|s| s.success()), "{}", second.output());
+}

@@ -121,6 +121,10 @@ pub(crate) struct Plan {
     pub listeners: std::cell::RefCell<Vec<Listener>>,
     /// The files of the Unix-socket listeners, removed when a stop begins.
     pub socket_files: Vec<std::rc::Rc<socket_file::SocketFile>>,
+    /// The listeners' sockets systemd passed: they outlive this master (the next one gets
+    /// them), so a stop never makes them refuse connections; those that come meanwhile wait
+    /// in the queue.
+    pub systemd_sockets: Vec<RawFd>,
     /// The metrics listener, bound before the workers start.
     pub metrics: Option<std::net::TcpListener>,
     /// The bearer token it asks for, if any.
@@ -180,6 +184,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
     let mut listeners = Vec::new();
     let mut socket_files = Vec::new();
     let mut activated = socket_activation::Activated::from_env()?;
+    let mut systemd_sockets = Vec::new();
     for service in &config.services {
         let workers = service.workers.unwrap_or(cpus);
         if workers == 0 {
@@ -219,6 +224,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         if let Some(listener) = inherited {
             // systemd's socket (it owns a Unix socket's file): one for every worker.
             tracing::info!(address = %l.address, "listening on the socket systemd passed");
+            systemd_sockets.push(listener.as_raw_fd());
             listen_fds.push(listener.as_raw_fd());
             listeners.push(listener);
         } else if l.shared_by_master() || port_zero {
@@ -310,6 +316,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         control_socket: paths.control_socket(),
         listeners: std::cell::RefCell::new(listeners),
         socket_files: socket_files.clone(),
+        systemd_sockets,
         metrics,
         metrics_token: config.metrics_token,
         alerting,

@@ -59,6 +59,9 @@ impl Activated {
             sock.set_cloexec(true).map_err(|e| inherited(fd, e))?;
             // systemd passes blocking sockets; the workers' event loops need them not to be.
             sock.set_nonblocking(true).map_err(|e| inherited(fd, e))?;
+            // A filter a master of another build left on it (dropping handshakes while it
+            // stopped) would refuse every connection now: take it off, whatever there is.
+            let _ = sock.detach_filter();
             let local = sock.local_addr().map_err(|e| inherited(fd, e))?;
             let bound = match (
                 local.as_socket(),

@@ -117,6 +117,9 @@ impl Supervisor {
         }
         let mut tcp = false;
         for l in self.plan.listeners.borrow_mut().drain(..) {
+            if self.plan.systemd_sockets.contains(&l.as_raw_fd()) {
+                continue;
+            }
             tcp |= matches!(l, Listener::Tcp(_));
             if let Err(e) = l.refuse_new_connections() {
                 tracing::warn!(error = %e, "cannot stop a listener's handshakes before closing it");
