@@ -141,3 +141,29 @@ fn a_process_without_workers_fails_the_start_saying_so() {
     let out = ServerProcess::start_fails(FIXTURE, &args, &[]);
     assert!(out.contains("ticker: workers must be at least 1"), "{out}");
 }
+
+/// A worker started by a master of another build (a `reload` after the binary was replaced
+/// by one whose master-worker messages changed) says so and exits, instead of misreading the
+/// master's messages.
+#[test]
+fn a_worker_refuses_a_master_that_speaks_another_version() {
+    for (version, says) in [
+        (Some("1"), "its running master version 1"),
+        (None, "an older one"),
+    ] {
+        let mut command = std::process::Command::new(FIXTURE);
+        command
+            .args(["--text", "text://127.0.0.1:0", "start"])
+            .env("BRISK_WORKER", "0:0")
+            .env("BRISK_IPC_FD", "3")
+            .env_remove("BRISK_IPC_VERSION");
+        if let Some(v) = version {
+            command.env("BRISK_IPC_VERSION", v);
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(stderr.contains("restart the app"), "{stderr}");
+    }
+}

@@ -5,6 +5,9 @@
 pub(crate) const ENV_WORKER: &str = "BRISK_WORKER";
 /// The descriptor of the worker's end of the control socketpair.
 pub(crate) const ENV_IPC_FD: &str = "BRISK_IPC_FD";
+/// The version of the master-worker messages the master speaks
+/// ([`IPC_VERSION`](crate::ipc::IPC_VERSION)).
+pub(crate) const ENV_IPC_VERSION: &str = "BRISK_IPC_VERSION";
 /// The descriptor of the listener the master bound, if it did.
 pub(crate) const ENV_LISTEN_FD: &str = "BRISK_LISTEN_FD";
 /// Set in the environment of a background master started by `start -d`.

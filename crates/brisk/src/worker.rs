@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::env::{self, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
+use crate::env::{self, ENV_IPC_FD, ENV_IPC_VERSION, ENV_LISTEN_FD, ENV_WORKER};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
 use crate::ipc::{self, Answer, Packet, Question, ToMaster, ToWorker};
 use crate::limits::Limits;
@@ -89,6 +89,17 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         eprintln!("{ENV_WORKER} is set but {ENV_IPC_FD} is not: workers are started by the master");
         return ExitCode::FAILURE;
     };
+    let theirs = std::env::var(ENV_IPC_VERSION).ok();
+    if theirs.as_deref() != Some(ipc::IPC_VERSION.to_string().as_str()) {
+        eprintln!(
+            "this program's workers speak version {} of the master's messages, and its running \
+             master {} (another build): a reload cannot change that; restart the app (stop, \
+             then start) to run this build",
+            ipc::IPC_VERSION,
+            theirs.map_or("an older one".to_string(), |v| format!("version {v}"))
+        );
+        return ExitCode::FAILURE;
+    }
     let WorkerSpec {
         service: svc,
         index,

@@ -7,5 +7,6 @@ pub(crate) mod wire;
 pub(crate) use codec::{reader, writer};
 pub(crate) use wire::{
     Answer, BroadcastFrames, ControlReply, ControlRequest, Packet, Question, ToMaster, ToWorker,
+    IPC_VERSION,
 };
 pub use wire::{MasterStatus, ScheduleStatus};

@@ -6,6 +6,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::{ConnectionInfo, RetiredTotals, WorkerStatus};
 
+/// The version of [`ToWorker`] and [`ToMaster`]: a master and a worker of builds that differ
+/// in it cannot understand each other (a `reload` after a new binary replaced one that spoke
+/// another; the worker says so and exits, and the app needs a restart). 2: questions carry
+/// ids.
+pub(crate) const IPC_VERSION: u32 = 2;
+
 /// Master to worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum ToWorker {

@@ -39,7 +39,7 @@ use super::metrics_listener::{self, Observed};
 use super::scheduler::Scheduler;
 use super::status_page::{self, StatusView};
 use super::Plan;
-use crate::env::{ENV_DAEMON, ENV_IPC_FD, ENV_LISTEN_FD, ENV_WORKER};
+use crate::env::{ENV_DAEMON, ENV_IPC_FD, ENV_IPC_VERSION, ENV_LISTEN_FD, ENV_WORKER};
 use crate::error::{Error, Result};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
 use crate::ipc::{

@@ -22,6 +22,7 @@ impl Supervisor {
         cmd.args(&plan.args)
             .env(ENV_WORKER, format!("{service}:{index}"))
             .env(ENV_IPC_FD, "3")
+            .env(ENV_IPC_VERSION, ipc::IPC_VERSION.to_string())
             .stdin(Stdio::null());
         if listen_hi.is_some() {
             cmd.env(ENV_LISTEN_FD, "4");
