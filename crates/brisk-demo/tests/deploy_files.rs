@@ -158,8 +158,17 @@ fn the_container_image_command_serves_and_stops_on_its_stop_signal() {
         cmd.iter().any(|a| a.contains(&format!("sqlite:{volume}/"))),
         "{cmd:?}"
     );
-    // What it copies into the image exists here.
+    // What it copies into the image exists here; the build context leaves out what it must.
     assert!(file.contains("COPY crates/brisk-demo/static /usr/share/brisk-demo/static"));
+    let ignored =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.dockerignore"))
+            .unwrap();
+    for dir in ["target/", ".git/"] {
+        assert!(
+            ignored.lines().any(|l| l == dir),
+            "{dir} not in .dockerignore"
+        );
+    }
     assert!(
         std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/static/index.html")).exists()
     );
@@ -234,6 +243,13 @@ fn the_kubernetes_manifests_agree_and_the_pod_command_serves_and_stops() {
     assert_eq!(
         u64::from(container_port(redis_container, "redis")),
         redis_port
+    );
+    // A read-only root needs a writable /tmp (SQLite's temporary files).
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    assert!(
+        mounts.iter().any(|m| m["mountPath"] == "/tmp"),
+        "{mounts:?}"
     );
     let secret = &container["env"][0];
     assert_eq!(secret["name"], "BRISK_CLUSTER_SECRET");
