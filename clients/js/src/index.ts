@@ -494,9 +494,11 @@ export class Subscription extends Emitter<SubscriptionEvents> {
         return;
       }
       this.emit("error", { error });
-      if (error.code === 100) {
+      if (error.code === 100 || error.code === 0) {
+        // The server could not now, or no answer in time, or `getToken` failed, on a
+        // connection still up (a lost one pauses the subscription first): try again.
         this.retryTimer = setTimeout(() => void this.start(), 1000 + Math.random() * 1000);
-      } else if (error.code !== 0) {
+      } else {
         // Refused (permission, unknown channel…): asking again would be refused again.
         this.state = "unsubscribed";
         this.client.forget(this.channel);
@@ -534,14 +536,20 @@ export class Subscription extends Emitter<SubscriptionEvents> {
     clearTimeout(this.refreshTimer);
     const getToken = this.options.getToken;
     if (expires == null || !getToken) return;
+    const attempt = this.attempt;
+    // Still the subscription the timer was set for (not unsubscribed, paused or restarted).
+    const current = () => this.state === "subscribed" && attempt === this.attempt;
     this.refreshTimer = setTimeout(async () => {
       try {
         const token = await getToken();
+        if (!current()) return;
         const result = await this.client.call("refresh", { channel: this.channel, token });
-        this.refreshBefore(result.expires);
+        if (current()) this.refreshBefore(result.expires);
       } catch (e) {
         // At expiry the server ends the subscription; `ended` subscribes again.
-        this.emit("error", { error: e instanceof ChannelError ? e : new ChannelError(0, String(e)) });
+        if (current()) {
+          this.emit("error", { error: e instanceof ChannelError ? e : new ChannelError(0, String(e)) });
+        }
       }
     }, refreshDelay(expires));
   }

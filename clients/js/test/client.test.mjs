@@ -203,7 +203,7 @@ test("a subscription token is refreshed before it expires", async () => {
   const sub = c.subscribe("private:vault", {
     getToken: async () => {
       asked.push(Date.now());
-      const r = await fetch(`${httpA}/connection/token?user=gus&channel=private:vault&ttl=3`);
+      const r = await fetch(`${httpA}/connection/token?user=gus&channel=private:vault&ttl=4`);
       assert.equal(r.status, 200);
       return (await r.json()).token;
     },
@@ -214,8 +214,8 @@ test("a subscription token is refreshed before it expires", async () => {
   // A subscription the server ended would subscribe again: none may happen.
   let again = 0;
   sub.on("subscribed", () => again++);
-  // Tokens of 3 s: past the first one's expiry, after two refreshes, still subscribed.
-  await until("two refreshes", () => asked.length >= 3, 10000);
+  // Tokens of 4 s: past the first one's expiry, after two refreshes, still subscribed.
+  await until("two refreshes", () => asked.length >= 3, 20000);
   assert.deepEqual(ended, []);
   assert.equal(again, 0);
   assert.equal(sub.state, "subscribed");

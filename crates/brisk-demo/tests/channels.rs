@@ -555,8 +555,6 @@ fn tokens_expire_unless_refreshed() {
     assert_eq!(r["result"], json!({}));
 }
 
-/// `GET /connection/sse?QUERY` on a new connection: the response head, and the connection
-/// to read events from.
 #[test]
 fn a_subscription_token_ends_its_subscription_unless_refreshed() {
     let (_redis, a, _b, _dir) = cluster();
@@ -574,8 +572,9 @@ fn a_subscription_token_ends_its_subscription_unless_refreshed() {
     let r = subscribe(&mut alice, "private:team", allow("private:team", now() - 1));
     assert_eq!(r["error"]["code"], 109, "{r}");
 
-    // Two subscriptions whose tokens last 2 s; one gets a new token in time.
-    let soon = now() + 2;
+    // Two subscriptions whose tokens last 4 s (whole seconds: at least 3); one gets a new
+    // token in time.
+    let soon = now() + 4;
     let r = subscribe(&mut alice, "private:team", allow("private:team", soon));
     assert_eq!(r["result"]["expires"], soon, "{r}");
     let r = subscribe(&mut alice, "private:ops", allow("private:ops", soon));
@@ -612,15 +611,23 @@ fn a_subscription_token_ends_its_subscription_unless_refreshed() {
         let (status, r) = api(&a, "publish", json!({ "channel": channel, "data": data }));
         assert_eq!(status, 200, "{r}");
     }
-    let mut got = Vec::new();
-    while let Some(p) = alice.push(Duration::from_millis(500)) {
-        got.push(p);
+    let mut got = vec![alice.push(Duration::from_secs(10)).expect("a publication")];
+    while got.last().unwrap()["pub"]["data"] != "still" {
+        got.push(
+            alice
+                .push(Duration::from_secs(10))
+                .expect("the second publication"),
+        );
     }
+    // Published first, "gone" would have come by now; nothing else is on its way either.
+    got.extend(alice.push(Duration::from_millis(500)));
     let channels: Vec<_> = got.iter().map(|p| p["channel"].clone()).collect();
     assert_eq!(channels, vec![json!("private:ops")], "{got:?}");
     assert_eq!(alice.call("ping", json!({}))["result"], json!({}));
 }
 
+/// `GET /connection/sse?QUERY` on a new connection: the response head, and the connection
+/// to read events from.
 fn sse(d: &Demo, query: &str) -> (HttpResponse, TcpStream) {
     use std::io::Write;
     let mut s = connect(d.http);

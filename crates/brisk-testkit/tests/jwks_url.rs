@@ -55,13 +55,21 @@ fn keys_rotate_with_the_document_and_outlive_a_provider_that_is_down() {
     publish(dir.path(), &jwks(&[&first]));
     let nginx = Nginx::files(dir.path()).unwrap();
     let url = format!("http://127.0.0.1:{}/jwks.json", nginx.port());
+    // Refreshed every second; and one refreshed only every hour, which sees a new key only
+    // through the early fetch a token naming it causes (at most every 10 s).
     let keys = JwksUrl::new(&url)
         .unwrap()
         .refresh_every(Duration::from_secs(1))
         .audience("chat");
+    let hourly = JwksUrl::new(&url)
+        .unwrap()
+        .refresh_every(Duration::from_secs(3600))
+        .audience("chat");
     let by_first = first.sign(&claims("chat"));
     let by_second = second.sign(&claims("chat"));
+    // One runtime for the whole test, as a worker has: the refresh tasks live in it.
     worker_runtime().block_on(async {
+        assert_eq!(check(&hourly, &by_first).await.unwrap(), "ada");
         assert_eq!(check(&keys, &by_first).await.unwrap(), "ada");
         assert!(matches!(
             check(&keys, &by_second).await,
@@ -78,11 +86,15 @@ fn keys_rotate_with_the_document_and_outlive_a_provider_that_is_down() {
             Err(JwtError::BadSignature)
         );
 
-        // The provider rotates: the new key is taken (a token naming it fetches the
-        // document early), and the old one stops verifying after a refresh.
+        // The provider rotates: the new key is taken, by the hourly one too (a token naming
+        // it fetches the document early), and the old one stops verifying after a refresh.
         publish(dir.path(), &jwks(&[&second]));
         eventually("the new key verifies", || async {
             check(&keys, &by_second).await.is_ok()
+        })
+        .await;
+        eventually("the new key verifies without a refresh", || async {
+            check(&hourly, &by_second).await.is_ok()
         })
         .await;
         eventually("the retired key is refused", || async {
@@ -98,10 +110,8 @@ fn keys_rotate_with_the_document_and_outlive_a_provider_that_is_down() {
             assert_eq!(check(&keys, &by_second).await.unwrap(), "ada");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    });
-    // The provider is down: the same.
-    drop(nginx);
-    worker_runtime().block_on(async {
+        // The provider is down: the same.
+        drop(nginx);
         let until = Instant::now() + Duration::from_millis(2500);
         while Instant::now() < until {
             assert_eq!(check(&keys, &by_second).await.unwrap(), "ada");

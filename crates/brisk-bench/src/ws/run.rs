@@ -204,12 +204,13 @@ async fn coordinate(
     let mut sent_by_sender = 0;
     match sender {
         Some(ws) => {
-            let sender;
+            let mut sender;
             (sent_by_sender, sender) = publish(config, ctx, ws, go).await;
             let expected = sent_by_sender * receivers_at_go;
             let give_up = Instant::now() + config.drain;
             while ctx.delivered.load(Ordering::Relaxed) < expected && Instant::now() < give_up {
                 sleep(POLL).await;
+                sender.answer().await;
             }
             // Only now: a socket closed with unread data (the server's replies, our own
             // messages relayed back) is reset, and a reset discards what the server has not
@@ -238,9 +239,18 @@ async fn coordinate(
 struct OpenSender {
     sink: futures_util::stream::SplitSink<crate::ws::connection::Ws, Message>,
     drainer: tokio::task::JoinHandle<()>,
+    /// What the protocol must answer (pings), read by the drainer.
+    to_answer: tokio::sync::mpsc::UnboundedReceiver<Message>,
 }
 
 impl OpenSender {
+    /// Answers what came since the last call (a server that pings must hear back).
+    async fn answer(&mut self) {
+        while let Ok(answer) = self.to_answer.try_recv() {
+            let _ = self.sink.send(answer).await;
+        }
+    }
+
     async fn close(mut self) {
         let _ = self.sink.close().await;
         self.drainer.abort();
@@ -298,5 +308,12 @@ async fn publish(
         }
         sent += 1;
     }
-    (sent, OpenSender { sink, drainer })
+    (
+        sent,
+        OpenSender {
+            sink,
+            drainer,
+            to_answer,
+        },
+    )
 }

@@ -18,7 +18,8 @@
 //! `2bad_total`. `--settings FILE` loads [`FixtureSettings`] (`brisk::config`: the file, then
 //! `FIXTURE_*` variables), which `/settings` shows as the worker sees them. `--ready-file
 //! PATH` adds a readiness check `marker` that passes once PATH exists; `--slow-check-dir
-//! DIR` a check `slow` that writes `DIR/started`, waits 1.2 s, then passes.
+//! DIR` a check `slow` that writes `DIR/started`, then passes once `DIR/release` exists
+//! (failing at its 1.5 s limit if it never does).
 //!
 //! `--process N --process-log FILE` adds a custom process `ticker` with N workers; see
 //! [`ticker`]. `--schedule-log FILE` with `--schedule-every-ms MS` (and
@@ -581,7 +582,9 @@ fn main() -> ExitCode {
             let dir = PathBuf::from(&dir);
             async move {
                 std::fs::write(dir.join("started"), b"").map_err(|e| e.to_string())?;
-                tokio::time::sleep(Duration::from_millis(1200)).await;
+                while !dir.join("release").exists() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
                 Ok::<(), String>(())
             }
         });

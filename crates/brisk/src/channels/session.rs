@@ -255,6 +255,12 @@ impl Channels {
             .map_err(|(code, why)| ChannelError::new(code, format!("refresh: {why}")))?;
         // It may have ended while the token was checked.
         subscribed(ws, channel)?;
+        // Only a subscription a token allowed ends with one; another (allowed by the
+        // namespace, the connect token or the app's check) is left as it is.
+        let token_allowed = with_session(ws, |s| s.subscription_deadlines.contains_key(channel));
+        if !token_allowed {
+            return answer(&json!({ "channel": channel, "expires": null }));
+        }
         match expires {
             Some(at) => self.arm_subscription_expiry(ws, channel, at),
             None => {
