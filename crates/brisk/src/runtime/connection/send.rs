@@ -1,0 +1,213 @@
+//! The send path of a connection: a message encoded and written at once when nothing is
+//! queued, what the kernel does not take kept up to the max send buffer, and the flags and
+//! wake-ups the connection's task acts on; and the view of a connection the worker's sweeps
+//! and broadcasts use.
+
+use super::*;
+
+impl<P: Protocol> Inner<P> {
+    pub(super) fn send(&self, msg: P::Message) -> Result<(), SendError> {
+        let inner = self;
+        if inner.has(flag::CLOSING | flag::DESTROYED) {
+            return Err(SendError::Closed);
+        }
+        if inner.out.borrow().len() >= inner.server.limits.max_send_buffer {
+            Stats::add(&inner.server.worker.stats.sends_dropped, 1);
+            return Err(SendError::BufferFull);
+        }
+        WRITE_SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            scratch.clear();
+            inner.protocol.borrow_mut().encode(msg, &mut scratch)?;
+            self.send_bytes(&scratch);
+            if scratch.capacity() > 4 * READ_CHUNK {
+                *scratch = BytesMut::with_capacity(READ_CHUNK);
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes bytes in wire form at once when nothing is queued; queues what the kernel
+    /// does not take, up to the max send buffer.
+    pub(super) fn send_bytes(&self, bytes: &[u8]) -> bool {
+        let inner = self;
+        if inner.has(flag::CLOSING | flag::DESTROYED) {
+            return false;
+        }
+        let limit = inner.server.limits.max_send_buffer;
+        let mut out = inner.out.borrow_mut();
+        if out.len() >= limit {
+            Stats::add(&inner.server.worker.stats.sends_dropped, 1);
+            return false;
+        }
+        if out.is_empty() {
+            let written = match inner.stream.try_write(bytes) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+                Err(e) => {
+                    inner.io_error.set(Some(e));
+                    inner.set(flag::DESTROYED);
+                    inner.notify();
+                    return false;
+                }
+            };
+            inner.count_out(written);
+            if written < bytes.len() {
+                out.extend_from_slice(&bytes[written..]);
+            }
+        } else {
+            out.extend_from_slice(bytes);
+        }
+        if !out.is_empty() {
+            if out.len() >= limit && !inner.has(flag::FULL) {
+                inner.set(flag::FULL | flag::EVENT_FULL);
+                Stats::add(&inner.server.worker.stats.buffer_full, 1);
+            }
+            inner.notify();
+        } else if inner.stream.has_pending_output() {
+            inner.notify();
+        }
+        true
+    }
+
+    #[inline]
+    pub(super) fn has(&self, f: u16) -> bool {
+        self.flags.get() & f != 0
+    }
+    #[inline]
+    pub(super) fn set(&self, f: u16) {
+        self.flags.set(self.flags.get() | f);
+    }
+    #[inline]
+    pub(super) fn clear(&self, f: u16) {
+        self.flags.set(self.flags.get() & !f);
+    }
+    #[inline]
+    pub(super) fn count_out(&self, n: usize) {
+        self.bytes_out.set(self.bytes_out.get() + n as u64);
+        Stats::add(&self.server.worker.stats.bytes_out, n as u64);
+    }
+
+    /// Writes queued bytes until the kernel refuses more. Returns whether the queue is empty.
+    pub(super) fn flush(&self) -> io::Result<bool> {
+        let mut out = self.out.borrow_mut();
+        while !out.is_empty() {
+            match self.stream.try_write(&out) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    out.advance(n);
+                    self.count_out(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        *out = BytesMut::new();
+        if !self.stream.flush_pending()? {
+            return Ok(false);
+        }
+        if self.has(flag::FULL) {
+            self.clear(flag::FULL);
+            self.set(flag::EVENT_DRAIN);
+        }
+        Ok(true)
+    }
+
+    pub(super) fn has_output(&self) -> bool {
+        !self.out.borrow().is_empty() || self.stream.has_pending_output()
+    }
+
+    /// Wakes the connection task to look at its flags.
+    pub(super) fn notify(&self) {
+        self.set(flag::NOTIFIED);
+        if let Some(w) = self.waker.take() {
+            w.wake_by_ref();
+            self.waker.set(Some(w));
+        }
+    }
+
+    /// Polls for the next thing the connection task must handle.
+    pub(super) fn poll_event(
+        &self,
+        cx: &mut Context<'_>,
+        reading: bool,
+        writing: bool,
+        timer: Option<&mut Pin<Box<Sleep>>>,
+    ) -> Poll<io::Result<Event>> {
+        if self.has(flag::NOTIFIED) {
+            self.clear(flag::NOTIFIED);
+            return Poll::Ready(Ok(Event::Notified));
+        }
+        match self.waker.take() {
+            Some(w) if w.will_wake(cx.waker()) => self.waker.set(Some(w)),
+            _ => self.waker.set(Some(cx.waker().clone())),
+        }
+        if writing {
+            if let Poll::Ready(r) = self.stream.poll_write_ready(cx) {
+                return Poll::Ready(r.map(|_| Event::Writable));
+            }
+        }
+        if reading {
+            if let Poll::Ready(r) = self.stream.poll_read_ready(cx) {
+                return Poll::Ready(r.map(|_| Event::Readable));
+            }
+        }
+        if let Some(t) = timer {
+            if t.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Ok(Event::Timer));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl<P: Protocol> ConnView for Inner<P> {
+    fn info(&self) -> ConnectionInfo {
+        let bytes = (self.bytes_in.get(), self.bytes_out.get());
+        let w = &self.server.worker;
+        w.connection_info(self.id, &self.remote, bytes, self.opened)
+    }
+    fn drain(&self) {
+        self.set(flag::DRAINING);
+        self.notify();
+    }
+    fn idle_secs(&self, now: u32) -> u32 {
+        now.saturating_sub(self.last_active.get())
+    }
+    fn destroy(&self) {
+        self.set(flag::DESTROYED);
+        self.notify();
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn send_raw(&self, bytes: &[u8]) -> bool {
+        self.send_bytes(bytes)
+    }
+    fn send_last(&self, bytes: &[u8]) -> bool {
+        if self.has(flag::CLOSING | flag::DESTROYED) {
+            return false;
+        }
+        // Past the send-buffer limit if need be: a slow peer still gets its close frame.
+        self.out.borrow_mut().extend_from_slice(bytes);
+        self.set(flag::CLOSING);
+        self.notify();
+        true
+    }
+    fn keepalive(&self) {
+        let beat = self.protocol.borrow().heartbeat();
+        if let Some(msg) = beat {
+            let _ = self.send(msg);
+        }
+    }
+    fn has_heartbeat(&self) -> bool {
+        self.protocol.borrow().heartbeat().is_some()
+    }
+    fn handshake_age(&self, now: u32) -> Option<u32> {
+        let handshaking = self.stream.is_handshaking() || self.protocol.borrow().handshaking();
+        handshaking.then(|| now.saturating_sub(self.opened))
+    }
+    fn count_rejected(&self) {
+        Stats::add(&self.server.worker.stats.rejected, 1);
+    }
+}
