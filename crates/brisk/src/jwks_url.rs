@@ -208,6 +208,9 @@ impl JwksUrl {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let refresh = self.inner.refresh;
         tokio::spawn(async move {
+            // Should the task end without the keys being dropped (its runtime shut down), the
+            // next use starts another.
+            let _restart = RestartOnDrop(weak.clone());
             let mut wait = refresh;
             loop {
                 tokio::time::sleep(wait).await;
@@ -228,6 +231,21 @@ impl JwksUrl {
                 };
             }
         });
+    }
+}
+
+/// Marks the refresh task gone when it ends, so that the next use starts one.
+struct RestartOnDrop(Weak<Inner>);
+
+impl Drop for RestartOnDrop {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.upgrade() {
+            inner
+                .state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .refresher = false;
+        }
     }
 }
 
