@@ -94,14 +94,17 @@ fn the_http_listener_takes_the_socket_systemd_passed() {
         log.contains("listening on the socket systemd passed"),
         "{log}"
     );
-    // The demo runs in the activator's process (exec), and stops as usual.
-    let status = Command::new(DEMO)
-        .arg("--run-dir")
-        .arg(run.path())
-        .args(["status", "--json"])
-        .output()
-        .unwrap();
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    // The demo runs in the activator's process (exec), and stops as usual. (Its workers may
+    // answer before the master opens its control socket.)
+    let status: serde_json::Value = wait_for(Duration::from_secs(10), "status", || {
+        let out = Command::new(DEMO)
+            .arg("--run-dir")
+            .arg(run.path())
+            .args(["status", "--json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).ok()
+    });
     assert_eq!(status["master_pid"], activator.child.id(), "{status}");
     for _ in 0..3 {
         assert_eq!(get(http, "/").status, 200);
@@ -299,14 +302,18 @@ fn a_systemd_socket_outlives_its_master_and_connections_wait_for_the_next() {
     let (mut args, _) = demo_args(1);
     let at = args.iter().position(|a| a == "--http").unwrap();
     args[at + 1] = format!("http://127.0.0.1:{http}");
+    // (The workers may answer before the master opens its control socket.)
     let stop = |run: &Path| {
-        let out = Command::new(DEMO)
-            .arg("--run-dir")
-            .arg(run)
-            .args(["stop", "-g"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
+        wait_until(Duration::from_secs(10), "stop -g to be taken", || {
+            Command::new(DEMO)
+                .arg("--run-dir")
+                .arg(run)
+                .args(["stop", "-g"])
+                .output()
+                .unwrap()
+                .status
+                .success()
+        })
     };
 
     let mut first = started_on(&listener, &args, run.path());
