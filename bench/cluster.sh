@@ -204,29 +204,30 @@ wait_listening() {
   done
 }
 
-# protocol_args TARGET: what brisk-bench speaks to it, in PROTOCOL.
-protocol_args() {
+# launch TARGET N: N instances started and listening; what brisk-bench is to be given in
+# TARGET_ARGS: their URLs (the first, then --spread) and the protocol it speaks to them.
+launch() {
+  start "$1" "$2"
+  wait_listening "$2"
+  TARGET_ARGS=("${URLS[0]}")
+  for u in "${URLS[@]:1}"; do TARGET_ARGS+=(--spread "$u"); done
   case $1 in
-    socketio) PROTOCOL=(--protocol socketio) ;;
-    centrifuge) PROTOCOL=(--protocol centrifuge) ;;
-    centrifugo) PROTOCOL=(--protocol centrifuge --token "$CF_TOKEN" --channel room) ;;
-    channels) PROTOCOL=(--protocol brisk --token "$CH_TOKEN" --channel room:bench) ;;
-    *) PROTOCOL=(--protocol plain) ;;
+    socketio) TARGET_ARGS+=(--protocol socketio) ;;
+    centrifuge) TARGET_ARGS+=(--protocol centrifuge) ;;
+    centrifugo) TARGET_ARGS+=(--protocol centrifuge --token "$CF_TOKEN" --channel room) ;;
+    channels) TARGET_ARGS+=(--protocol brisk --token "$CH_TOKEN" --channel room:bench) ;;
+    *) TARGET_ARGS+=(--protocol plain) ;;
   esac
 }
 
 # connect_rate TARGET N CONNECTIONS -> "connections/s cpu_us_per_connection failed"
 connect_rate() {
-  local target=$1 n=$2 c=$3 args c0 c1 t0 t1
-  start "$target" "$n"
-  wait_listening "$n"
-  protocol_args "$target"
-  args=("${URLS[0]}")
-  for u in "${URLS[@]:1}"; do args+=(--spread "$u"); done
+  local target=$1 n=$2 c=$3 c0 c1 t0 t1
+  launch "$target" "$n"
   rm -f "$WORK/ready"
   c0=$(cpu_ticks)
   t0=$(date +%s%N)
-  taskset -c 1 "$BENCH" ws "${args[@]}" "${PROTOCOL[@]}" -c "$c" --timeout 20s --hold 1s \
+  taskset -c 1 "$BENCH" ws "${TARGET_ARGS[@]}" -c "$c" --timeout 20s --hold 1s \
     --settle 1s --json --ready-file "$WORK/ready" > "$WORK/ws.json" &
   local bench=$!
   while [ ! -f "$WORK/ready" ] && kill -0 "$bench" 2> /dev/null; do sleep 0.01; done
@@ -245,15 +246,11 @@ EOF
 
 # broadcast TARGET N RECEIVERS RATE -> "delivered/s p99_ms cpu_us_per_delivery rss_kb_per_conn lost"
 broadcast() {
-  local target=$1 n=$2 r=$3 rate=$4 args rss0 rss1 c0 c1
-  start "$target" "$n"
-  wait_listening "$n"
-  protocol_args "$target"
-  args=("${URLS[0]}")
-  for u in "${URLS[@]:1}"; do args+=(--spread "$u"); done
+  local target=$1 n=$2 r=$3 rate=$4 rss0 rss1 c0 c1
+  launch "$target" "$n"
   rss0=$(rss_kb)
   rm -f "$WORK/ready" "$WORK/done"
-  taskset -c 1 "$BENCH" ws "${args[@]}" "${PROTOCOL[@]}" -c "$r" --ramp 5000 \
+  taskset -c 1 "$BENCH" ws "${TARGET_ARGS[@]}" -c "$r" --ramp 5000 \
     --mode broadcast --rate "$rate" --hold "${SECS}s" --settle 2s --drain 5s --json \
     --ready-file "$WORK/ready" --done-file "$WORK/done" > "$WORK/ws.json" &
   local bench=$!

@@ -714,19 +714,10 @@ fn event_streams_get_the_channels_and_recover_too() {
         assert!(e["pub"]["data"]["n"].as_u64() >= Some(2), "{e}");
     };
     assert_eq!(subscribed["subscribed"]["recovered"], true, "{subscribed}");
-    let missed: Vec<&Json> = (subscribed["subscribed"]["publications"]
-        .as_array()
-        .unwrap()
-        .iter())
-    .map(|p| &p["data"])
-    .collect();
+    let publications = subscribed["subscribed"]["publications"].as_array().unwrap();
+    let missed: Vec<&Json> = publications.iter().map(|p| &p["data"]).collect();
     assert_eq!(missed, [&json!({ "n": 2 }), &json!({ "n": 3 })]);
-    let recovered: Vec<&Json> = (subscribed["subscribed"]["publications"]
-        .as_array()
-        .unwrap()
-        .iter())
-    .map(|p| &p["offset"])
-    .collect();
+    let recovered: Vec<&Json> = publications.iter().map(|p| &p["offset"]).collect();
 
     // `disconnect` ends it. Before the end, a live copy of a recovered publication may still
     // come from the other instance (clients drop what they have, by offset); nothing else.

@@ -36,17 +36,13 @@ impl Activator {
         Self::run(&format!("127.0.0.1:{port}"), &command, &[], run_dir)
     }
 
-    /// `systemd-socket-activate -l LISTEN -- COMMAND…` with `env`, its output in `dir`.
-    fn run(listen: &str, command: &[String], env: &[(&str, &str)], dir: &Path) -> Activator {
+    /// `command` in its own process group, its output appended to `dir/activator.log`.
+    fn spawn(mut command: Command, dir: &Path) -> Activator {
         let log = dir.join("activator.log");
-        let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new("systemd-socket-activate")
-            .arg("-l")
-            .arg(listen)
-            // Passed on with -E: the activator gives the program only what it is told to.
-            .args(env.iter().map(|(k, v)| format!("--setenv={k}={v}")))
-            .arg("--")
-            .args(command)
+        let out = (std::fs::OpenOptions::new().create(true).append(true))
+            .open(&log)
+            .unwrap();
+        let child = command
             .env_remove("DATABASE_URL")
             .env_remove("REDIS_URL")
             .stdin(Stdio::null())
@@ -54,8 +50,21 @@ impl Activator {
             .stderr(out)
             .process_group(0)
             .spawn()
-            .expect("systemd-socket-activate (Debian's systemd package)");
-        let activator = Activator { child, log };
+            .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+        Activator { child, log }
+    }
+
+    /// `systemd-socket-activate -l LISTEN -- COMMAND…` with `env`, its output in `dir`.
+    fn run(listen: &str, command: &[String], env: &[(&str, &str)], dir: &Path) -> Activator {
+        let mut activate = Command::new("systemd-socket-activate");
+        activate
+            .arg("-l")
+            .arg(listen)
+            // Passed on with -E: the activator gives the program only what it is told to.
+            .args(env.iter().map(|(k, v)| format!("--setenv={k}={v}")))
+            .arg("--")
+            .args(command);
+        let activator = Self::spawn(activate, dir);
         // It listens before it execs anything.
         wait_until(Duration::from_secs(10), "the activator to listen", || {
             activator.output().contains("Listening on")
@@ -250,12 +259,6 @@ fn the_systemd_units_verify_and_their_commands_run_as_systemd_runs_them() {
 fn started_on(listener: &std::net::TcpListener, args: &[String], run_dir: &Path) -> Activator {
     use std::os::fd::AsRawFd;
     let fd = listener.as_raw_fd();
-    let log = run_dir.join("activator.log");
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .unwrap();
     let mut command = Command::new("sh");
     command
         .arg("-c")
@@ -265,13 +268,7 @@ fn started_on(listener: &std::net::TcpListener, args: &[String], run_dir: &Path)
         .args(args)
         .arg("--run-dir")
         .arg(run_dir)
-        .arg("start")
-        .env_remove("DATABASE_URL")
-        .env_remove("REDIS_URL")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .process_group(0);
+        .arg("start");
     // SAFETY: dup2 and fcntl are async-signal-safe; the child gets the socket as 3, open
     // across exec.
     unsafe {
@@ -287,10 +284,7 @@ fn started_on(listener: &std::net::TcpListener, args: &[String], run_dir: &Path)
             Ok(())
         });
     }
-    Activator {
-        child: command.spawn().unwrap(),
-        log,
-    }
+    Activator::spawn(command, run_dir)
 }
 
 #[test]

@@ -32,6 +32,15 @@ struct Session {
     subscription_deadlines: HashMap<String, TimerId>,
 }
 
+impl Session {
+    /// `channel`'s subscription no longer ends at a token's expiry.
+    fn forget_deadline(&mut self, channel: &str) {
+        if let Some(t) = self.subscription_deadlines.remove(channel) {
+            timer::del(t);
+        }
+    }
+}
+
 /// A command's result, as JSON text; `None` when the command closed the connection.
 type Answer = Result<Option<Box<RawValue>>, ChannelError>;
 
@@ -136,9 +145,7 @@ impl Channels {
             Command::Subscribe(s) => self.subscribe(ws, subject, s).await,
             Command::Unsubscribe { channel } => {
                 let (was, client) = with_session(ws, |s| {
-                    if let Some(t) = s.subscription_deadlines.remove(&channel) {
-                        timer::del(t);
-                    }
+                    s.forget_deadline(&channel);
                     (s.subscriptions.remove(&channel), s.client.clone())
                 });
                 if !was {
@@ -263,11 +270,7 @@ impl Channels {
         }
         match expires {
             Some(at) => self.arm_subscription_expiry(ws, channel, at),
-            None => {
-                if let Some(t) = with_session(ws, |s| s.subscription_deadlines.remove(channel)) {
-                    timer::del(t);
-                }
-            }
+            None => with_session(ws, |s| s.forget_deadline(channel)),
         }
         answer(&json!({ "channel": channel, "expires": expires }))
     }
@@ -279,12 +282,10 @@ impl Channels {
         let timer = timer::add(left, false, move || {
             channels.subscription_expired(&conn, &name)
         });
-        let old = with_session(ws, |s| {
-            s.subscription_deadlines.insert(channel.to_owned(), timer)
+        with_session(ws, |s| {
+            s.forget_deadline(channel);
+            s.subscription_deadlines.insert(channel.to_owned(), timer);
         });
-        if let Some(old) = old {
-            timer::del(old);
-        }
     }
 
     /// A subscription's token expired: it ends (an `unsubscribe` push says why), the
