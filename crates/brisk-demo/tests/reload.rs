@@ -10,14 +10,13 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use brisk_bench::http::{run_http, HttpConfig};
 use brisk_bench::report::HttpReport;
-use brisk_bench::target::{Scheme, Target};
 use brisk_testkit::*;
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::{Message, WebSocket};
 
-const DEMO: &str = env!("CARGO_BIN_EXE_brisk-demo");
+mod common;
+use common::{every_request_answered, load, DEMO};
 
 struct Demo {
     server: ServerProcess,
@@ -47,21 +46,6 @@ fn demo(extra: &[&str]) -> Demo {
     let args: Vec<&str> = args.iter().chain(extra).copied().collect();
     let server = ServerProcess::start(DEMO, &args, 8).unwrap();
     Demo { server, http, ws }
-}
-
-/// HTTP load on `port` for `secs` seconds, in a thread.
-fn load(
-    port: u16,
-    connections: usize,
-    keep_alive: bool,
-    secs: u64,
-) -> thread::JoinHandle<HttpReport> {
-    let url = format!("http://127.0.0.1:{port}/");
-    let mut config = HttpConfig::new(Target::parse(&url, Scheme::Http).unwrap());
-    config.connections = connections;
-    config.duration = Some(Duration::from_secs(secs));
-    config.request.keep_alive = keep_alive;
-    thread::spawn(move || run_http(&config).unwrap())
 }
 
 /// Errors other than a refused connection: requests that were sent and got no answer.
@@ -100,18 +84,7 @@ fn five_reloads_lose_nothing(extra: &[&str]) {
         after.iter().all(|p| !before.contains(p)),
         "{before:?} -> {after:?}"
     );
-    for (what, r) in [("keep-alive", &kept), ("a connection per request", &fresh)] {
-        eprintln!(
-            "{extra:?} {what}: {} requests, errors {:?}",
-            r.requests, r.errors
-        );
-        assert!(r.requests > 1000, "{what}: only {} requests", r.requests);
-        assert_eq!(
-            r.errors.total, 0,
-            "{what}: errors during reloads: {:?}",
-            r.errors
-        );
-    }
+    every_request_answered("reloads", extra, [&kept, &fresh]);
 }
 
 #[test]

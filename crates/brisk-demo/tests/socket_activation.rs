@@ -191,6 +191,8 @@ fn setting(unit: &str, key: &str) -> Vec<String> {
 fn the_systemd_units_verify_and_their_commands_run_as_systemd_runs_them() {
     let dir = temp_dir("units");
     let (run, state) = (dir.path().join("run"), dir.path().join("state"));
+    // The master an upgrade starts leads a process group of its own: killed by its pid file.
+    let _upgraded = RunDirGuard(run.clone());
     std::fs::create_dir_all(&state).unwrap();
     let (http, metrics) = (free_port(), free_port());
     let service = unit_here("brisk-demo.service", http, metrics, &run, &state);
@@ -234,24 +236,38 @@ fn the_systemd_units_verify_and_their_commands_run_as_systemd_runs_them() {
         "the database is in StateDirectory"
     );
 
-    // ExecReload: the workers are replaced, systemd hears RELOADING=1 then READY=1.
-    let run_command = |key: &str| {
+    // ExecReload: an upgrade. systemd hears RELOADING=1, then READY=1 from the new master
+    // with its pid as MAINPID (NotifyAccess=all lets it speak); the old one exits cleanly.
+    let run_command = |key: &str, activator: &Activator| {
         let argv = setting(&service, key);
         let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
-        assert!(out.status.success(), "{key}: {out:?}");
+        assert!(
+            out.status.success(),
+            "{key}: {out:?}\n{}",
+            activator.output()
+        );
     };
-    run_command("ExecReload");
+    assert_eq!(setting(&service, "NotifyAccess"), ["all"]);
+    run_command("ExecReload", &activator);
     assert!(next_state(&systemd).starts_with("RELOADING=1"));
-    assert!(next_state(&systemd).starts_with("READY=1"));
-    assert_eq!(get(http, "/").status, 200);
-
-    // ExecStop: a graceful stop, STOPPING=1, and the master exits cleanly.
-    run_command("ExecStop");
-    assert_eq!(next_state(&systemd), "STOPPING=1");
-    let exited = poll(Duration::from_secs(20), || {
+    let ready = next_state(&systemd);
+    let new_pid: i32 = (ready.strip_prefix("READY=1\nMAINPID="))
+        .and_then(|pid| pid.trim().parse().ok())
+        .unwrap_or_else(|| panic!("not READY=1 with MAINPID: {ready:?}"));
+    assert_ne!(new_pid as u32, activator.child.id());
+    let old_exit = poll(Duration::from_secs(20), || {
         activator.child.try_wait().unwrap()
     });
-    assert!(exited.is_some_and(|s| s.success()), "{exited:?}");
+    assert!(old_exit.is_some_and(|s| s.success()), "{old_exit:?}");
+    assert_eq!(get(http, "/").status, 200);
+    assert_eq!(http_get(metrics, "/readyz").unwrap().0, 200);
+
+    // ExecStop: a graceful stop, STOPPING=1, and the new master exits.
+    run_command("ExecStop", &activator);
+    assert_eq!(next_state(&systemd), "STOPPING=1");
+    wait_until(Duration::from_secs(20), "the new master to exit", || {
+        !servers::alive(new_pid)
+    });
 }
 
 /// The demo started as systemd starts it on `listener`: descriptor 3, `LISTEN_FDS=1`, and

@@ -224,14 +224,32 @@ impl ServerProcess {
         })
     }
 
-    /// The master's pid.
+    /// The pid the pid file names (the master serving now: after an `upgrade`, not the
+    /// process [`pid`](Self::pid) names), if it names one.
+    pub fn pid_file_pid(&self) -> Option<i32> {
+        let files = std::fs::read_dir(&self.run_dir).ok()?;
+        let file = (files.flatten()).find(|e| e.path().extension().is_some_and(|x| x == "pid"))?;
+        std::fs::read_to_string(file.path())
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// The master's pid (the process this started).
     pub fn pid(&self) -> i32 {
         self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
     }
 
     /// Runs a control command (`status`, `stop -g`, …) with the same settings.
     pub fn cli(&self, command: &[&str]) -> Output {
-        Command::new(&self.bin)
+        self.cli_with(&self.bin, command)
+    }
+
+    /// Runs a control command with the same settings through another program file (the
+    /// same program: the file the server was started from may have been replaced).
+    pub fn cli_with(&self, bin: impl AsRef<Path>, command: &[&str]) -> Output {
+        Command::new(bin.as_ref())
             .args(&self.args)
             .args(command)
             .stdin(Stdio::null())

@@ -462,6 +462,7 @@ impl App {
             }
             Command::Stop { graceful } => cli::stop(&paths, graceful_timeout, graceful),
             Command::Reload { graceful } => cli::reload(&paths, graceful_timeout, graceful),
+            Command::Upgrade { timeout } => cli::upgrade(&paths, timeout),
             Command::Status { json } => cli::status(&paths, json),
             Command::ReopenLogs => cli::reopen_logs(&paths),
             Command::Connections { json } => cli::connections(&paths, json),

@@ -51,6 +51,18 @@ pub enum Command {
         #[arg(short = 'g', long)]
         graceful: bool,
     },
+    /// Replace the master and workers with the program's file as it is now, keeping every
+    /// listening socket open.
+    ///
+    /// The running master starts the file as a new master and hands it the sockets; once its
+    /// workers are ready the old one lets its workers finish and exits. A new build that
+    /// fails to start leaves the running one serving (and the command fails).
+    Upgrade {
+        /// How long the new master may take to start its workers (and run start-up hooks
+        /// such as migrations) before the upgrade is abandoned.
+        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+        timeout: u64,
+    },
     /// One row per worker: pid, memory, connections, messages, errors, timers, uptime.
     Status {
         /// Print JSON instead of a table.
@@ -157,6 +169,25 @@ pub(crate) fn stop(app: &RunPaths, graceful_timeout: Duration, graceful: bool) -
 pub(crate) fn reload(app: &RunPaths, graceful_timeout: Duration, graceful: bool) -> Result<()> {
     let timeout = graceful_timeout * 2 + Duration::from_secs(60);
     match request(app, ControlRequest::Reload { graceful }, timeout)? {
+        ControlReply::Done(msg) => {
+            println!("{msg}");
+            Ok(())
+        }
+        other => Err(unexpected(other)),
+    }
+}
+
+/// `upgrade`: hands over to a new master started from the program's file; waits until it
+/// serves (or failed, the running master serving on).
+pub(crate) fn upgrade(app: &RunPaths, ready_timeout_s: u64) -> Result<()> {
+    if ready_timeout_s == 0 {
+        return Err(Error::Config(
+            "upgrade --timeout must be at least 1 second".into(),
+        ));
+    }
+    // The new master's start-up, its take-over (10 s at most), and a margin.
+    let timeout = Duration::from_secs(ready_timeout_s.saturating_add(30));
+    match request(app, ControlRequest::Upgrade { ready_timeout_s }, timeout)? {
         ControlReply::Done(msg) => {
             println!("{msg}");
             Ok(())

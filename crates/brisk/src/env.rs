@@ -12,6 +12,9 @@ pub(crate) const ENV_IPC_VERSION: &str = "BRISK_IPC_VERSION";
 pub(crate) const ENV_LISTEN_FD: &str = "BRISK_LISTEN_FD";
 /// Set in the environment of a background master started by `start -d`.
 pub(crate) const ENV_DAEMON: &str = "BRISK_DAEMON";
+/// The descriptor of the socket an old master hands its sockets over on, in the environment
+/// of the new master it starts for `upgrade`.
+pub(crate) const ENV_UPGRADE_FD: &str = "BRISK_UPGRADE_FD";
 /// Set in the environment of the process the master starts to run the app's start-up hooks
 /// (`App::before_start`, `App::migrate`) before any worker.
 pub(crate) const ENV_STARTUP: &str = "BRISK_STARTUP";

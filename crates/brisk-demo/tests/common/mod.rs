@@ -35,6 +35,44 @@ pub(crate) fn demo_args(workers: usize) -> (Vec<String>, u16) {
     (args, http)
 }
 
+/// brisk-bench's HTTP load on `GET /` at `port` for `secs` seconds, in a thread.
+pub(crate) fn load(
+    port: u16,
+    connections: usize,
+    keep_alive: bool,
+    secs: u64,
+) -> std::thread::JoinHandle<brisk_bench::report::HttpReport> {
+    use brisk_bench::target::{Scheme, Target};
+    let url = format!("http://127.0.0.1:{port}/");
+    let mut config = brisk_bench::http::HttpConfig::new(Target::parse(&url, Scheme::Http).unwrap());
+    config.connections = connections;
+    config.duration = Some(std::time::Duration::from_secs(secs));
+    config.request.keep_alive = keep_alive;
+    std::thread::spawn(move || brisk_bench::http::run_http(&config).unwrap())
+}
+
+/// Asserts that the keep-alive load and the connection-per-request load (in that order),
+/// run during `what` with the demo's `extra` flags, made over 1,000 requests each and had
+/// not one error.
+pub(crate) fn every_request_answered(
+    what: &str,
+    extra: &[&str],
+    [kept, fresh]: [&brisk_bench::report::HttpReport; 2],
+) {
+    for (load, r) in [("keep-alive", kept), ("a connection per request", fresh)] {
+        eprintln!(
+            "{extra:?} {load}: {} requests, errors {:?}",
+            r.requests, r.errors
+        );
+        assert!(r.requests > 1000, "{load}: only {} requests", r.requests);
+        assert_eq!(
+            r.errors.total, 0,
+            "{load}: errors during {what}: {:?}",
+            r.errors
+        );
+    }
+}
+
 /// The cluster secret of the tests' instances.
 pub(crate) const CLUSTER_SECRET: &str = "tests-cluster-secret-0123456789";
 

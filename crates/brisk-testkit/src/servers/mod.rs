@@ -155,7 +155,7 @@ fn descendants(root: i32) -> Vec<i32> {
 }
 
 /// Whether process `pid` still runs (exists and is not a zombie).
-fn alive(pid: i32) -> bool {
+pub fn alive(pid: i32) -> bool {
     stat_field(pid, 0).is_some_and(|state| state != "Z")
 }
 

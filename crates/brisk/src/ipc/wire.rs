@@ -83,6 +83,7 @@ pub(crate) enum ControlRequest {
     Stop { graceful: bool },
     Reload { graceful: bool },
     ReopenLogs,
+    Upgrade { ready_timeout_s: u64 },
 }
 
 /// Master to CLI.

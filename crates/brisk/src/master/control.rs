@@ -25,25 +25,41 @@ pub(crate) trait Controlled: 'static {
     fn reload(&self, graceful: bool) -> impl Future<Output = Result<String, String>>;
     /// Tells every worker to open its log files again; returns how many were told.
     fn reopen_logs(&self) -> usize;
+    /// Starts the program's file as a new master and hands over to it; resolves once it
+    /// has taken over, or to why not (this master then goes on serving).
+    /// The new master gets `ready_timeout` to start its workers.
+    fn upgrade(
+        &self,
+        ready_timeout: std::time::Duration,
+    ) -> impl Future<Output = Result<String, String>>;
 }
 
-/// Listens on `path` until the returned handle is aborted or dropped with the runtime. The
-/// socket is created usable by its owner only, and each connection's peer must run as this
-/// process's user or as root (`SO_PEERCRED`), whatever the file's mode later becomes.
-pub(crate) fn serve<C: Controlled>(
-    master: Rc<C>,
-    path: &Path,
-) -> Result<tokio::task::JoinHandle<()>> {
+/// Binds the control socket at `path`, usable by its owner only.
+pub(crate) fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener> {
     let _ = std::fs::remove_file(path);
     // The mode is set as the file is made, not after: no moment where others may connect.
     // SAFETY: umask only swaps the process's file-creation mask.
     let before = unsafe { libc::umask(0o177) };
-    let bound = UnixListener::bind(path);
+    let bound = std::os::unix::net::UnixListener::bind(path);
     // SAFETY: as above; puts the mask back.
     unsafe { libc::umask(before) };
     let listener = bound
         .map_err(|e| Error::io(format!("cannot open control socket {}", path.display()), e))?;
     let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    Ok(listener)
+}
+
+/// Answers on `listener` (from [`bind`], or handed over by the master an `upgrade`
+/// replaces) until the returned handle is aborted or dropped with the runtime. Each
+/// connection's peer must run as this process's user or as root (`SO_PEERCRED`), whatever
+/// the file's mode.
+pub(crate) fn serve<C: Controlled>(
+    master: Rc<C>,
+    listener: std::os::unix::net::UnixListener,
+) -> Result<tokio::task::JoinHandle<()>> {
+    let cannot = |e| Error::io("cannot serve the control socket", e);
+    listener.set_nonblocking(true).map_err(cannot)?;
+    let listener = UnixListener::from_std(listener).map_err(cannot)?;
     let me = nix::unistd::geteuid().as_raw();
     Ok(tokio::task::spawn_local(async move {
         loop {
@@ -52,6 +68,7 @@ pub(crate) fn serve<C: Controlled>(
             };
             let master = master.clone();
             tokio::task::spawn_local(async move {
+                let _counted = InFlight::begin();
                 let peer = stream.peer_cred().map(|c| c.uid());
                 let (rd, wr) = stream.into_split();
                 let (mut rd, mut wr) = (ipc::reader(rd), ipc::writer(wr));
@@ -74,6 +91,36 @@ pub(crate) fn serve<C: Controlled>(
             });
         }
     }))
+}
+
+thread_local! {
+    /// Control connections being answered (the master has one thread).
+    static IN_FLIGHT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one control connection while it lives.
+struct InFlight;
+
+impl InFlight {
+    fn begin() -> InFlight {
+        IN_FLIGHT.with(|n| n.set(n.get() + 1));
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.with(|n| n.set(n.get() - 1));
+    }
+}
+
+/// Waits (up to `limit`) until every control connection accepted so far has its answer: a
+/// master that exits after an upgrade does not cut off a request it took just before.
+pub(crate) async fn answered(limit: std::time::Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while IN_FLIGHT.with(|n| n.get()) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
 }
 
 /// Why a peer running as `peer` may not control a master running as `me`, if it may not.
@@ -101,6 +148,13 @@ async fn handle<C: Controlled>(master: &C, req: ControlRequest) -> ControlReply 
             ControlReply::Done(format!("told {n} workers to reopen their log files"))
         }
         ControlRequest::Reload { graceful } => match master.reload(graceful).await {
+            Ok(msg) => ControlReply::Done(msg),
+            Err(msg) => ControlReply::Error(msg),
+        },
+        ControlRequest::Upgrade { ready_timeout_s } => match master
+            .upgrade(std::time::Duration::from_secs(ready_timeout_s))
+            .await
+        {
             Ok(msg) => ControlReply::Done(msg),
             Err(msg) => ControlReply::Error(msg),
         },

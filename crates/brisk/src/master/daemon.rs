@@ -35,7 +35,7 @@ pub(crate) fn start(paths: &RunPaths) -> Result<()> {
         .open(&log_path)
         .map_err(|e| Error::io(format!("cannot open log file {}", log_path.display()), e))?;
     let log_len = log.metadata().map(|m| m.len()).unwrap_or(0);
-    let exe = std::env::current_exe().map_err(|e| Error::io("cannot find this program", e))?;
+    let exe = super::program_path()?;
     let mut cmd = Command::new(exe);
     cmd.args(std::env::args_os().skip(1))
         .env(ENV_DAEMON, "1")

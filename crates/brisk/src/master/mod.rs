@@ -24,9 +24,10 @@ mod socket_activation;
 mod socket_file;
 mod status_page;
 mod supervisor;
+mod upgrade;
 mod webhook;
 
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -135,6 +136,17 @@ pub(crate) struct Plan {
     pub schedules: Vec<crate::schedule::Schedule>,
     /// The cluster bus, if the app spans machines.
     pub cluster: Option<std::rc::Rc<cluster_bus::ClusterBus>>,
+    /// A handle on the locked pid file: handed over by an `upgrade`, written by the new
+    /// master when it takes over.
+    pub pid_file: std::fs::File,
+    /// The control socket's listener the master this one replaces handed over, if it did.
+    pub control: Option<std::os::unix::net::UnixListener>,
+    /// The link to the master this one replaces, and its pid, until this one takes over.
+    pub predecessor: Option<(OwnedFd, u32)>,
+    /// Whether another master holds the listeners, the control socket and the pid file too:
+    /// the one this replaces, until this one takes over; the one that replaces this, once it
+    /// has. A stop then leaves them all as they are.
+    pub shared: std::rc::Rc<std::cell::Cell<bool>>,
 }
 
 impl Plan {
@@ -156,7 +168,16 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         tracing::warn!("{why}");
     }
     let pid_file = paths.pid_file();
-    let mut pid_lock = match pidfile::PidLock::acquire(&pid_file) {
+    // Started by `upgrade`: the old master's sockets and pid file.
+    let mut predecessor = upgrade::Predecessor::from_env()?;
+    let adopted = match predecessor.as_mut() {
+        Some(p) => Some(pidfile::PidLock::adopt(p.take_pid_file()?, &pid_file)),
+        None => None,
+    };
+    let mut pid_lock = match adopted
+        .map(Ok)
+        .unwrap_or_else(|| pidfile::PidLock::acquire(&pid_file))
+    {
         Ok(lock) => lock,
         Err(pidfile::LockError::Held(pid)) => {
             return Err(Error::AlreadyRunning {
@@ -220,8 +241,45 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
             .unwrap_or(false);
         let mut listen_fds = Vec::new();
         let inherited = activated.take(&l.address);
-        let from_systemd = inherited.is_some();
-        if let Some(listener) = inherited {
+        let mut from_systemd = inherited.is_some();
+        let handed = match predecessor.as_mut() {
+            Some(p) => p.take_listeners(&service.name),
+            None => Vec::new(),
+        };
+        if !handed.is_empty() {
+            // The old master's sockets (`upgrade`): the same number as it had, unless this
+            // build wants more or fewer. systemd's socket is one for every worker.
+            let systemd = handed.iter().any(|(_, systemd)| *systemd);
+            let needed = if systemd || l.shared_by_master() || port_zero {
+                1
+            } else {
+                workers
+            };
+            if handed.len() > needed {
+                tracing::warn!(
+                    address = %l.address,
+                    "the old master had {} sockets here, this build wants {needed}: the \
+                     others close when its workers stop",
+                    handed.len()
+                );
+            }
+            for (fd, systemd) in handed.into_iter().take(needed) {
+                from_systemd |= systemd;
+                // SAFETY: the old master handed this socket over as this listener's; the
+                // listener is its only owner in this process.
+                let listener = unsafe { Listener::from_fd(l.address.scheme(), fd.into_raw_fd()) };
+                if systemd {
+                    systemd_sockets.push(listener.as_raw_fd());
+                }
+                listen_fds.push(listener.as_raw_fd());
+                listeners.push(listener);
+            }
+            while listen_fds.len() < needed {
+                let listener = Listener::bind(l, true).map_err(listen_err)?;
+                listen_fds.push(listener.as_raw_fd());
+                listeners.push(listener);
+            }
+        } else if let Some(listener) = inherited {
             // systemd's socket (it owns a Unix socket's file): one for every worker.
             tracing::info!(address = %l.address, "listening on the socket systemd passed");
             systemd_sockets.push(listener.as_raw_fd());
@@ -256,8 +314,9 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
             recycle: l.recycle,
         });
     }
+    let handed_metrics = predecessor.as_mut().and_then(|p| p.take_metrics());
     let metrics = match config.metrics {
-        Some(addr) => match activated.take_tcp(addr) {
+        Some(addr) => match handed_metrics.or_else(|| activated.take_tcp(addr)) {
             Some(listener) => Some(listener),
             None => Some(
                 std::net::TcpListener::bind(addr).map_err(|source| Error::Listen {
@@ -305,9 +364,15 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
     if config.startup {
         crate::startup::run_process(uid, gid)?;
     }
+    let control = predecessor.as_mut().and_then(|p| p.take_control());
+    let shared = std::rc::Rc::new(std::cell::Cell::new(predecessor.is_some()));
+    let predecessor = predecessor.map(|p| {
+        let old_pid = p.old_pid;
+        (p.finish(), old_pid)
+    });
     let plan = Plan {
         name: paths.name.clone(),
-        exe: std::env::current_exe().map_err(|e| Error::io("cannot find this program", e))?,
+        exe: program_path()?,
         args: std::env::args_os().skip(1).collect(),
         services,
         uid,
@@ -322,11 +387,25 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         alerting,
         schedules: config.schedules,
         cluster,
+        pid_file: pid_lock
+            .share()
+            .map_err(|e| Error::io(format!("cannot use pid file {}", pid_file.display()), e))?,
+        control,
+        predecessor,
+        shared: shared.clone(),
     };
-    pid_lock
-        .write_pid()
-        .map_err(|e| Error::io(format!("cannot write pid file {}", pid_file.display()), e))?;
+    if !shared.get() {
+        // (A new master writes its pid when it takes over.)
+        pid_lock
+            .write_pid()
+            .map_err(|e| Error::io(format!("cannot write pid file {}", pid_file.display()), e))?;
+    }
     let result = supervisor::run(plan);
+    if shared.get() {
+        // The other master's now (or still).
+        pid_lock.keep_file();
+        return result;
+    }
     // Files first: once the pid file is gone and unlocked, another start may bind the same
     // paths.
     for f in &socket_files {
@@ -334,6 +413,36 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
     }
     drop(pid_lock);
     result
+}
+
+/// Duplicates `fd` to a number of at least 10, close-on-exec.
+pub(crate) fn dup_high(fd: RawFd) -> std::io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new one we then own.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+    if new < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `new` is a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// The program's file as it was started: the path it was run by (made absolute, symbolic
+/// links kept), so that a deploy that replaces the file or points a link at a new release
+/// reaches the workers a reload starts and the master an upgrade starts; the running
+/// executable's path when it was found on `PATH`.
+pub(crate) fn program_path() -> Result<PathBuf> {
+    let found = std::env::args_os()
+        .next()
+        .map(PathBuf::from)
+        .filter(|p| p.components().count() > 1);
+    let path = match found {
+        Some(p) if p.is_absolute() => p,
+        Some(p) => std::env::current_dir()
+            .map_err(|e| Error::io("cannot find the working directory", e))?
+            .join(p),
+        None => std::env::current_exe().map_err(|e| Error::io("cannot find this program", e))?,
+    };
+    Ok(path)
 }
 
 /// Looks up the configured worker user and group; only root can switch.

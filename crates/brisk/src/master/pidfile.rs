@@ -58,6 +58,9 @@ fn runs_this_program(pid: i32) -> bool {
 pub(crate) struct PidLock {
     file: File,
     path: PathBuf,
+    /// Whether dropping it removes the file: not once another master (the one an `upgrade`
+    /// started, or the one it replaces) holds the same lock.
+    remove_on_drop: bool,
 }
 
 /// Why [`PidLock::acquire`] failed.
@@ -109,23 +112,50 @@ impl PidLock {
                 return Ok(PidLock {
                     file,
                     path: path.to_path_buf(),
+                    remove_on_drop: true,
                 });
             }
         }
     }
 
+    /// The pid file an old master handed over for `upgrade`, open and locked: the lock
+    /// belongs to the open file, which both masters now share.
+    pub(crate) fn adopt(file: File, path: &Path) -> PidLock {
+        PidLock {
+            file,
+            path: path.to_path_buf(),
+            remove_on_drop: true,
+        }
+    }
+
+    /// Another handle on the same open (and locked) file.
+    pub(crate) fn share(&self) -> io::Result<File> {
+        self.file.try_clone()
+    }
+
     /// Writes our pid into the locked file.
     pub(crate) fn write_pid(&mut self) -> io::Result<()> {
-        self.file.set_len(0)?;
-        self.file.seek(io::SeekFrom::Start(0))?;
-        self.file
-            .write_all(format!("{}\n", std::process::id()).as_bytes())
+        write_pid(&self.file)
     }
+
+    /// Leaves the file in place when dropped: another master holds the lock too.
+    pub(crate) fn keep_file(&mut self) {
+        self.remove_on_drop = false;
+    }
+}
+
+/// Writes this process's pid into `file` (a locked pid file, or a handle on one).
+pub(crate) fn write_pid(mut file: &File) -> io::Result<()> {
+    file.set_len(0)?;
+    file.seek(io::SeekFrom::Start(0))?;
+    file.write_all(format!("{}\n", std::process::id()).as_bytes())
 }
 
 impl Drop for PidLock {
     fn drop(&mut self) {
         // While the lock is held, the file is ours whatever it says.
-        let _ = std::fs::remove_file(&self.path);
+        if self.remove_on_drop {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }

@@ -9,8 +9,10 @@
 //! view of it; the rest by job: [`spawn`] (starting a worker process), [`worker_handle`] (the
 //! master's end of a worker: questions by id, messages, readiness), [`lifecycle`] (exits,
 //! restarts, retiring, stop, reload), [`recycling`], [`relay`] (broadcasts between workers
-//! and instances) and [`observe`] (counters, status, metrics, KPIs, probes, schedules).
+//! and instances), [`observe`] (counters, status, metrics, KPIs, probes, schedules) and
+//! [`handover`] (`upgrade`, on the old master's side and the new one's).
 
+mod handover;
 mod lifecycle;
 mod observe;
 mod recycling;
@@ -20,7 +22,7 @@ mod worker_handle;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt};
 use std::process::{ExitStatus, Stdio};
 use std::rc::Rc;
@@ -38,7 +40,7 @@ use super::metrics::{self, Scrape};
 use super::metrics_listener::{self, Observed};
 use super::scheduler::Scheduler;
 use super::status_page::{self, StatusView};
-use super::Plan;
+use super::{dup_high, Plan};
 use crate::env::{ENV_DAEMON, ENV_IPC_FD, ENV_IPC_VERSION, ENV_LISTEN_FD, ENV_WORKER};
 use crate::error::{Error, Result};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
@@ -77,6 +79,10 @@ enum Event {
         graceful: bool,
         done: Option<oneshot::Sender<std::result::Result<String, String>>>,
     },
+    Upgrade {
+        ready_timeout: Duration,
+        done: oneshot::Sender<std::result::Result<String, String>>,
+    },
 }
 
 struct Supervisor {
@@ -113,6 +119,10 @@ struct Supervisor {
     dropped_broadcasts: Cell<u64>,
     /// The cluster bus, if the app spans machines.
     cluster: Option<Rc<super::cluster_bus::ClusterBus>>,
+    /// The control socket's listener, once it is served (for an `upgrade` to hand over).
+    control_fd: Cell<RawFd>,
+    /// The metrics listener's socket, if there is one.
+    metrics_fd: Option<RawFd>,
     started: Instant,
     exited: Notify,
     events: mpsc::UnboundedSender<Event>,
@@ -130,6 +140,9 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
     local.block_on(&rt, async move {
         let (events, mut rx) = mpsc::unbounded_channel();
         let metrics_socket = plan.metrics.take();
+        let metrics_fd = metrics_socket.as_ref().map(|s| s.as_raw_fd());
+        let predecessor = plan.predecessor.take();
+        let control_socket = plan.control.take();
         let alerting = plan.alerting.take();
         let schedules = std::mem::take(&mut plan.schedules);
         let cluster = plan.cluster.take();
@@ -163,6 +176,8 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             scheduler,
             dropped_broadcasts: Cell::new(0),
             cluster,
+            control_fd: Cell::new(-1),
+            metrics_fd,
             started: Instant::now(),
             exited: Notify::new(),
             events,
@@ -185,12 +200,25 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             sup.stop_all(false).await;
             return Err(Error::Config(msg));
         }
-        let control = control::serve(sup.clone(), &sup.plan.control_socket)?;
-        let metrics_server = match metrics_socket {
-            Some(socket) => {
-                let token = sup.plan.metrics_token.clone();
-                Some(metrics_listener::serve(sup.clone(), socket, token)?)
-            }
+        // Started by `upgrade`: the old master lets go once this one's workers are ready.
+        let taken_over = match predecessor {
+            Some((link, old_pid)) => match sup.take_over(link, old_pid).await {
+                Ok(link) => Some((link, old_pid)),
+                Err(e) => {
+                    sup.stop_all(true).await;
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        let control_socket = match control_socket {
+            Some(listener) => listener,
+            None => control::bind(&sup.plan.control_socket)?,
+        };
+        sup.control_fd.set(control_socket.as_raw_fd());
+        let mut control = control::serve(sup.clone(), control_socket)?;
+        let mut metrics_server = match metrics_socket {
+            Some(socket) => Some(sup.serve_metrics(socket)?),
             None => None,
         };
         let browse: Vec<String> = sup
@@ -217,7 +245,12 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                 false => format!("; open {} in a browser", browse.join(" or ")),
             }
         );
+        // (With `MAINPID`: systemd follows a new master before the old one exits.)
         super::sd_notify::ready();
+        if let Some((link, old_pid)) = taken_over {
+            super::upgrade::say_serving(link).await;
+            tracing::info!("took over from the old master (pid {old_pid})");
+        }
         if let Some(period) = super::sd_notify::watchdog_period() {
             // Pinged from the master's loop: a loop that stalls stops pinging.
             tokio::task::spawn_local(async move {
@@ -265,13 +298,40 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                         }
                     });
                 }
+                Event::Upgrade {
+                    ready_timeout,
+                    done,
+                } => {
+                    if sup.reloading.get() {
+                        let _ =
+                            done.send(Err("a reload is under way: upgrade once it ends".into()));
+                        continue;
+                    }
+                    let serving = (&mut control, &mut metrics_server);
+                    match sup.upgrade(ready_timeout, serving).await {
+                        Ok(msg) => {
+                            let _ = done.send(Ok(msg));
+                            // The new master answers now; this one's workers finish what
+                            // they have, the sockets untouched.
+                            sup.stop_all(true).await;
+                            break;
+                        }
+                        Err(why) => {
+                            let _ = done.send(Err(why));
+                        }
+                    }
+                }
             }
         }
-        drop(control);
+        control.abort();
         if let Some(m) = metrics_server {
             m.abort();
         }
-        let _ = std::fs::remove_file(&sup.plan.control_socket);
+        if !sup.plan.shared.get() {
+            let _ = std::fs::remove_file(&sup.plan.control_socket);
+        }
+        // (The `upgrade` that handed over among them.)
+        control::answered(Duration::from_secs(5)).await;
         tracing::info!("{} stopped", sup.plan.name);
         Ok(())
     })
@@ -366,6 +426,18 @@ impl Controlled for Supervisor {
 
     fn reopen_logs(&self) -> usize {
         Supervisor::reopen_logs(self)
+    }
+
+    async fn upgrade(&self, ready_timeout: Duration) -> std::result::Result<String, String> {
+        let (done, rx) = oneshot::channel();
+        let _ = self.events.send(Event::Upgrade {
+            ready_timeout,
+            done,
+        });
+        match rx.await {
+            Ok(result) => result,
+            Err(_) => Err("the master stopped before the upgrade".into()),
+        }
     }
 }
 

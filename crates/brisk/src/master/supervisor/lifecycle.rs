@@ -104,20 +104,24 @@ impl Supervisor {
         self.wait_exit(worker.pid, Duration::from_secs(2)).await
     }
 
-    /// Stops every worker; kills those that do not exit in time.
+    /// Stops every worker; kills those that do not exit in time. While another master holds
+    /// the sockets ([`Plan::shared`]: an upgrade), they are left as they are.
     pub(crate) async fn stop_all(&self, graceful: bool) {
         self.stopping.set(true);
+        let shared = self.plan.shared.get();
         // No new connection may be queued from here on (the last worker's close would reset
         // it); the workers hold the only other copies: each socket closes once the last of
         // them has taken what was queued on it. A Unix socket's file goes (a connect then
         // fails at once); a TCP socket drops new SYNs, and a graceful stop gives the
         // handshakes already under way a round trip to complete, while the workers accept.
-        for f in &self.plan.socket_files {
-            f.remove_if_ours();
+        if !shared {
+            for f in &self.plan.socket_files {
+                f.remove_if_ours();
+            }
         }
         let mut tcp = false;
         for l in self.plan.listeners.borrow_mut().drain(..) {
-            if self.plan.systemd_sockets.contains(&l.as_raw_fd()) {
+            if shared || self.plan.systemd_sockets.contains(&l.as_raw_fd()) {
                 continue;
             }
             tcp |= matches!(l, Listener::Tcp(_));
@@ -126,7 +130,7 @@ impl Supervisor {
             }
         }
         // (A Unix `connect` that found the file just before it went may still be queueing.)
-        if graceful && (tcp || !self.plan.socket_files.is_empty()) {
+        if graceful && !shared && (tcp || !self.plan.socket_files.is_empty()) {
             tokio::time::sleep(HANDSHAKE_GRACE).await;
         }
         let workers: Vec<_> = self.live.borrow().values().cloned().collect();

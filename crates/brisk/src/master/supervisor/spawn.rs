@@ -188,14 +188,3 @@ impl Supervisor {
         Ok(worker)
     }
 }
-
-/// Duplicates `fd` to a number of at least 10, close-on-exec.
-fn dup_high(fd: RawFd) -> std::io::Result<OwnedFd> {
-    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new one we then own.
-    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
-    if new < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `new` is a fresh descriptor owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
-}

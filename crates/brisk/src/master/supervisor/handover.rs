@@ -1,0 +1,123 @@
+//! `upgrade` as the supervisor lives it: as the old master, starting the new one from the
+//! program's file, handing it the sockets and letting go once its workers are ready; as the
+//! new master, taking over. The wire protocol is [`super::super::upgrade`]'s.
+
+use super::*;
+use crate::master::upgrade::{self, Handover, Link, Successor};
+
+/// How long a ready new master may take to answer on the control socket once told to.
+const TAKE_OVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Supervisor {
+    /// As the old master: starts the new one, waits (up to `ready_timeout`) until its
+    /// workers are ready, stops answering on the control socket and the metrics listener
+    /// (the tasks in `serving`), and lets the new one take over. On success,
+    /// [`Plan::shared`] is set and the caller stops this master's workers; on failure, the
+    /// new master is gone and this one serves on.
+    pub(super) async fn upgrade(
+        self: &Rc<Self>,
+        ready_timeout: Duration,
+        serving: (
+            &mut tokio::task::JoinHandle<()>,
+            &mut Option<tokio::task::JoinHandle<()>>,
+        ),
+    ) -> std::result::Result<String, String> {
+        let (control, metrics) = serving;
+        let t0 = Instant::now();
+        super::super::sd_notify::reloading();
+        let failed = |why: String| {
+            tracing::error!("upgrade failed: {why}; this master goes on serving");
+            super::super::sd_notify::ready();
+            Err(format!("{why}; the running master goes on serving"))
+        };
+        let mut successor =
+            match Successor::start(&self.plan.exe, &self.plan.args, &self.handover()) {
+                Ok(s) => s,
+                Err(why) => return failed(why),
+            };
+        tracing::info!(pid = successor.pid(), "upgrade: started a new master");
+        if let Err(why) = successor.wait_ready(ready_timeout).await {
+            successor.abandon();
+            return failed(why);
+        }
+        // Copies to serve on again if the new master fails from here.
+        let spare_control = dup_high(self.control_fd.get());
+        let spare_metrics = self.metrics_fd.map(dup_high).transpose();
+        let (Ok(spare_control), Ok(spare_metrics)) = (spare_control, spare_metrics) else {
+            successor.abandon();
+            return failed("cannot keep a copy of the control socket".into());
+        };
+        // From here a control request waits in the socket's queue for the new master.
+        control.abort();
+        if let Some(m) = metrics.take() {
+            m.abort();
+        }
+        self.plan.shared.set(true);
+        let old = std::process::id();
+        match successor.go(TAKE_OVER_TIMEOUT).await {
+            Ok(new) => {
+                let msg = format!(
+                    "upgraded in {:.1} s: master pid {new} serves, from the program's file \
+                     as it is now; the old master (pid {old}) lets its workers finish their \
+                     work, then exits",
+                    t0.elapsed().as_secs_f64()
+                );
+                tracing::info!("{msg}");
+                Ok(msg)
+            }
+            Err(why) => {
+                self.plan.shared.set(false);
+                let listener = std::os::unix::net::UnixListener::from(spare_control);
+                self.control_fd.set(listener.as_raw_fd());
+                match control::serve(self.clone(), listener) {
+                    Ok(handle) => *control = handle,
+                    Err(e) => tracing::error!("cannot serve the control socket again: {e}"),
+                }
+                if let Some(fd) = spare_metrics {
+                    match self.serve_metrics(fd.into()) {
+                        Ok(handle) => *metrics = Some(handle),
+                        Err(e) => tracing::error!("cannot serve the metrics listener again: {e}"),
+                    }
+                }
+                failed(why)
+            }
+        }
+    }
+
+    /// As the new master, once its workers are ready: waits until the old master lets go,
+    /// then writes this one's pid (the control socket's clients find it there).
+    pub(super) async fn take_over(&self, link: OwnedFd, old_pid: u32) -> Result<Link> {
+        let link = upgrade::wait_for_go(link, old_pid).await?;
+        super::super::pidfile::write_pid(&self.plan.pid_file)
+            .map_err(|e| Error::io("cannot write the pid file", e))?;
+        self.plan.shared.set(false);
+        Ok(link)
+    }
+
+    /// Serves the metrics listener on `socket`.
+    pub(super) fn serve_metrics(
+        self: &Rc<Self>,
+        socket: std::net::TcpListener,
+    ) -> Result<tokio::task::JoinHandle<()>> {
+        let token = self.plan.metrics_token.clone();
+        metrics_listener::serve(self.clone(), socket, token)
+    }
+
+    /// What this master hands a new one.
+    fn handover(&self) -> Handover {
+        let listeners = (self.plan.services.iter())
+            .flat_map(|s| {
+                (s.listen_fds.iter()).map(|fd| {
+                    let systemd = self.plan.systemd_sockets.contains(fd);
+                    (s.name.clone(), systemd, *fd)
+                })
+            })
+            .collect();
+        Handover {
+            pid_file: self.plan.pid_file.as_raw_fd(),
+            control: self.control_fd.get(),
+            metrics: self.metrics_fd,
+            listeners,
+        }
+    }
+}

@@ -1,0 +1,478 @@
+//! `upgrade`: the running master starts the program's file on disk as a new master and hands
+//! it, over a Unix socket (`SCM_RIGHTS`), what must outlive the old build: the listening
+//! sockets, the metrics listener, the control socket and the locked pid file. The new master
+//! starts its workers on them and says `ready`; the old one stops answering on the control
+//! socket and says `go`; the new one writes its pid, answers on the control socket and the
+//! metrics listener, and says `serving`, while the old one lets its workers finish and exits
+//! without touching the sockets. A new master that exits or is not ready in time is killed,
+//! and the old one goes on serving.
+//!
+//! The two speak over a `SOCK_SEQPACKET` pair: one message from the old master, a JSON
+//! [`Header`] naming each descriptor it carries, then the three words above.
+
+use std::ffi::OsString;
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::socket::{
+    recv, recvmsg, send, sendmsg, socketpair, AddressFamily, ControlMessage, ControlMessageOwned,
+    MsgFlags, SockFlag, SockType,
+};
+use serde::{Deserialize, Serialize};
+use tokio::io::unix::AsyncFd;
+
+use crate::env::ENV_UPGRADE_FD;
+use crate::error::{Error, Result};
+
+/// The version of the handover message; a new master refuses one of another version.
+const HANDOVER_VERSION: u32 = 1;
+/// The most descriptors one handover carries (the kernel's `SCM_MAX_FD` is 253).
+const MAX_FDS: usize = 250;
+/// The largest header a new master reads.
+const MAX_HEADER: usize = 1 << 20;
+/// How long a new master waits for the old one's message.
+const HANDOVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What one handed-over descriptor is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum Held {
+    /// The pid file, open and locked (`flock` belongs to the open file, which both share).
+    PidFile,
+    /// The control socket's listener.
+    Control,
+    /// A listener's socket: the listener's address as configured, and whether systemd
+    /// passed it (a stop then leaves it as it is, for the next master systemd starts).
+    Listener { address: String, systemd: bool },
+    /// The metrics listener's socket.
+    Metrics,
+}
+
+/// The old master's message: who it is and what each descriptor it carries is, in order.
+#[derive(Debug, Serialize, Deserialize)]
+struct Header {
+    version: u32,
+    old_pid: u32,
+    held: Vec<Held>,
+}
+
+/// What the old master hands over (its descriptors stay its own: they are duplicated into
+/// the new master by the kernel).
+pub(crate) struct Handover {
+    pub pid_file: RawFd,
+    pub control: RawFd,
+    pub metrics: Option<RawFd>,
+    /// (address as configured, passed by systemd, socket) of every listening socket.
+    pub listeners: Vec<(String, bool, RawFd)>,
+}
+
+/// One end of the pair the two masters finish the handover on.
+pub(crate) struct Link(AsyncFd<OwnedFd>);
+
+impl Link {
+    /// Wraps a non-blocking end (inside the runtime).
+    fn new(fd: OwnedFd) -> std::io::Result<Link> {
+        socket2::SockRef::from(&fd).set_nonblocking(true)?;
+        // SAFETY: the AsyncFd owns the OwnedFd, which stays open (and the same descriptor)
+        // until the AsyncFd is dropped.
+        let registered = unsafe { AsyncFd::register(fd) };
+        registered
+            .map(Link)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    /// Sends one word.
+    async fn say(&self, word: &str) -> std::io::Result<()> {
+        loop {
+            let mut ready = self.0.writable().await?;
+            match ready.try_io(|fd| {
+                send(fd.as_raw_fd(), word.as_bytes(), MsgFlags::MSG_NOSIGNAL)
+                    .map_err(std::io::Error::from)
+            }) {
+                Ok(sent) => return sent.map(drop),
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
+    /// The next word; `None` once the other end is closed.
+    async fn hear(&self) -> std::io::Result<Option<String>> {
+        let mut buf = [0u8; 64];
+        loop {
+            let mut ready = self.0.readable().await?;
+            match ready.try_io(|fd| {
+                recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty()).map_err(std::io::Error::from)
+            }) {
+                Ok(Ok(0)) => return Ok(None),
+                // It closed its end with our message unread.
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(None),
+                Ok(Ok(n)) => return Ok(Some(String::from_utf8_lossy(&buf[..n]).into_owned())),
+                Ok(Err(e)) => return Err(e),
+                Err(_would_block) => continue,
+            }
+        }
+    }
+}
+
+/// The new master as the old one sees it, from its start until it takes over.
+pub(crate) struct Successor {
+    child: std::process::Child,
+    link: Link,
+}
+
+impl Successor {
+    /// Starts `exe args` as a new master (in this one's environment and session, its output
+    /// where this one's goes, in a process group of its own that its workers join) and sends
+    /// it `handover`.
+    pub(crate) fn start(
+        exe: &Path,
+        args: &[OsString],
+        handover: &Handover,
+    ) -> std::result::Result<Successor, String> {
+        let (ours, theirs) = seqpacket_pair().map_err(|e| format!("cannot make a socket: {e}"))?;
+        let theirs_hi = super::dup_high(theirs.as_raw_fd())
+            .map_err(|e| format!("cannot pass a socket: {e}"))?;
+        drop(theirs);
+        let mut cmd = std::process::Command::new(exe);
+        // The new master becomes systemd's main process: its watchdog is the new one's.
+        cmd.args(args)
+            .env(ENV_UPGRADE_FD, "3")
+            .env_remove("WATCHDOG_PID")
+            .stdin(Stdio::null());
+        let raw = theirs_hi.as_raw_fd();
+        // SAFETY: only setpgid and dup2 (async-signal-safe) run between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                // Its own group: abandoned, it is killed with everything it started.
+                libc::setpgid(0, 0);
+                if libc::dup2(raw, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        drop(theirs_hi);
+        let mut successor = Successor {
+            child,
+            link: Link::new(ours).map_err(|e| format!("cannot use a socket: {e}"))?,
+        };
+        match send_handover(successor.link.0.get_ref(), handover) {
+            Ok(()) => Ok(successor),
+            // It has exited already (a build that fails at once): `wait_ready` finds the
+            // link closed and says how it exited.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(successor),
+            Err(e) => {
+                successor.abandon();
+                Err(format!("cannot hand the sockets over: {e}"))
+            }
+        }
+    }
+
+    fn exited_early(&self, status: String) -> String {
+        format!(
+            "the new master (pid {}) exited before it was ready ({status}); its log says why",
+            self.pid()
+        )
+    }
+
+    /// The new master's pid.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits until the new master's workers are ready; why not, if it exited first or
+    /// `timeout` passed (it is then still running: [`abandon`](Self::abandon) it).
+    pub(crate) async fn wait_ready(
+        &mut self,
+        timeout: Duration,
+    ) -> std::result::Result<(), String> {
+        match tokio::time::timeout(timeout, self.link.hear()).await {
+            Ok(Ok(Some(word))) if word == "ready" => Ok(()),
+            Ok(Ok(Some(word))) => Err(format!("the new master said {word:?} instead of ready")),
+            Ok(Ok(None)) => {
+                // It closed its end: it is exiting (or has).
+                let status = tokio::time::timeout(Duration::from_secs(5), async {
+                    loop {
+                        if let Ok(Some(status)) = self.child.try_wait() {
+                            return status.to_string();
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                })
+                .await
+                .unwrap_or_else(|_| "it closed the handover socket".into());
+                Err(self.exited_early(status))
+            }
+            Ok(Err(e)) => Err(format!("cannot hear from the new master: {e}")),
+            Err(_) => Err(format!(
+                "the new master (pid {}) was not ready within {} s",
+                self.pid(),
+                timeout.as_secs()
+            )),
+        }
+    }
+
+    /// Tells the new master to take over, and waits until it answers on the control socket
+    /// (up to `timeout`).
+    pub(crate) async fn go(mut self, timeout: Duration) -> std::result::Result<u32, String> {
+        let pid = self.pid();
+        let exchange = async {
+            self.link.say("go").await?;
+            self.link.hear().await
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok(Some(word))) if word == "serving" => {
+                // Reaped by whoever adopts it when it exits after this one.
+                std::mem::forget(self.child);
+                Ok(pid)
+            }
+            Ok(Ok(_)) | Ok(Err(_)) => {
+                self.abandon();
+                Err(format!("the new master (pid {pid}) did not take over"))
+            }
+            Err(_) => {
+                self.abandon();
+                Err(format!(
+                    "the new master (pid {pid}) did not take over within {} s",
+                    timeout.as_secs()
+                ))
+            }
+        }
+    }
+
+    /// Kills the new master and everything it started (its process group), and reaps it.
+    pub(crate) fn abandon(&mut self) {
+        // SAFETY: kill(2) on the group the new master leads (set up before its exec).
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The old master as the new one sees it: what it handed over, until each is taken.
+pub(crate) struct Predecessor {
+    /// The old master's pid.
+    pub old_pid: u32,
+    link: OwnedFd,
+    pid_file: Option<OwnedFd>,
+    control: Option<OwnedFd>,
+    metrics: Option<OwnedFd>,
+    listeners: Vec<(String, bool, OwnedFd)>,
+}
+
+impl Predecessor {
+    /// What the old master handed this process, if it started it to take over
+    /// (`BRISK_UPGRADE_FD` names the socket); the variable is removed, so no worker sees it.
+    pub(crate) fn from_env() -> Result<Option<Predecessor>> {
+        let Some(fd) = crate::env::fd(ENV_UPGRADE_FD) else {
+            return Ok(None);
+        };
+        std::env::remove_var(ENV_UPGRADE_FD);
+        let bad = |what: String| Error::Config(format!("upgrade: {what}"));
+        // SAFETY: the old master put the handover socket at this number for this process,
+        // and nothing else in it uses that descriptor.
+        let link = unsafe { OwnedFd::from_raw_fd(fd) };
+        let sock = socket2::SockRef::from(&link);
+        sock.set_cloexec(true)
+            .and_then(|()| sock.set_read_timeout(Some(HANDOVER_TIMEOUT)))
+            .map_err(|e| bad(format!("descriptor {fd}: {e}")))?;
+        let (header, mut fds) = receive_handover(&link).map_err(|e| bad(e.to_string()))?;
+        let header: Header = serde_json::from_slice(&header)
+            .map_err(|e| bad(format!("the old master's message: {e}")))?;
+        if header.version != HANDOVER_VERSION {
+            return Err(bad(format!(
+                "the old master speaks handover version {}, this build {HANDOVER_VERSION}: \
+                 restart instead",
+                header.version
+            )));
+        }
+        if fds.len() != header.held.len() {
+            return Err(bad(format!(
+                "{} descriptors came for {} named",
+                fds.len(),
+                header.held.len()
+            )));
+        }
+        let mut p = Predecessor {
+            old_pid: header.old_pid,
+            link,
+            pid_file: None,
+            control: None,
+            metrics: None,
+            listeners: Vec::new(),
+        };
+        for held in header.held.into_iter().rev() {
+            let fd = fds.pop().expect("as many descriptors as named");
+            match held {
+                Held::PidFile => p.pid_file = Some(fd),
+                Held::Control => p.control = Some(fd),
+                Held::Metrics => p.metrics = Some(fd),
+                Held::Listener { address, systemd } => {
+                    p.listeners.insert(0, (address, systemd, fd))
+                }
+            }
+        }
+        Ok(Some(p))
+    }
+
+    /// The pid file, open and locked.
+    pub(crate) fn take_pid_file(&mut self) -> Result<std::fs::File> {
+        self.pid_file
+            .take()
+            .map(Into::into)
+            .ok_or_else(|| Error::Config("upgrade: the old master sent no pid file".into()))
+    }
+
+    /// The control socket's listener.
+    pub(crate) fn take_control(&mut self) -> Option<std::os::unix::net::UnixListener> {
+        self.control.take().map(Into::into)
+    }
+
+    /// The metrics listener's socket, if the old master had one.
+    pub(crate) fn take_metrics(&mut self) -> Option<std::net::TcpListener> {
+        self.metrics.take().map(Into::into)
+    }
+
+    /// Every socket of the listener at `address` (one, or one per worker with
+    /// `SO_REUSEPORT`), each with whether systemd passed it.
+    pub(crate) fn take_listeners(&mut self, address: &str) -> Vec<(OwnedFd, bool)> {
+        let (taken, kept) = std::mem::take(&mut self.listeners)
+            .into_iter()
+            .partition(|(a, _, _)| a == address);
+        self.listeners = kept;
+        taken.into_iter().map(|(_, s, fd)| (fd, s)).collect()
+    }
+
+    /// The link to finish the handover on, once every socket this master wants is taken:
+    /// the old master's listeners this one has not (the new build dropped them) close here,
+    /// and for good once the old workers stop.
+    pub(crate) fn finish(self) -> OwnedFd {
+        for (address, _, _) in &self.listeners {
+            tracing::warn!(
+                "upgrade: the old master listened on {address}, this build does not: it \
+                 closes when the old workers stop"
+            );
+        }
+        self.link
+    }
+}
+
+/// As the new master, once its workers are ready: says `ready`, waits for `go`. If the old
+/// master died meanwhile, this one takes over all the same; if it abandoned the upgrade
+/// (closed the link while alive), fails.
+pub(crate) async fn wait_for_go(link: OwnedFd, old_pid: u32) -> Result<Link> {
+    let link = Link::new(link).map_err(|e| Error::io("upgrade: the handover socket", e))?;
+    let fail = |why: String| Error::Config(format!("upgrade: {why}"));
+    link.say("ready")
+        .await
+        .map_err(|e| fail(format!("cannot tell the old master: {e}")))?;
+    match link.hear().await {
+        Ok(Some(word)) if word == "go" => Ok(link),
+        Ok(Some(word)) => Err(fail(format!("the old master said {word:?} instead of go"))),
+        Ok(None) | Err(_) if !super::pidfile::alive(old_pid as i32) => {
+            tracing::warn!("the old master (pid {old_pid}) died during the upgrade; taking over");
+            Ok(link)
+        }
+        Ok(None) => Err(fail("the old master abandoned it".into())),
+        Err(e) => Err(fail(format!("cannot hear from the old master: {e}"))),
+    }
+}
+
+/// As the new master, once it answers on the control socket: says `serving`.
+pub(crate) async fn say_serving(link: Link) {
+    // The old master may be gone (it died): then nobody needs to hear it.
+    let _ = link.say("serving").await;
+}
+
+fn seqpacket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(std::io::Error::from)
+}
+
+/// Sends the header and every descriptor in one message.
+fn send_handover(link: &OwnedFd, h: &Handover) -> std::io::Result<()> {
+    let mut held = vec![Held::PidFile, Held::Control];
+    let mut fds = vec![h.pid_file, h.control];
+    if let Some(m) = h.metrics {
+        held.push(Held::Metrics);
+        fds.push(m);
+    }
+    for (address, systemd, fd) in &h.listeners {
+        held.push(Held::Listener {
+            address: address.clone(),
+            systemd: *systemd,
+        });
+        fds.push(*fd);
+    }
+    if fds.len() > MAX_FDS {
+        return Err(std::io::Error::other(format!(
+            "{} sockets to hand over, at most {MAX_FDS} can be",
+            fds.len()
+        )));
+    }
+    let header = Header {
+        version: HANDOVER_VERSION,
+        old_pid: std::process::id(),
+        held,
+    };
+    let bytes = serde_json::to_vec(&header).map_err(std::io::Error::other)?;
+    let rights = [ControlMessage::ScmRights(&fds)];
+    sendmsg::<()>(
+        link.as_raw_fd(),
+        &[IoSlice::new(&bytes)],
+        &rights,
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )?;
+    Ok(())
+}
+
+/// Receives the header and the descriptors (close-on-exec) of the old master's message.
+fn receive_handover(link: &OwnedFd) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    let mut buf = vec![0u8; MAX_HEADER];
+    let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
+    let mut iov = [IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        link.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .map_err(|e| match e {
+        nix::errno::Errno::EAGAIN => std::io::Error::other(format!(
+            "no message from the old master within {} s",
+            HANDOVER_TIMEOUT.as_secs()
+        )),
+        e => e.into(),
+    })?;
+    let mut fds = Vec::new();
+    for c in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(list) = c {
+            // SAFETY: the kernel just installed these descriptors in this process for us.
+            fds.extend(
+                list.into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
+        }
+    }
+    let truncated = msg.flags.contains(MsgFlags::MSG_TRUNC);
+    let len = msg.bytes;
+    if truncated || len == 0 {
+        return Err(std::io::Error::other(
+            "the old master's message was cut short",
+        ));
+    }
+    buf.truncate(len);
+    Ok((buf, fds))
+}
