@@ -463,6 +463,18 @@ impl App {
             Command::Stop { graceful } => cli::stop(&paths, graceful_timeout, graceful),
             Command::Reload { graceful } => cli::reload(&paths, graceful_timeout, graceful),
             Command::Upgrade { timeout } => cli::upgrade(&paths, timeout),
+            // The master a `dev` loop starts (and each one an upgrade starts after it).
+            Command::Dev { .. } if crate::dev_loop::is_dev_master() => self.start(false),
+            Command::Dev {
+                watch,
+                build,
+                timeout,
+            } => crate::dev_loop::DevLoop {
+                watch,
+                build,
+                upgrade_timeout_s: timeout,
+            }
+            .run(&paths, graceful_timeout),
             Command::Status { json } => cli::status(&paths, json),
             Command::ReopenLogs => cli::reopen_logs(&paths),
             Command::Connections { json } => cli::connections(&paths, json),

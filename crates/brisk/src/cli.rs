@@ -63,6 +63,23 @@ pub enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 60)]
         timeout: u64,
     },
+    /// Development loop: start the app, and on each change to a watched file run the build
+    /// command and `upgrade` to what it built.
+    ///
+    /// The app's log goes to this terminal; a build that fails leaves the last good one
+    /// serving; Ctrl-C stops the app and the loop.
+    Dev {
+        /// A file or directory to watch (walked, `target` and hidden directories skipped);
+        /// repeat for more.
+        #[arg(long, value_name = "PATH", default_value = "src")]
+        watch: Vec<std::path::PathBuf>,
+        /// The command that rebuilds this program, run by `sh -c`.
+        #[arg(long, value_name = "COMMAND", default_value = "cargo build")]
+        build: String,
+        /// How long each new build may take to start before it is abandoned.
+        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+        timeout: u64,
+    },
     /// One row per worker: pid, memory, connections, messages, errors, timers, uptime.
     Status {
         /// Print JSON instead of a table.
@@ -175,6 +192,11 @@ pub(crate) fn reload(app: &RunPaths, graceful_timeout: Duration, graceful: bool)
         }
         other => Err(unexpected(other)),
     }
+}
+
+/// Whether `stop` found nothing to stop.
+pub(crate) fn is_not_running(e: &Error) -> bool {
+    matches!(e, Error::NotRunning { .. })
 }
 
 /// `upgrade`: hands over to a new master started from the program's file; waits until it

@@ -29,6 +29,7 @@
 //!
 //! ```text
 //!  app + cli        app.rs (what to run), cli.rs (talks to the master through the run paths),
+//!                   dev_loop.rs (`dev`: rebuild and upgrade on a change),
 //!                   fuzzing.rs (the fuzz targets' entry points)
 //!  process roles    master/ (plan, supervisor, control socket, daemon, pid file),
 //!                   worker.rs (the worker entry: takes its spec, answers the master),
@@ -79,6 +80,7 @@ mod conninfo;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub mod db;
 mod db_figures;
+mod dev_loop;
 mod env;
 mod error;
 #[cfg(feature = "fuzzing")]

@@ -1,0 +1,107 @@
+//! `dev` (issue 36): the development loop starts the app, rebuilds it on each change to a
+//! watched file and swaps the build in with `upgrade`; a build that fails leaves the last good
+//! one serving; Ctrl-C stops the app and the loop. The program here is a copy of the demo,
+//! and the "build" a script that replaces the file (a new inode, as a linker writes one) or
+//! fails while `src/broken` exists.
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use brisk_testkit::*;
+
+mod common;
+use common::{demo_args, DEMO};
+
+/// The `dev` process, with its process group killed on drop.
+struct DevProcess(Child);
+
+impl Drop for DevProcess {
+    fn drop(&mut self) {
+        // SAFETY: killing the test's own process group (the loop and the first master).
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn dev_rebuilds_on_a_change_swaps_the_build_in_and_keeps_the_last_good_one_on_a_failure() {
+    let dir = temp_dir("dev-loop");
+    let app = dir.path().join("app");
+    std::fs::copy(DEMO, &app).unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("main.rs"), "fn main() {}\n").unwrap();
+    let build = dir.path().join("build.sh");
+    std::fs::write(
+        &build,
+        format!(
+            "#!/bin/sh\n\
+             if [ -e {src}/broken ]; then echo 'error: it does not compile' >&2; exit 1; fi\n\
+             cp {demo} {app}.new && mv {app}.new {app}\n",
+            src = src.display(),
+            demo = DEMO,
+            app = app.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&build, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = dir.path().join("run");
+    let _masters = RunDirGuard(run.clone());
+    let log = dir.path().join("dev.log");
+    let out = std::fs::File::create(&log).unwrap();
+    let (args, http) = demo_args(1);
+    let dev = Command::new(&app)
+        .args(&args)
+        .arg("--run-dir")
+        .arg(&run)
+        .args(["dev", "--watch"])
+        .arg(&src)
+        .arg("--build")
+        .arg(format!("sh {}", build.display()))
+        .env_remove("DATABASE_URL")
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut dev = DevProcess(dev);
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    let pid_file = run.join("brisk-demo.pid");
+    let master = || -> Option<i32> { std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok() };
+    wait_until(Duration::from_secs(30), "dev to start the app", || {
+        said().contains("dev: brisk-demo serves")
+    });
+    let first = master().expect("a pid file");
+    assert_eq!(http_get(http, "/").map(|r| r.0), Some(200), "{}", said());
+
+    // An edit: one build, and the new build takes over.
+    std::fs::write(src.join("main.rs"), "fn main() { println!(\"v2\"); }\n").unwrap();
+    let second = wait_for(Duration::from_secs(60), "a new master", || {
+        master().filter(|&pid| pid != first)
+    });
+    wait_until(Duration::from_secs(10), "dev to say so", || {
+        said().contains("swapped in")
+    });
+    assert_eq!(http_get(http, "/").map(|r| r.0), Some(200), "{}", said());
+
+    // An edit that does not build: the last good build serves on.
+    std::fs::write(src.join("broken"), "fn main() {\n").unwrap();
+    wait_until(Duration::from_secs(30), "the failed build", || {
+        said().contains("the build failed")
+    });
+    assert!(said().contains("error: it does not compile"));
+    assert_eq!(master(), Some(second));
+    assert_eq!(http_get(http, "/").map(|r| r.0), Some(200), "{}", said());
+
+    // Ctrl-C (SIGINT to the loop): the app stops, the loop ends.
+    // SAFETY: signalling the test's own child.
+    unsafe { libc::kill(dev.0.id() as i32, libc::SIGINT) };
+    let ended = poll(Duration::from_secs(30), || dev.0.try_wait().unwrap());
+    assert!(ended.is_some_and(|s| s.success()), "{ended:?}\n{}", said());
+    assert!(!servers::alive(second), "the app was left running");
+    assert_eq!(master(), None, "the pid file is left");
+}
