@@ -301,6 +301,60 @@ fn unix_socket_listener() {
     drop(server);
 }
 
+/// One line on a new connection to the Unix socket at `path`; the answer.
+fn unix_round_trip(path: &std::path::Path, line: &str) -> String {
+    let mut s = UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(format!("{line}\n").as_bytes()).unwrap();
+    read_line_from(&mut s)
+}
+
+fn read_line_from(s: &mut UnixStream) -> String {
+    let mut got = String::new();
+    let mut b = [0u8; 1];
+    while s.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
+        got.push(b[0] as char);
+    }
+    got
+}
+
+/// `upgrade` with a Unix-socket and a UDP listener: the socket file stays (the new master
+/// takes the same socket, so no client is refused), the new workers answer, a request the
+/// old workers hold is still answered, and the new master's stop removes the file.
+#[test]
+fn an_upgrade_keeps_the_unix_socket_file_and_the_udp_socket() {
+    let dir = temp_dir("unix-upgrade");
+    let path = dir.path().join("echo.sock");
+    let path_s = path.display().to_string();
+    let port = free_port();
+    let udp = format!("udp://127.0.0.1:{port}");
+    let server = ServerProcess::start(FIXTURE, &["--unix", &path_s, "--udp", &udp], 2).unwrap();
+    let old = server.worker_pids().unwrap();
+    let mut busy = UnixStream::connect(&path).unwrap();
+    busy.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    busy.write_all(b"slow 1000\n").unwrap();
+    // (The slow request reached an old worker before the upgrade starts.)
+    wait_until(Duration::from_secs(5), "the slow request to arrive", || {
+        server.total("total_request").unwrap_or(0) >= 1
+    });
+    server.cli_ok(&["upgrade"]);
+    assert!(path.exists(), "the upgrade removed the socket file");
+    let new = server.worker_pids().unwrap();
+    assert!(new.iter().all(|p| !old.contains(p)), "{old:?} -> {new:?}");
+    assert_ne!(server.pid_file_pid(), Some(server.pid()));
+    assert_eq!(unix_round_trip(&path, "after"), "after");
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    sock.send_to(b"datagram", ("127.0.0.1", port)).unwrap();
+    let mut buf = [0u8; 100];
+    let (n, _) = sock.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"datagram");
+    assert_eq!(read_line_from(&mut busy), "slow done");
+    server.cli_ok(&["stop"]);
+    assert!(!path.exists(), "the new master's stop left the socket file");
+}
+
 /// A graceful stop removes a Unix socket's file first: a new client is refused at once
 /// (nothing is queued that closing the socket would reset), while a request under way is
 /// still answered.

@@ -517,6 +517,7 @@ fn main() -> ExitCode {
         Some("start") => brisk::Command::Start { daemon: false },
         Some("stop") => brisk::Command::Stop { graceful: false },
         Some("reload") => brisk::Command::Reload { graceful: false },
+        Some("upgrade") => brisk::Command::Upgrade { timeout: 60 },
         Some("restart") => brisk::Command::Restart { daemon: false },
         Some("status") => brisk::Command::Status { json: false },
         Some("--json") => brisk::Command::Status { json: true },
@@ -524,7 +525,7 @@ fn main() -> ExitCode {
         Some("-g") => brisk::Command::Reload { graceful: true },
         Some("connections") => brisk::Command::Connections { json: true },
         _ => {
-            eprintln!("usage: brisk-fixture [--text A] [--http A [--max-requests N]] [--frame A] [--udp A] [--unix PATH] [--workers N] [--run-dir D] start|stop [-g]|reload [-g]|status [--json]|connections");
+            eprintln!("usage: brisk-fixture [--text A] [--http A [--max-requests N]] [--frame A] [--udp A] [--unix PATH] [--workers N] [--run-dir D] start|stop [-g]|reload [-g]|upgrade|status [--json]|connections");
             return ExitCode::from(2);
         }
     };
