@@ -76,8 +76,8 @@ fn five_upgrades_lose_nothing(extra: &[&str]) {
     let kept = load(http, 20, true, 20);
     let fresh = load(http, 10, false, 20);
     for _ in 0..5 {
-        // Spread over the load.
-        thread::sleep(Duration::from_secs(3));
+        // Spread over the load (an upgrade takes under a second).
+        thread::sleep(Duration::from_millis(2500));
         let out = server.cli_ok(&["upgrade"]);
         let said = String::from_utf8_lossy(&out.stdout).to_string();
         let now = server.pid_file_pid().expect("a pid file");
@@ -168,6 +168,28 @@ fn a_new_build_that_fails_or_never_gets_ready_leaves_the_running_master_serving(
     assert_eq!(server.pid_file_pid(), Some(first));
     assert_eq!(get(http, "/").status, 200);
 
+    // A real build that fails inside the new master, with the old master's sockets and pid
+    // file in hand: its database (and so its migrations) cannot be reached.
+    let no_database = dir.path().join("no-database");
+    script(
+        &no_database,
+        &format!("#!/bin/sh\nDATABASE_URL=postgres://brisk@127.0.0.1:1/none exec {DEMO} \"$@\"\n"),
+    );
+    point(&link, &no_database);
+    let (ok, said) = upgrade(&[]);
+    assert!(
+        !ok,
+        "the upgrade to a build without its database succeeded: {said}"
+    );
+    assert!(said.contains("exited before it was ready"), "{said}");
+    assert_eq!(
+        server.pid_file_pid(),
+        Some(first),
+        "the failed build took the pid file"
+    );
+    assert!(server.cli_with(DEMO, &["status"]).status.success());
+    assert_eq!(get(http, "/").status, 200);
+
     // A build that never says it is ready, and starts a process of its own.
     let hangs = dir.path().join("hangs");
     let child_pid = dir.path().join("child.pid");
@@ -200,14 +222,28 @@ fn a_new_build_that_fails_or_never_gets_ready_leaves_the_running_master_serving(
     let out = server.cli_with(DEMO, &["status", "--json"]);
     assert!(out.status.success());
 
-    // The good build again: it takes over.
-    point(&link, Path::new(DEMO));
-    let (ok, said) = upgrade(&[]);
-    assert!(ok, "{said}");
+    // A good build, in a release directory of its own: it takes over, and the CLI run
+    // through the link (another file than the running master's) finds the master.
+    let release = dir.path().join("release-2");
+    std::fs::create_dir(&release).unwrap();
+    std::fs::copy(DEMO, release.join("brisk-demo")).unwrap();
+    point(&link, &release.join("brisk-demo"));
+    let out = server.cli(&["upgrade"]);
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
     let now = server.pid_file_pid().expect("a pid file");
     assert_ne!(now, first);
+    assert!(said.contains(&format!("master pid {now} serves")), "{said}");
+    let exe = std::fs::read_link(format!("/proc/{now}/exe")).unwrap();
+    assert_eq!(
+        exe,
+        release.join("brisk-demo"),
+        "the new master runs the new release"
+    );
     assert_eq!(get(http, "/").status, 200);
     wait_until(Duration::from_secs(20), "the old master to exit", || {
         !servers::alive(first)
     });
+    server.cli_ok(&["status"]);
 }

@@ -319,8 +319,9 @@ fn read_line_from(s: &mut UnixStream) -> String {
 }
 
 /// `upgrade` with a Unix-socket and a UDP listener: the socket file stays (the new master
-/// takes the same socket, so no client is refused), the new workers answer, a request the
-/// old workers hold is still answered, and the new master's stop removes the file.
+/// takes the same socket, so no client is refused), both answer (old workers still drain, so
+/// not necessarily from a new one), a request an old worker holds is still answered, and the
+/// new master's stop removes the file.
 #[test]
 fn an_upgrade_keeps_the_unix_socket_file_and_the_udp_socket() {
     let dir = temp_dir("unix-upgrade");

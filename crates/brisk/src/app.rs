@@ -453,6 +453,9 @@ impl App {
         let graceful_timeout = self.graceful_timeout;
         match command {
             Command::Start { daemon } => self.start(daemon),
+            // The new master an `upgrade` starts, with the old one's arguments.
+            // (`dev`'s masters run as `start` by their environment, below.)
+            Command::Restart { daemon } if crate::env::is_upgrading() => self.start(daemon),
             Command::Restart { daemon } => {
                 match cli::stop(&paths, graceful_timeout, false) {
                     Ok(()) | Err(Error::NotRunning { .. }) => {}

@@ -3,9 +3,10 @@
 //! (the listeners stay open: a browser or client never sees the port closed), one that fails
 //! leaves the last good build serving. Ctrl-C (or SIGTERM) stops the app and the loop.
 //!
-//! Watching polls the files' modification times twice a second (no inotify: the same on every
-//! file system, containers and network mounts included); a change is acted on once nothing
-//! has changed for a quarter of a second, so an editor's burst of writes is one build.
+//! Watching polls the files' sizes and modification times four times a second (no inotify:
+//! the same on every file system, containers and network mounts included); a change is acted
+//! on once nothing has changed for a quarter of a second, so an editor's burst of writes is
+//! one build. An edit made while a build runs starts another once it ends.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -17,9 +18,8 @@ use crate::run_paths::RunPaths;
 
 /// Set in the environment of the master `dev` starts: there, `dev` runs as `start`.
 const ENV_DEV_MASTER: &str = "BRISK_DEV_MASTER";
-/// How often the watched files are looked at.
-const POLL: Duration = Duration::from_millis(500);
-/// How long the files must stay unchanged before a build starts.
+/// How often the watched files are looked at, and how long they must stay unchanged before
+/// a build starts.
 const SETTLE: Duration = Duration::from_millis(250);
 /// How long the app may take to start.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -70,7 +70,7 @@ impl DevLoop {
         let mut seen = fingerprint(&self.watch);
         let mut changed_at: Option<Instant> = None;
         while !STOP.load(Ordering::Relaxed) {
-            std::thread::sleep(POLL.min(SETTLE));
+            std::thread::sleep(SETTLE);
             if crate::master::pidfile::running_pid(&paths.pid_file()).is_none() {
                 return Err(Error::Config(format!("dev: {} stopped", paths.name)));
             }
@@ -82,9 +82,8 @@ impl DevLoop {
             }
             if changed_at.is_some_and(|t| t.elapsed() >= SETTLE) {
                 changed_at = None;
+                // `seen` is what this build builds: a later edit is a change again.
                 self.rebuild(paths);
-                // What the build wrote (if it writes under a watched path) is not a change.
-                seen = fingerprint(&self.watch);
             }
         }
         println!("dev: stopping {}", paths.name);
@@ -168,8 +167,9 @@ fn start_master(paths: &RunPaths) -> Result<i32> {
         if crate::master::pidfile::running_pid(&paths.pid_file()) == Some(pid)
             && std::os::unix::net::UnixStream::connect(paths.control_socket()).is_ok()
         {
-            // Reaped by whoever adopts it: after an upgrade it is an old master.
-            std::mem::forget(child);
+            // Reaped when it exits (after an upgrade, as an old master) by a thread of
+            // this process, its parent.
+            std::thread::spawn(move || child.wait());
             return Ok(pid);
         }
         if started.elapsed() > START_TIMEOUT {

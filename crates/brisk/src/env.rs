@@ -19,6 +19,12 @@ pub(crate) const ENV_UPGRADE_FD: &str = "BRISK_UPGRADE_FD";
 /// (`App::before_start`, `App::migrate`) before any worker.
 pub(crate) const ENV_STARTUP: &str = "BRISK_STARTUP";
 
+/// Whether an old master started this process to take over from it (`upgrade`): whatever
+/// command its arguments name (`restart`, `dev`), it runs as `start`.
+pub(crate) fn is_upgrading() -> bool {
+    std::env::var_os(ENV_UPGRADE_FD).is_some()
+}
+
 /// This process's worker spec (`SERVICE:INDEX`), if the master started it as a worker.
 pub(crate) fn worker_spec() -> Option<String> {
     std::env::var_os(ENV_WORKER).map(|v| v.to_string_lossy().into_owned())

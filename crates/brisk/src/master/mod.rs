@@ -255,15 +255,21 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
             } else {
                 workers
             };
-            if handed.len() > needed {
+            let mut handed = handed;
+            for (fd, _) in handed.split_off(needed.min(handed.len())) {
                 tracing::warn!(
                     address = %l.address,
-                    "the old master had {} sockets here, this build wants {needed}: the \
-                     others close when its workers stop",
-                    handed.len()
+                    "this build wants {needed} sockets here, fewer than the old master had: \
+                     the others take no new connection and close when its workers stop"
                 );
+                // SAFETY: a socket of this listener's kind the old master handed over; the
+                // listener owns it, and closes it here.
+                let surplus = unsafe { Listener::from_fd(l.address.scheme(), fd.into_raw_fd()) };
+                if let Err(e) = surplus.refuse_new_connections() {
+                    tracing::warn!(error = %e, "cannot stop a surplus socket's handshakes");
+                }
             }
-            for (fd, systemd) in handed.into_iter().take(needed) {
+            for (fd, systemd) in handed {
                 from_systemd |= systemd;
                 // SAFETY: the old master handed this socket over as this listener's; the
                 // listener is its only owner in this process.
@@ -406,6 +412,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         pid_lock.keep_file();
         return result;
     }
+    pid_lock.own_file();
     // Files first: once the pid file is gone and unlocked, another start may bind the same
     // paths.
     for f in &socket_files {

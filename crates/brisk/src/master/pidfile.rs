@@ -31,7 +31,22 @@ pub(crate) fn alive(pid: i32) -> bool {
 /// neither blocks a start nor gets a `stop`'s signal.
 pub(crate) fn running_pid(path: &Path) -> Option<i32> {
     let pid: i32 = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
-    (alive(pid) && runs_this_program(pid)).then_some(pid)
+    // (A master started from another release than this CLI's, behind a switched symbolic
+    // link, holds the file's lock.)
+    (alive(pid) && (runs_this_program(pid) || locked(path))).then_some(pid)
+}
+
+/// Whether a process holds the lock on the pid file at `path`, as a running master does.
+fn locked(path: &Path) -> bool {
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    // SAFETY: flock on a descriptor this function owns; a shared lock it gets is released
+    // as the file closes.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+        return false;
+    }
+    io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }
 
 /// Whether process `pid` runs the same executable as this process (compared by path; a
@@ -119,13 +134,19 @@ impl PidLock {
     }
 
     /// The pid file an old master handed over for `upgrade`, open and locked: the lock
-    /// belongs to the open file, which both masters now share.
+    /// belongs to the open file, which both masters now share. Dropped, it leaves the file
+    /// (the old master's still) until [`own_file`](Self::own_file).
     pub(crate) fn adopt(file: File, path: &Path) -> PidLock {
         PidLock {
             file,
             path: path.to_path_buf(),
-            remove_on_drop: true,
+            remove_on_drop: false,
         }
+    }
+
+    /// Removes the file when dropped: this master has taken over.
+    pub(crate) fn own_file(&mut self) {
+        self.remove_on_drop = true;
     }
 
     /// Another handle on the same open (and locked) file.
@@ -144,11 +165,17 @@ impl PidLock {
     }
 }
 
-/// Writes this process's pid into `file` (a locked pid file, or a handle on one).
+/// Writes this process's pid into `file` (a locked pid file, or a handle on one) in one
+/// write, never truncating it first: a CLI reading the file as an upgrade's new master
+/// takes over finds the old pid or the new one, never an empty file. A pid shorter than
+/// what the file holds is padded with spaces (which readers trim).
 pub(crate) fn write_pid(mut file: &File) -> io::Result<()> {
-    file.set_len(0)?;
+    let held = file.metadata()?.len() as usize;
+    let pid = std::process::id().to_string();
+    let text = format!("{pid:<width$}\n", width = held.saturating_sub(1));
     file.seek(io::SeekFrom::Start(0))?;
-    file.write_all(format!("{}\n", std::process::id()).as_bytes())
+    file.write_all(text.as_bytes())?;
+    file.set_len(text.len() as u64)
 }
 
 impl Drop for PidLock {
@@ -157,5 +184,33 @@ impl Drop for PidLock {
         if self.remove_on_drop {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pid_written_over_a_longer_one_reads_as_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("app.pid");
+        std::fs::write(&path, "123456789012\n").unwrap();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        write_pid(&file).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.trim().parse::<u32>().unwrap(), std::process::id());
+        assert!(text.ends_with('\n'));
+        // Over a shorter one (or none), no padding.
+        std::fs::write(&path, "").unwrap();
+        write_pid(&file).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{}\n", std::process::id())
+        );
     }
 }

@@ -122,7 +122,7 @@ struct Supervisor {
     /// The control socket's listener, once it is served (for an `upgrade` to hand over).
     control_fd: Cell<RawFd>,
     /// The metrics listener's socket, if there is one.
-    metrics_fd: Option<RawFd>,
+    metrics_fd: Cell<Option<RawFd>>,
     started: Instant,
     exited: Notify,
     events: mpsc::UnboundedSender<Event>,
@@ -177,7 +177,7 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             dropped_broadcasts: Cell::new(0),
             cluster,
             control_fd: Cell::new(-1),
-            metrics_fd,
+            metrics_fd: Cell::new(metrics_fd),
             started: Instant::now(),
             exited: Notify::new(),
             events,
@@ -282,9 +282,10 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                         }
                         continue;
                     }
+                    // Set here, not in the task: an upgrade queued next must see it.
+                    sup.reloading.set(true);
                     let sup = sup.clone();
                     tokio::task::spawn_local(async move {
-                        sup.reloading.set(true);
                         super::sd_notify::reloading();
                         let r = sup.reload(graceful).await;
                         sup.reloading.set(false);
@@ -309,8 +310,13 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                     }
                     let serving = (&mut control, &mut metrics_server);
                     match sup.upgrade(ready_timeout, serving).await {
-                        Ok(msg) => {
+                        Ok((msg, new_master)) => {
                             let _ = done.send(Ok(msg));
+                            // What was asked meanwhile is the new master's to do.
+                            rx.close();
+                            while let Ok(ev) = rx.try_recv() {
+                                pass_on(ev, new_master);
+                            }
                             // The new master answers now; this one's workers finish what
                             // they have, the sockets untouched.
                             sup.stop_all(true).await;
@@ -437,6 +443,43 @@ impl Controlled for Supervisor {
         match rx.await {
             Ok(result) => result,
             Err(_) => Err("the master stopped before the upgrade".into()),
+        }
+    }
+}
+
+/// An event that came while this master handed over to `new_master` (an upgrade), passed
+/// on to it as the signal that asks the same, or answered saying where it went.
+fn pass_on(ev: Event, new_master: u32) {
+    let pid = Pid::from_raw(new_master as i32);
+    match ev {
+        Event::Stop { graceful } => {
+            let _ = kill(
+                pid,
+                if graceful {
+                    Signal::SIGQUIT
+                } else {
+                    Signal::SIGTERM
+                },
+            );
+        }
+        Event::Reload { graceful, done } => {
+            let _ = kill(
+                pid,
+                if graceful {
+                    Signal::SIGUSR2
+                } else {
+                    Signal::SIGUSR1
+                },
+            );
+            if let Some(d) = done {
+                let _ = d.send(Ok(format!("the new master (pid {new_master}) reloads")));
+            }
+        }
+        Event::Upgrade { done, .. } => {
+            let _ = done.send(Err(format!(
+                "an upgrade has just replaced this master with pid {new_master}: run upgrade \
+                 again for a newer build"
+            )));
         }
     }
 }

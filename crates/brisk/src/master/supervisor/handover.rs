@@ -21,7 +21,7 @@ impl Supervisor {
             &mut tokio::task::JoinHandle<()>,
             &mut Option<tokio::task::JoinHandle<()>>,
         ),
-    ) -> std::result::Result<String, String> {
+    ) -> std::result::Result<(String, u32), String> {
         let (control, metrics) = serving;
         let t0 = Instant::now();
         super::super::sd_notify::reloading();
@@ -41,11 +41,19 @@ impl Supervisor {
             return failed(why);
         }
         // Copies to serve on again if the new master fails from here.
-        let spare_control = dup_high(self.control_fd.get());
-        let spare_metrics = self.metrics_fd.map(dup_high).transpose();
-        let (Ok(spare_control), Ok(spare_metrics)) = (spare_control, spare_metrics) else {
-            successor.abandon();
-            return failed("cannot keep a copy of the control socket".into());
+        let spare_control = match dup_high(self.control_fd.get()) {
+            Ok(fd) => fd,
+            Err(e) => {
+                successor.abandon();
+                return failed(format!("cannot keep a copy of the control socket: {e}"));
+            }
+        };
+        let spare_metrics = match self.metrics_fd.get().map(dup_high).transpose() {
+            Ok(fd) => fd,
+            Err(e) => {
+                successor.abandon();
+                return failed(format!("cannot keep a copy of the metrics listener: {e}"));
+            }
         };
         // From here a control request waits in the socket's queue for the new master.
         control.abort();
@@ -63,18 +71,25 @@ impl Supervisor {
                     t0.elapsed().as_secs_f64()
                 );
                 tracing::info!("{msg}");
-                Ok(msg)
+                Ok((msg, new))
             }
             Err(why) => {
                 self.plan.shared.set(false);
+                // The new master may have written its pid before it failed.
+                if let Err(e) = super::super::pidfile::write_pid(&self.plan.pid_file) {
+                    tracing::error!("cannot write the pid file again: {e}");
+                }
                 let listener = std::os::unix::net::UnixListener::from(spare_control);
                 self.control_fd.set(listener.as_raw_fd());
                 match control::serve(self.clone(), listener) {
                     Ok(handle) => *control = handle,
                     Err(e) => tracing::error!("cannot serve the control socket again: {e}"),
                 }
+                self.metrics_fd.set(None);
                 if let Some(fd) = spare_metrics {
-                    match self.serve_metrics(fd.into()) {
+                    let listener = std::net::TcpListener::from(fd);
+                    self.metrics_fd.set(Some(listener.as_raw_fd()));
+                    match self.serve_metrics(listener) {
                         Ok(handle) => *metrics = Some(handle),
                         Err(e) => tracing::error!("cannot serve the metrics listener again: {e}"),
                     }
@@ -116,7 +131,7 @@ impl Supervisor {
         Handover {
             pid_file: self.plan.pid_file.as_raw_fd(),
             control: self.control_fd.get(),
-            metrics: self.metrics_fd,
+            metrics: self.metrics_fd.get(),
             listeners,
         }
     }
