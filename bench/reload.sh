@@ -28,14 +28,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_up() {
-    for _ in $(seq 100); do
-        curl -sf -o /dev/null "$URL" && return 0
-        sleep 0.1
-    done
-    echo "server on $URL did not come up" >&2
-    exit 1
-}
+# shellcheck source=bench/lib/load.sh
+source bench/lib/load.sh
 
 # start TARGET: brisk (reuse-port), brisk-shared, or nginx; in the background.
 start() {
@@ -70,13 +64,6 @@ finish() {
     fi
 }
 
-# errors FILE: "requests, connect errors, other errors"
-errors() {
-    python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1])); e = r["errors"]
-print(r["requests"], e["connect"], e["total"] - e["connect"])' "$1"
-}
 
 echo "| target | load | event | requests | refused (connect) | lost (read, write, timeout, status) |"
 echo "|---|---|---|---:|---:|---:|"
