@@ -6,6 +6,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -16,6 +17,37 @@ use common::{demo_args, DEMO};
 
 /// The `dev` process, with its process group killed on drop.
 struct DevProcess(Child);
+
+impl DevProcess {
+    /// `PROGRAM ARGS --run-dir RUN dev --watch SRC --build BUILD` in its own process group,
+    /// its output in `log`.
+    fn start(
+        program: &Path,
+        args: &[String],
+        run: &Path,
+        src: &Path,
+        build: &str,
+        log: &Path,
+    ) -> DevProcess {
+        let out = std::fs::File::create(log).unwrap();
+        let child = Command::new(program)
+            .args(args)
+            .arg("--run-dir")
+            .arg(run)
+            .args(["dev", "--watch"])
+            .arg(src)
+            .args(["--build", build])
+            .env_remove("DATABASE_URL")
+            .env_remove("REDIS_URL")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        DevProcess(child)
+    }
+}
 
 impl Drop for DevProcess {
     fn drop(&mut self) {
@@ -50,25 +82,9 @@ fn dev_rebuilds_on_a_change_swaps_the_build_in_and_keeps_the_last_good_one_on_a_
     let run = dir.path().join("run");
     let _masters = RunDirGuard(run.clone());
     let log = dir.path().join("dev.log");
-    let out = std::fs::File::create(&log).unwrap();
     let (args, http) = demo_args(1);
-    let dev = Command::new(&app)
-        .args(&args)
-        .arg("--run-dir")
-        .arg(&run)
-        .args(["dev", "--watch"])
-        .arg(&src)
-        .arg("--build")
-        .arg(format!("sh {}", build.display()))
-        .env_remove("DATABASE_URL")
-        .env_remove("REDIS_URL")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let mut dev = DevProcess(dev);
+    let build = format!("sh {}", build.display());
+    let mut dev = DevProcess::start(&app, &args, &run, &src, &build, &log);
     let said = || std::fs::read_to_string(&log).unwrap_or_default();
     let pid_file = run.join("brisk-demo.pid");
     let master = || -> Option<i32> { std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok() };
@@ -104,4 +120,35 @@ fn dev_rebuilds_on_a_change_swaps_the_build_in_and_keeps_the_last_good_one_on_a_
     assert!(ended.is_some_and(|s| s.success()), "{ended:?}\n{}", said());
     assert!(!servers::alive(second), "the app was left running");
     assert_eq!(master(), None, "the pid file is left");
+}
+
+#[test]
+fn the_app_stops_when_its_dev_loop_is_killed() {
+    let dir = temp_dir("dev-loop-killed");
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let run = dir.path().join("run");
+    let _masters = RunDirGuard(run.clone());
+    let log = dir.path().join("dev.log");
+    let (args, http) = demo_args(1);
+    let mut dev = DevProcess::start(Path::new(DEMO), &args, &run, &src, "true", &log);
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_until(Duration::from_secs(30), "dev to start the app", || {
+        said().contains("dev: brisk-demo serves")
+    });
+    let pid_file = run.join("brisk-demo.pid");
+    let master: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(http_get(http, "/").map(|r| r.0), Some(200), "{}", said());
+    // SIGKILL to the loop alone: it cannot stop the app; the app stops by itself.
+    dev.0.kill().unwrap();
+    dev.0.wait().unwrap();
+    wait_until(Duration::from_secs(20), "the app to stop", || {
+        !servers::alive(master)
+    });
+    assert!(said().contains("is gone; stopping"), "{}", said());
+    assert!(!pid_file.exists(), "the pid file is left");
 }

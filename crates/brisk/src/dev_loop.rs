@@ -153,6 +153,7 @@ fn start_master(paths: &RunPaths) -> Result<i32> {
     let mut child = Command::new(exe)
         .args(std::env::args_os().skip(1))
         .env(ENV_DEV_MASTER, "1")
+        .env(crate::env::ENV_DEV_LOOP_PID, std::process::id().to_string())
         .stdin(Stdio::null())
         .spawn()
         .map_err(|e| Error::io("dev: cannot start the app", e))?;

@@ -19,6 +19,10 @@ pub(crate) const ENV_UPGRADE_FD: &str = "BRISK_UPGRADE_FD";
 /// (`App::before_start`, `App::migrate`) before any worker.
 pub(crate) const ENV_STARTUP: &str = "BRISK_STARTUP";
 
+/// The pid of the `dev` loop that started this master (or the master it replaced): the master
+/// stops when that process is gone, so an app whose loop was killed does not run on alone.
+pub(crate) const ENV_DEV_LOOP_PID: &str = "BRISK_DEV_LOOP_PID";
+
 /// Whether an old master started this process to take over from it (`upgrade`): whatever
 /// command its arguments name (`restart`, `dev`), it runs as `start`.
 pub(crate) fn is_upgrading() -> bool {

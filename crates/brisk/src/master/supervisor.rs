@@ -262,6 +262,10 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             });
         }
         tokio::task::spawn_local(sup.clone().watch_counters());
+        let dev_loop = std::env::var(crate::env::ENV_DEV_LOOP_PID).ok();
+        if let Some(pid) = dev_loop.and_then(|p| p.parse().ok()) {
+            tokio::task::spawn_local(stop_without_dev_loop(sup.events.clone(), pid));
+        }
         if let Some((scheduler, _)) = &sup.scheduler {
             for i in 0..scheduler.len() {
                 tokio::task::spawn_local(sup.clone().keep_schedule(i));
@@ -443,6 +447,20 @@ impl Controlled for Supervisor {
         match rx.await {
             Ok(result) => result,
             Err(_) => Err("the master stopped before the upgrade".into()),
+        }
+    }
+}
+
+/// Stops the master once the `dev` loop `pid` that started it is gone (killed, say, where it
+/// could not stop the app itself).
+async fn stop_without_dev_loop(events: mpsc::UnboundedSender<Event>, pid: i32) {
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tick.tick().await;
+        if !super::pidfile::alive(pid) {
+            tracing::warn!("the dev loop (pid {pid}) is gone; stopping");
+            let _ = events.send(Event::Stop { graceful: false });
+            return;
         }
     }
 }
