@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::{Error, Result};
+use crate::master::daemon::Started;
 use crate::run_paths::RunPaths;
 
 /// Set in the environment of the master `dev` starts: there, `dev` runs as `start`.
@@ -157,30 +158,24 @@ fn start_master(paths: &RunPaths) -> Result<i32> {
         .stdin(Stdio::null())
         .spawn()
         .map_err(|e| Error::io("dev: cannot start the app", e))?;
-    let started = Instant::now();
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(Error::Config(format!(
-                "dev: the app exited ({status}) before it was ready; its log is above"
-            )));
-        }
-        let pid = child.id() as i32;
-        if crate::master::pidfile::running_pid(&paths.pid_file()) == Some(pid)
-            && std::os::unix::net::UnixStream::connect(paths.control_socket()).is_ok()
-        {
+    match crate::master::daemon::wait_serving(&mut child, paths, START_TIMEOUT) {
+        Started::Serving => {
+            let pid = child.id() as i32;
             // Reaped when it exits (after an upgrade, as an old master) by a thread of
             // this process, its parent.
             std::thread::spawn(move || child.wait());
-            return Ok(pid);
+            Ok(pid)
         }
-        if started.elapsed() > START_TIMEOUT {
+        Started::Exited(status) => Err(Error::Config(format!(
+            "dev: the app exited ({status}) before it was ready; its log is above"
+        ))),
+        Started::NotYet => {
             let _ = child.kill();
-            return Err(Error::Config(format!(
+            Err(Error::Config(format!(
                 "dev: the app was not ready within {} s",
                 START_TIMEOUT.as_secs()
-            )));
+            )))
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -52,34 +52,61 @@ pub(crate) fn start(paths: &RunPaths) -> Result<()> {
     let mut child = cmd
         .spawn()
         .map_err(|e| Error::io("cannot start the background master", e))?;
-    let started = Instant::now();
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            let tail: String = log.get(log_len as usize..).unwrap_or("").to_string();
-            return Err(Error::Config(format!(
-                "the background master exited ({status}) before it was ready; its log {} says:\n{}",
-                log_path.display(),
-                tail.trim_end()
-            )));
-        }
-        let ready = pidfile::running_pid(&paths.pid_file()) == Some(child.id() as i32)
-            && std::os::unix::net::UnixStream::connect(paths.control_socket()).is_ok();
-        if ready {
+    match wait_serving(&mut child, paths, Duration::from_secs(30)) {
+        Started::Serving => {
             println!(
                 "{} started in the background: master pid {}, log {}",
                 paths.name,
                 child.id(),
                 log_path.display()
             );
-            return Ok(());
+            Ok(())
         }
-        if started.elapsed() > Duration::from_secs(30) {
-            return Err(Error::Config(format!(
-                "the background master (pid {}) is not ready after 30 s; see {}",
-                child.id(),
-                log_path.display()
-            )));
+        Started::Exited(status) => {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let tail: String = log.get(log_len as usize..).unwrap_or("").to_string();
+            Err(Error::Config(format!(
+                "the background master exited ({status}) before it was ready; its log {} says:\n{}",
+                log_path.display(),
+                tail.trim_end()
+            )))
+        }
+        Started::NotYet => Err(Error::Config(format!(
+            "the background master (pid {}) is not ready after 30 s; see {}",
+            child.id(),
+            log_path.display()
+        ))),
+    }
+}
+
+/// How a master this process started came up.
+pub(crate) enum Started {
+    /// Its pid is in the pid file and its control socket answers.
+    Serving,
+    /// It exited first.
+    Exited(std::process::ExitStatus),
+    /// Neither within the time given (it still runs).
+    NotYet,
+}
+
+/// Waits (up to `limit`) until `child`, a master of the app at `paths`, serves.
+pub(crate) fn wait_serving(
+    child: &mut std::process::Child,
+    paths: &RunPaths,
+    limit: Duration,
+) -> Started {
+    let started = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Started::Exited(status);
+        }
+        if pidfile::running_pid(&paths.pid_file()) == Some(child.id() as i32)
+            && std::os::unix::net::UnixStream::connect(paths.control_socket()).is_ok()
+        {
+            return Started::Serving;
+        }
+        if started.elapsed() > limit {
+            return Started::NotYet;
         }
         std::thread::sleep(Duration::from_millis(20));
     }

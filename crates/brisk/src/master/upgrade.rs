@@ -282,7 +282,7 @@ impl Predecessor {
         sock.set_cloexec(true)
             .and_then(|()| sock.set_read_timeout(Some(HANDOVER_TIMEOUT)))
             .map_err(|e| bad(format!("descriptor {fd}: {e}")))?;
-        let (header, mut fds) = receive_handover(&link).map_err(|e| bad(e.to_string()))?;
+        let (header, fds) = receive_handover(&link).map_err(|e| bad(e.to_string()))?;
         let header: Header = serde_json::from_slice(&header)
             .map_err(|e| bad(format!("the old master's message: {e}")))?;
         if header.version != HANDOVER_VERSION {
@@ -307,15 +307,12 @@ impl Predecessor {
             metrics: None,
             listeners: Vec::new(),
         };
-        for held in header.held.into_iter().rev() {
-            let fd = fds.pop().expect("as many descriptors as named");
+        for (held, fd) in header.held.into_iter().zip(fds) {
             match held {
                 Held::PidFile => p.pid_file = Some(fd),
                 Held::Control => p.control = Some(fd),
                 Held::Metrics => p.metrics = Some(fd),
-                Held::Listener { address, systemd } => {
-                    p.listeners.insert(0, (address, systemd, fd))
-                }
+                Held::Listener { address, systemd } => p.listeners.push((address, systemd, fd)),
             }
         }
         Ok(Some(p))
