@@ -23,7 +23,8 @@ pub use chromium::{Chromium, Page};
 pub use exposition::{promtool_check, samples, scrape};
 pub use notify_socket::{next_state, systemd_at};
 pub use servers::{
-    http_get, MariaDb, Nginx, Postgres, Prometheus, Redis, RedisCluster, SmtpSecurity, SmtpSink,
+    http_get, MariaDb, Nginx, OtlpReceiver, Postgres, Prometheus, Redis, RedisCluster,
+    SmtpSecurity, SmtpSink,
 };
 pub use tcp_proxy::TcpProxy;
 

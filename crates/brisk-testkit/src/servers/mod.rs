@@ -1,5 +1,5 @@
-//! Real servers for tests: the databases [`Postgres`], [`MariaDb`] and [`Redis`], and the
-//! metrics server [`Prometheus`], each started on
+//! Real servers for tests: the databases [`Postgres`], [`MariaDb`] and [`Redis`], the
+//! metrics server [`Prometheus`] and the OpenTelemetry [`OtlpReceiver`], each started on
 //! loopback on a free port, with its data in a temporary directory, and killed (with every
 //! process it started) when the value is dropped, even if the test failed or panicked.
 //!
@@ -32,6 +32,7 @@ use crate::{free_port, poll, temp_dir, TempDir};
 
 mod mariadb;
 mod nginx;
+mod otlp;
 mod postgres;
 mod prometheus;
 mod redis;
@@ -39,6 +40,7 @@ mod smtp;
 
 pub use mariadb::MariaDb;
 pub use nginx::Nginx;
+pub use otlp::OtlpReceiver;
 pub use postgres::Postgres;
 pub use prometheus::Prometheus;
 pub use redis::{Redis, RedisCluster};
