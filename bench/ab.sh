@@ -10,7 +10,9 @@
 # req/s and of user, kernel and total µs per request, and each ratio to nginx.
 #
 # Usage: bench/ab.sh REF [ROUNDS]        (ROUNDS default 5; DURATION=S per run, default 8;
-#        MODES="keepalive close pipelined" by default; AB_TARGET=axum for examples/axum.rs)
+#        MODES="keepalive close pipelined" by default; AB_TARGET=axum for examples/axum.rs;
+#        AB_PATH=/db to load another path than /; AB_EXTRA="--otlp http://127.0.0.1:4318" adds
+#        flags to the working tree's command only, to measure a setting's cost against REF)
 # The A/A: `bench/ab.sh HEAD` on a clean working tree builds one commit in two directories
 # (builds of one source have differed by ~0.5 µs user per request on GET /; see
 # bench/notes/get-user-time.md): run it beside an A/B whose difference is that small.
@@ -86,7 +88,7 @@ measure() {
     close) load+=(-H "Connection: close") ;;
     pipelined) load=(-t1 -c256 -s bench/pipeline.lua) ;;
     esac
-    local url=("http://127.0.0.1:$PORT/")
+    local url=("http://127.0.0.1:$PORT${AB_PATH:-/}")
     [ "$mode" = pipelined ] && url+=(-- 16)
     taskset -c 1 wrk "${load[@]}" -d2s "${url[@]}" >/dev/null
     local before after out requests
@@ -101,6 +103,7 @@ measure() {
     wait "$leader" 2>/dev/null || true
 }
 
+read -r -a extra <<<"${AB_EXTRA:-}"
 targets=(brisk brisk_old nginx)
 for round in $(seq "$ROUNDS"); do
     order=("${targets[@]}")
@@ -109,7 +112,7 @@ for round in $(seq "$ROUNDS"); do
         for t in "${order[@]}"; do
             echo "round $round/$ROUNDS, $mode: $t" >&2
             case $t in
-            brisk) measure "$t" "$mode" "target/$bin" "${target_args[@]}" \
+            brisk) measure "$t" "$mode" "target/$bin" "${target_args[@]}" "${extra[@]}" \
                 --run-dir "$work/run-$t-$round-$mode" start ;;
             brisk_old) measure "$t" "$mode" "target/ab-old/$bin" "${target_args[@]}" \
                 --run-dir "$work/run-$t-$round-$mode" start ;;
@@ -136,7 +139,9 @@ for line in open(path):
 def cell(values, fmt):
     return f"{fmt(statistics.median(values))} ({fmt(min(values))}..{fmt(max(values))})"
 
-print(f"GET /, 1 worker on CPU 0, wrk -t1 on CPU 1 (-c100; pipelined -c256, 16 deep), {duration:g} s per run; "
+import os
+extra = os.environ.get("AB_EXTRA", "")
+print(f"GET {os.environ.get('AB_PATH', '/')}{' (brisk: ' + extra + ')' if extra else ''}, 1 worker on CPU 0, wrk -t1 on CPU 1 (-c100; pipelined -c256, 16 deep), {duration:g} s per run; "
       f"brisk = working tree, brisk_old = {ref}; median (min..max)\n")
 print("| mode | target | req/s | user µs/req | kernel µs/req | total µs/req | total / nginx | req/s / nginx |")
 print("|---|---|---|---|---|---|---|---|")

@@ -253,6 +253,14 @@ struct Args {
     /// (`Authorization: Bearer …`); `BRISK_METRICS_TOKEN` in the environment wins.
     #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
     metrics_token_file: Option<PathBuf>,
+    /// Send traces to this OpenTelemetry collector's OTLP/HTTP port (e.g.
+    /// http://127.0.0.1:4318); without it, OTEL_EXPORTER_OTLP_ENDPOINT and the other
+    /// OTEL_ variables if set, else no tracing.
+    #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
+    otlp: Option<String>,
+    /// With `--otlp`, the share of requests traced, from 0 to 1 (default 1).
+    #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
+    trace_sample: Option<f64>,
     /// Alert when fewer messages than this are answered per second (every protocol).
     #[arg(help_heading = "Metrics, alerts and logs", long, global = true)]
     alert_throughput_below: Option<f64>,
@@ -814,6 +822,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
     if let Some(address) = args.metrics.clone().or(file.metrics.clone()) {
         app = app.metrics(address);
     }
+    app = app.tracing(tracing(args)?);
     let token_file = args
         .metrics_token_file
         .clone()
@@ -893,4 +902,21 @@ fn main() -> ExitCode {
         eprintln!("brisk-demo: {e:#}");
         ExitCode::FAILURE
     })
+}
+
+/// Where traces go: `--otlp` (sampled by `--trace-sample`), else the OTEL_ variables.
+fn tracing(args: &Args) -> anyhow::Result<Option<brisk::otel::Tracing>> {
+    let Some(url) = &args.otlp else {
+        anyhow::ensure!(
+            args.trace_sample.is_none(),
+            "--trace-sample needs --otlp (the collector to send traces to)"
+        );
+        return Ok(brisk::otel::Tracing::from_env()?);
+    };
+    let tracing = brisk::otel::Tracing::otlp(url)?;
+    Ok(Some(match args.trace_sample {
+        Some(r) if (0.0..=1.0).contains(&r) => tracing.sample(r),
+        Some(r) => anyhow::bail!("--trace-sample {r}: write a share from 0 to 1"),
+        None => tracing,
+    }))
 }

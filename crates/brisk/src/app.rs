@@ -55,6 +55,9 @@ pub struct App {
     pub(crate) startup: Vec<Hook>,
     pub(crate) app_metrics: Vec<&'static dyn crate::metrics::Metric>,
     pub(crate) readiness: Vec<(String, crate::worker::ReadinessCheck)>,
+    /// Where each worker sends its traces, if anywhere.
+    #[cfg(feature = "otel")]
+    tracing: Option<crate::otel::Tracing>,
 }
 
 /// Who sets up logging: see [`App::logging`].
@@ -88,6 +91,8 @@ impl App {
             startup: Vec::new(),
             app_metrics: Vec::new(),
             readiness: Vec::new(),
+            #[cfg(feature = "otel")]
+            tracing: None,
         }
     }
 
@@ -248,6 +253,23 @@ impl App {
     /// ```
     pub fn metrics_token(mut self, token: impl Into<String>) -> Self {
         self.metrics_token = Some(token.into());
+        self
+    }
+
+    /// Traces requests, database and Redis calls, WebSocket messages and queue jobs, and
+    /// sends the spans to an OpenTelemetry collector over OTLP (see [`crate::otel`]); each
+    /// worker exports its own. `None` (the default) traces nothing.
+    ///
+    /// ```no_run
+    /// # fn main() -> brisk::Result<()> {
+    /// # let server = brisk::Server::new("text://127.0.0.1:7000").unwrap();
+    /// // OTEL_EXPORTER_OTLP_ENDPOINT and its friends, if set.
+    /// brisk::App::new("app").server(server).tracing(brisk::otel::Tracing::from_env()?).run();
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "otel")]
+    pub fn tracing(mut self, tracing: impl Into<Option<crate::otel::Tracing>>) -> Self {
+        self.tracing = tracing.into();
         self
     }
 
@@ -564,6 +586,8 @@ impl App {
             index,
             defaults: self.limits,
             readiness: self.readiness,
+            #[cfg(feature = "otel")]
+            tracing: self.tracing.map(|t| (t, self.name)),
         })
     }
 }

@@ -56,7 +56,8 @@
 //!                   replaced), metrics (the app's own counters, gauges and histograms),
 //!                   db_figures (what a worker's database pools report), config (the
 //!                   app's settings, loaded once by the master), open_files, jwt
-//!                   (tokens checked at connect time)
+//!                   (tokens checked at connect time), otel/ (each worker's tracer and
+//!                   its spans)
 //! ```
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
@@ -102,6 +103,10 @@ pub mod mail;
 mod master;
 pub mod metrics;
 mod open_files;
+#[cfg(feature = "otel")]
+pub mod otel;
+#[cfg(not(feature = "otel"))]
+mod otel;
 pub mod process;
 mod process_sample;
 pub mod protocol;
@@ -174,6 +179,11 @@ pub struct GuideHttp;
 #[cfg(all(doctest, feature = "sqlite"))]
 #[doc = include_str!("../../../docs/guide/operations.md")]
 pub struct GuideOperations;
+
+/// The guide's Traces chapter, its examples compiled as doctests.
+#[cfg(all(doctest, feature = "otel"))]
+#[doc = include_str!("../../../docs/guide/tracing.md")]
+pub struct GuideTracing;
 
 /// The guide's Channels chapter, its examples compiled as doctests.
 #[cfg(all(doctest, feature = "channels"))]

@@ -241,7 +241,8 @@ impl Redis {
         &self,
         cmd: &::redis::Cmd,
     ) -> Result<T, RedisError> {
-        self.timed(async |conn| cmd.query_async(conn).await).await
+        let run = self.timed(async |conn| cmd.query_async(conn).await);
+        crate::otel::call(run, crate::otel::Op::Redis(cmd)).await
     }
 
     /// Runs several commands in one round trip (built with `redis::pipe()`), within the
@@ -250,7 +251,8 @@ impl Redis {
         &self,
         pipe: &::redis::Pipeline,
     ) -> Result<T, RedisError> {
-        self.timed(async |conn| pipe.query_async(conn).await).await
+        let run = self.timed(async |conn| pipe.query_async(conn).await);
+        crate::otel::call(run, crate::otel::Op::RedisPipeline).await
     }
 
     /// Runs `query` on the worker's connection within the command timeout.

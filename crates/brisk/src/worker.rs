@@ -29,6 +29,9 @@ pub(crate) struct WorkerSpec {
     pub defaults: Limits,
     /// The app's readiness checks (`App::readiness`), by name.
     pub readiness: Vec<(String, ReadinessCheck)>,
+    /// Where to send traces, and the app's name (the default service name).
+    #[cfg(feature = "otel")]
+    pub tracing: Option<(crate::otel::Tracing, String)>,
 }
 
 /// One of the app's readiness checks: `Ok` when what it checks is reachable.
@@ -105,6 +108,8 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         index,
         defaults,
         readiness,
+        #[cfg(feature = "otel")]
+            tracing: traces,
     } = spec;
     // Shared with the tasks that run them (one per question).
     let readiness = Rc::new(readiness);
@@ -133,8 +138,16 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Outside the runtime: the exporter's HTTP client runs one of its own, on its thread.
+    #[cfg(feature = "otel")]
+    if let Some((settings, app)) = &traces {
+        if let Err(e) = crate::otel::start(settings, app, index) {
+            tracing::error!("cannot trace to {}: {e}", settings.traces_url());
+            return ExitCode::FAILURE;
+        }
+    }
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
+    let exit = local.block_on(&rt, async move {
         // SAFETY: the master passed this descriptor to us and nothing else owns it.
         let std_ipc = unsafe { std::os::unix::net::UnixStream::from_raw_fd(ipc_fd) };
         let _ = std_ipc.set_nonblocking(true);
@@ -260,7 +273,10 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             }
         }
         ExitCode::SUCCESS
-    })
+    });
+    #[cfg(feature = "otel")]
+    crate::otel::stop();
+    exit
 }
 
 /// Runs job `job` (one of the service's schedules) as its own task, and reports how it ended

@@ -102,26 +102,32 @@ impl Db {
 
     /// Every row `sql` returns; parameters are `$1`, `$2`…
     pub async fn query(&self, sql: &str, params: Vec<Value>) -> Result<Vec<Row>, DbError> {
-        match self {
-            #[cfg(feature = "sqlite")]
-            Db::Sqlite(db) => db.query(sql, params).await,
-            #[cfg(feature = "postgres")]
-            Db::Postgres(db) => db.query(sql, params).await,
-            #[cfg(feature = "mysql")]
-            Db::Mysql(db) => db.query(sql, params).await,
-        }
+        let run = async {
+            match self {
+                #[cfg(feature = "sqlite")]
+                Db::Sqlite(db) => db.query(sql, params).await,
+                #[cfg(feature = "postgres")]
+                Db::Postgres(db) => db.query(sql, params).await,
+                #[cfg(feature = "mysql")]
+                Db::Mysql(db) => db.query(sql, params).await,
+            }
+        };
+        crate::otel::call(run, self.traced(sql)).await
     }
 
     /// The first row `sql` returns, if any.
     pub async fn query_one(&self, sql: &str, params: Vec<Value>) -> Result<Option<Row>, DbError> {
-        match self {
-            #[cfg(feature = "sqlite")]
-            Db::Sqlite(db) => db.query_one(sql, params).await,
-            #[cfg(feature = "postgres")]
-            Db::Postgres(db) => db.query_one(sql, params).await,
-            #[cfg(feature = "mysql")]
-            Db::Mysql(db) => db.query_one(sql, params).await,
-        }
+        let run = async {
+            match self {
+                #[cfg(feature = "sqlite")]
+                Db::Sqlite(db) => db.query_one(sql, params).await,
+                #[cfg(feature = "postgres")]
+                Db::Postgres(db) => db.query_one(sql, params).await,
+                #[cfg(feature = "mysql")]
+                Db::Mysql(db) => db.query_one(sql, params).await,
+            }
+        };
+        crate::otel::call(run, self.traced(sql)).await
     }
 
     /// Every row `sql` returns, each as a `T` filled by column name ([`Row::decode`]).
@@ -184,7 +190,9 @@ impl Db {
     ) -> Result<Vec<Vec<Row>>, DbError> {
         match self {
             #[cfg(feature = "postgres")]
-            Db::Postgres(db) => db.query_each(sql, lists).await,
+            Db::Postgres(db) => {
+                crate::otel::call(db.query_each(sql, lists), self.traced(sql)).await
+            }
             #[allow(unreachable_patterns)]
             _ => {
                 let runs = lists.into_iter().map(|params| self.query(sql, params));
@@ -193,30 +201,46 @@ impl Db {
         }
     }
 
+    /// How a traced call of `statement` is described (see [`crate::otel`]).
+    fn traced<'a>(&self, statement: &'a str) -> crate::otel::Op<'a> {
+        let system = match self.kind() {
+            DbKind::Sqlite => "sqlite",
+            DbKind::Postgres => "postgresql",
+            DbKind::Mysql => "mysql",
+        };
+        crate::otel::Op::Db { system, statement }
+    }
+
     /// Runs a statement; returns how many rows it changed.
     pub async fn execute(&self, sql: &str, params: Vec<Value>) -> Result<u64, DbError> {
-        match self {
-            #[cfg(feature = "sqlite")]
-            Db::Sqlite(db) => db.execute(sql, params).await,
-            #[cfg(feature = "postgres")]
-            Db::Postgres(db) => db.execute(sql, params).await,
-            #[cfg(feature = "mysql")]
-            Db::Mysql(db) => db.execute(sql, params).await,
-        }
+        let run = async {
+            match self {
+                #[cfg(feature = "sqlite")]
+                Db::Sqlite(db) => db.execute(sql, params).await,
+                #[cfg(feature = "postgres")]
+                Db::Postgres(db) => db.execute(sql, params).await,
+                #[cfg(feature = "mysql")]
+                Db::Mysql(db) => db.execute(sql, params).await,
+            }
+        };
+        crate::otel::call(run, self.traced(sql)).await
     }
 
     /// Runs several statements separated by `;` (no parameters), such as a schema. A
     /// statement that would open a transaction or change the connection's session for later
     /// callers (`BEGIN`, `SET`, …) is refused: run it in a [`transaction`](Self::transaction).
     pub async fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
-        match self {
-            #[cfg(feature = "sqlite")]
-            Db::Sqlite(db) => db.execute_batch(sql).await,
-            #[cfg(feature = "postgres")]
-            Db::Postgres(db) => db.execute_batch(sql).await,
-            #[cfg(feature = "mysql")]
-            Db::Mysql(db) => db.execute_batch(sql).await,
-        }
+        let run = async {
+            match self {
+                #[cfg(feature = "sqlite")]
+                Db::Sqlite(db) => db.execute_batch(sql).await,
+                #[cfg(feature = "postgres")]
+                Db::Postgres(db) => db.execute_batch(sql).await,
+                #[cfg(feature = "mysql")]
+                Db::Mysql(db) => db.execute_batch(sql).await,
+            }
+        };
+        crate::otel::call(run, self.traced(sql)).await
     }
 
     /// Begins a transaction with the database's default isolation level: it holds one

@@ -151,6 +151,10 @@ pub(super) struct Ticket {
     compress: Option<(http::Method, Option<HeaderValue>)>,
     /// The request's number on its connection, from 1.
     n: u64,
+    /// The request's span, if it is traced (boxed: most requests are not, and the ticket
+    /// moves with every request).
+    #[cfg(feature = "otel")]
+    span: Option<Box<crate::otel::HttpSpan>>,
 }
 
 /// Takes a request in: counts it, refuses ambiguous framing (400) and a declared body over
@@ -189,6 +193,8 @@ pub(super) fn admit(
             (req.method().clone(), accept)
         }),
         n,
+        #[cfg(feature = "otel")]
+        span: crate::otel::server_span(&req, conn.remote).map(Box::new),
     };
     if let Some(why) = super::framing::violation(&req) {
         Stats::add(&stats.rejected, 1);
@@ -208,9 +214,35 @@ pub(super) fn admit(
             ticket,
         );
     }
+    #[cfg(feature = "otel")]
+    if let Some(span) = &ticket.span {
+        return (call_traced(shared, span, req), ticket);
+    }
     match std::panic::catch_unwind(AssertUnwindSafe(|| (shared.handler)(req))) {
         Ok(handling) => (Admitted::Handling(handling), ticket),
         Err(panic) => (Admitted::Panicked(panic), ticket),
+    }
+}
+
+/// Calls the handler in the trace of `span`, the request's: what it runs before its first
+/// await, and each poll of its future. Out of line: most requests are not traced.
+#[cfg(feature = "otel")]
+#[cold]
+#[inline(never)]
+fn call_traced(
+    shared: &HttpShared,
+    span: &crate::otel::HttpSpan,
+    req: Request<RequestBody>,
+) -> Admitted {
+    use opentelemetry::context::FutureExt as _;
+    let cx = span.context();
+    let called = {
+        let _current = cx.clone().attach();
+        std::panic::catch_unwind(AssertUnwindSafe(|| (shared.handler)(req)))
+    };
+    match called {
+        Ok(handling) => Admitted::Handling(Box::pin(handling.with_context(cx))),
+        Err(panic) => Admitted::Panicked(panic),
     }
 }
 
@@ -280,6 +312,10 @@ impl Ticket {
     /// Counts, times and logs `resp`, the request's answer.
     fn account(self, shared: &HttpShared, conn: &HttpConn, resp: Response<Body>) -> Response<Body> {
         let worker = &shared.worker;
+        #[cfg(feature = "otel")]
+        if let Some(span) = self.span {
+            span.end(resp.status().as_u16());
+        }
         if let Some(began) = self.began {
             worker.record_latency(&worker.stats.http_latency, began);
         }

@@ -522,7 +522,12 @@ impl Queue {
         Fut: Future<Output = Result<(), BoxError>>,
     {
         crate::runtime::context::with_stats(|c| c.jobs_running.set(c.jobs_running.get() + 1));
-        let outcome = std::panic::AssertUnwindSafe(handler(job.clone()))
+        let traced = crate::otel::Op::Job {
+            queue: &self.name,
+            id: job.id,
+            attempt: job.attempt,
+        };
+        let outcome = std::panic::AssertUnwindSafe(crate::otel::root(handler(job.clone()), traced))
             .catch_unwind()
             .await;
         crate::runtime::context::with_stats(|c| {

@@ -399,7 +399,12 @@ impl WsEndpoint {
             return Ok(());
         };
         let began = std::time::Instant::now();
-        let result = f(WsConnection { conn }, msg).await;
+        let traced = crate::otel::Op::WsMessage {
+            conn: conn.id(),
+            size: msg.as_bytes().len(),
+            text: matches!(msg, Message::Text(_)),
+        };
+        let result = crate::otel::root(f(WsConnection { conn }, msg), traced).await;
         if let Some(worker) = crate::runtime::context::current() {
             worker.record_latency(&worker.stats.ws_latency, began);
         }

@@ -129,6 +129,19 @@ impl ClientRequest {
 
     /// Sends the request and reads the whole response.
     pub async fn send(self) -> Result<ClientResponse, ClientError> {
-        self.client.execute(self.parts?).await
+        #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
+        let mut parts = self.parts?;
+        #[cfg(feature = "otel")]
+        if let Some(span) =
+            crate::otel::client_request(&mut parts.headers, &parts.method, &parts.uri)
+        {
+            let answer = self.client.execute(parts).await;
+            span.end_client(match &answer {
+                Ok(resp) => Ok(resp.status.as_u16()),
+                Err(e) => Err(e.to_string()),
+            });
+            return answer;
+        }
+        self.client.execute(parts).await
     }
 }
