@@ -142,7 +142,8 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
     #[cfg(feature = "otel")]
     if let Some((settings, app)) = &traces {
         if let Err(e) = crate::otel::start(settings, app, index) {
-            tracing::error!("cannot trace to {}: {e}", settings.traces_url());
+            let url = crate::redact::redacted(settings.traces_url());
+            tracing::error!("cannot trace to {url}: {e}");
             return ExitCode::FAILURE;
         }
     }
@@ -275,7 +276,11 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         ExitCode::SUCCESS
     });
     #[cfg(feature = "otel")]
-    crate::otel::stop();
+    {
+        crate::otel::stop();
+        // What stopping said (spans it could not send).
+        crate::log_file::flush_all();
+    }
     exit
 }
 

@@ -30,7 +30,7 @@ impl LoudExporter {
             .map_err(|e| e.to_string())?;
         Ok(LoudExporter {
             inner,
-            url: url.to_string(),
+            url: crate::redact::redacted(url).into_owned(),
             failing: AtomicBool::new(false),
         })
     }

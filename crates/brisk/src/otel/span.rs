@@ -66,7 +66,7 @@ fn start_server<B>(
         KeyValue::new("network.protocol.version", version(req.version())),
     ];
     if let Some(query) = uri.query() {
-        attributes.push(KeyValue::new("url.query", query.to_string()));
+        attributes.push(KeyValue::new("url.query", scrubbed_query(query)));
     }
     if let Some(agent) = req.headers().get(http::header::USER_AGENT) {
         let agent = String::from_utf8_lossy(agent.as_bytes()).into_owned();
@@ -218,17 +218,39 @@ impl HttpSpan {
     }
 }
 
-/// `uri` without its user information (a password in a URL stays out of traces).
+/// `uri` without its user information, and with the values of its secret-looking query
+/// parameters hidden ([`scrubbed_query`]): credentials stay out of traces.
 fn redacted(uri: &Uri) -> String {
-    match uri.authority() {
-        Some(a) if a.as_str().contains('@') => {
-            let host = a.as_str().rsplit('@').next().unwrap_or_default();
-            let scheme = uri.scheme_str().unwrap_or("http");
-            let path = uri.path_and_query().map_or("/", |p| p.as_str());
-            format!("{scheme}://{host}{path}")
-        }
-        _ => uri.to_string(),
+    let host = uri
+        .authority()
+        .map_or("", |a| a.as_str().rsplit('@').next().unwrap_or(""));
+    let scheme = uri.scheme_str().unwrap_or("http");
+    match uri.query() {
+        Some(q) => format!("{scheme}://{host}{}?{}", uri.path(), scrubbed_query(q)),
+        None => format!("{scheme}://{host}{}", uri.path()),
     }
+}
+
+/// Words that mark a query parameter's value as a secret (`?token=…`, `access_token`,
+/// `api_key`, `password`, `sig`…): its value becomes `***` in a span.
+const SECRET_WORDS: [&str; 7] = ["token", "pass", "secret", "key", "auth", "sig", "jwt"];
+
+/// `query` with the values of the parameters whose names hold a [`SECRET_WORDS`] word hidden.
+fn scrubbed_query(query: &str) -> String {
+    let hide = |name: &str| {
+        let name = percent_encoding::percent_decode_str(name)
+            .decode_utf8_lossy()
+            .to_ascii_lowercase();
+        SECRET_WORDS.iter().any(|w| name.contains(w))
+    };
+    let parts: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if hide(name) => format!("{name}=***"),
+            _ => pair.to_string(),
+        })
+        .collect();
+    parts.join("&")
 }
 
 /// The name and attributes of `op`'s span.
@@ -296,5 +318,23 @@ fn describe(op: &Op<'_>) -> Described {
                 KeyValue::new("brisk.websocket.text", *text),
             ],
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_in_urls_stay_out_of_spans() {
+        assert_eq!(
+            scrubbed_query("room=7&token=eyJhbGc.x.y&Access_Token=abc&q=key%20lime"),
+            "room=7&token=***&Access_Token=***&q=key%20lime"
+        );
+        assert_eq!(scrubbed_query("api%5Fkey=1&n=2"), "api%5Fkey=***&n=2");
+        let uri: Uri = "http://u:pw@api.example:8080/v1/x?sig=s&n=1"
+            .parse()
+            .unwrap();
+        assert_eq!(redacted(&uri), "http://api.example:8080/v1/x?sig=***&n=1");
     }
 }
