@@ -32,6 +32,9 @@ pub(super) struct Active {
 }
 
 thread_local! {
+    /// Whether this thread traces: read first by every request, and without a destructor
+    /// (unlike `ACTIVE`'s), so the read is a plain load.
+    static ON: Cell<bool> = const { Cell::new(false) };
     static ACTIVE: RefCell<Option<Active>> = const { RefCell::new(None) };
     static DRAW: Cell<u64> = Cell::new(seed());
 }
@@ -74,11 +77,13 @@ pub(crate) fn start(settings: &Tracing, service: &str, index: usize) -> Result<(
             threshold,
         })
     });
+    ON.with(|on| on.set(true));
     Ok(())
 }
 
 /// Sends the spans not yet sent and stops tracing in this worker.
 pub(crate) fn stop() {
+    ON.with(|on| on.set(false));
     if let Some(active) = ACTIVE.with(|a| a.borrow_mut().take()) {
         if let Err(e) = active.provider.shutdown_with_timeout(LAST_EXPORT) {
             tracing::warn!("the last traces were not all sent: {e}");
@@ -87,7 +92,11 @@ pub(crate) fn stop() {
 }
 
 /// `f` with the worker's tracer, if it traces.
+#[inline]
 pub(super) fn with_active<T>(f: impl FnOnce(&Active) -> Option<T>) -> Option<T> {
+    if !ON.with(Cell::get) {
+        return None;
+    }
     ACTIVE.with(|a| a.borrow().as_ref().and_then(f))
 }
 
