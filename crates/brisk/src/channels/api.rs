@@ -4,12 +4,15 @@
 //!
 //! | method | body | result |
 //! |---|---|---|
-//! | `publish` | `{"channel":C,"data":D}` | `{"offset":"E:O"}` (`null` without history) |
-//! | `broadcast` | `{"channels":[C…],"data":D}` | `{"results":[{"offset":…} or {"error":…}…]}` |
+//! | `publish` | `{"channel":C,"data":D}` or `{"channel":C,"b64":B}` | `{"offset":"E:O"}` (`null` without history) |
+//! | `broadcast` | `{"channels":[C…],"data":D}` (or `"b64"`) | `{"results":[{"offset":…} or {"error":…}…]}` |
 //! | `disconnect` | `{"user":U,"code":4003,"reason":"…"}` | `{}` |
 //! | `presence` | `{"channel":C}` | `{"clients":N,"users":[U…]}` |
 //! | `history` | `{"channel":C,"limit":N}` | `{"position":"E:O","publications":[…]}` |
 //! | `channels` | `{}` | `{"channels":{C:{"clients":N}…}}` |
+//!
+//! `data` is JSON; `b64` is bytes in base64 (standard alphabet, padded), published as
+//! [`Channels::publish_bytes`] does.
 //!
 //! Answers are `{"result":…}` with 200, or `{"error":{"code":C,"message":"…"}}` with 400 (a
 //! wrong request), 401 (no or a wrong key), 404 (no such method), 405 (not a `POST`), 413 (a
@@ -23,7 +26,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::hub::{ChannelError, Channels};
-use super::wire::ErrorCode;
+use super::wire::{Data, ErrorCode};
 use crate::http::Body;
 
 /// The shortest API key taken.
@@ -88,14 +91,45 @@ fn bad(message: impl std::fmt::Display) -> Failure {
 #[serde(deny_unknown_fields)]
 struct PublishBody {
     channel: String,
-    data: Box<RawValue>,
+    data: Option<Box<RawValue>>,
+    b64: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BroadcastBody {
     channels: Vec<String>,
-    data: Box<RawValue>,
+    data: Option<Box<RawValue>>,
+    b64: Option<String>,
+}
+
+/// What is published, read.
+enum Published {
+    Json(Box<RawValue>),
+    Bytes(Vec<u8>),
+}
+
+impl Published {
+    /// The body's `data` (JSON) or `b64` (bytes in base64).
+    fn of(data: Option<Box<RawValue>>, b64: Option<String>) -> Result<Published, Failure> {
+        use base64::Engine as _;
+        match (data, b64) {
+            (Some(json), None) => Ok(Published::Json(json)),
+            (None, Some(b64)) => base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map(Published::Bytes)
+                .map_err(|e| bad(format!("b64 is not base64: {e}"))),
+            (Some(_), Some(_)) => Err(bad("data or b64, not both")),
+            (None, None) => Err(bad("no data: data (JSON) or b64 (bytes in base64)")),
+        }
+    }
+
+    fn data(&self) -> Data<'_> {
+        match self {
+            Published::Json(json) => Data::Json(json),
+            Published::Bytes(bytes) => Data::of(bytes),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -215,14 +249,16 @@ impl ServerApi {
         match method.as_str() {
             "publish" => {
                 let b: PublishBody = parse(&body)?;
-                let at = c.publish(&b.channel, &b.data).await?;
+                let data = Published::of(b.data, b.b64)?;
+                let at = c.publish_data(&b.channel, data.data()).await?;
                 raw(&json!({ "offset": at.map(|p| p.to_string()) }))
             }
             "broadcast" => {
                 let b: BroadcastBody = parse(&body)?;
+                let data = Published::of(b.data, b.b64)?;
                 let mut results = Vec::with_capacity(b.channels.len());
                 for channel in &b.channels {
-                    results.push(match c.publish(channel, &b.data).await {
+                    results.push(match c.publish_data(channel, data.data()).await {
                         Ok(at) => json!({ "offset": at.map(|p| p.to_string()) }),
                         Err(e) => error_body(e.code as u16, &e.message),
                     });

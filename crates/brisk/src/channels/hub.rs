@@ -12,18 +12,38 @@ use serde_json::value::RawValue;
 
 use super::auth::{AuthFn, Authenticator, CheckFn, KeySource, Refusal, Subject};
 use super::namespace::{namespace_of, valid_name, Namespace};
-use super::wire::{self, ErrorCode, Publication};
+use super::wire::{self, Data, ErrorCode, Format, Publication};
 use crate::jwks_url::JwksUrl;
 use crate::jwt::{Jwt, JwtError};
 use crate::redis::RedisError;
 use crate::ws::{self, Kept, Message, Position};
 
-/// The prefix of the WebSocket group of a channel's subscribers.
+/// The prefix of the WebSocket group of a channel's JSON subscribers.
 const GROUP_PREFIX: &str = "brisk.ch:";
 
-/// The group of `channel`'s subscribers (sockets and event streams).
+/// The prefix of the WebSocket group of a channel's MessagePack subscribers.
+const MSGPACK_GROUP_PREFIX: &str = "brisk.chm:";
+
+/// The group of `channel`'s JSON subscribers (sockets and event streams).
 pub(crate) fn group_of(channel: &str) -> String {
-    format!("{GROUP_PREFIX}{channel}")
+    group_in(Format::Json, channel)
+}
+
+/// The group of `channel`'s subscribers that speak `format`: each gets pushes encoded once
+/// for all of them.
+pub(crate) fn group_in(format: Format, channel: &str) -> String {
+    match format {
+        Format::Json => format!("{GROUP_PREFIX}{channel}"),
+        Format::MsgPack => format!("{MSGPACK_GROUP_PREFIX}{channel}"),
+    }
+}
+
+/// Sends `push` (made in each format) to `channel`'s subscribers of every format, on every
+/// worker and instance.
+pub(crate) fn broadcast_push(channel: &str, push: impl Fn(Format) -> Message) {
+    for format in [Format::Json, Format::MsgPack] {
+        ws::broadcast(&group_in(format, channel), push(format));
+    }
 }
 
 /// The key a user's connections are tagged with.
@@ -251,10 +271,35 @@ impl Channels {
         channel: &str,
         data: &RawValue,
     ) -> Result<Option<Position>, ChannelError> {
+        self.publish_data(channel, Data::Json(data)).await
+    }
+
+    /// Publishes bytes to `channel`'s subscribers, as [`publish`](Channels::publish) does:
+    /// MessagePack clients get them as they are (`bin`); JSON clients get them as `data` if
+    /// they are JSON text, else in base64 as `b64`.
+    ///
+    /// ```no_run
+    /// # async fn f(channels: brisk::channels::Channels) -> Result<(), brisk::channels::ChannelError> {
+    /// channels.publish_bytes("game:7", &[1, 0, 42]).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn publish_bytes(
+        &self,
+        channel: &str,
+        data: &[u8],
+    ) -> Result<Option<Position>, ChannelError> {
+        self.publish_data(channel, Data::of(data)).await
+    }
+
+    pub(crate) async fn publish_data(
+        &self,
+        channel: &str,
+        data: Data<'_>,
+    ) -> Result<Option<Position>, ChannelError> {
         let ns = self.namespace_for(channel)?;
         let position = match &ns.history {
             Some(history) => Some(
-                (history.append(channel, data.get().as_bytes()).await)
+                (history.append(channel, data.bytes()).await)
                     .map_err(|e| ChannelError::unavailable("history", &e))?,
             ),
             None => None,
@@ -263,8 +308,9 @@ impl Channels {
             offset: position.as_ref().map(Position::to_string),
             data,
         };
-        let push = wire::publication_push(channel, &publication);
-        ws::broadcast(&group_of(channel), Message::text(push));
+        broadcast_push(channel, |format| {
+            wire::publication_push(format, channel, &publication)
+        });
         Ok(position)
     }
 
@@ -289,11 +335,18 @@ impl Channels {
                 format!("presence is off for {:?}'s namespace", channel),
             ));
         }
-        let group = group_of(channel);
-        let clients =
-            (ws::presence(&group).await).map_err(|e| ChannelError::unavailable("presence", &e))?;
-        let users = (ws::presence_ids(&group).await)
-            .map_err(|e| ChannelError::unavailable("presence", &e))?;
+        let (mut clients, mut users) = (0, Vec::new());
+        for format in [Format::Json, Format::MsgPack] {
+            let group = group_in(format, channel);
+            clients += (ws::presence(&group).await)
+                .map_err(|e| ChannelError::unavailable("presence", &e))?;
+            users.extend(
+                (ws::presence_ids(&group).await)
+                    .map_err(|e| ChannelError::unavailable("presence", &e))?,
+            );
+        }
+        users.sort_unstable();
+        users.dedup();
         Ok(PresenceInfo { clients, users })
     }
 
@@ -318,12 +371,15 @@ impl Channels {
     /// The channels with subscribers, and how many each has: on every instance with
     /// `App::cluster`, else in this worker.
     pub async fn active(&self) -> Result<Vec<(String, u64)>, ChannelError> {
-        let groups = (ws::groups_with_prefix(GROUP_PREFIX).await)
-            .map_err(|e| ChannelError::unavailable("channels", &e))?;
-        Ok(groups
-            .into_iter()
-            .map(|(g, n)| (g[GROUP_PREFIX.len()..].to_owned(), n))
-            .collect())
+        let mut active = std::collections::BTreeMap::new();
+        for prefix in [GROUP_PREFIX, MSGPACK_GROUP_PREFIX] {
+            let groups = (ws::groups_with_prefix(prefix).await)
+                .map_err(|e| ChannelError::unavailable("channels", &e))?;
+            for (group, n) in groups {
+                *active.entry(group[prefix.len()..].to_owned()).or_insert(0) += n;
+            }
+        }
+        Ok(active.into_iter().collect())
     }
 
     /// The subject of a connect or refresh token.

@@ -6,7 +6,8 @@
 //! and, with `App::cluster`, every instance.
 //!
 //! The protocol (version 1) is described in the guide's "Channels" chapter: one JSON object
-//! per text message; commands carry an `id` and get a reply with it, pushes carry none.
+//! per text message, or with `?format=msgpack` in the URL one MessagePack map per binary
+//! message ([`Format`]); commands carry an `id` and get a reply with it, pushes carry none.
 //!
 //! ```text
 //! → {"id":1,"connect":{"token":"eyJ…"}}
@@ -43,7 +44,7 @@ pub use api::{ServerApi, ShortApiKey, MIN_API_KEY_LEN};
 pub use auth::{Refusal, Subject};
 pub use hub::{ChannelError, ChannelHistory, Channels, PresenceInfo};
 pub use namespace::{Access, Namespace, Publishers, MAX_CHANNEL_LEN};
-pub use wire::{ErrorCode, PROTOCOL_VERSION};
+pub use wire::{ErrorCode, Format, PROTOCOL_VERSION};
 
 /// The close codes a channel connection can end with (besides WebSocket's own, such as 1001
 /// when the server stops and 1008/1013 for a slow consumer).
@@ -56,7 +57,8 @@ pub mod close {
     pub const TOKEN_EXPIRED: u16 = 4002;
     /// The server disconnected the user (the server API's `disconnect`, by default).
     pub const DISCONNECTED: u16 = 4003;
-    /// The client broke the protocol: a message that is not a command, or a binary one.
+    /// The client broke the protocol: a message that is not a command, one of the other
+    /// format (binary in JSON, text in MessagePack), or an unknown `format` in the URL.
     pub const BAD_REQUEST: u16 = 4004;
     /// No `connect` came in time after the WebSocket opened.
     pub const CONNECT_TIMEOUT: u16 = 4005;

@@ -4,10 +4,9 @@
 
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
-use serde_json::value::RawValue;
 
 use super::hub::{ChannelError, ChannelHistory};
-use super::wire::{ErrorCode, Publication};
+use super::wire::{Data, ErrorCode, Publication};
 use crate::ws::{History, Kept, Position, Recovery};
 
 /// A channel's position and, when recovering from a position, whether that worked.
@@ -88,18 +87,9 @@ impl Serialize for Kepts<'_> {
         for kept in self.0 {
             seq.serialize_element(&Publication {
                 offset: Some(kept.position.to_string()),
-                data: data_of(kept),
+                data: Data::of(&kept.payload),
             })?;
         }
         seq.end()
     }
-}
-
-/// A kept publication's data: the JSON it was published with (`null` if the history holds
-/// something else, written by another program).
-pub(crate) fn data_of(kept: &Kept) -> &RawValue {
-    std::str::from_utf8(&kept.payload)
-        .ok()
-        .and_then(|s| serde_json::from_str::<&RawValue>(s).ok())
-        .unwrap_or_else(|| serde_json::from_str("null").expect("null is JSON"))
 }

@@ -7,19 +7,21 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::json;
-use serde_json::value::RawValue;
 
 use super::auth::{now_seconds, subscription_allows, Subject};
 use super::close;
-use super::hub::{group_of, no_history, user_key, ChannelError, Channels};
+use super::hub::{broadcast_push, group_in, no_history, user_key, ChannelError, Channels};
 use super::namespace::{Access, Publishers};
 use super::replay::Replay;
-use super::wire::{self, Command, ErrorCode, Subscribe, PROTOCOL_VERSION};
+use super::wire::PROTOCOL_VERSION;
+use super::wire::{self, Command, Data, Encoded, ErrorCode, Format, Payload, Subscribe};
 use crate::timer::{self, TimerId};
-use crate::ws::{self, Message, Position, WsConnection, WsEndpoint};
+use crate::ws::{Handshake, Message, Position, WsConnection, WsEndpoint};
 
 /// A connection's state (its data).
 struct Session {
+    /// How its messages are encoded.
+    format: Format,
     /// Who it is, once connected (shared: every command reads it, none copies it).
     subject: Option<Rc<Subject>>,
     /// Its id in join and leave pushes: unique across workers and instances.
@@ -41,14 +43,13 @@ impl Session {
     }
 }
 
-/// A command's result, as JSON text; `None` when the command closed the connection.
-type Answer = Result<Option<Box<RawValue>>, ChannelError>;
+/// A command's result, encoded in the connection's format; `None` when the command closed
+/// the connection.
+type Answer = Result<Option<Encoded>, ChannelError>;
 
-/// `value` as a command's result.
-fn answer(value: &impl Serialize) -> Answer {
-    Ok(Some(
-        serde_json::value::to_raw_value(value).expect("results serialize"),
-    ))
+/// `value` as a command's result on `ws`.
+fn answer(ws: &WsConnection, value: &impl Serialize) -> Answer {
+    Ok(Some(wire::encode(format_of(ws), value)))
 }
 
 impl Channels {
@@ -58,9 +59,9 @@ impl Channels {
     pub fn endpoint(&self) -> WsEndpoint {
         let (open, message, closed) = (self.clone(), self.clone(), self.clone());
         WsEndpoint::new()
-            .on_open(move |ws, _| {
+            .on_open(move |ws, handshake| {
                 let channels = open.clone();
-                async move { channels.opened(&ws) }
+                async move { channels.opened(&ws, &handshake) }
             })
             .on_message(move |ws, msg| {
                 let channels = message.clone();
@@ -72,7 +73,8 @@ impl Channels {
             })
     }
 
-    fn opened(&self, ws: &WsConnection) {
+    fn opened(&self, ws: &WsConnection, handshake: &Handshake) {
+        let format = Format::of_path(&handshake.path);
         let deadline = close_after(
             ws,
             self.inner.connect_timeout,
@@ -80,12 +82,16 @@ impl Channels {
             "no connect in time",
         );
         ws.set_data(Session {
+            format: *format.as_ref().unwrap_or(&Format::Json),
             subject: None,
             client: client_id(ws.id()),
             subscriptions: BTreeSet::new(),
             deadline: Some(deadline),
             subscription_deadlines: HashMap::new(),
         });
+        if let Err(why) = format {
+            ws.close(close::BAD_REQUEST, &why);
+        }
     }
 
     fn closed(&self, ws: &WsConnection) {
@@ -107,19 +113,34 @@ impl Channels {
     }
 
     async fn received(&self, ws: &WsConnection, msg: Message) {
-        let Message::Text(text) = msg else {
-            ws.close(close::BAD_REQUEST, "protocol v1 speaks JSON text messages");
-            return;
+        let format = format_of(ws);
+        let bytes = match (format, &msg) {
+            (Format::Json, Message::Text(text)) => text.as_bytes(),
+            (Format::MsgPack, Message::Binary(bytes)) => &bytes[..],
+            (Format::Json, _) => {
+                ws.close(close::BAD_REQUEST, "JSON commands come in text messages");
+                return;
+            }
+            (Format::MsgPack, _) => {
+                ws.close(
+                    close::BAD_REQUEST,
+                    "MessagePack commands come in binary messages",
+                );
+                return;
+            }
         };
-        let (id, command) = match wire::parse(&text) {
+        let (id, command) = match wire::parse(format, bytes) {
             Ok(c) => c,
             Err(bad) => {
                 match bad.id {
-                    Some(id) => reply(ws, wire::error(id, ErrorCode::BadRequest, &bad.why)),
+                    Some(id) => reply(ws, wire::error(format, id, ErrorCode::BadRequest, &bad.why)),
                     // Not echoed: the reason of a close frame is short, and not the client's.
                     None => ws.close(
                         close::BAD_REQUEST,
-                        "not a command: a JSON object with an id",
+                        match format {
+                            Format::Json => "not a command: a JSON object with an id",
+                            Format::MsgPack => "not a command: a MessagePack map with an id",
+                        },
                     ),
                 }
                 return;
@@ -127,7 +148,7 @@ impl Channels {
         };
         let result = match command {
             Command::Connect { token } => self.connect(ws, token).await,
-            Command::Ping => answer(&json!({})),
+            Command::Ping => answer(ws, &json!({})),
             command => match subject_of(ws) {
                 None => Err(ChannelError::new(ErrorCode::NotConnected, "connect first")),
                 Some(subject) => self.command(ws, &subject, command).await,
@@ -136,7 +157,7 @@ impl Channels {
         match result {
             Ok(Some(result)) => reply(ws, wire::result(id, &result)),
             Ok(None) => {}
-            Err(e) => reply(ws, wire::error(id, e.code, &e.message)),
+            Err(e) => reply(ws, wire::error(format, id, e.code, &e.message)),
         }
     }
 
@@ -151,14 +172,14 @@ impl Channels {
                 if !was {
                     return Err(not_subscribed(&channel));
                 }
-                ws.leave(&group_of(&channel));
+                ws.leave(&group_in(format_of(ws), &channel));
                 self.announce(&channel, false, &subject.user, &client);
-                answer(&json!({}))
+                answer(ws, &json!({}))
             }
             Command::Publish { channel, data } => self.publish_as(ws, &channel, &data).await,
             Command::Presence { channel } => {
                 subscribed(ws, &channel)?;
-                answer(&self.presence(&channel).await?)
+                answer(ws, &self.presence(&channel).await?)
             }
             Command::History {
                 channel,
@@ -171,11 +192,14 @@ impl Channels {
                 let Some(history) = &ns.history else {
                     return Err(no_history(&channel));
                 };
-                answer(&Replay::read(history, &channel, Some(&since)).await?)
+                answer(ws, &Replay::read(history, &channel, Some(&since)).await?)
             }
             Command::History { channel, limit, .. } => {
                 subscribed(ws, &channel)?;
-                answer(&self.history(&channel, limit.unwrap_or(usize::MAX)).await?)
+                answer(
+                    ws,
+                    &self.history(&channel, limit.unwrap_or(usize::MAX)).await?,
+                )
             }
             Command::Refresh {
                 token,
@@ -213,12 +237,15 @@ impl Channels {
             s.client.clone()
         });
         self.arm_expiry(ws, subject.expires);
-        answer(&json!({
-            "client": client,
-            "user": subject.user,
-            "version": PROTOCOL_VERSION,
-            "expires": subject.expires,
-        }))
+        answer(
+            ws,
+            &json!({
+                "client": client,
+                "user": subject.user,
+                "version": PROTOCOL_VERSION,
+                "expires": subject.expires,
+            }),
+        )
     }
 
     async fn refresh(&self, ws: &WsConnection, subject: &Subject, token: String) -> Answer {
@@ -238,7 +265,7 @@ impl Channels {
         }
         with_session(ws, |s| s.subject = Some(Rc::new(fresh.clone())));
         self.arm_expiry(ws, fresh.expires);
-        answer(&json!({ "expires": fresh.expires }))
+        answer(ws, &json!({ "expires": fresh.expires }))
     }
 
     /// A new subscription token for a subscribed `channel`: the subscription lasts until its
@@ -266,13 +293,13 @@ impl Channels {
         // namespace, the connect token or the app's check) is left as it is.
         let token_allowed = with_session(ws, |s| s.subscription_deadlines.contains_key(channel));
         if !token_allowed {
-            return answer(&json!({ "channel": channel, "expires": null }));
+            return answer(ws, &json!({ "channel": channel, "expires": null }));
         }
         match expires {
             Some(at) => self.arm_subscription_expiry(ws, channel, at),
             None => with_session(ws, |s| s.forget_deadline(channel)),
         }
-        answer(&json!({ "channel": channel, "expires": expires }))
+        answer(ws, &json!({ "channel": channel, "expires": expires }))
     }
 
     /// Ends the subscription to `channel` at `at` (Unix seconds), unless refreshed first.
@@ -298,10 +325,12 @@ impl Channels {
             (was, user, s.client.clone())
         });
         if let Some((true, Some(user), client)) = ended {
-            ws.leave(&group_of(channel));
+            let format = format_of(ws);
+            ws.leave(&group_in(format, channel));
             reply(
                 ws,
                 wire::unsubscribe_push(
+                    format,
                     channel,
                     ErrorCode::TokenExpired,
                     "the subscription token expired",
@@ -347,7 +376,7 @@ impl Channels {
         let expires =
             (self.may_subscribe(subject, &channel, ns.access, s.token.as_deref())).await?;
         // Join before reading the history, so that no publication falls between the two.
-        let group = group_of(&channel);
+        let group = group_in(format_of(ws), &channel);
         ws.join(&group);
         let replay = match &ns.history {
             Some(history) => match Replay::read(history, &channel, since.as_ref()).await {
@@ -378,11 +407,14 @@ impl Channels {
             #[serde(flatten)]
             subscribed: Subscribed<'a>,
         }
-        answer(&Reply {
-            channel: &channel,
-            expires,
-            subscribed: Subscribed::new(replay.as_ref(), since.is_some()),
-        })
+        answer(
+            ws,
+            &Reply {
+                channel: &channel,
+                expires,
+                subscribed: Subscribed::new(replay.as_ref(), since.is_some()),
+            },
+        )
     }
 
     /// Whether `subject` may subscribe to `channel` (with a subscription `token` if it gave
@@ -431,7 +463,7 @@ impl Channels {
         }))
     }
 
-    async fn publish_as(&self, ws: &WsConnection, channel: &str, data: &RawValue) -> Answer {
+    async fn publish_as(&self, ws: &WsConnection, channel: &str, data: &Payload) -> Answer {
         let ns = self.namespace_for(channel)?;
         match ns.publishers {
             Publishers::Server => {
@@ -442,15 +474,20 @@ impl Channels {
             }
             Publishers::Subscribers => subscribed(ws, channel)?,
         }
-        let position = self.publish(channel, data).await?;
-        answer(&json!({ "offset": position.map(|p| p.to_string()) }))
+        let data = match data {
+            Payload::Json(json) => Data::Json(json),
+            Payload::Bytes(bytes) => Data::of(bytes),
+        };
+        let position = self.publish_data(channel, data).await?;
+        answer(ws, &json!({ "offset": position.map(|p| p.to_string()) }))
     }
 
     /// Tells `channel`'s subscribers that `user` joined or left, if its namespace says so.
     fn announce(&self, channel: &str, joined: bool, user: &str, client: &str) {
         if self.namespace_for(channel).is_ok_and(|ns| ns.join_leave) {
-            let push = wire::presence_push(channel, joined, user, client);
-            ws::broadcast(&group_of(channel), Message::text(push));
+            broadcast_push(channel, |format| {
+                wire::presence_push(format, channel, joined, user, client)
+            });
         }
     }
 }
@@ -491,6 +528,11 @@ fn with_session<R>(ws: &WsConnection, f: impl FnOnce(&mut Session) -> R) -> R {
     ws.with_data(f).expect("a channel connection has a session")
 }
 
+/// The format `ws` speaks (JSON for a connection without a session, which is closing).
+fn format_of(ws: &WsConnection) -> Format {
+    ws.with_data(|s: &mut Session| s.format).unwrap_or_default()
+}
+
 fn subject_of(ws: &WsConnection) -> Option<Rc<Subject>> {
     ws.with_data(|s: &mut Session| s.subject.clone()).flatten()
 }
@@ -510,9 +552,9 @@ fn not_subscribed(channel: &str) -> ChannelError {
     )
 }
 
-fn reply(ws: &WsConnection, text: String) {
+fn reply(ws: &WsConnection, message: Message) {
     // A connection that is gone has nobody to answer.
-    let _ = ws.send_text(text);
+    let _ = ws.send(message);
 }
 
 /// Closes `ws` with `code` after `delay`.
