@@ -14,8 +14,13 @@
  * client.connect();
  * ```
  *
+ * With `format: "msgpack"` it speaks the protocol's binary format (MessagePack): publications'
+ * data is then always a `Uint8Array` of the bytes as published.
+ *
  * The protocol is described in Brisk's guide, chapter "Channels".
  */
+
+import { decode, encode } from "./msgpack.js";
 
 /** The protocol version this client speaks. */
 export const PROTOCOL_VERSION = 1;
@@ -32,6 +37,8 @@ export type SubscriptionState = "subscribing" | "subscribed" | "unsubscribed";
 /** A publication on a channel. */
 export interface Publication {
   channel: string;
+  /** JSON data as a value; bytes that are not JSON as a `Uint8Array` (with the `msgpack`
+   * format: always a `Uint8Array`, JSON publications as their UTF-8 JSON text). */
   data: unknown;
   /** Its position, `epoch:offset`, when the channel keeps a history. */
   offset?: string;
@@ -67,8 +74,13 @@ export class ChannelError extends Error {
   }
 }
 
+/** How the client's messages are encoded: JSON text, or MessagePack in binary messages. */
+export type Format = "json" | "msgpack";
+
 /** How the client connects. */
 export interface ClientOptions {
+  /** The protocol's format (default `"json"`); `"msgpack"` adds `format=msgpack` to the URL. */
+  format?: Format;
   /** A connect token: called before each connect and before the token expires. */
   getToken: () => string | Promise<string>;
   /** The WebSocket constructor (default: the platform's). */
@@ -193,9 +205,18 @@ export class Client extends Emitter<ClientEvents> {
     return this.subscriptions.get(channel);
   }
 
-  /** Publishes `data` to `channel` (where its namespace lets clients publish). */
+  /** Publishes `data` to `channel` (where its namespace lets clients publish): any JSON
+   * value, or with the `msgpack` format a `Uint8Array` of bytes too (other values go as their
+   * JSON text, which JSON clients get as JSON). */
   async publish(channel: string, data: unknown): Promise<{ offset: string | null }> {
     await this.ready();
+    if (this.format() === "msgpack") {
+      const bytes = data instanceof Uint8Array ? data : utf8.encode(JSON.stringify(data));
+      return this.call("publish", { channel, data: bytes });
+    }
+    if (data instanceof Uint8Array) {
+      throw new ChannelError(104, 'bytes are published with the format "msgpack"');
+    }
     return this.call("publish", { channel, data });
   }
 
@@ -208,7 +229,16 @@ export class Client extends Emitter<ClientEvents> {
   /** The last `limit` publications of `channel` (a subscribed one with history). */
   async history(channel: string, limit?: number): Promise<History> {
     await this.ready();
-    return this.call("history", { channel, limit });
+    const result = await this.call("history", { channel, limit });
+    return {
+      position: result.position,
+      publications: result.publications.map((p: any) => ({ offset: p.offset, data: dataOf(p) })),
+    };
+  }
+
+  /** @internal The format this client speaks. */
+  format(): Format {
+    return this.options.format ?? "json";
   }
 
   /** Resolves once connected (within the command timeout). */
@@ -240,7 +270,8 @@ export class Client extends Emitter<ClientEvents> {
         reject(new ChannelError(0, `no reply to ${name} in time`));
       }, this.timeout());
       this.pending.set(id, { resolve, reject, timer });
-      ws.send(JSON.stringify({ id, [name]: body }));
+      const command = { id, [name]: body };
+      ws.send(this.format() === "msgpack" ? encode(command) : JSON.stringify(command));
     });
   }
 
@@ -277,7 +308,8 @@ export class Client extends Emitter<ClientEvents> {
     }
     if (this.stopped) return;
     const Socket = this.options.WebSocket ?? globalThis.WebSocket;
-    const ws = new Socket(this.url);
+    const ws = new Socket(this.format() === "msgpack" ? withQuery(this.url, "format=msgpack") : this.url);
+    ws.binaryType = "arraybuffer";
     this.ws = ws;
     const gone = (code: number, reason: string) => {
       clearTimeout(handshake);
@@ -307,7 +339,7 @@ export class Client extends Emitter<ClientEvents> {
       );
     };
     ws.onmessage = (e: MessageEvent) => {
-      if (ws === this.ws) this.received(String(e.data));
+      if (ws === this.ws) this.received(e.data);
     };
     ws.onclose = (e: CloseEvent) => gone(e.code, e.reason);
     ws.onerror = () => {
@@ -341,12 +373,18 @@ export class Client extends Emitter<ClientEvents> {
     }, refreshDelay(expires));
   }
 
-  private received(text: string): void {
+  private received(data: unknown): void {
     let message: any;
     try {
-      message = JSON.parse(text);
-    } catch {
-      this.emit("error", { error: new Error(`not JSON: ${text.slice(0, 100)}`) });
+      if (this.format() === "msgpack") {
+        if (!(data instanceof ArrayBuffer)) throw new Error("a text message");
+        message = decode(new Uint8Array(data));
+      } else {
+        message = JSON.parse(String(data));
+      }
+    } catch (e) {
+      const what = this.format() === "msgpack" ? "MessagePack" : "JSON";
+      this.emit("error", { error: new Error(`not ${what}: ${asError(e).message}`) });
       return;
     }
     if (typeof message.id === "number") {
@@ -364,7 +402,7 @@ export class Client extends Emitter<ClientEvents> {
     const sub = this.subscriptions.get(message.channel);
     if (!sub) return;
     if (message.pub) {
-      sub.accept({ channel: message.channel, data: message.pub.data, offset: message.pub.offset });
+      sub.accept({ channel: message.channel, data: dataOf(message.pub), offset: message.pub.offset });
     } else if (message.join) {
       sub.presenceChanged("join", { channel: message.channel, ...message.join });
     } else if (message.leave) {
@@ -526,7 +564,7 @@ export class Subscription extends Emitter<SubscriptionEvents> {
       reason: result.reason,
     });
     for (const p of result.publications ?? []) {
-      this.accept({ channel: this.channel, data: p.data, offset: p.offset });
+      this.accept({ channel: this.channel, data: dataOf(p), offset: p.offset });
     }
     for (const p of this.early.splice(0)) this.accept(p);
   }
@@ -648,7 +686,7 @@ export class Subscription extends Emitter<SubscriptionEvents> {
       if (this.state !== "subscribed") return; // the reconnect recovers them
       if (result.recovered) {
         for (const p of result.publications) {
-          this.accept({ channel: this.channel, data: p.data, offset: p.offset });
+          this.accept({ channel: this.channel, data: dataOf(p), offset: p.offset });
         }
         return;
       }
@@ -683,6 +721,25 @@ function split(position: string): [string, number] {
 function refreshDelay(expires: number): number {
   const left = expires * 1000 - Date.now();
   return Math.min(2 ** 31 - 1, Math.max(1000, left > 90000 ? left - 30000 : (left * 2) / 3));
+}
+
+const utf8 = new TextEncoder();
+
+/** A publication's data: `data`, or the bytes of `b64` (bytes a JSON client gets that are not
+ * JSON). */
+function dataOf(p: { data?: unknown; b64?: string }): unknown {
+  if (typeof p.b64 !== "string") return p.data;
+  const text = atob(p.b64);
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+  return bytes;
+}
+
+/** `url` with `pair` added to its query. */
+function withQuery(url: string, pair: string): string {
+  const hash = url.indexOf("#");
+  const base = hash < 0 ? url : url.slice(0, hash);
+  return base + (base.includes("?") ? "&" : "?") + pair + (hash < 0 ? "" : url.slice(hash));
 }
 
 function asError(e: unknown): Error {

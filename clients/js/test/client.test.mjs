@@ -183,6 +183,59 @@ test("a client cut off for 5 s recovers every publication it missed, in order", 
   p.close();
 });
 
+test("the msgpack format: bytes between MessagePack and JSON clients, and recovery", async () => {
+  const port = Number(new URL(httpA).port);
+  const p = await proxy(port);
+  const m = client(httpA, "mia", {
+    format: "msgpack",
+    url: `ws://127.0.0.1:${p.port}/connection/websocket`,
+  });
+  const j = client(httpB, "joe");
+  const got = { mia: [], joe: [] };
+  for (const [c, name] of [[m, "mia"], [j, "joe"]]) {
+    c.subscribe("chat:node-bin").on("publication", (pub) => got[name].push(pub.data));
+    c.connect();
+    await next(c.subscription("chat:node-bin"), "subscribed");
+  }
+  await until("both subscribers counted", async () =>
+    (await api(httpA, "channels", {})).channels["chat:node-bin"]?.clients === 2);
+  const { offset } = await m.publish("chat:node-bin", new Uint8Array([0, 255, 1]));
+  assert.match(offset, /^\d+:\d+$/);
+  await j.publish("chat:node-bin", { n: 1 });
+  await until("both publications on both", () => got.mia.length === 2 && got.joe.length === 2);
+  const text = (bytes) => new TextDecoder().decode(bytes);
+  // The MessagePack client gets bytes; the JSON client gets JSON, and bytes from base64.
+  assert.deepEqual(got.mia[0], new Uint8Array([0, 255, 1]));
+  assert.equal(text(got.mia[1]), '{"n":1}');
+  assert.deepEqual(got.joe[0], new Uint8Array([0, 255, 1]));
+  assert.deepEqual(got.joe[1], { n: 1 });
+  // A JSON value published by the MessagePack client reaches the JSON one as JSON.
+  await m.publish("chat:node-bin", { from: "mia" });
+  await until("the third", () => got.joe.length === 3 && got.mia.length === 3);
+  assert.deepEqual(got.joe[2], { from: "mia" });
+  // Presence and history over MessagePack.
+  assert.deepEqual((await m.presence("chat:node-bin")).users, ["joe", "mia"]);
+  const h = await m.history("chat:node-bin", 3);
+  assert.deepEqual(h.publications[0].data, new Uint8Array([0, 255, 1]));
+  // Cut off: what was published meanwhile (bytes through the API too) comes back in order.
+  const lost = next(m, "disconnected");
+  p.cut();
+  await lost;
+  await api(httpB, "publish", { channel: "chat:node-bin", b64: "AQID" });
+  await j.publish("chat:node-bin", "while away");
+  const back = next(m.subscription("chat:node-bin"), "subscribed");
+  p.restore();
+  assert.equal((await back).recovered, true);
+  await until("the missed two", () => got.mia.length === 5);
+  assert.deepEqual(got.mia[3], new Uint8Array([1, 2, 3]));
+  assert.equal(text(got.mia[4]), '"while away"');
+  // Bytes need the binary format.
+  await assert.rejects(j.publish("chat:node-bin", new Uint8Array([1])), /msgpack/);
+  m.disconnect();
+  j.disconnect();
+  p.close();
+});
+
 test("the token is refreshed before it expires", async () => {
   const c = client(httpA, "finn", { ttl: 6 });
   const closed = [];

@@ -37,11 +37,16 @@ use serde_json::json;
 /// The try-out chat page.
 const PAGE: &str = include_str!("connection.html");
 
-/// The JavaScript client as `npm run build` leaves it in `clients/js`.
-const CLIENT_JS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../clients/js/dist/index.js"
-);
+/// The JavaScript client's modules as `npm run build` leaves them in `clients/js`.
+const CLIENT_DIST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../clients/js/dist/");
+
+/// A module of the JavaScript client that the demo serves.
+pub(crate) enum ClientModule {
+    /// `/connection/client.js`: the client.
+    Index,
+    /// `/connection/msgpack.js`: the MessagePack codec the client imports.
+    MsgPack,
+}
 
 /// The `aud` of the demo's tokens.
 pub(crate) const AUDIENCE: &str = "brisk-demo";
@@ -137,10 +142,15 @@ impl Live {
         r
     }
 
-    /// `/connection/client.js`: the JavaScript client, read from the source tree (the demo
+    /// `/connection/client.js` (`index.js`) and the module it imports
+    /// (`/connection/msgpack.js`): the JavaScript client, read from the source tree (the demo
     /// runs from it).
-    pub(crate) fn client_js(&self) -> Response<Body> {
-        match std::fs::read(CLIENT_JS) {
+    pub(crate) fn client_js(&self, module: ClientModule) -> Response<Body> {
+        let file = match module {
+            ClientModule::Index => "index.js",
+            ClientModule::MsgPack => "msgpack.js",
+        };
+        match std::fs::read(format!("{CLIENT_DIST}{file}")) {
             Ok(js) => {
                 let mut r = Response::new(Body::from(js));
                 r.headers_mut().insert(

@@ -178,7 +178,10 @@ impl Routes {
             "/connection/token" if get => self.live.token(req.uri().query()),
             "/connection" if get => self.live.page(),
             "/connection/sse" if get => Box::pin(self.live.sse(req)).await,
-            "/connection/client.js" if get => self.live.client_js(),
+            "/connection/client.js" if get => self.live.client_js(crate::live::ClientModule::Index),
+            "/connection/msgpack.js" if get => {
+                self.live.client_js(crate::live::ClientModule::MsgPack)
+            }
             "/chat/kick" if req.method() == Method::POST => {
                 crate::chat::kick(req.uri().path_and_query().map_or("", |p| p.as_str()))
             }
