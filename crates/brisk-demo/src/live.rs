@@ -4,6 +4,9 @@
 //! `clients/js`), `/connection/sse` serves the channels as server-sent events, and with
 //! `--api-key-file` the server API answers under `/api/channels/`.
 //!
+//! Clients speak JSON, or MessagePack with `?format=msgpack` (`Channels::msgpack`; off with
+//! `--channels-json-only`).
+//!
 //! Namespaces:
 //! - `chat:ROOM`: any connected user subscribes and publishes; presence and join/leave
 //!   pushes; with `--history N` (and `--redis`), the last N publications are kept and a client
@@ -80,6 +83,7 @@ impl Live {
         keys: TokenKeys,
         history: Option<History>,
         api_key: Option<String>,
+        msgpack: bool,
     ) -> anyhow::Result<Self> {
         let (channels, key_file) = match keys {
             TokenKeys::SecretFile(key_file) => {
@@ -116,7 +120,8 @@ impl Live {
                 "news",
                 with_history(Namespace::new()).subscribe(Access::Connected),
             )
-            .namespace("private", Namespace::new().subscribe(Access::Token));
+            .namespace("private", Namespace::new().subscribe(Access::Token))
+            .msgpack(msgpack);
         let api = match api_key {
             Some(key) => Some(
                 ServerApi::new(channels.clone(), &key)

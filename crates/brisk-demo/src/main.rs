@@ -177,6 +177,10 @@ struct Args {
     /// How often the `--channels-jwks-url` document is fetched again, in seconds.
     #[arg(help_heading = "Channels", long, global = true, default_value_t = 300)]
     channels_jwks_refresh: u64,
+    /// Clients speak JSON only: `?format=msgpack` is refused (close 4004), and each
+    /// publication is broadcast once instead of once per format.
+    #[arg(help_heading = "Channels", long, global = true)]
+    channels_json_only: bool,
     /// An SMTP server for `POST /mail`: `smtp://host:port` (plain),
     /// `smtp://host:port?tls=required` (STARTTLS) or `smtps://host:port` (TLS), with
     /// `user:password@` before the host if it asks for a login.
@@ -618,7 +622,12 @@ fn build(args: &Args) -> anyhow::Result<App> {
             (args.channels_secret_file.clone()).unwrap_or_else(|| run_dir.join("channels.key")),
         ),
     };
-    let live = live::Live::new(token_keys, history.clone(), api_key)?;
+    let live = live::Live::new(
+        token_keys,
+        history.clone(),
+        api_key,
+        !args.channels_json_only,
+    )?;
     let blocks = blocks::Blocks::new(redis.clone());
     let jobs = jobs::Jobs::new(redis.clone());
     let jobs_consumer = redis.clone().map(jobs::consumer);

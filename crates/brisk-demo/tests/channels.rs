@@ -989,4 +989,14 @@ fn messagepack_clients_share_channels_with_json_clients() {
     let (code, reason) = xml.read().unwrap_err().expect("a close frame");
     assert_eq!(code, 4004);
     assert!(reason.contains("xml"), "{reason}");
+    // A server that speaks JSON only says so.
+    let json_only = demo_with(1, &["--channels-json-only"]);
+    let mut refused = MsgClient {
+        ws: MsgClient::open(&json_only, "format=msgpack"),
+        next_id: 1,
+        pushes: VecDeque::new(),
+    };
+    let (code, reason) = refused.read().unwrap_err().expect("a close frame");
+    assert_eq!(code, 4004);
+    assert!(reason.contains("JSON only"), "{reason}");
 }

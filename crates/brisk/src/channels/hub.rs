@@ -38,14 +38,6 @@ pub(crate) fn group_in(format: Format, channel: &str) -> String {
     }
 }
 
-/// Sends `push` (made in each format) to `channel`'s subscribers of every format, on every
-/// worker and instance.
-pub(crate) fn broadcast_push(channel: &str, push: impl Fn(Format) -> Message) {
-    for format in [Format::Json, Format::MsgPack] {
-        ws::broadcast(&group_in(format, channel), push(format));
-    }
-}
-
 /// The key a user's connections are tagged with.
 pub(crate) fn user_key(user: &str) -> String {
     format!("brisk.ch.user:{user}")
@@ -103,6 +95,8 @@ pub(crate) struct Inner {
     pub(crate) namespaces: HashMap<String, Namespace>,
     pub(crate) max_subscriptions: usize,
     pub(crate) connect_timeout: Duration,
+    /// Whether clients may speak MessagePack (`?format=msgpack`).
+    pub(crate) msgpack: bool,
 }
 
 /// Channels that clients subscribe to through the channel protocol
@@ -137,6 +131,7 @@ impl Channels {
                 namespaces: HashMap::new(),
                 max_subscriptions: 128,
                 connect_timeout: Duration::from_secs(10),
+                msgpack: false,
             }),
         }
     }
@@ -239,6 +234,32 @@ impl Channels {
         self.edit(|i| i.connect_timeout = d)
     }
 
+    /// Whether clients may speak the protocol's binary format, MessagePack, by opening the
+    /// endpoint's URL with `?format=msgpack` (default: no, and such clients are closed with
+    /// 4004 saying so). With it, every publication and join/leave push is encoded and
+    /// broadcast once per format, whoever listens: a second broadcast per publication, which
+    /// channels with few subscribers each (a channel per user) feel most.
+    pub fn msgpack(self, on: bool) -> Self {
+        self.edit(|i| i.msgpack = on)
+    }
+
+    /// The formats this server's clients may speak.
+    pub(crate) fn formats(&self) -> &'static [Format] {
+        if self.inner.msgpack {
+            &[Format::Json, Format::MsgPack]
+        } else {
+            &[Format::Json]
+        }
+    }
+
+    /// Sends `push` (made in each format) to `channel`'s subscribers of every format, on
+    /// every worker and instance.
+    pub(crate) fn broadcast_push(&self, channel: &str, push: impl Fn(Format) -> Message) {
+        for &format in self.formats() {
+            ws::broadcast(&group_in(format, channel), push(format));
+        }
+    }
+
     /// The namespace of `channel`, or why there is none.
     pub(crate) fn namespace_for(&self, channel: &str) -> Result<&Namespace, ChannelError> {
         if !valid_name(channel) {
@@ -308,7 +329,7 @@ impl Channels {
             offset: position.as_ref().map(Position::to_string),
             data,
         };
-        broadcast_push(channel, |format| {
+        self.broadcast_push(channel, |format| {
             wire::publication_push(format, channel, &publication)
         });
         Ok(position)
@@ -336,7 +357,7 @@ impl Channels {
             ));
         }
         let (mut clients, mut users) = (0, Vec::new());
-        for format in [Format::Json, Format::MsgPack] {
+        for &format in self.formats() {
             let group = group_in(format, channel);
             clients += (ws::presence(&group).await)
                 .map_err(|e| ChannelError::unavailable("presence", &e))?;
@@ -372,7 +393,11 @@ impl Channels {
     /// `App::cluster`, else in this worker.
     pub async fn active(&self) -> Result<Vec<(String, u64)>, ChannelError> {
         let mut active = std::collections::BTreeMap::new();
-        for prefix in [GROUP_PREFIX, MSGPACK_GROUP_PREFIX] {
+        for &format in self.formats() {
+            let prefix = match format {
+                Format::Json => GROUP_PREFIX,
+                Format::MsgPack => MSGPACK_GROUP_PREFIX,
+            };
             let groups = (ws::groups_with_prefix(prefix).await)
                 .map_err(|e| ChannelError::unavailable("channels", &e))?;
             for (group, n) in groups {

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::auth::{now_seconds, subscription_allows, Subject};
 use super::close;
-use super::hub::{broadcast_push, group_in, no_history, user_key, ChannelError, Channels};
+use super::hub::{group_in, no_history, user_key, ChannelError, Channels};
 use super::namespace::{Access, Publishers};
 use super::replay::Replay;
 use super::wire::PROTOCOL_VERSION;
@@ -74,7 +74,13 @@ impl Channels {
     }
 
     fn opened(&self, ws: &WsConnection, handshake: &Handshake) {
-        let format = Format::of_path(&handshake.path);
+        let format = Format::of_path(&handshake.path).and_then(|f| {
+            if self.formats().contains(&f) {
+                Ok(f)
+            } else {
+                Err("this server speaks JSON only (Channels::msgpack is off)".into())
+            }
+        });
         let deadline = close_after(
             ws,
             self.inner.connect_timeout,
@@ -485,7 +491,7 @@ impl Channels {
     /// Tells `channel`'s subscribers that `user` joined or left, if its namespace says so.
     fn announce(&self, channel: &str, joined: bool, user: &str, client: &str) {
         if self.namespace_for(channel).is_ok_and(|ns| ns.join_leave) {
-            broadcast_push(channel, |format| {
+            self.broadcast_push(channel, |format| {
                 wire::presence_push(format, channel, joined, user, client)
             });
         }
