@@ -175,8 +175,12 @@ fn a_team_chats_on_postgres_and_redis() {
     );
     let (code, reason) = bob_live.expect_close();
     assert_eq!((code, reason.as_str()), (4003, "removed from the room"));
-    // His event stream ends too, after the message he was sent before.
+    // His event stream ends too, after the message he was sent before, with why.
     assert_eq!(bob_events.expect("message")["message"]["body"], sql);
+    assert_eq!(
+        bob_events.next(),
+        Some(json!({ "code": 4003, "reason": "removed from the room" }))
+    );
     assert!(
         bob_events.next().is_none(),
         "the stream goes on after the removal"

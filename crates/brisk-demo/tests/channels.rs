@@ -546,6 +546,17 @@ fn tokens_expire_unless_refreshed() {
     let lapsed = token_with(SECRET, "refreshes", json!({ "exp": now() - 5 }));
     let r = refreshes.call("refresh", json!({ "token": lapsed }));
     assert_eq!(r["error"]["code"], 109, "{r}");
+    // An event stream's token expires too: it ends with a close event saying so.
+    let (r, mut stream) = sse(&a, &format!("token={}&channel=news:x", short("streams", 2)));
+    assert_eq!(r.status, 200);
+    let ended = loop {
+        match read_sse_event_named(&mut stream).expect("a close event before the end") {
+            (Some(name), data) if name == "close" => break data,
+            _ => {}
+        }
+    };
+    assert_eq!(ended, r#"{"code":4002,"reason":"token expired"}"#);
+    assert_eq!(read_sse_event(&mut stream), None);
     assert_eq!(lapses.closed_with().0, 4002);
     // Past the first token's expiry, the refreshed connection still answers.
     wait_until(Duration::from_secs(10), "the first token's expiry", || {
@@ -719,13 +730,22 @@ fn event_streams_get_the_channels_and_recover_too() {
     assert_eq!(missed, [&json!({ "n": 2 }), &json!({ "n": 3 })]);
     let recovered: Vec<&Json> = publications.iter().map(|p| &p["offset"]).collect();
 
-    // `disconnect` ends it. Before the end, a live copy of a recovered publication may still
-    // come from the other instance (clients drop what they have, by offset); nothing else.
+    // `disconnect` ends it, with a last `close` event saying why. Before it, a live copy of
+    // a recovered publication may still come from the other instance (clients drop what they
+    // have, by offset); nothing else.
     api(&a, "disconnect", json!({ "user": "alice" }));
-    while let Some(event) = read_sse_event(&mut s) {
+    let mut closed = None;
+    while let Some((name, event)) = read_sse_event_named(&mut s) {
         let e: Json = serde_json::from_str(&event).unwrap();
-        assert!(recovered.contains(&&e["pub"]["offset"]), "{e}");
+        assert!(closed.is_none(), "an event after the close: {e}");
+        if name.as_deref() == Some("close") {
+            closed = Some(e);
+        } else {
+            assert!(recovered.contains(&&e["pub"]["offset"]), "{e}");
+        }
     }
+    let closed = closed.expect("a close event before the end");
+    assert_eq!(closed["code"], 4003, "{closed}");
 }
 
 #[test]

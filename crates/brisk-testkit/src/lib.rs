@@ -541,8 +541,14 @@ pub fn read_chunked(s: &mut impl Read) -> Vec<u8> {
 
 /// Reads the next server-sent event from a chunked `text/event-stream` body (Brisk sends each
 /// event as one chunk): its `data:` lines joined by newlines, keep-alive comments skipped;
-/// `None` once the stream has ended.
+/// `None` once the stream has ended. The event's type is dropped: see
+/// [`read_sse_event_named`].
 pub fn read_sse_event(s: &mut impl Read) -> Option<String> {
+    read_sse_event_named(s).map(|(_, data)| data)
+}
+
+/// As [`read_sse_event`], with the event's type (its `event:` field, if any).
+pub fn read_sse_event_named(s: &mut impl Read) -> Option<(Option<String>, String)> {
     loop {
         let size_line = read_crlf_line(s);
         let size = usize::from_str_radix(size_line.trim(), 16)
@@ -561,8 +567,12 @@ pub fn read_sse_event(s: &mut impl Read) -> Option<String> {
             .lines()
             .filter_map(|l| l.strip_prefix("data: "))
             .collect();
+        let event = text
+            .lines()
+            .find_map(|l| l.strip_prefix("event: "))
+            .map(str::to_owned);
         if !data.is_empty() {
-            return Some(data.join("\n"));
+            return Some((event, data.join("\n")));
         }
     }
 }

@@ -554,6 +554,14 @@ fn a_websocket_route_in_the_router_knows_its_user_and_reaches_every_worker() {
     let r = request(&mut s, "POST", "/users/cy/kick", None, b"");
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(
+        read_sse_event_named(&mut events),
+        Some((
+            Some("close".into()),
+            r#"{"code":4003,"reason":"removed from the chat"}"#.into()
+        )),
+        "the kick's close event"
+    );
+    assert_eq!(
         read_sse_event(&mut events),
         None,
         "the stream goes on after the kick"

@@ -8,7 +8,9 @@
 //! `since`: `recovered` and the missed `publications` after it, or the `reason`: what
 //! `subscribe` answers), then its publications and join/leave pushes as they come. Publications sent while the stream starts
 //! can come before the recovered ones: order by offset. The stream ends when the token
-//! expires (the client reconnects with a new one) and on the server API's `disconnect`.
+//! expires (the client reconnects with a new one) and on the server API's `disconnect`, each
+//! with a last `event: close` whose data is `{"code":N,"reason":"…"}`: the close code a
+//! WebSocket would get (4002 token expired, 4003 disconnected).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -17,6 +19,7 @@ use http::{header, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
 use super::auth::now_seconds;
+use super::close;
 use super::hub::{group_of, user_key, ChannelError, Channels};
 use super::replay::Replay;
 use super::session::{parse_position, Subscribed};
@@ -129,7 +132,9 @@ impl Channels {
         }
         if let Some(at) = subject.expires {
             let left = at.saturating_sub(now_seconds());
-            timer::add(Duration::from_secs(left), false, move || stream.end());
+            timer::add(Duration::from_secs(left), false, move || {
+                stream.close(close::TOKEN_EXPIRED, "token expired")
+            });
         }
         Ok(response.map(Body::new))
     }

@@ -3,8 +3,9 @@
 //! What [`broadcast`](super::broadcast) and [`send_to`](super::send_to) send to those groups
 //! and keys reaches the stream too, on every worker and instance: each text message as one
 //! `data:` event (its lines as `data:` lines), encoded once per broadcast whatever the number
-//! of streams. [`close_where`](super::close_where) on a key ends the stream; binary messages
-//! pass it by. A stream that falls 256 events behind is ended (the client reconnects). A
+//! of streams. [`close_where`](super::close_where) on a key ends the stream with a last event
+//! `event: close`, `data: {"code":N,"reason":"…"}` (the code and reason a socket would get);
+//! binary messages pass it by. A stream that falls 256 events behind is ended (the client reconnects). A
 //! stream leaves its groups as soon as its response is dropped (its client left). While open,
 //! a stream counts as a member of its groups and keys, in `local_members`, `presence` and
 //! `sockets_of` as a socket does.
@@ -33,8 +34,12 @@ impl OwnedStream {
         group::stream_event_to(self.id, &crate::http::sse::Event::new(text).encode())
     }
 
-    /// Ends the stream (nothing if it has ended).
-    pub(crate) fn end(&self) {
+    /// Ends the stream with a last `event: close` saying why, as
+    /// [`close_where`](super::close_where) ends it (nothing if it has ended).
+    pub(crate) fn close(&self, code: u16, reason: &str) {
+        let mut payload = code.to_be_bytes().to_vec();
+        payload.extend_from_slice(reason.as_bytes());
+        group::stream_event_to(self.id, &group::close_event(&payload));
         group::end_stream(self.id);
     }
 }

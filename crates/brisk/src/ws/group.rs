@@ -85,8 +85,7 @@ pub(crate) fn stream_event_to(id: u64, event: &Bytes) -> bool {
     send_to_stream(id, Some(event))
 }
 
-/// Ends stream `id`, as a close frame would.
-#[cfg(feature = "channels")]
+/// Ends stream `id` (after the events queued before).
 pub(crate) fn end_stream(id: u64) {
     send_to_stream(id, None);
 }
@@ -120,16 +119,36 @@ fn send_to_stream(id: u64, event: Option<&Bytes>) -> bool {
     sent
 }
 
-/// What a broadcast's frame is to event streams: a text message's `data:` event, `None` for
-/// a close frame, or nothing at all (a binary message).
-fn stream_event(frames: &BroadcastFrames) -> Option<Option<Bytes>> {
-    match server_frame_payload(&frames.plain)? {
-        (0x1, text) => Some(Some(
-            sse::Event::new(String::from_utf8_lossy(text)).encode(),
-        )),
-        (0x8, _) => Some(None),
-        _ => None,
+/// What a broadcast's frame is to event streams.
+enum ForStreams {
+    /// A text message: one `data:` event.
+    Data(Bytes),
+    /// A close frame: the stream's last event, `event: close` with
+    /// `{"code":N,"reason":"…"}`, then its end.
+    Close(Bytes),
+    /// Nothing at all (a binary message).
+    Nothing,
+}
+
+fn stream_event(frames: &BroadcastFrames) -> ForStreams {
+    match server_frame_payload(&frames.plain) {
+        Some((0x1, text)) => {
+            ForStreams::Data(sse::Event::new(String::from_utf8_lossy(text)).encode())
+        }
+        Some((0x8, payload)) => ForStreams::Close(close_event(payload)),
+        _ => ForStreams::Nothing,
     }
+}
+
+/// The `event: close` an event stream ends with, from a close frame's payload (code 1005,
+/// "no status", without one).
+pub(crate) fn close_event(payload: &[u8]) -> Bytes {
+    let (code, reason) = match payload {
+        [hi, lo, reason @ ..] => (u16::from_be_bytes([*hi, *lo]), reason),
+        _ => (1005, &[][..]),
+    };
+    let data = serde_json::json!({ "code": code, "reason": String::from_utf8_lossy(reason) });
+    sse::Event::new(data.to_string()).event("close").encode()
 }
 
 /// Has `f` called with the name of each group whose members, or their presence ids, change
@@ -300,14 +319,19 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
     };
     let closing = frames.plain.first() == Some(&CLOSE_FRAME);
     // Encoded for event streams when the first one is met.
-    let mut for_streams: Option<Option<Option<Bytes>>> = None;
+    let mut for_streams: Option<ForStreams> = None;
     let delivered = members
         .into_iter()
         .filter(|&(id, deflate)| {
             if id & STREAM != 0 {
                 return match for_streams.get_or_insert_with(|| stream_event(frames)) {
-                    Some(event) => send_to_stream(id, event.as_ref()),
-                    None => false,
+                    ForStreams::Data(event) => send_to_stream(id, Some(event)),
+                    ForStreams::Close(last) => {
+                        let sent = send_to_stream(id, Some(last));
+                        end_stream(id);
+                        sent
+                    }
+                    ForStreams::Nothing => false,
                 };
             }
             let frame = match &frames.deflated {
