@@ -657,9 +657,15 @@ fn next_event(s: &mut TcpStream) -> Json {
 fn event_streams_get_the_channels_and_recover_too() {
     let (_redis, a, b, _dir) = cluster();
     let alice = token_with(SECRET, "alice", json!({ "channels": ["private:alice"] }));
-    // Refusals, before any event.
-    let (r, _) = sse(&a, &format!("token={alice}&channel=private:bob"));
+    // Refusals, before any event; a channel's names it.
+    let r = get(
+        a.http,
+        &format!("/connection/sse?token={alice}&channel=news:x&channel=private:bob"),
+    );
     assert_eq!(r.status, 403);
+    let refusal: Json = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(refusal["error"]["channel"], "private:bob", "{refusal}");
+    assert_eq!(refusal["error"]["code"], 103, "{refusal}");
     let (r, _) = sse(&a, "token=forged&channel=news:x");
     assert_eq!(r.status, 401);
     let (r, _) = sse(&a, &format!("token={alice}"));
@@ -676,6 +682,10 @@ fn event_streams_get_the_channels_and_recover_too() {
         &format!("token={alice}&channel=news:sse&channel=private:alice"),
     );
     assert_eq!(r.status, 200);
+    let connected = next_event(&mut s);
+    assert_eq!(connected["connected"]["user"], "alice", "{connected}");
+    assert_eq!(connected["connected"]["version"], 1, "{connected}");
+    assert!(connected["connected"]["expires"].is_u64(), "{connected}");
     let first = next_event(&mut s);
     assert_eq!(first["channel"], "news:sse", "{first}");
     // A channel nobody published to yet: offset 0 of a new epoch.
@@ -715,8 +725,10 @@ fn event_streams_get_the_channels_and_recover_too() {
         &b,
         &format!("token={alice}&channel=news:sse&since=news:sse,{one}"),
     );
-    // A publication still on its way between instances may arrive live before the
-    // `subscribed` event (the protocol says so: clients order by offset).
+    // `connected` comes first (sent as the stream joins its groups); a publication still on
+    // its way between instances may arrive live before the `subscribed` event (the protocol
+    // says so: clients order by offset).
+    assert!(next_event(&mut s).get("connected").is_some());
     let subscribed = loop {
         let e = next_event(&mut s);
         if e.get("subscribed").is_some() {

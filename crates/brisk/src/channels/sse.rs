@@ -4,7 +4,7 @@
 //! protocol's pushes, one JSON object per `data:` event.
 //!
 //! `GET …?token=JWT&channel=C&channel=D&since=C,E:O` (or the token in `Authorization:
-//! Bearer`): each channel first gets a `{"channel":C,"subscribed":{"position":…}}` event (with
+//! Bearer`): first `{"connected":{"user":U,"expires":E,"version":1}}`, then each channel gets a `{"channel":C,"subscribed":{"position":…}}` event (with
 //! `since`: `recovered` and the missed `publications` after it, or the `reason`: what
 //! `subscribe` answers), then its publications and join/leave pushes as they come. Publications sent while the stream starts
 //! can come before the recovered ones: order by offset. The stream ends when the token
@@ -23,7 +23,7 @@ use super::close;
 use super::hub::{group_of, user_key, ChannelError, Channels};
 use super::replay::Replay;
 use super::session::{parse_position, Subscribed};
-use super::wire::ErrorCode;
+use super::wire::{ErrorCode, PROTOCOL_VERSION};
 use crate::http::Body;
 use crate::timer;
 use crate::ws::{self, Position};
@@ -98,18 +98,29 @@ impl Channels {
         }
         let mut namespaces = Vec::with_capacity(channels.len());
         for channel in &channels {
-            let ns = self.namespace_for(channel).map_err(bad)?.clone();
-            self.may_subscribe(&subject, channel, ns.access, None)
-                .await
-                .map_err(|e| match e.code {
-                    ErrorCode::PermissionDenied => (StatusCode::FORBIDDEN, error(&e)),
-                    _ => bad(e),
-                })?;
+            // A refusal names its channel: a client can drop it and ask for the others.
+            let refused = |e: ChannelError| {
+                let status = match e.code {
+                    ErrorCode::PermissionDenied => StatusCode::FORBIDDEN,
+                    _ => StatusCode::BAD_REQUEST,
+                };
+                let mut body = error(&e);
+                body["channel"] = json!(channel);
+                (status, body)
+            };
+            let ns = self.namespace_for(channel).map_err(refused)?.clone();
+            (self.may_subscribe(&subject, channel, ns.access, None).await).map_err(refused)?;
             namespaces.push(ns);
         }
         // Subscribed before the histories are read, so that nothing falls between the two.
         let groups: Vec<String> = channels.iter().map(|c| group_of(c)).collect();
         let (stream, response) = ws::owned_event_stream(&groups, &[user_key(&subject.user)]);
+        let connected = json!({ "connected": {
+            "user": subject.user,
+            "expires": subject.expires,
+            "version": PROTOCOL_VERSION,
+        } });
+        stream.send_text(&connected.to_string());
         for (channel, ns) in channels.iter().zip(&namespaces) {
             let since = since.get(channel.as_str());
             let replay = match &ns.history {
