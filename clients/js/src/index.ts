@@ -15,7 +15,8 @@
  * ```
  *
  * With `format: "msgpack"` it speaks the protocol's binary format (MessagePack): publications'
- * data is then always a `Uint8Array` of the bytes as published.
+ * data is then always a `Uint8Array` of the bytes as published. With `sseUrl`, a client whose
+ * WebSocket cannot connect (a proxy that refuses upgrades) listens over server-sent events.
  *
  * The protocol is described in Brisk's guide, chapter "Channels".
  */
@@ -74,6 +75,9 @@ export class ChannelError extends Error {
   }
 }
 
+/** How the client reaches the server: a WebSocket, or (listening only) server-sent events. */
+export type Transport = "websocket" | "sse";
+
 /** How the client's messages are encoded: JSON text, or MessagePack in binary messages. */
 export type Format = "json" | "msgpack";
 
@@ -81,6 +85,16 @@ export type Format = "json" | "msgpack";
 export interface ClientOptions {
   /** The protocol's format (default `"json"`); `"msgpack"` adds `format=msgpack` to the URL. */
   format?: Format;
+  /** The server-sent events URL of the same channels (`Channels::event_stream`; the demo's
+   * `/connection/sse`). With it, a client whose WebSocket fails to open `fallbackAfter` times
+   * in a row listens over one event stream instead: publications in order, recovery, join
+   * and leave, token renewal (the stream is opened again with a new token). Commands
+   * (`publish`, `presence`, `history`) then fail with error 108; subscription tokens are not
+   * sent (a channel that needs one is refused: `unsubscribed` with code 103). */
+  sseUrl?: string;
+  /** WebSocket opens that fail in a row before the client turns to `sseUrl` (default 2; 0:
+   * server-sent events from the start). */
+  fallbackAfter?: number;
   /** A connect token: called before each connect and before the token expires. */
   getToken: () => string | Promise<string>;
   /** The WebSocket constructor (default: the platform's). */
@@ -137,6 +151,8 @@ export interface ClientEvents {
   state: { state: State };
   connected: { client: string; user: string; expires: number | null };
   disconnected: { code: number; reason: string; reconnect: boolean };
+  /** The client turned to server-sent events (WebSocket failed `fallbackAfter` times). */
+  transport: { transport: Transport };
   error: { error: Error };
 }
 
@@ -150,9 +166,18 @@ interface Pending {
 export class Client extends Emitter<ClientEvents> {
   /** The connection's state. */
   state: State = "disconnected";
-  /** This connection's id (after `connected`). */
+  /** This connection's id (after `connected`; none over server-sent events). */
   clientId?: string;
+  /** How the client reaches the server now. */
+  transport: Transport = "websocket";
   private ws?: WebSocket;
+  /** The event stream's request, while it is open (server-sent events). */
+  private stream?: AbortController;
+  /** Over server-sent events with no subscription: no stream until one comes. */
+  private idle = false;
+  /** WebSocket opens that failed in a row. */
+  private failedOpens = 0;
+  private restreamTimer?: ReturnType<typeof setTimeout>;
   private nextId = 1;
   private pending = new Map<number, Pending>();
   private subscriptions = new Map<string, Subscription>();
@@ -174,6 +199,8 @@ export class Client extends Emitter<ClientEvents> {
     if (!this.stopped) return;
     this.stopped = false;
     this.attempts = 0;
+    this.failedOpens = 0;
+    if (this.options.sseUrl && this.options.fallbackAfter === 0) this.transport = "sse";
     void this.open();
   }
 
@@ -182,10 +209,15 @@ export class Client extends Emitter<ClientEvents> {
     this.stopped = true;
     clearTimeout(this.reconnectTimer);
     clearTimeout(this.refreshTimer);
+    clearTimeout(this.restreamTimer);
     const ws = this.ws;
     this.ws = undefined;
+    const stream = this.stream;
+    this.stream = undefined;
+    this.idle = false;
     this.lost(1000, "disconnect called", false);
     ws?.close(1000);
+    stream?.abort();
   }
 
   /** Subscribes to `channel` (now, or once connected; again after each reconnect, recovering
@@ -196,7 +228,8 @@ export class Client extends Emitter<ClientEvents> {
     }
     const sub = new Subscription(this, channel, options);
     this.subscriptions.set(channel, sub);
-    if (this.state === "connected") void sub.start();
+    if (this.transport === "sse") this.restream();
+    else if (this.state === "connected") void sub.start();
     return sub;
   }
 
@@ -259,6 +292,11 @@ export class Client extends Emitter<ClientEvents> {
 
   /** @internal Sends a command and resolves with its result. */
   call(name: string, body: object): Promise<any> {
+    if (this.transport === "sse") {
+      return Promise.reject(
+        new ChannelError(108, `${name} is not available over server-sent events (listening only)`),
+      );
+    }
     const ws = this.ws;
     if (!ws || ws.readyState !== 1) {
       return Promise.reject(new ChannelError(0, "not connected"));
@@ -287,6 +325,22 @@ export class Client extends Emitter<ClientEvents> {
   /** @internal */
   forget(channel: string): void {
     this.subscriptions.delete(channel);
+    this.restream();
+  }
+
+  /** @internal Over server-sent events: opens the stream again (soon, once for many calls),
+   * for the channels subscribed now, each recovering from its position. */
+  restream(): void {
+    if (this.transport !== "sse" || this.stopped || this.restreamTimer) return;
+    if (!this.stream && !this.idle) return; // a reconnect is on its way, with every channel
+    this.restreamTimer = setTimeout(() => {
+      this.restreamTimer = undefined;
+      const old = this.stream;
+      this.stream = undefined;
+      old?.abort();
+      for (const sub of this.subscriptions.values()) sub.paused();
+      void this.openStream();
+    });
   }
 
   private setState(state: State): void {
@@ -297,25 +351,27 @@ export class Client extends Emitter<ClientEvents> {
   }
 
   private async open(): Promise<void> {
+    if (this.transport === "sse") return this.openStream();
     this.setState("connecting");
-    let token: string;
-    try {
-      token = await this.options.getToken();
-    } catch (e) {
-      this.emit("error", { error: asError(e) });
-      this.reconnectLater();
-      return;
-    }
-    if (this.stopped) return;
+    const token = await this.token();
+    if (token === undefined || this.stopped) return;
     const Socket = this.options.WebSocket ?? globalThis.WebSocket;
     const ws = new Socket(this.format() === "msgpack" ? withQuery(this.url, "format=msgpack") : this.url);
     ws.binaryType = "arraybuffer";
     this.ws = ws;
+    let opened = false;
     const gone = (code: number, reason: string) => {
       clearTimeout(handshake);
       if (ws !== this.ws) return;
       this.ws = undefined;
       const terminal = TERMINAL_CLOSE_CODES.includes(code);
+      if (!opened) this.failedOpens += 1;
+      const fallBack =
+        !terminal && !!this.options.sseUrl && this.failedOpens >= (this.options.fallbackAfter ?? 2);
+      if (fallBack) {
+        this.transport = "sse";
+        this.emit("transport", { transport: "sse" });
+      }
       this.lost(code, reason, !terminal);
       if (terminal) this.stopped = true;
       else this.reconnectLater();
@@ -327,6 +383,8 @@ export class Client extends Emitter<ClientEvents> {
       ws.close();
     }, this.timeout());
     ws.onopen = () => {
+      opened = true;
+      this.failedOpens = 0;
       this.call("connect", { token }).then(
         (result) => {
           clearTimeout(handshake);
@@ -354,7 +412,110 @@ export class Client extends Emitter<ClientEvents> {
     this.emit("connected", result);
     this.refreshBefore(result.expires);
     for (const done of this.waiting.splice(0)) done();
-    for (const sub of this.subscriptions.values()) void sub.start();
+    // Over server-sent events the stream subscribed them already.
+    if (this.transport === "websocket") {
+      for (const sub of this.subscriptions.values()) void sub.start();
+    }
+  }
+
+  /** A connect token from the getter; `undefined` (a reconnect planned) when it failed. */
+  private async token(): Promise<string | undefined> {
+    try {
+      return await this.options.getToken();
+    } catch (e) {
+      this.emit("error", { error: asError(e) });
+      this.reconnectLater();
+      return undefined;
+    }
+  }
+
+  /** Opens an event stream of every subscribed channel (server-sent events). */
+  private async openStream(): Promise<void> {
+    if (this.state !== "connected") this.setState("connecting");
+    const token = await this.token();
+    if (token === undefined || this.stopped || this.stream || this.restreamTimer) return;
+    const subs = [...this.subscriptions.values()].filter((s) => s.state !== "unsubscribed");
+    this.idle = subs.length === 0;
+    if (this.idle) return; // opened when a channel is subscribed
+    const query = subs
+      .map((s) => {
+        const since = s.position ? `&since=${encodeURIComponent(`${s.channel},${s.position}`)}` : "";
+        return `channel=${encodeURIComponent(s.channel)}${since}`;
+      })
+      .join("&");
+    const ctrl = new AbortController();
+    this.stream = ctrl;
+    const gone = (code: number, reason: string) => {
+      if (this.stream !== ctrl) return;
+      this.stream = undefined;
+      ctrl.abort();
+      const terminal = TERMINAL_CLOSE_CODES.includes(code);
+      this.lost(code, reason, !terminal);
+      if (terminal) this.stopped = true;
+      else this.reconnectLater();
+    };
+    const head = setTimeout(() => gone(1006, "the event stream did not answer in time"), this.timeout());
+    let response: Response;
+    try {
+      response = await fetch(withQuery(this.options.sseUrl!, query), {
+        headers: { authorization: `Bearer ${token}`, accept: "text/event-stream" },
+        signal: ctrl.signal,
+        cache: "no-store",
+      });
+    } catch (e) {
+      clearTimeout(head);
+      return gone(1006, `the event stream failed: ${asError(e).message}`);
+    } finally {
+      clearTimeout(head);
+    }
+    if (this.stream !== ctrl) return;
+    if (!response.ok) {
+      const error = ((await response.json().catch(() => ({}))) as any).error ?? {};
+      const refused = typeof error.channel === "string" && this.subscriptions.get(error.channel);
+      if (refused && (response.status === 403 || response.status === 400)) {
+        // One channel refused: drop it, ask again for the others.
+        this.stream = undefined;
+        refused.refused(new ChannelError(error.code ?? 103, error.message ?? "refused"));
+        void this.openStream();
+        return;
+      }
+      const code = response.status === 401 && typeof error.code === "number" ? error.code : 1006;
+      return gone(code, error.message ?? `the event stream answered ${response.status}`);
+    }
+    try {
+      await readEvents(response.body!, (name, data) => {
+        if (this.stream !== ctrl) return;
+        if (name === "close") {
+          const close = JSON.parse(data);
+          return gone(close.code, close.reason);
+        }
+        this.streamed(data);
+      });
+    } catch (e) {
+      return gone(1006, `the event stream failed: ${asError(e).message}`);
+    }
+    gone(1006, "the event stream ended");
+  }
+
+  /** One event of the stream: `connected`, a channel's `subscribed`, or a push. */
+  private streamed(data: string): void {
+    let message: any;
+    try {
+      message = JSON.parse(data);
+    } catch (e) {
+      this.emit("error", { error: new Error(`not JSON: ${asError(e).message}`) });
+      return;
+    }
+    if (message.connected) {
+      const { user, expires } = message.connected;
+      this.attempts = 0;
+      if (this.state === "connected") this.refreshBefore(expires);
+      else this.connected({ client: "", user, expires });
+    } else if (message.subscribed) {
+      this.subscriptions.get(message.channel)?.subscribedWith(message.subscribed);
+    } else {
+      this.pushed(message);
+    }
   }
 
   /** Sends `refresh` with a new token before the current one expires. */
@@ -362,6 +523,8 @@ export class Client extends Emitter<ClientEvents> {
     clearTimeout(this.refreshTimer);
     if (expires == null) return;
     this.refreshTimer = setTimeout(async () => {
+      // An event stream is opened again, with a new token.
+      if (this.transport === "sse") return this.restream();
       try {
         const token = await this.options.getToken();
         const result = await this.call("refresh", { token });
@@ -399,6 +562,11 @@ export class Client extends Emitter<ClientEvents> {
       }
       return;
     }
+    this.pushed(message);
+  }
+
+  /** A push: a publication, a join or leave, or the end of a subscription. */
+  private pushed(message: any): void {
     const sub = this.subscriptions.get(message.channel);
     if (!sub) return;
     if (message.pub) {
@@ -510,6 +678,7 @@ export class Subscription extends Emitter<SubscriptionEvents> {
   /** @internal Subscribes on the current connection, recovering from `position`. */
   async start(): Promise<void> {
     if (this.state === "unsubscribed") return;
+    if (this.client.transport === "sse") return this.client.restream();
     const attempt = ++this.attempt;
     clearTimeout(this.retryTimer);
     this.state = "subscribing";
@@ -538,9 +707,7 @@ export class Subscription extends Emitter<SubscriptionEvents> {
         this.retryTimer = setTimeout(() => void this.start(), 1000 + Math.random() * 1000);
       } else {
         // Refused (permission, unknown channel…): asking again would be refused again.
-        this.state = "unsubscribed";
-        this.client.forget(this.channel);
-        this.emit("unsubscribed", { channel: this.channel });
+        this.end(error);
       }
       return;
     }
@@ -550,6 +717,25 @@ export class Subscription extends Emitter<SubscriptionEvents> {
       void this.client.call("unsubscribe", { channel: this.channel }).catch(() => undefined);
       return;
     }
+    this.subscribedWith(result);
+  }
+
+  /** @internal The server refused the subscription (an event stream's 403 or 400). */
+  refused(error: ChannelError): void {
+    this.emit("error", { error });
+    this.end(error);
+  }
+
+  private end(error: ChannelError): void {
+    this.state = "unsubscribed";
+    this.client.forget(this.channel);
+    this.emit("unsubscribed", { channel: this.channel, code: error.code, reason: error.message });
+  }
+
+  /** @internal The subscription is on: `subscribe`'s result, or an event stream's
+   * `subscribed` event (the position, and what recovery found). */
+  subscribedWith(result: any): void {
+    if (this.state === "unsubscribed") return;
     if (result.recovered === false || this.position === undefined) {
       // Nothing to recover from (or it was lost): go on from the channel's position.
       this.position = result.position;
@@ -678,6 +864,8 @@ export class Subscription extends Emitter<SubscriptionEvents> {
   private async fillGap(): Promise<void> {
     this.gapTimer = undefined;
     if (this.held.size === 0 || this.state !== "subscribed") return;
+    // An event stream takes no commands: opened again, it recovers from the position.
+    if (this.client.transport === "sse") return this.client.restream();
     try {
       const result = await this.client.call("history", {
         channel: this.channel,
@@ -733,6 +921,42 @@ function dataOf(p: { data?: unknown; b64?: string }): unknown {
   const bytes = new Uint8Array(text.length);
   for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
   return bytes;
+}
+
+/** Reads a `text/event-stream` body to its end, calling `event` with each event's type (if
+ * any) and data (its `data:` lines joined by newlines); comments and other fields are
+ * skipped. */
+async function readEvents(
+  body: ReadableStream<Uint8Array>,
+  event: (name: string | undefined, data: string) => void,
+): Promise<void> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    // Lines end at CRLF, LF or CR; a CR at the end may be half of a CRLF.
+    buffered += decoder.decode(value, { stream: true });
+    const whole = buffered.endsWith("\r") ? buffered.slice(0, -1) : buffered;
+    const lines = whole.replace(/\r\n?/g, "\n");
+    let end: number;
+    let rest = lines;
+    while ((end = rest.indexOf("\n\n")) >= 0) {
+      let name: string | undefined;
+      const data: string[] = [];
+      for (const line of rest.slice(0, end).split("\n")) {
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "event") name = text;
+        else if (field === "data") data.push(text);
+      }
+      if (data.length > 0) event(name, data.join("\n"));
+      rest = rest.slice(end + 2);
+    }
+    buffered = rest + (whole === buffered ? "" : "\r");
+  }
 }
 
 /** `url` with `pair` added to its query. */

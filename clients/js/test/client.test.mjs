@@ -236,6 +236,60 @@ test("the msgpack format: bytes between MessagePack and JSON clients, and recove
   p.close();
 });
 
+test("over server-sent events when WebSocket cannot connect: in order, recovered, listening only", async () => {
+  const port = Number(new URL(httpA).port);
+  const p = await proxy(port);
+  // Nothing listens on port 1: every WebSocket open fails, and the client turns to SSE.
+  const c = client(httpA, "sid", {
+    url: "ws://127.0.0.1:1/connection/websocket",
+    sseUrl: `http://127.0.0.1:${p.port}/connection/sse`,
+    fallbackAfter: 2,
+  });
+  const got = { news: [], chat: [] };
+  const turned = next(c, "transport");
+  const news = c.subscribe("news:node-sse");
+  news.on("publication", (pub) => got.news.push(pub.data));
+  c.connect();
+  assert.equal((await turned).transport, "sse");
+  await next(news, "subscribed");
+  assert.equal(c.state, "connected");
+  await until("the stream counted", async () =>
+    (await api(httpB, "channels", {})).channels["news:node-sse"]?.clients === 1);
+  await api(httpB, "publish", { channel: "news:node-sse", data: 0 });
+  await api(httpA, "publish", { channel: "news:node-sse", data: 1 });
+  await until("two publications", () => got.news.length === 2);
+  // Commands are not there: said so.
+  await assert.rejects(c.publish("news:node-sse", 2), (e) => e.code === 108 && /server-sent/.test(e.message));
+  // A second channel opens the stream again: the first loses nothing and gets nothing twice.
+  const chat = c.subscribe("chat:node-sse");
+  chat.on("publication", (pub) => got.chat.push(pub.data));
+  await next(chat, "subscribed");
+  await api(httpB, "publish", { channel: "news:node-sse", data: 2 });
+  await api(httpB, "publish", { channel: "chat:node-sse", data: "c0" });
+  await until("both channels", () => got.news.length === 3 && got.chat.length === 1);
+  // A channel the token does not allow is refused alone; the others go on.
+  const denied = next(c.subscribe("private:someone-else"), "unsubscribed");
+  assert.equal((await denied).code, 103);
+  // Cut off: what passed meanwhile is recovered, in order, once.
+  const lost = next(c, "disconnected");
+  p.cut();
+  assert.equal((await lost).reconnect, true);
+  for (let i = 3; i < 6; i++) await api(httpB, "publish", { channel: "news:node-sse", data: i });
+  const back = next(news, "subscribed");
+  p.restore();
+  assert.equal((await back).recovered, true);
+  await until("the missed three", () => got.news.length === 6);
+  assert.deepEqual(got.news, [0, 1, 2, 3, 4, 5]);
+  assert.deepEqual(got.chat, ["c0"]);
+  // The server API's disconnect ends it for good (4003), as it closes a socket.
+  const ended = next(c, "disconnected");
+  await api(httpA, "disconnect", { user: "sid" });
+  const e = await ended;
+  assert.deepEqual([e.code, e.reconnect], [4003, false]);
+  c.disconnect();
+  p.close();
+});
+
 test("the token is refreshed before it expires", async () => {
   const c = client(httpA, "finn", { ttl: 6 });
   const closed = [];
