@@ -1,7 +1,8 @@
 //! Channels for products (`brisk::channels`): `/connection/websocket` speaks the channel
 //! protocol, `/connection/token?user=NAME` hands out try-out tokens, `/connection` is a
 //! try-out chat page on the JavaScript client (`/connection/client.js`, built from
-//! `clients/js`), `/connection/sse` serves the channels as server-sent events, and with
+//! `clients/js`), `/connection/sse` serves the channels as server-sent events and
+//! `/connection/stream` as newline-delimited JSON (HTTP streaming), and with
 //! `--api-key-file` the server API answers under `/api/channels/`.
 //!
 //! Clients speak JSON, or MessagePack with `?format=msgpack` (`Channels::msgpack`; off with
@@ -182,6 +183,11 @@ impl Live {
     /// `/connection/sse?token=…&channel=…`: the channels as server-sent events.
     pub(crate) async fn sse(&self, req: Request<RequestBody>) -> Response<Body> {
         self.channels.event_stream(&req).await
+    }
+
+    /// `/connection/stream?token=…&channel=…`: the channels as newline-delimited JSON.
+    pub(crate) async fn http_stream(&self, req: Request<RequestBody>) -> Response<Body> {
+        self.channels.http_stream(&req).await
     }
 
     /// `/api/channels/METHOD`.

@@ -178,6 +178,7 @@ impl Routes {
             "/connection/token" if get => self.live.token(req.uri().query()),
             "/connection" if get => self.live.page(),
             "/connection/sse" if get => Box::pin(self.live.sse(req)).await,
+            "/connection/stream" if get => Box::pin(self.live.http_stream(req)).await,
             "/connection/client.js" if get => self.live.client_js(crate::live::ClientModule::Index),
             "/connection/msgpack.js" if get => {
                 self.live.client_js(crate::live::ClientModule::MsgPack)

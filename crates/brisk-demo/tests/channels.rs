@@ -653,6 +653,70 @@ fn next_event(s: &mut TcpStream) -> Json {
     serde_json::from_str(&data).unwrap_or_else(|e| panic!("{e}: {data}"))
 }
 
+/// The next line of a chunked `application/x-ndjson` body (Brisk sends one per chunk), as
+/// JSON; `None` at its end.
+fn next_line(s: &mut TcpStream) -> Option<Json> {
+    use std::io::Read;
+    let size = usize::from_str_radix(read_crlf_line(s).trim(), 16).expect("a chunk size");
+    if size == 0 {
+        return None;
+    }
+    let mut chunk = vec![0u8; size + 2];
+    s.read_exact(&mut chunk).unwrap();
+    let line = std::str::from_utf8(&chunk[..size]).unwrap();
+    assert!(
+        line.ends_with('\n') && line.matches('\n').count() == 1,
+        "{line:?}"
+    );
+    Some(serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+}
+
+#[test]
+fn http_streams_get_the_channels_as_lines() {
+    use std::io::Write;
+    let (_redis, a, b, _dir) = cluster();
+    let alice = token_with(SECRET, "alice", json!({}));
+    // Refusals as the event stream's.
+    let r = get(
+        a.http,
+        &format!("/connection/stream?token={alice}&channel=private:bob"),
+    );
+    assert_eq!(r.status, 403);
+    let mut s = connect(b.http);
+    let req = format!(
+        "GET /connection/stream?token={alice}&channel=news:lines HTTP/1.1\r\nHost: t\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let head = read_response_head(&mut s);
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-type"), Some("application/x-ndjson"));
+    assert_eq!(next_line(&mut s).unwrap()["connected"]["user"], "alice");
+    let subscribed = next_line(&mut s).unwrap();
+    assert_eq!(subscribed["channel"], "news:lines", "{subscribed}");
+    assert!(
+        subscribed["subscribed"]["position"].is_string(),
+        "{subscribed}"
+    );
+    wait_for_clients(&a, "news:lines", 1);
+    let (_, r) = api(
+        &a,
+        "publish",
+        json!({ "channel": "news:lines", "data": { "n": 1 } }),
+    );
+    let offset = r["result"]["offset"].clone();
+    assert_eq!(
+        next_line(&mut s).unwrap(),
+        json!({ "channel": "news:lines", "pub": { "offset": offset, "data": { "n": 1 } } })
+    );
+    api(&a, "disconnect", json!({ "user": "alice" }));
+    assert_eq!(
+        next_line(&mut s).unwrap(),
+        json!({ "close": { "code": 4003, "reason": "" } })
+    );
+    assert_eq!(next_line(&mut s), None);
+}
+
 #[test]
 fn event_streams_get_the_channels_and_recover_too() {
     let (_redis, a, b, _dir) = cluster();

@@ -33,6 +33,7 @@
 
 mod api;
 mod auth;
+mod http_stream;
 mod hub;
 mod namespace;
 mod replay;
