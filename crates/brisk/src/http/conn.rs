@@ -1,6 +1,6 @@
-//! One HTTP connection: hyper's HTTP/1.1 state machine on an [`HttpIo`] (under a
-//! [`FramingGuard`], through rustls for
-//! `https://`, with HTTP/2 when ALPN picks it), registered with the worker for stats,
+//! One HTTP connection: hyper's HTTP/1.1 state machine on an [`HttpIo`] (on one of the
+//! [stacks](super::upgraded) named once for upgrades: under the framing guard, through
+//! rustls for `https://`), with HTTP/2 when ALPN picks it, registered with the worker for stats,
 //! `connections`, idle timeout and graceful stop.
 
 use std::cell::Cell;
@@ -19,12 +19,11 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use super::framing_guard::FramingGuard;
 use super::h1;
-use super::head_timeout::HeadTimeoutIo;
 use super::io::{Activity, HttpIo};
 use super::respond::{respond, until_sent};
 use super::state::{HttpConn, HttpShared};
+use super::upgraded;
 use super::RequestBody;
 use crate::runtime::WorkerCtx;
 use crate::stats::Stats;
@@ -65,7 +64,7 @@ async fn serve_registered(shared: Rc<HttpShared>, conn: Rc<HttpConn>, stream: Tc
         None => match drive(&conn, pin!(h1::serve(&shared, &conn, io)), Shutdown::AtOnce, |_| {}).await {
             // Boxed: a connection that never needs hyper does not carry its state.
             Some(h1::Exit::Handover(io)) => {
-                let io = TokioIo::new(guarded(io, &shared.http));
+                let io = upgraded::plain(io, &shared.http);
                 let http = Box::pin(shared.builder.serve_connection(io, svc).with_upgrades());
                 drive(&conn, http, Shutdown::AfterGrace, |c| c.graceful_shutdown())
                     .await
@@ -91,8 +90,7 @@ async fn serve_registered(shared: Rc<HttpShared>, conn: Rc<HttpConn>, stream: Tc
                         drive(&conn, http, Shutdown::AtOnce, |c| c.graceful_shutdown()).await
                     } else {
                         conn.tls_h1.set(true);
-                        let io = HeadTimeoutIo::new(stream, conn.activity.clone());
-                        let io = TokioIo::new(guarded(io, &shared.http));
+                        let io = upgraded::tls(stream, conn.activity.clone(), &shared.http);
                         let http = pin!(shared.builder.serve_connection(io, svc).with_upgrades());
                         drive(&conn, http, Shutdown::AfterGrace, |c| c.graceful_shutdown()).await
                     }
@@ -221,12 +219,6 @@ fn on_connection_error(worker: &WorkerCtx, conn: &HttpConn, e: &hyper::Error) {
     } else {
         tracing::debug!(conn = conn.id, error = %e, "connection error");
     }
-}
-
-/// `io` under a [`FramingGuard`] with hyper's head limits for the connection.
-fn guarded<T>(io: T, http: &super::limits::HttpLimits) -> FramingGuard<T> {
-    // hyper's read buffer holds a head of up to `max_buf_size` (see `start.rs`).
-    FramingGuard::new(io, http.max_header_bytes.max(8192), http.max_headers)
 }
 
 #[cfg(test)]

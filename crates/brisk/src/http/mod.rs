@@ -41,6 +41,7 @@ pub mod static_files;
 mod sys;
 #[cfg(test)]
 mod testing;
+mod upgraded;
 mod write_through;
 
 pub use body::Body;
@@ -49,6 +50,5 @@ pub use limits::HttpLimits;
 pub use request_body::RequestBody;
 pub use server::{HttpServer, IntoResponse};
 
-pub(crate) use framing_guard::FramingGuard;
-pub(crate) use head_timeout::HeadTimeoutIo;
 pub(crate) use response_head::has_token;
+pub(crate) use upgraded::take_upgraded;

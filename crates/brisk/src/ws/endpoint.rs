@@ -6,7 +6,7 @@ use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 
 use super::codec::{Attached, Handshake, WsCodec, WsFrame};
@@ -14,14 +14,13 @@ use super::deflate::{self, Agreement};
 use super::origin::OriginPolicy;
 use super::{group, Message, Utf8Bytes};
 use crate::error::Result;
-use crate::http::{has_token, Body, FramingGuard, HeadTimeoutIo, HttpIo};
+use crate::http::{has_token, take_upgraded, Body};
 use crate::limits::Limits;
 use crate::runtime::connection::{serve_with, Callbacks, Connection, SendError, ServerShared};
 use crate::runtime::context::{self as worker, WorkerCtx};
 use crate::runtime::handler::{boxed, BoxError, HandlerFuture, HandlerOutput};
-use crate::runtime::stream::{PeerAddr, Stream};
+use crate::runtime::stream::PeerAddr;
 use crate::runtime::sweep::close_stalled_handshakes;
-use crate::runtime::tls_stream::TlsSocket;
 use crate::stats::Stats;
 
 type OpenFn = Rc<dyn Fn(WsConnection, Handshake) -> HandlerFuture>;
@@ -565,37 +564,6 @@ async fn heartbeat(worker: Rc<WorkerCtx>, ping: Duration, dead: Duration, handsh
             } else {
                 c.keepalive();
             }
-        }
-    }
-}
-
-/// The socket under an upgraded HTTP connection (plain or TLS), and the bytes hyper read
-/// past the handshake, copied so that hyper's buffer goes.
-fn take_upgraded(upgraded: hyper::upgrade::Upgraded) -> Option<(Stream, BytesMut)> {
-    type Plain = hyper_util::rt::TokioIo<FramingGuard<HttpIo>>;
-    type Tls = hyper_util::rt::TokioIo<
-        FramingGuard<HeadTimeoutIo<tokio_rustls::server::TlsStream<HttpIo>>>,
-    >;
-    match upgraded.downcast::<Plain>() {
-        Ok(parts) => {
-            // Bytes hyper read come first, then those the guard held, then any not read yet.
-            let (io, held) = parts.io.into_inner().into_parts();
-            let (stream, unread) = io.into_parts();
-            let mut initial = BytesMut::from(&parts.read_buf[..]);
-            initial.extend_from_slice(&held);
-            initial.extend_from_slice(&unread);
-            Some((Stream::Tcp(stream), initial))
-        }
-        Err(upgraded) => {
-            let parts = upgraded.downcast::<Tls>().ok()?;
-            let (guarded, held) = parts.io.into_inner().into_parts();
-            let (io, session) = guarded.into_inner().into_inner();
-            // TLS connections never take Brisk's own HTTP/1.1 path, so nothing was unread.
-            let (stream, _) = io.into_parts();
-            let tls = TlsSocket::from_parts(stream, session);
-            let mut initial = BytesMut::from(&parts.read_buf[..]);
-            initial.extend_from_slice(&held);
-            Some((Stream::Tls(Box::new(tls)), initial))
         }
     }
 }
