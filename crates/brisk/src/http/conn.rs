@@ -10,7 +10,6 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::pin::{pin, Pin};
 use std::rc::Rc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::Poll;
 
@@ -19,8 +18,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::activity::Activity;
 use super::h1;
-use super::io::{Activity, HttpIo};
+use super::io::HttpIo;
 use super::respond::{respond, until_sent};
 use super::state::{HttpConn, HttpShared};
 use super::upgraded;
@@ -82,7 +82,7 @@ async fn serve_registered(shared: Rc<HttpShared>, conn: Rc<HttpConn>, stream: Tc
             match drive(&conn, handshake, Shutdown::AtOnce, |_| {}).await? {
                 Ok(Ok(stream)) => {
                     // The handshake's bytes were not part of a request head.
-                    conn.activity.partial.store(false, Relaxed);
+                    conn.activity.handshake_done();
                     if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
                         conn.h2.set(true);
                         let io = TokioIo::new(stream);
@@ -121,9 +121,7 @@ fn open(shared: &HttpShared, stream: &TcpStream, remote: SocketAddr) -> Rc<HttpC
     let worker = &shared.worker;
     let now = worker.uptime_secs();
     let activity = Arc::new(Activity::default());
-    activity.last_active.store(now, Relaxed);
-    // A new connection has the head timeout to send its first request.
-    activity.head_started(worker.io.now_ms());
+    activity.opened(now, worker.io.now_ms());
     let id = worker.next_connection_id();
     let span = match shared.request_spans {
         true => tracing::info_span!("request", conn = id),

@@ -8,13 +8,12 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::io::Activity;
+use super::activity::Activity;
 
 /// The answer to a request head that took too long.
 pub(super) const TIMEOUT_408: &[u8] =
@@ -65,17 +64,15 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for HeadTimeoutIo<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.activity.answer_408.load(Relaxed) {
+        if this.activity.owes_408() {
             ready!(this.poll_answer(cx))?;
             // Nothing more is read: hyper sees the stream end and closes the connection.
             return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();
         ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-        // Decrypted bytes while no request is in flight start a head. (The socket-level mark
-        // cannot tell: the handshake's last bytes and the first request often arrive together.)
-        if buf.filled().len() > before && !this.activity.busy.load(Relaxed) {
-            this.activity.partial.store(true, Relaxed);
+        if buf.filled().len() > before {
+            this.activity.decrypted();
         }
         Poll::Ready(Ok(()))
     }

@@ -6,7 +6,7 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
@@ -14,91 +14,10 @@ use bytes::Bytes;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
+use super::activity::Activity;
 use super::sys;
 
 pub(crate) use crate::runtime::io_counters::WorkerIo;
-
-/// Per-connection counters and state shared between the socket adapter and the registry.
-#[derive(Debug, Default)]
-pub(crate) struct Activity {
-    pub bytes_in: AtomicU64,
-    pub bytes_out: AtomicU64,
-    pub last_active: AtomicU32,
-    /// When the request head being read began (coarse clock + 1; 0: not reading a head).
-    /// Set by the connection's first bytes, or by its opening; cleared when a head has been
-    /// parsed.
-    pub head_since_ms: AtomicU64,
-    /// Bytes of the head being read have arrived: a head timeout then answers 408.
-    pub partial: AtomicBool,
-    /// A request is being handled (its body may still be arriving): bytes now are not a
-    /// new head.
-    pub busy: AtomicBool,
-    /// Under TLS: the head (or body) timed out; the connection's reader answers 408 through
-    /// the TLS session, then ends the connection (`HeadTimeoutIo`).
-    pub answer_408: AtomicBool,
-    /// When the request body being waited for began (coarse clock + 1; 0: none pending).
-    pub body_since_ms: AtomicU64,
-    /// `bytes_in` when that body began: what arrives since extends its time.
-    pub body_base_bytes: AtomicU64,
-    /// Someone (the handler, or Brisk's own path) is waiting for body bytes that have not
-    /// come: only then does a late body count against the client.
-    pub body_waiting: AtomicBool,
-}
-
-impl Activity {
-    /// Starts the head timer at `now_ms` (a new connection, or the first bytes of a head).
-    pub(crate) fn head_started(&self, now_ms: u64) {
-        self.head_since_ms.store(now_ms + 1, Relaxed);
-    }
-
-    /// A head was parsed: the request is the handler's now (no body pending yet).
-    pub(crate) fn head_done(&self) {
-        self.head_since_ms.store(0, Relaxed);
-        self.partial.store(false, Relaxed);
-        self.busy.store(true, Relaxed);
-        self.body_done();
-    }
-
-    /// A request body began to be waited for at `now_ms` (kept if one already is).
-    pub(crate) fn body_started(&self, now_ms: u64) {
-        if self.body_since_ms.load(Relaxed) == 0 {
-            self.body_base_bytes
-                .store(self.bytes_in.load(Relaxed), Relaxed);
-            self.body_since_ms.store(now_ms + 1, Relaxed);
-        }
-        self.body_waiting.store(true, Relaxed);
-    }
-
-    /// The request body is read whole, or nobody waits for it any more.
-    pub(crate) fn body_done(&self) {
-        self.body_since_ms.store(0, Relaxed);
-        self.body_waiting.store(false, Relaxed);
-    }
-
-    /// Whether a request body that is being waited for is overdue at `now_ms`: it has had
-    /// `limit_ms`, plus a second for each `min_rate` bytes that arrived meanwhile.
-    pub(crate) fn body_overdue(&self, now_ms: u64, limit_ms: u64, min_rate: u64) -> bool {
-        let Some(since) = self.body_since_ms.load(Relaxed).checked_sub(1) else {
-            return false;
-        };
-        if !self.body_waiting.load(Relaxed) {
-            return false;
-        }
-        let received = self
-            .bytes_in
-            .load(Relaxed)
-            .saturating_sub(self.body_base_bytes.load(Relaxed));
-        let earned_ms = (received.saturating_mul(1000))
-            .checked_div(min_rate)
-            .unwrap_or(0);
-        now_ms.saturating_sub(since) >= limit_ms.saturating_add(earned_ms)
-    }
-
-    /// Since when the head being read has been pending, if one is.
-    pub(crate) fn head_pending_since(&self) -> Option<u64> {
-        self.head_since_ms.load(Relaxed).checked_sub(1)
-    }
-}
 
 /// Where a connection stands with Nagle's algorithm: `TCP_NODELAY` is set before the second
 /// send, as nginx does on keep-alive, so that a connection that answers once and closes (no
@@ -216,17 +135,8 @@ impl HttpIo {
                         crate::runtime::tcp_read::drained(&self.stream);
                     }
                     if n > 0 {
-                        let a = &self.activity;
-                        let now = self.worker.now_ms();
-                        a.bytes_in.fetch_add(n as u64, Relaxed);
+                        self.activity.received(n as u64, self.worker.now_ms());
                         self.worker.bytes_in.fetch_add(n as u64, Relaxed);
-                        a.last_active.store((now / 1000) as u32, Relaxed);
-                        if !a.busy.load(Relaxed) && !a.partial.load(Relaxed) {
-                            a.partial.store(true, Relaxed);
-                            if a.head_pending_since().is_none() {
-                                a.head_started(now);
-                            }
-                        }
                     }
                     return Poll::Ready(Ok(n));
                 }
@@ -237,12 +147,8 @@ impl HttpIo {
     }
 
     fn count_out(&self, n: usize) {
-        let a = &self.activity;
-        a.bytes_out.fetch_add(n as u64, Relaxed);
+        self.activity.sent(n as u64, self.worker.now_ms());
         self.worker.bytes_out.fetch_add(n as u64, Relaxed);
-        // A long response (a download, an event stream) keeps the connection active.
-        a.last_active
-            .store((self.worker.now_ms() / 1000) as u32, Relaxed);
     }
 
     /// Sends from `bufs` (vectored when there are several); returns how many bytes went.
@@ -481,33 +387,5 @@ pub(crate) mod tests {
             let (stream, _) = io.into_parts();
             assert!(stream.nodelay().unwrap());
         });
-    }
-}
-
-#[cfg(test)]
-mod body_clock_tests {
-    use super::Activity;
-    use std::sync::atomic::Ordering::Relaxed;
-
-    #[test]
-    fn a_body_is_late_only_while_waited_for_and_progress_earns_time() {
-        let a = Activity::default();
-        assert!(!a.body_overdue(100_000, 1000, 4096), "no body pending");
-        a.body_started(0);
-        assert!(!a.body_overdue(999, 1000, 4096));
-        assert!(a.body_overdue(1000, 1000, 4096));
-        // 8 KiB arrived: two more seconds.
-        a.bytes_in.fetch_add(8192, Relaxed);
-        assert!(!a.body_overdue(2999, 1000, 4096));
-        assert!(a.body_overdue(3000, 1000, 4096));
-        // Rate 0: no extension.
-        assert!(a.body_overdue(1000, 1000, 0));
-        // Nobody waits (the handler has not read yet): not late.
-        a.body_waiting.store(false, Relaxed);
-        assert!(!a.body_overdue(10_000, 1000, 4096));
-        a.body_started(5000);
-        assert!(a.body_overdue(3000, 1000, 4096), "a running clock is kept");
-        a.body_done();
-        assert!(!a.body_overdue(100_000, 1000, 4096));
     }
 }

@@ -8,6 +8,7 @@
 
 mod accept_encoding;
 pub mod access_log;
+mod activity;
 pub mod body;
 #[cfg(feature = "client")]
 pub mod client;

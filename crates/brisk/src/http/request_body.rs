@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -11,7 +10,7 @@ use http_body::{Frame, SizeHint};
 use http_body_util::Limited;
 use hyper::body::Incoming;
 
-use super::io::Activity;
+use super::activity::Activity;
 use crate::runtime::handler::BoxError;
 
 /// A request body, limited to the server's max package size: reading past it fails with
@@ -119,8 +118,8 @@ impl http_body::Body for RequestBody {
                 let polled = Pin::new(b).poll_frame(cx);
                 if let Some(a) = &this.activity {
                     match &polled {
-                        Poll::Pending => a.body_waiting.store(true, Relaxed),
-                        Poll::Ready(Some(Ok(_))) => a.body_waiting.store(false, Relaxed),
+                        Poll::Pending => a.waiting_for_body(true),
+                        Poll::Ready(Some(Ok(_))) => a.waiting_for_body(false),
                         Poll::Ready(_) => {
                             a.body_done();
                             this.activity = None;

@@ -4,7 +4,6 @@
 
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::Poll;
 
@@ -15,7 +14,7 @@ use futures_util::FutureExt;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 
 use super::access_log::RequestLine;
-use super::io::Activity;
+use super::activity::Activity;
 use super::state::{HttpConn, HttpShared};
 use super::{Body, RequestBody};
 use crate::response_counts::MethodRow;
@@ -31,7 +30,7 @@ use crate::stats::Stats;
 pub(super) fn until_sent(resp: Response<Body>, activity: &Arc<Activity>) -> Response<Body> {
     activity.body_done();
     if !resp.body().is_streaming() {
-        activity.busy.store(false, Relaxed);
+        activity.response_done();
         return resp;
     }
     let activity = activity.clone();
@@ -46,7 +45,7 @@ struct ClearBusyOnDrop {
 
 impl Drop for ClearBusyOnDrop {
     fn drop(&mut self) {
-        self.activity.busy.store(false, Relaxed);
+        self.activity.response_done();
     }
 }
 
@@ -172,9 +171,7 @@ pub(super) fn admit(
     Stats::add(&stats.total_request, 1);
     conn.activity.head_done();
     if req.body().timed_activity().is_some() {
-        conn.activity.body_started(shared.worker.io.now_ms());
-        // Nobody waits for it until the handler reads it.
-        conn.activity.body_waiting.store(false, Relaxed);
+        conn.activity.body_pending(shared.worker.io.now_ms());
     }
     let n = conn.requests.get() + 1;
     conn.requests.set(n);

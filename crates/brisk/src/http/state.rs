@@ -9,14 +9,13 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::rc::Rc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
 
+use super::activity::Activity;
 use super::handler::DynHandler;
 use super::head_timeout::TIMEOUT_408;
-use super::io::Activity;
 use super::limits::HttpLimits;
 use crate::limits::Limits;
 use crate::runtime::{ConnView, WorkerCtx};
@@ -121,7 +120,7 @@ impl HttpConn {
         !self.h2.get() && since.is_some_and(|t| now_ms.saturating_sub(t) >= limit_ms)
     }
     /// Whether a request body that is being waited for is overdue (see
-    /// [`Activity::body_overdue`](super::io::Activity::body_overdue)).
+    /// [`Activity::body_overdue`](super::activity::Activity::body_overdue)).
     pub(super) fn body_overdue(&self, now_ms: u64, limit_ms: u64, min_rate: u64) -> bool {
         !self.h2.get() && self.activity.body_overdue(now_ms, limit_ms, min_rate)
     }
@@ -130,7 +129,7 @@ impl HttpConn {
     pub(super) fn reject_slow_head(&self) {
         // A client that stalled in the middle of a request head gets an answer; one that
         // sent nothing (or is mid-TLS-handshake) is just closed.
-        let partial = self.activity.partial.load(Relaxed);
+        let partial = self.activity.head_begun();
         self.reject_late(partial, "request head");
     }
 
@@ -145,7 +144,7 @@ impl HttpConn {
         if self.destroyed.get() {
             return;
         }
-        if self.activity.answer_408.load(Relaxed) {
+        if self.activity.owes_408() {
             // The 408 had one sweep period to go out through TLS: enough.
             self.destroy();
             return;
@@ -153,7 +152,7 @@ impl HttpConn {
         if answer && self.tls_h1.get() {
             tracing::debug!(conn = self.id, remote = %self.remote, "{what} timed out: 408");
             Stats::add(&self.worker.stats.rejected, 1);
-            self.activity.answer_408.store(true, Relaxed);
+            self.activity.owe_408();
             self.wake();
             return;
         }
@@ -180,8 +179,7 @@ impl HttpConn {
 
 impl ConnView for HttpConn {
     fn info(&self) -> ConnectionInfo {
-        let a = &self.activity;
-        let bytes = (a.bytes_in.load(Relaxed), a.bytes_out.load(Relaxed));
+        let bytes = self.activity.bytes();
         self.worker
             .connection_info(self.id, &self.remote, bytes, self.opened)
     }
@@ -190,7 +188,7 @@ impl ConnView for HttpConn {
         self.wake();
     }
     fn idle_secs(&self, now: u32) -> u32 {
-        now.saturating_sub(self.activity.last_active.load(Relaxed))
+        now.saturating_sub(self.activity.last_active())
     }
     fn destroy(&self) {
         self.destroyed.set(true);

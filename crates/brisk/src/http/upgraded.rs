@@ -9,9 +9,10 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use hyper_util::rt::TokioIo;
 
+use super::activity::Activity;
 use super::framing_guard::FramingGuard;
 use super::head_timeout::HeadTimeoutIo;
-use super::io::{Activity, HttpIo};
+use super::io::HttpIo;
 use super::limits::HttpLimits;
 use crate::runtime::stream::Stream;
 use crate::runtime::tls_stream::TlsSocket;

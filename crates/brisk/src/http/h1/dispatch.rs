@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::io;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use futures_util::FutureExt;
@@ -57,7 +56,7 @@ pub(super) fn answer<'a>(
         // connection is simply idle again once it is sent.
         if resp.body().is_file() {
             let sent = Box::pin(write_response(io, out, resp, cx, shared)).await;
-            conn.activity.busy.store(false, Relaxed);
+            conn.activity.response_done();
             return sent;
         }
         let resp = until_sent(resp, &conn.activity);

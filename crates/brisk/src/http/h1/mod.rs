@@ -21,7 +21,6 @@ mod write;
 use std::cell::Cell;
 use std::future::poll_fn;
 use std::io;
-use std::sync::atomic::Ordering::Relaxed;
 use std::task::{ready, Poll};
 
 use bytes::{Buf, BytesMut};
@@ -62,10 +61,7 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
                 Parsed::AwaitingBody => {
                     // Bytes now are the body's: a body that trickles in is not a slow head,
                     // but a slow body (timed from its head).
-                    if conn.activity.body_since_ms.load(Relaxed) == 0 {
-                        conn.activity.head_done();
-                    }
-                    conn.activity.body_started(conn.worker.io.now_ms());
+                    conn.activity.awaiting_body(conn.worker.io.now_ms());
                     break;
                 }
                 Parsed::Handover => {

@@ -311,8 +311,6 @@ mod tests {
         use std::io::Read;
         use std::sync::Arc;
 
-        use std::sync::atomic::Ordering::Relaxed;
-
         use super::*;
         use crate::http::file_body::tests::SMALL_CHUNKS;
         use crate::http::file_body::{tests as file_body, NowaitRead, Resident};
@@ -377,7 +375,7 @@ mod tests {
                 out.stage().extend_from_slice(b"HEAD");
                 let complete = send_file(&io, &mut out, &mut body).await.unwrap();
                 // Dropping `io` closes the socket, which ends the reader.
-                (reader, complete, activity.bytes_out.load(Relaxed))
+                (reader, complete, activity.bytes().1)
             });
             (
                 reader.join().unwrap(),
