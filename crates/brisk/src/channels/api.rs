@@ -26,7 +26,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::hub::{ChannelError, Channels};
-use super::wire::{Data, ErrorCode};
+use super::wire::{ErrorCode, Payload};
 use crate::http::Body;
 
 /// The shortest API key taken.
@@ -103,32 +103,17 @@ struct BroadcastBody {
     b64: Option<String>,
 }
 
-/// What is published, read.
-enum Published {
-    Json(Box<RawValue>),
-    Bytes(Vec<u8>),
-}
-
-impl Published {
-    /// The body's `data` (JSON) or `b64` (bytes in base64).
-    fn of(data: Option<Box<RawValue>>, b64: Option<String>) -> Result<Published, Failure> {
-        use base64::Engine as _;
-        match (data, b64) {
-            (Some(json), None) => Ok(Published::Json(json)),
-            (None, Some(b64)) => base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .map(Published::Bytes)
-                .map_err(|e| bad(format!("b64 is not base64: {e}"))),
-            (Some(_), Some(_)) => Err(bad("data or b64, not both")),
-            (None, None) => Err(bad("no data: data (JSON) or b64 (bytes in base64)")),
-        }
-    }
-
-    fn data(&self) -> Data<'_> {
-        match self {
-            Published::Json(json) => Data::Json(json),
-            Published::Bytes(bytes) => Data::of(bytes),
-        }
+/// What a body publishes: its `data` (JSON) or `b64` (bytes in base64), one of the two.
+fn published(data: Option<Box<RawValue>>, b64: Option<String>) -> Result<Payload, Failure> {
+    use base64::Engine as _;
+    match (data, b64) {
+        (Some(json), None) => Ok(Payload::Json(json)),
+        (None, Some(b64)) => base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map(Payload::Bytes)
+            .map_err(|e| bad(format!("b64 is not base64: {e}"))),
+        (Some(_), Some(_)) => Err(bad("data or b64, not both")),
+        (None, None) => Err(bad("no data: data (JSON) or b64 (bytes in base64)")),
     }
 }
 
@@ -249,13 +234,13 @@ impl ServerApi {
         match method.as_str() {
             "publish" => {
                 let b: PublishBody = parse(&body)?;
-                let data = Published::of(b.data, b.b64)?;
+                let data = published(b.data, b.b64)?;
                 let at = c.publish_data(&b.channel, data.data()).await?;
                 raw(&json!({ "offset": at.map(|p| p.to_string()) }))
             }
             "broadcast" => {
                 let b: BroadcastBody = parse(&body)?;
-                let data = Published::of(b.data, b.b64)?;
+                let data = published(b.data, b.b64)?;
                 let mut results = Vec::with_capacity(b.channels.len());
                 for channel in &b.channels {
                     results.push(match c.publish_data(channel, data.data()).await {

@@ -14,7 +14,7 @@ use super::hub::{group_in, no_history, user_key, ChannelError, Channels};
 use super::namespace::{Access, Publishers};
 use super::replay::Replay;
 use super::wire::PROTOCOL_VERSION;
-use super::wire::{self, Command, Data, Encoded, ErrorCode, Format, Payload, Subscribe};
+use super::wire::{self, Command, Encoded, ErrorCode, Format, Payload, Subscribe};
 use crate::timer::{self, TimerId};
 use crate::ws::{Handshake, Message, Position, WsConnection, WsEndpoint};
 
@@ -480,11 +480,7 @@ impl Channels {
             }
             Publishers::Subscribers => subscribed(ws, channel)?,
         }
-        let data = match data {
-            Payload::Json(json) => Data::Json(json),
-            Payload::Bytes(bytes) => Data::of(bytes),
-        };
-        let position = self.publish_data(channel, data).await?;
+        let position = self.publish_data(channel, data.data()).await?;
         answer(ws, &json!({ "offset": position.map(|p| p.to_string()) }))
     }
 

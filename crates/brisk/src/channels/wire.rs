@@ -82,6 +82,16 @@ pub(crate) enum Payload {
     Bytes(Vec<u8>),
 }
 
+impl Payload {
+    /// The data to push: JSON as it is, bytes as JSON if they are JSON text.
+    pub(crate) fn data(&self) -> Data<'_> {
+        match self {
+            Payload::Json(json) => Data::Json(json),
+            Payload::Bytes(bytes) => Data::of(bytes),
+        }
+    }
+}
+
 /// A publication's data on its way to clients: JSON text, or bytes that are not JSON.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Data<'a> {

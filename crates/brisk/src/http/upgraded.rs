@@ -1,5 +1,5 @@
-//! The I/O stacks hyper serves HTTP/1.1 on, named once. [`conn`](super::conn) builds them with
-//! [`plain`] and [`tls`]; [`take_upgraded`] takes a connection hyper upgraded (a WebSocket
+//! The I/O stacks hyper serves HTTP/1.1 on, named once. The connection (`conn.rs`) builds
+//! them with [`plain`] and [`tls`]; [`take_upgraded`] takes a connection hyper upgraded (a WebSocket
 //! route) apart into the socket under them. A layer added to a stack changes its type here,
 //! and `take_upgraded` stops compiling until it takes that layer off too: an upgrade cannot
 //! fail at run time because the stack grew.
