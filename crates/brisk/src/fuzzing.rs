@@ -13,7 +13,7 @@ use crate::ws::codec::{WsCodec, WsFrame};
 use crate::ws::deflate::{deflate_message, inflate_message, ClientContext, InflateError};
 use crate::Address;
 
-/// The framing guard under hyper (`http/framing_guard.rs`), on a stream cut in pieces of a
+/// The framing guard under hyper (`http/framing/guard.rs`), on a stream cut in pieces of a
 /// size the first byte gives: what hyper reads is the same however the stream is cut, and it
 /// is the stream itself, or a prefix of it (a head cut short at the end is dropped), or a
 /// prefix followed by the refused request line.

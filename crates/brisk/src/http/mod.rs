@@ -17,10 +17,9 @@ pub mod compression;
 mod conn;
 mod file_body;
 mod framing;
-mod framing_guard;
 mod h1;
 #[cfg(feature = "fuzzing")]
-pub(crate) use framing_guard::{pass as framing_guard_pass, REFUSED_LINE};
+pub(crate) use framing::guard::{pass as framing_guard_pass, REFUSED_LINE};
 /// The own path's head parser, for the fuzz targets.
 #[cfg(feature = "fuzzing")]
 pub(crate) use h1::parse as h1_head;

@@ -193,7 +193,7 @@ pub(super) fn admit(
         #[cfg(feature = "otel")]
         span: crate::otel::server_span(&req, conn.remote).map(Box::new),
     };
-    if let Some(why) = super::framing::violation(&req) {
+    if let Some(why) = super::framing::rules::violation(&req) {
         Stats::add(&stats.rejected, 1);
         return (Admitted::Refused(StatusCode::BAD_REQUEST, why), ticket);
     }

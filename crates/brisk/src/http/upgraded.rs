@@ -10,7 +10,7 @@ use bytes::BytesMut;
 use hyper_util::rt::TokioIo;
 
 use super::activity::Activity;
-use super::framing_guard::FramingGuard;
+use super::framing::guard::FramingGuard;
 use super::head_timeout::HeadTimeoutIo;
 use super::io::HttpIo;
 use super::limits::HttpLimits;

@@ -6,8 +6,10 @@
 //! The first request this path does not take — a chunked or large body, `Expect`, an upgrade,
 //! `CONNECT`, or anything `httparse` or the `http` types reject, or a head over
 //! the size or count limits — hands the connection, with every byte not yet answered, to
-//! hyper, which serves it from then on as it serves every HTTPS connection. Every error
-//! answer (400, 413, 431) and every request-smuggling defence is therefore hyper's.
+//! hyper, which serves it from then on as it serves every HTTPS connection. The error answers
+//! this path does not give itself (400 for what `httparse` refuses, 413, 431) are therefore
+//! hyper's; where each framing check lives, on this path and on hyper's, is in
+//! [`framing`](super::framing).
 //!
 //! The loop here reads and hands each complete request on: [`parse`] decides what is this
 //! path's, [`dispatch`] runs the handler, [`write`] sends the response (a file range with

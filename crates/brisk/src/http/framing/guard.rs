@@ -23,6 +23,8 @@ use std::task::{ready, Context, Poll};
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, ReadBuf};
 
+use super::head::{body_framing, BodyFraming};
+
 /// What hyper reads instead of a head with both lengths: a request line it answers with 400.
 const REFUSED: &[u8] = b"\x01 / HTTP/1.1\r\n\r\n";
 
@@ -247,47 +249,13 @@ fn parse_head(bytes: &[u8], max_headers: usize) -> Parsed {
 
 /// The state after a whole head: `None` if the head has both lengths.
 fn next_after_head(req: &httparse::Request<'_, '_>) -> Option<State> {
-    let values = |name: &'static str| -> Vec<&[u8]> {
-        (req.headers.iter())
-            .filter(|h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| h.value)
-            .collect()
-    };
-    let lengths = values("content-length");
-    let codings = values("transfer-encoding");
-    if !lengths.is_empty() && !codings.is_empty() {
-        return None;
-    }
-    if let Some(last) = codings.last() {
-        let last_coding = last.rsplit(|&b| b == b',').next().unwrap_or_default();
-        return Some(
-            if last_coding.trim_ascii().eq_ignore_ascii_case(b"chunked") {
-                State::Chunked(Chunk::Size { n: 0, ext: false })
-            } else {
-                State::Through
-            },
-        );
-    }
-    if lengths.is_empty() {
-        return Some(State::Head);
-    }
-    // Every value in every field (comma lists too) digits only and the same number, as
-    // hyper takes them; anything else is hyper's to refuse.
-    let mut length = None;
-    for value in lengths.iter().flat_map(|l| l.split(|&b| b == b',')) {
-        let digits = value.trim_ascii();
-        let n = (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
-            .then(|| std::str::from_utf8(digits).ok()?.parse::<u64>().ok())
-            .flatten();
-        match (n, length) {
-            (Some(n), None) => length = Some(n),
-            (Some(n), Some(m)) if n == m => {}
-            _ => return Some(State::Through),
-        }
-    }
-    Some(match length {
-        Some(0) | None => State::Head,
-        Some(n) => State::Body(n),
+    Some(match body_framing(req.headers) {
+        BodyFraming::Refused(_) => return None,
+        BodyFraming::None | BodyFraming::Length(0) => State::Head,
+        BodyFraming::Length(n) => State::Body(n),
+        BodyFraming::Chunked => State::Chunked(Chunk::Size { n: 0, ext: false }),
+        // hyper refuses it and closes: nothing after it is read as a request.
+        BodyFraming::Unreadable => State::Through,
     })
 }
 
@@ -374,7 +342,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for FramingGuard<T> {
     }
 }
 
-super::write_through::write_through!(FramingGuard);
+crate::http::write_through::write_through!(FramingGuard);
 
 #[cfg(test)]
 mod tests {
