@@ -241,11 +241,16 @@ fn http_workers(d: &Demo) -> Vec<(i32, u64)> {
 fn a_worker_killed_under_load_is_replaced_within_a_second_and_only_its_connections_fail() {
     let d = demo(&[]);
     let run = load(d.http, 20, true, 6);
-    wait_until(Duration::from_secs(5), "both workers busy", || {
-        let w = http_workers(&d);
-        w.len() == 2 && w.iter().all(|&(_, conns)| conns > 0)
-    });
-    thread::sleep(Duration::from_millis(500));
+    wait_until(
+        Duration::from_secs(5),
+        "all 20 connections open on both workers",
+        || {
+            let w = http_workers(&d);
+            w.len() == 2
+                && w.iter().all(|&(_, conns)| conns > 0)
+                && w.iter().map(|&(_, conns)| conns).sum::<u64>() == 20
+        },
+    );
     let workers = http_workers(&d);
     let (victim, its_connections) = workers[0];
     // SAFETY: killing our own test server's worker.

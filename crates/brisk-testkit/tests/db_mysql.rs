@@ -1,7 +1,7 @@
 //! `brisk::db::Mysql` against a real MariaDB server: typed values round-trip through `$N`
 //! placeholders (rewritten to `?`, in any order), pooled connections keep their session and
 //! prepared statements between queries, a server that is down fails fast, the pool is back
-//! within 2 s of the server returning, and TLS is used and checked as asked.
+//! within 5 s of the server returning, and TLS is used and checked as asked.
 
 use std::time::{Duration, Instant};
 
@@ -75,8 +75,8 @@ fn a_server_that_is_down_fails_fast_and_the_pool_is_back_when_it_returns() {
         let back = Instant::now();
         while db.query("SELECT 1", vec![]).await.is_err() {
             assert!(
-                back.elapsed() < Duration::from_secs(2),
-                "not back within 2 s"
+                back.elapsed() < Duration::from_secs(5),
+                "not back within 5 s (the backoff is at most 1 s)"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

@@ -117,8 +117,9 @@ fn a_server_that_is_down_fails_at_once_and_sending_resumes_when_it_is_back() {
     let start = Instant::now();
     let e = rt.block_on(mailer.send(message())).unwrap_err();
     assert!(matches!(e, MailError::Unavailable(_)), "{e}");
+    // Well within the 10 s connect timeout a silent server would cost.
     assert!(
-        start.elapsed() < Duration::from_secs(1),
+        start.elapsed() < Duration::from_secs(3),
         "{:?}",
         start.elapsed()
     );
@@ -167,7 +168,8 @@ fn in_a_worker_a_hanging_send_does_not_hold_the_other_connections() {
     let _server = ServerProcess::start(FIXTURE, &["--text", &text, "--mail-url", &url], 1).unwrap();
     let mut sender = connect(port);
     sender.write_all(b"mail ops@brisk.test\n").unwrap();
-    // While the one worker waits on the silent server, another client is served at once.
+    // While the one worker waits on the silent server (3 s, the fixture's send timeout),
+    // another client is served at once.
     let mut other = connect(port);
     for i in 0..20 {
         let start = Instant::now();
@@ -176,7 +178,7 @@ fn in_a_worker_a_hanging_send_does_not_hold_the_other_connections() {
             format!("echo {i}")
         );
         assert!(
-            start.elapsed() < Duration::from_millis(500),
+            start.elapsed() < Duration::from_secs(2),
             "{:?}",
             start.elapsed()
         );
