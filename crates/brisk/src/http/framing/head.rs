@@ -1,6 +1,6 @@
 //! How a request head says its body is framed, read from `httparse`'s fields: one reading for
-//! both HTTP/1 readers, Brisk's own path ([`h1::parse`](crate::http::h1::parse)) and the
-//! [guard](super::guard) under hyper, so the two cannot disagree on where a request ends.
+//! both HTTP/1 readers, Brisk's own path (`h1::parse`) and the guard under hyper
+//! (`guard.rs`), so the two cannot disagree on where a request ends.
 
 /// The body a head declares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

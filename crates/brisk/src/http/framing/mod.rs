@@ -1,7 +1,7 @@
 //! Request framing for HTTP/1.x: the defence against request smuggling, in one place. A
 //! request that two servers in a chain could read differently (where it ends, which host it
 //! is for) gets 400 and the connection closes, as nginx does, on both of the connection's
-//! readers: Brisk's own path ([`h1`](super::h1), plaintext requests without a streamed body)
+//! readers: Brisk's own path (`h1`, plaintext requests without a streamed body)
 //! and hyper (TLS, and every connection the own path handed over).
 //!
 //! Where each check lives, and why there:

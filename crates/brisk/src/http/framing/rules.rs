@@ -2,7 +2,7 @@
 //! handler runs, whichever reader parsed it (Brisk's own path or hyper): the ambiguities that
 //! survive both parsers — a second `chunked`, a missing or second `Host`, a `Host` the target
 //! contradicts — get 400 with the sentence that names them, and the connection closes, as
-//! nginx does. Where every other check lives: the [framing module](super).
+//! nginx does. Where every other check lives: the framing module's table (`framing/mod.rs`).
 
 use http::header::{HOST, TRANSFER_ENCODING};
 use http::{Request, Version};
