@@ -35,8 +35,7 @@ pub(crate) fn dropped_lines() -> u64 {
 /// Makes every log file of this process open its path again, from its next write on.
 pub(crate) fn reopen_all() {
     for shared in live() {
-        shared.reopen.store(true, Relaxed);
-        shared.wake.notify_one();
+        shared.reopen();
     }
 }
 
@@ -73,8 +72,10 @@ struct Shared {
 #[derive(Default)]
 struct State {
     buffer: Vec<u8>,
-    /// Writes done, for [`Shared::flush`] to wait on.
-    writes: u64,
+    /// Buffers the writer has taken so far; the next take is number `taken + 1`.
+    taken: u64,
+    /// The number of the last taken buffer that is written, for [`Shared::flush`].
+    written: u64,
     closing: bool,
 }
 
@@ -135,14 +136,23 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Opens the path again before the next write, and wakes the writer for it.
+    fn reopen(&self) {
+        self.reopen.store(true, Relaxed);
+        self.wake.notify_one();
+    }
+
     fn flush(&self) {
         let mut state = self.lock();
-        if state.buffer.is_empty() {
-            return;
-        }
-        let target = state.writes + 1;
-        self.wake.notify_one();
-        while state.writes < target && !state.closing {
+        // What is waiting goes with the next take; what the writer took already, with its
+        // own. A write of an earlier take does not count (it may have been empty).
+        let target = if state.buffer.is_empty() {
+            state.taken
+        } else {
+            self.wake.notify_one();
+            state.taken + 1
+        };
+        while state.written < target && !state.closing {
             let (next, timeout) = self
                 .written
                 .wait_timeout(state, Duration::from_secs(5))
@@ -172,6 +182,8 @@ fn write_loop(shared: &Shared, mut file: File) {
                 .0;
         }
         std::mem::swap(&mut state.buffer, &mut spare);
+        state.taken += 1;
+        let take = state.taken;
         let closing = state.closing;
         drop(state);
         if shared.reopen.swap(false, Relaxed) {
@@ -189,7 +201,7 @@ fn write_loop(shared: &Shared, mut file: File) {
             spare.clear();
         }
         let mut state = shared.lock();
-        state.writes += 1;
+        state.written = take;
         shared.written.notify_all();
         if closing && state.buffer.is_empty() {
             return;
@@ -229,6 +241,28 @@ mod tests {
         log.line(|b| b.extend_from_slice(b"five"));
         drop(log);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "four\nfive\n");
+    }
+
+    #[test]
+    fn a_flush_waits_for_its_line_not_for_a_write_already_under_way() {
+        // A reopen wakes the writer with nothing to write; the line that follows must not
+        // be taken as written when that empty write ends (CI saw exactly that).
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("race.log");
+        let log = LogFile::open(&path, 1 << 20).unwrap();
+        let mut expected = String::new();
+        for i in 0..2000 {
+            // This log's alone: `reopen_all` would reach the other tests' logs too.
+            log.shared.reopen();
+            log.line(|b| b.extend_from_slice(i.to_string().as_bytes()));
+            expected.push_str(&format!("{i}\n"));
+            log.shared.flush();
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                expected,
+                "line {i}"
+            );
+        }
     }
 
     #[test]
