@@ -1,7 +1,9 @@
 //! The control channels: master ↔ worker over a socketpair, CLI → master over the control
-//! socket. [`wire`] says what travels; [`codec`] how it is framed.
+//! socket. [`wire`] says what travels; [`codec`] how it is framed; [`fds`] carries
+//! descriptors between processes.
 
 pub(crate) mod codec;
+pub(crate) mod fds;
 pub(crate) mod wire;
 
 pub(crate) use codec::{reader, writer};

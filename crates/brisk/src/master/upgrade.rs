@@ -11,27 +11,22 @@
 //! [`Header`] naming each descriptor it carries, then the three words above.
 
 use std::ffi::OsString;
-use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use nix::sys::socket::{
-    recv, recvmsg, send, sendmsg, socketpair, AddressFamily, ControlMessage, ControlMessageOwned,
-    MsgFlags, SockFlag, SockType,
-};
+use nix::sys::socket::{recv, send, MsgFlags};
 use serde::{Deserialize, Serialize};
 use tokio::io::unix::AsyncFd;
 
 use crate::env::ENV_UPGRADE_FD;
 use crate::error::{Error, Result};
+use crate::ipc::fds::{recv_fds, send_fds, seqpacket_pair, MAX_FDS};
 
 /// The version of the handover message; a new master refuses one of another version.
 const HANDOVER_VERSION: u32 = 1;
-/// The most descriptors one handover carries (the kernel's `SCM_MAX_FD` is 253).
-const MAX_FDS: usize = 250;
 /// The largest header a new master reads.
 const MAX_HEADER: usize = 1 << 20;
 /// How long a new master waits for the old one's message.
@@ -387,16 +382,6 @@ pub(crate) async fn say_serving(link: Link) {
     let _ = link.say("serving").await;
 }
 
-fn seqpacket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    socketpair(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        None,
-        SockFlag::SOCK_CLOEXEC,
-    )
-    .map_err(std::io::Error::from)
-}
-
 /// Sends the header and every descriptor in one message.
 fn send_handover(link: &OwnedFd, h: &Handover) -> std::io::Result<()> {
     let mut held = vec![Held::PidFile, Held::Control];
@@ -424,52 +409,19 @@ fn send_handover(link: &OwnedFd, h: &Handover) -> std::io::Result<()> {
         held,
     };
     let bytes = serde_json::to_vec(&header).map_err(std::io::Error::other)?;
-    let rights = [ControlMessage::ScmRights(&fds)];
-    sendmsg::<()>(
-        link.as_raw_fd(),
-        &[IoSlice::new(&bytes)],
-        &rights,
-        MsgFlags::MSG_NOSIGNAL,
-        None,
-    )?;
-    Ok(())
+    send_fds(link, &bytes, &fds)
 }
 
 /// Receives the header and the descriptors (close-on-exec) of the old master's message.
 fn receive_handover(link: &OwnedFd) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
-    let mut buf = vec![0u8; MAX_HEADER];
-    let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
-    let mut iov = [IoSliceMut::new(&mut buf)];
-    let msg = recvmsg::<()>(
-        link.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .map_err(|e| match e {
-        nix::errno::Errno::EAGAIN => std::io::Error::other(format!(
+    recv_fds(link, MAX_HEADER).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => std::io::Error::other(format!(
             "no message from the old master within {} s",
             HANDOVER_TIMEOUT.as_secs()
         )),
-        e => e.into(),
-    })?;
-    let mut fds = Vec::new();
-    for c in msg.cmsgs()? {
-        if let ControlMessageOwned::ScmRights(list) = c {
-            // SAFETY: the kernel just installed these descriptors in this process for us.
-            fds.extend(
-                list.into_iter()
-                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
-            );
+        std::io::ErrorKind::UnexpectedEof => {
+            std::io::Error::other("the old master closed the socket before its message")
         }
-    }
-    let truncated = msg.flags.contains(MsgFlags::MSG_TRUNC);
-    let len = msg.bytes;
-    if truncated || len == 0 {
-        return Err(std::io::Error::other(
-            "the old master's message was cut short",
-        ));
-    }
-    buf.truncate(len);
-    Ok((buf, fds))
+        _ => e,
+    })
 }

@@ -1,0 +1,170 @@
+//! Descriptors between processes: one `SOCK_SEQPACKET` message carries some bytes and up to
+//! [`MAX_FDS`] descriptors (`SCM_RIGHTS`). `upgrade` hands its listeners over with it; the
+//! WebSocket handover (`docs/design/ws-handover.md`) is to carry connections with it.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::sys::socket::{
+    recvmsg, sendmsg, socketpair, AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags,
+    SockFlag, SockType,
+};
+
+/// The most descriptors one message carries (the kernel's `SCM_MAX_FD` is 253).
+pub(crate) const MAX_FDS: usize = 250;
+
+/// A connected pair of `SOCK_SEQPACKET` Unix sockets, close-on-exec: each message keeps its
+/// bounds, and its descriptors arrive with it.
+pub(crate) fn seqpacket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(std::io::Error::from)
+}
+
+/// Sends `bytes` (not empty) and `fds` (at most [`MAX_FDS`]) as one message on `socket`.
+/// The descriptors stay open here too: the kernel duplicates them into the receiver.
+pub(crate) fn send_fds(socket: &OwnedFd, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
+    if fds.len() > MAX_FDS {
+        return Err(std::io::Error::other(format!(
+            "{} descriptors in one message, at most {MAX_FDS} can be",
+            fds.len()
+        )));
+    }
+    if bytes.is_empty() {
+        // An empty message reads as the peer's end of stream.
+        return Err(std::io::Error::other(
+            "a message with descriptors needs bytes",
+        ));
+    }
+    let rights = [ControlMessage::ScmRights(fds)];
+    let rights: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &rights };
+    sendmsg::<()>(
+        socket.as_raw_fd(),
+        &[IoSlice::new(bytes)],
+        rights,
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )?;
+    Ok(())
+}
+
+/// Receives one message of at most `max_bytes` and its descriptors (close-on-exec). A
+/// message that was cut short (longer than `max_bytes`, or its descriptors past
+/// [`MAX_FDS`]) or empty (the peer closed) is an error; a socket with a receive timeout
+/// that passes fails with [`std::io::ErrorKind::WouldBlock`].
+pub(crate) fn recv_fds(
+    socket: &OwnedFd,
+    max_bytes: usize,
+) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    let mut buf = vec![0u8; max_bytes];
+    let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
+    let mut iov = [IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        socket.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
+        // nix will not list the descriptors of a cut message: those that fit stay open
+        // unnamed. Only a sender that is not `send_fds` can cause it.
+        return Err(std::io::Error::other(
+            "a message carried more descriptors than can be received",
+        ));
+    }
+    let mut fds = Vec::new();
+    for c in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(list) = c {
+            // SAFETY: the kernel just installed these descriptors in this process for us.
+            fds.extend(
+                list.into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
+        }
+    }
+    if msg.flags.contains(MsgFlags::MSG_TRUNC) {
+        return Err(std::io::Error::other(format!(
+            "a message longer than {max_bytes} bytes was cut short"
+        )));
+    }
+    let len = msg.bytes;
+    if len == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the peer closed the socket",
+        ));
+    }
+    buf.truncate(len);
+    Ok((buf, fds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::File;
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn a_message_carries_bytes_and_working_descriptors() {
+        let (a, b) = seqpacket_pair().unwrap();
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"the file").unwrap();
+        send_fds(&a, b"header", &[theirs.as_raw_fd(), file.as_raw_fd()]).unwrap();
+        drop((theirs, file));
+
+        let (bytes, mut fds) = recv_fds(&b, 64).unwrap();
+        assert_eq!(bytes, b"header");
+        assert_eq!(fds.len(), 2);
+        // Both arrived open: the file with its offset shared, the socket connected.
+        let mut file = File::from(fds.pop().unwrap());
+        file.rewind().unwrap();
+        let mut text = String::new();
+        file.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "the file");
+        let mut received = UnixStream::from(fds.pop().unwrap());
+        received.write_all(b"through").unwrap();
+        let mut got = [0u8; 7];
+        (&ours).read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"through");
+    }
+
+    #[test]
+    fn too_many_descriptors_or_too_long_a_message_is_an_error() {
+        let (a, b) = seqpacket_pair().unwrap();
+        let many = vec![b.as_raw_fd(); MAX_FDS + 1];
+        let err = send_fds(&a, b"x", &many).unwrap_err();
+        assert!(err.to_string().contains("at most 250"), "{err}");
+        assert!(send_fds(&a, b"", &[]).is_err());
+
+        send_fds(&a, b"longer than eight bytes", &[]).unwrap();
+        let err = recv_fds(&b, 8).unwrap_err();
+        assert!(err.to_string().contains("cut short"), "{err}");
+
+        // More than fit in the receiver's space (another sender, not `send_fds`): refused,
+        // not some of them silently dropped.
+        // (Not copies of `a`: those left open here would keep its peer from seeing it closed.)
+        let file = tempfile::tempfile().unwrap();
+        let over = vec![file.as_raw_fd(); MAX_FDS + 3];
+        sendmsg::<()>(
+            a.as_raw_fd(),
+            &[IoSlice::new(b"x")],
+            &[ControlMessage::ScmRights(&over)],
+            MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+        let err = recv_fds(&b, 8).unwrap_err();
+        assert!(err.to_string().contains("more descriptors"), "{err}");
+
+        // The peer gone: an end of stream, not an empty message.
+        drop(a);
+        let err = recv_fds(&b, 8).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+    }
+}
