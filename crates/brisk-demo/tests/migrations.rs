@@ -12,8 +12,12 @@ use std::time::Duration;
 use brisk_testkit::*;
 use common::*;
 
+/// A demo instance and its run directory, removed after the instance is killed (a tuple
+/// drops its fields in order).
+type Instance = (ServerProcess, TempDir);
+
 /// Starts two demo instances against `url` at the same moment and waits for both.
-fn two_at_once(url: &str) -> (ServerProcess, ServerProcess) {
+fn two_at_once(url: &str) -> (Instance, Instance) {
     let spawn = || {
         let (mut args, _) = demo_args(2);
         args.extend(["--database".to_string(), url.to_string()]);
@@ -22,11 +26,9 @@ fn two_at_once(url: &str) -> (ServerProcess, ServerProcess) {
         let server = ServerProcess::spawn(DEMO, &args, run_dir.path().to_path_buf()).unwrap();
         (server, run_dir)
     };
-    let ((mut a, dir_a), (mut b, dir_b)) = (spawn(), spawn());
-    a.wait_workers(8, Duration::from_secs(30)).unwrap();
-    b.wait_workers(8, Duration::from_secs(30)).unwrap();
-    // The temporary run directories go with the test.
-    std::mem::forget((dir_a, dir_b));
+    let (mut a, mut b) = (spawn(), spawn());
+    a.0.wait_workers(8, Duration::from_secs(30)).unwrap();
+    b.0.wait_workers(8, Duration::from_secs(30)).unwrap();
     (a, b)
 }
 
@@ -34,7 +36,7 @@ fn two_at_once(url: &str) -> (ServerProcess, ServerProcess) {
 fn two_instances_starting_together_on_postgresql_apply_each_migration_once() {
     let pg = Postgres::start().unwrap();
     let (a, b) = two_at_once(&pg.url());
-    let logs = a.log() + &b.log();
+    let logs = a.0.log() + &b.0.log();
     assert_eq!(
         logs.matches("migration 0002_chat.sql applied").count(),
         1,
@@ -50,7 +52,7 @@ fn two_instances_starting_together_on_postgresql_apply_each_migration_once() {
 fn two_instances_starting_together_on_mariadb_apply_each_migration_once() {
     let db = MariaDb::start().unwrap();
     let (a, b) = two_at_once(&db.url());
-    let logs = a.log() + &b.log();
+    let logs = a.0.log() + &b.0.log();
     assert_eq!(
         logs.matches("migration 0002_chat.sql applied").count(),
         1,
