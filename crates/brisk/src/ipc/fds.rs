@@ -70,8 +70,9 @@ pub(crate) fn recv_fds(
         MsgFlags::MSG_CMSG_CLOEXEC,
     )?;
     if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
-        // nix will not list the descriptors of a cut message: those that fit stay open
-        // unnamed. Only a sender that is not `send_fds` can cause it.
+        // nix will not list the descriptors of a cut message, but those that fit are open
+        // in this process now: close them, or each such message leaks up to MAX_FDS.
+        close_cut_rights(&space);
         return Err(std::io::Error::other(
             "a message carried more descriptors than can be received",
         ));
@@ -100,6 +101,30 @@ pub(crate) fn recv_fds(
     }
     buf.truncate(len);
     Ok((buf, fds))
+}
+
+/// Closes the descriptors of the one `SCM_RIGHTS` header a cut message left at the start of
+/// `space` (its length counts only those that fit).
+fn close_cut_rights(space: &[u8]) {
+    let head = std::mem::size_of::<libc::cmsghdr>();
+    if space.len() < head {
+        return;
+    }
+    // SAFETY: `space` holds at least one header; it may be unaligned for it.
+    let header: libc::cmsghdr =
+        unsafe { std::ptr::read_unaligned(space.as_ptr().cast::<libc::cmsghdr>()) };
+    if header.cmsg_level != libc::SOL_SOCKET || header.cmsg_type != libc::SCM_RIGHTS {
+        return;
+    }
+    // SAFETY: CMSG_LEN only computes a length.
+    let data_at = unsafe { libc::CMSG_LEN(0) } as usize;
+    let end = (header.cmsg_len as usize).min(space.len());
+    for fd in space.get(data_at..end).unwrap_or_default().chunks_exact(4) {
+        let fd = RawFd::from_ne_bytes([fd[0], fd[1], fd[2], fd[3]]);
+        // SAFETY: the kernel installed this descriptor in this process for us, and nothing
+        // else knows its number.
+        drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
 }
 
 #[cfg(test)]
@@ -134,12 +159,19 @@ mod tests {
         assert_eq!(&got, b"through");
     }
 
+    fn open_descriptors() -> usize {
+        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    }
+
     #[test]
     fn too_many_descriptors_or_too_long_a_message_is_an_error() {
         let (a, b) = seqpacket_pair().unwrap();
         let many = vec![b.as_raw_fd(); MAX_FDS + 1];
         let err = send_fds(&a, b"x", &many).unwrap_err();
-        assert!(err.to_string().contains("at most 250"), "{err}");
+        assert!(
+            err.to_string().contains(&format!("at most {MAX_FDS}")),
+            "{err}"
+        );
         assert!(send_fds(&a, b"", &[]).is_err());
 
         send_fds(&a, b"longer than eight bytes", &[]).unwrap();
@@ -159,8 +191,16 @@ mod tests {
             None,
         )
         .unwrap();
+        let open_before = open_descriptors();
         let err = recv_fds(&b, 8).unwrap_err();
         assert!(err.to_string().contains("more descriptors"), "{err}");
+        // The 250 that fit were closed again (other tests of this process may open or
+        // close a few meanwhile; a leak would be 250).
+        let open_after = open_descriptors();
+        assert!(
+            open_after < open_before + 50,
+            "{open_before} descriptors open before, {open_after} after"
+        );
 
         // The peer gone: an end of stream, not an empty message.
         drop(a);
