@@ -57,7 +57,13 @@ fn live() -> Vec<Arc<Shared>> {
 #[derive(Clone)]
 pub(crate) struct LogFile {
     shared: Arc<Shared>,
+    /// Shared by the clones alone: its drop is the last clone's.
+    _closer: Arc<Closer>,
 }
+
+/// Writes what is waiting and ends the writer thread when dropped. A count of `shared`'s
+/// references cannot tell the last clone: [`reopen_all`] and [`flush_all`] hold some too.
+struct Closer(Arc<Shared>);
 
 struct Shared {
     path: PathBuf,
@@ -99,7 +105,10 @@ impl LogFile {
         OPEN.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(Arc::downgrade(&shared));
-        Ok(LogFile { shared })
+        Ok(LogFile {
+            _closer: Arc::new(Closer(shared.clone())),
+            shared,
+        })
     }
 
     /// Appends one line (`write` adds the text, this adds the newline). Returns false, and
@@ -120,14 +129,11 @@ impl LogFile {
     }
 }
 
-impl Drop for LogFile {
+impl Drop for Closer {
     fn drop(&mut self) {
-        // The thread holds one reference; this is the last other one.
-        if Arc::strong_count(&self.shared) == 2 {
-            self.shared.flush();
-            self.shared.lock().closing = true;
-            self.shared.wake.notify_one();
-        }
+        self.0.flush();
+        self.0.lock().closing = true;
+        self.0.wake.notify_one();
     }
 }
 
@@ -159,6 +165,7 @@ impl Shared {
                 .unwrap_or_else(PoisonError::into_inner);
             state = next;
             if timeout.timed_out() {
+                tracing::warn!(path = %self.path.display(), "the log writer did not write within 5 s; going on");
                 return;
             }
         }
@@ -263,6 +270,21 @@ mod tests {
                 "line {i}"
             );
         }
+    }
+
+    #[test]
+    fn the_last_handle_writes_its_lines_while_flush_all_holds_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("last.log");
+        let log = LogFile::open(&path, 1 << 20).unwrap();
+        let clone = log.clone();
+        log.line(|b| b.extend_from_slice(b"last"));
+        drop(log);
+        // What `flush_all` and `reopen_all` hold while they run.
+        let held = live();
+        drop(clone);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "last\n");
+        drop(held);
     }
 
     #[test]
