@@ -36,9 +36,7 @@ pub(crate) fn send_fds(socket: &OwnedFd, bytes: &[u8], fds: &[RawFd]) -> std::io
     }
     if bytes.is_empty() {
         // An empty message reads as the peer's end of stream.
-        return Err(std::io::Error::other(
-            "a message with descriptors needs bytes",
-        ));
+        return Err(std::io::Error::other("a message needs at least one byte"));
     }
     let rights = [ControlMessage::ScmRights(fds)];
     let rights: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &rights };

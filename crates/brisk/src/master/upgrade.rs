@@ -23,7 +23,7 @@ use tokio::io::unix::AsyncFd;
 
 use crate::env::ENV_UPGRADE_FD;
 use crate::error::{Error, Result};
-use crate::ipc::fds::{recv_fds, send_fds, seqpacket_pair, MAX_FDS};
+use crate::ipc::fds::{recv_fds, send_fds, seqpacket_pair};
 
 /// The version of the handover message; a new master refuses one of another version.
 const HANDOVER_VERSION: u32 = 1;
@@ -396,12 +396,6 @@ fn send_handover(link: &OwnedFd, h: &Handover) -> std::io::Result<()> {
             systemd: *systemd,
         });
         fds.push(*fd);
-    }
-    if fds.len() > MAX_FDS {
-        return Err(std::io::Error::other(format!(
-            "{} sockets to hand over, at most {MAX_FDS} can be",
-            fds.len()
-        )));
     }
     let header = Header {
         version: HANDOVER_VERSION,
