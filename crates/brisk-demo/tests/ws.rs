@@ -491,6 +491,44 @@ fn compressed_messages_round_trip_with_and_without_client_context_takeover() {
     }
 }
 
+/// `/chat` holds every compressing client to `client_no_context_takeover`, offered or not, so
+/// it keeps no inflater per member: messages compressed on their own are served, and one that
+/// refers back to an earlier message (context taken over anyway) is closed with 1007.
+#[test]
+fn chat_holds_compressing_clients_to_no_context_takeover() {
+    let d = demo(1);
+    for offer in [
+        "permessage-deflate",
+        "permessage-deflate; client_no_context_takeover",
+    ] {
+        let (mut s, head) = raw_with(d.http, "/chat", Some(offer));
+        assert_eq!(
+            extensions(&head),
+            Some("permessage-deflate; server_no_context_takeover; client_no_context_takeover"),
+            "{offer}"
+        );
+        let msg = "the same compressible words ".repeat(20);
+        let mut client = Compress::new(Compression::default(), false);
+        for _ in 0..2 {
+            client.reset();
+            let z = deflate(&mut client, msg.as_bytes());
+            s.write_all(&frame(true, RSV1 | 0x1, &z, false)).unwrap();
+            assert_eq!(read_message(&mut s, true), (0x1, msg.clone().into_bytes()));
+        }
+        // Without a reset the message is one back-reference into the previous one.
+        let z = deflate(&mut client, msg.as_bytes());
+        assert!(z.len() < 16, "{} bytes", z.len());
+        s.write_all(&frame(true, RSV1 | 0x1, &z, false)).unwrap();
+        expect_close(&mut s, 1007);
+    }
+    // Endpoints that do not ask for it still let clients keep their context (`/ws`).
+    let (_, head) = raw_with(d.http, "/ws", Some("permessage-deflate"));
+    assert_eq!(
+        extensions(&head),
+        Some("permessage-deflate; server_no_context_takeover")
+    );
+}
+
 #[test]
 fn deflate_violations_and_zip_bombs_are_closed_and_others_served() {
     let d = demo(1);
