@@ -26,6 +26,8 @@ use http_body_util::{BodyExt, LengthLimitError};
 pub(crate) struct Routes {
     files: StaticFiles,
     echo: WsEndpoint,
+    /// `/ws/durable`: the echo, its connections kept through reloads.
+    durable_echo: WsEndpoint,
     chat: Chat,
     live: crate::live::Live,
     apps: Apps,
@@ -81,15 +83,26 @@ impl Routes {
         let echo = WsEndpoint::new()
             .permessage_deflate(true)
             .on_message(|ws, msg| async move { ws.send(msg) });
+        let durable_echo = WsEndpoint::new()
+            .permessage_deflate(true)
+            .survive_reload(true)
+            .on_message(|ws, msg| async move { ws.send(msg) });
         let events = Hub::new(Some(Duration::from_secs(15)));
         Ok(Routes {
             files,
             echo,
+            durable_echo,
             chat,
             live,
             apps,
             events,
         })
+    }
+
+    /// The endpoint of `/ws/durable`, for its server to name (so that a reload's new worker
+    /// finds it).
+    pub(crate) fn durable_echo(&self) -> WsEndpoint {
+        self.durable_echo.clone()
     }
 
     /// Publishes a `tick` event to every `/events` subscriber each second (call on a worker).
@@ -172,6 +185,7 @@ impl Routes {
             "/heartbeat" if get => Box::pin(crate::heartbeat::page(&self.apps.db)).await,
             "/mail" if req.method() == Method::POST => Box::pin(self.apps.mail.send(req)).await,
             "/ws" => self.echo.upgrade(req),
+            "/ws/durable" => self.durable_echo.upgrade(req),
             "/events" if get => self.events.subscribe(),
             "/chat" => self.chat.upgrade(req),
             "/connection/websocket" => self.live.upgrade(req),

@@ -10,6 +10,11 @@ pub(crate) const ENV_IPC_FD: &str = "BRISK_IPC_FD";
 pub(crate) const ENV_IPC_VERSION: &str = "BRISK_IPC_VERSION";
 /// The descriptor of the listener the master bound, if it did.
 pub(crate) const ENV_LISTEN_FD: &str = "BRISK_LISTEN_FD";
+/// The descriptor of the worker's end of its handover socket (`SOCK_SEQPACKET`): WebSocket
+/// connections that survive a reload go out and come in on it.
+pub(crate) const ENV_HANDOVER_FD: &str = "BRISK_HANDOVER_FD";
+/// The number the handover socket gets in a worker (3: control, 4: listener, 5: secrets).
+pub(crate) const HANDOVER_FD: i32 = 6;
 /// Set in the environment of a background master started by `start -d`.
 pub(crate) const ENV_DAEMON: &str = "BRISK_DAEMON";
 /// The descriptor of the socket an old master hands its sockets over on, in the environment

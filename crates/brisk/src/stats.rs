@@ -54,6 +54,12 @@ pub(crate) struct Stats {
     pub(crate) broadcast_deliveries: Cell<u64>,
     /// Broadcasts not handed to the master for the other workers: its queue was full.
     pub(crate) broadcasts_dropped: Cell<u64>,
+    /// WebSocket connections handed to a new worker, taken from an old one, and those of
+    /// endpoints that survive reloads that could not be handed over (closed as a stop closes
+    /// them).
+    pub(crate) ws_handed_over: Cell<u64>,
+    pub(crate) ws_resumed: Cell<u64>,
+    pub(crate) ws_handover_skipped: Cell<u64>,
     /// Jobs this worker pushed to a queue.
     pub(crate) jobs_pushed: Cell<u64>,
     /// Jobs this worker ran to the end.
@@ -161,6 +167,9 @@ pub struct WorkerStatus {
     /// Broadcasts this worker could not hand to the master (the master was not reading).
     #[serde(default)]
     pub broadcasts_dropped: u64,
+    /// WebSocket connections moved through reloads since start.
+    #[serde(default)]
+    pub ws_handover: HandoverCounts,
     /// Queue jobs: pushed, done, retried, dead-lettered since start, and running now.
     #[serde(default)]
     pub jobs: JobCounts,
@@ -185,6 +194,27 @@ pub struct JobCounts {
     pub dead: u64,
     /// Jobs running now (not added up in the retired totals).
     pub running: u64,
+}
+
+/// WebSocket connections of endpoints that survive reloads (`WsEndpoint::survive_reload`),
+/// as they move from a stopping worker to its slot's new one.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HandoverCounts {
+    /// Handed to the master for the new worker.
+    pub handed_over: u64,
+    /// Taken over from an old worker and served on.
+    pub resumed: u64,
+    /// Could not be handed over (a TLS session, a group member, data attached, a handler
+    /// still running at the deadline…) or taken over: closed as a stop closes them.
+    pub skipped: u64,
+}
+
+impl HandoverCounts {
+    fn add(&mut self, o: &HandoverCounts) {
+        self.handed_over += o.handed_over;
+        self.resumed += o.resumed;
+        self.skipped += o.skipped;
+    }
 }
 
 impl JobCounts {
@@ -326,6 +356,9 @@ pub struct RetiredTotals {
     /// Broadcasts they could not hand to the master.
     #[serde(default)]
     pub broadcasts_dropped: u64,
+    /// WebSocket connections they handed over, took over, or could not hand over.
+    #[serde(default)]
+    pub ws_handover: HandoverCounts,
     /// Their queue jobs.
     #[serde(default)]
     pub jobs: JobCounts,
@@ -358,6 +391,7 @@ impl RetiredTotals {
         self.ws_sent += w.ws_sent;
         self.broadcast_deliveries += w.broadcast_deliveries;
         self.broadcasts_dropped += w.broadcasts_dropped;
+        self.ws_handover.add(&w.ws_handover);
         self.jobs.add(&w.jobs);
         self.db.add_counters(&w.db);
         for s in &w.app_metrics {

@@ -3,14 +3,14 @@
 //! the service on a single-threaded tokio runtime with a `LocalSet`, and answers the master
 //! over its socketpair until it is told to stop (or the master is gone).
 
-use std::os::fd::FromRawFd;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::env::{self, ENV_IPC_FD, ENV_IPC_VERSION, ENV_LISTEN_FD, ENV_WORKER};
+use crate::env::{self, ENV_HANDOVER_FD, ENV_IPC_FD, ENV_IPC_VERSION, ENV_LISTEN_FD, ENV_WORKER};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
 use crate::ipc::{self, Answer, Packet, Question, ToMaster, ToWorker};
 use crate::limits::Limits;
@@ -209,7 +209,9 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         }
         tracing::debug!(pid = info.pid, "worker ready");
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let drain = loop {
+        // SAFETY: the master passed this descriptor to us and nothing else owns it.
+        let handover = env::fd(ENV_HANDOVER_FD).map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+        let (drain, hand_over) = loop {
             let msg = tokio::select! {
                 m = read_packet::<_, ToWorker>(&mut rx) => m,
                 Some((group, frames)) = relay_rx.recv() => {
@@ -221,7 +223,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                     let _ = write_msg(&mut tx, &done).await;
                     continue;
                 }
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break Duration::ZERO,
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break (Duration::ZERO, false),
             };
             let msg = match msg {
                 Ok(Some(Packet::Broadcast { group, frames })) => {
@@ -241,7 +243,13 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                     let answer = Answer::Connections(worker.connection_list());
                     let _ = write_msg(&mut tx, &ToMaster::Answer { id, answer }).await;
                 }
-                Ok(Some(ToWorker::Stop { drain_ms })) => break Duration::from_millis(drain_ms),
+                Ok(Some(ToWorker::Stop { drain_ms, hand_over })) => {
+                    break (Duration::from_millis(drain_ms), hand_over)
+                }
+                Ok(Some(ToWorker::Restore { count })) => match &handover {
+                    Some(socket) => crate::ws::handover::restore(&worker, socket, count),
+                    None => tracing::error!("{count} connections handed over, but no handover socket"),
+                },
                 Ok(Some(ToWorker::ReopenLogs)) => crate::log_file::reopen_all(),
                 // Off this loop: slow checks (a database that does not answer) hold up
                 // neither the master's other questions nor the broadcasts relayed here.
@@ -257,10 +265,13 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 }
                 Ok(None) | Err(_) => {
                     tracing::warn!("lost the master; stopping");
-                    break Duration::ZERO;
+                    break (Duration::ZERO, false);
                 }
             }
         };
+        if let (true, Some(socket)) = (hand_over, &handover) {
+            hand_over_connections(&worker, socket, &mut tx, drain).await;
+        }
         tracing::debug!(drain_ms = drain.as_millis() as u64, "worker stopping");
         lag.abort();
         worker.shut_down(drain).await;
@@ -282,6 +293,45 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         crate::log_file::flush_all();
     }
     exit
+}
+
+/// Before a reload's stop: stops accepting, then hands the connections of WebSocket
+/// endpoints that survive reloads to the master, batch after batch, each announced on `tx`
+/// after it is on `socket`. Those still busy after `drain` (at least a second) stay, and the
+/// stop closes them.
+async fn hand_over_connections<W>(
+    worker: &Rc<WorkerCtx>,
+    socket: &OwnedFd,
+    tx: &mut ipc::codec::ChannelWriter<W>,
+    drain: Duration,
+) where
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    worker.stop_accepting();
+    let flagged = crate::ws::handover::begin(worker);
+    if flagged == 0 {
+        return;
+    }
+    let started = tokio::time::Instant::now();
+    let deadline = started + drain.max(Duration::from_secs(1));
+    let mut sent = 0;
+    while let Some(batch) = crate::ws::handover::next_batch(worker, deadline).await {
+        match batch.send(socket) {
+            Ok(count) => {
+                sent += count;
+                if write_msg(tx, &ToMaster::Detached { count }).await.is_err() {
+                    break;
+                }
+            }
+            Err(e) => tracing::error!("cannot hand WebSocket connections over: {e}"),
+        }
+    }
+    tracing::info!(
+        sent,
+        flagged,
+        ms = started.elapsed().as_millis() as u64,
+        "handed WebSocket connections over"
+    );
 }
 
 /// Runs job `job` (one of the service's schedules) as its own task, and reports how it ended

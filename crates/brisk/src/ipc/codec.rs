@@ -156,12 +156,20 @@ mod tests {
     async fn round_trips_and_reports_clean_eof() {
         let (a, b) = tokio::io::duplex(1024);
         let (mut a, mut b) = (writer(a), reader(b));
-        write_msg(&mut a, &ToWorker::Stop { drain_ms: 1500 })
-            .await
-            .unwrap();
+        let stop = ToWorker::Stop {
+            drain_ms: 1500,
+            hand_over: true,
+        };
+        write_msg(&mut a, &stop).await.unwrap();
         drop(a);
         let got: Option<ToWorker> = read_msg(&mut b).await.unwrap();
-        assert!(matches!(got, Some(ToWorker::Stop { drain_ms: 1500 })));
+        assert!(matches!(
+            got,
+            Some(ToWorker::Stop {
+                drain_ms: 1500,
+                hand_over: true
+            })
+        ));
         let eof: Option<ToWorker> = read_msg(&mut b).await.unwrap();
         assert!(eof.is_none());
     }

@@ -58,6 +58,23 @@ pub(crate) fn recv_fds(
     socket: &OwnedFd,
     max_bytes: usize,
 ) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    receive(socket, max_bytes, MsgFlags::empty())
+}
+
+/// [`recv_fds`] for a message that must be there already (its sender said so on another
+/// channel): [`std::io::ErrorKind::WouldBlock`] at once if it is not, instead of waiting.
+pub(crate) fn recv_fds_now(
+    socket: &OwnedFd,
+    max_bytes: usize,
+) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    receive(socket, max_bytes, MsgFlags::MSG_DONTWAIT)
+}
+
+fn receive(
+    socket: &OwnedFd,
+    max_bytes: usize,
+    flags: MsgFlags,
+) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
     let mut buf = vec![0u8; max_bytes];
     let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
     let mut iov = [IoSliceMut::new(&mut buf)];
@@ -65,7 +82,7 @@ pub(crate) fn recv_fds(
         socket.as_raw_fd(),
         &mut iov,
         Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
+        MsgFlags::MSG_CMSG_CLOEXEC | flags,
     )?;
     if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
         // nix will not list the descriptors of a cut message, but those that fit are open

@@ -1,9 +1,10 @@
 //! The control channels: master ↔ worker over a socketpair, CLI → master over the control
 //! socket. [`wire`] says what travels; [`codec`] how it is framed; [`fds`] carries
-//! descriptors between processes.
+//! descriptors between processes, and [`memfd`] bytes too large for one of its messages.
 
 pub(crate) mod codec;
 pub(crate) mod fds;
+pub(crate) mod memfd;
 pub(crate) mod wire;
 
 pub(crate) use codec::{reader, writer};

@@ -9,8 +9,8 @@ use crate::stats::{ConnectionInfo, RetiredTotals, WorkerStatus};
 /// The version of [`ToWorker`] and [`ToMaster`]: a master and a worker of builds that differ
 /// in it cannot understand each other (a `reload` after a new binary replaced one that spoke
 /// another; the worker says so and exits, and the app needs a restart). 2: questions carry
-/// ids.
-pub(crate) const IPC_VERSION: u32 = 2;
+/// ids. 3: WebSocket connections handed over on a reload.
+pub(crate) const IPC_VERSION: u32 = 3;
 
 /// Master to worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -19,8 +19,17 @@ pub(crate) enum ToWorker {
     /// any order (a slow readiness check holds up no other).
     Ask { id: u64, question: Question },
     /// Stop: stop accepting, then let in-flight work finish for up to `drain_ms`
-    /// milliseconds (0: close everything at once).
-    Stop { drain_ms: u64 },
+    /// milliseconds (0: close everything at once). With `hand_over` (a reload: the slot's
+    /// new worker is running), the WebSocket connections of endpoints that survive reloads
+    /// are first handed to the master ([`ToMaster::Detached`]) for the new worker.
+    Stop {
+        drain_ms: u64,
+        #[serde(default)]
+        hand_over: bool,
+    },
+    /// `count` handed-over connections wait on the handover socket: take them and serve
+    /// them.
+    Restore { count: usize },
     /// Open every log file again (after logrotate moved it).
     ReopenLogs,
     /// Run job `job` of the worker's service (a schedule); reply [`ToMaster::JobDone`] with
@@ -73,6 +82,9 @@ pub(crate) enum ToMaster {
     GroupLeft(String),
     /// The worker has served its `max_requests`: the master replaces it.
     Recycle(crate::recycle::RecycleCause),
+    /// A stopping worker put `count` connections on its handover socket (one message: their
+    /// state and their sockets): the master passes them to the slot's new worker.
+    Detached { count: usize },
 }
 
 /// CLI to master.

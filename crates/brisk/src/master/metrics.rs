@@ -17,7 +17,7 @@ use crate::latency::LatencyTotals;
 use crate::metrics::{Sample, Value};
 use crate::process_sample::ProcessSample;
 use crate::response_counts::{self, ResponseCount};
-use crate::stats::{RetiredTotals, WorkerStatus};
+use crate::stats::{HandoverCounts, RetiredTotals, WorkerStatus};
 
 /// What one scrape shows.
 pub(crate) struct Scrape<'a> {
@@ -65,7 +65,8 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
     }
     responses.sort_by(|a, b| (&a.method, &a.code).cmp(&(&b.method, &b.code)));
 
-    let mut out = vec![
+    let mut out =
+        vec![
         family(
             "brisk_http_requests_total",
             "HTTP responses sent, by request method and status class.",
@@ -113,6 +114,26 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
                 &[],
                 (r.broadcast_deliveries + sum(|w| w.broadcast_deliveries)) as f64,
             )],
+        ),
+        family(
+            "brisk_ws_handover_total",
+            "WebSocket connections of endpoints that survive reloads: handed to a new worker, \
+             taken over by one, or skipped (closed as a stop closes them).",
+            MetricType::COUNTER,
+            [
+                ("handed_over", (|h| h.handed_over) as fn(&HandoverCounts) -> u64),
+                ("resumed", |h| h.resumed),
+                ("skipped", |h| h.skipped),
+            ]
+            .into_iter()
+            .map(|(outcome, of)| {
+                counter(
+                    &[("outcome", outcome)],
+                    (of(&r.ws_handover) + s.workers.iter().map(|w| of(&w.ws_handover)).sum::<u64>())
+                        as f64,
+                )
+            })
+            .collect(),
         ),
         family(
             "brisk_errors_total",

@@ -12,6 +12,7 @@
 //! and instances), [`observe`] (counters, status, metrics, KPIs, probes, schedules) and
 //! [`handover`] (`upgrade`, on the old master's side and the new one's).
 
+mod conn_handover;
 mod handover;
 mod lifecycle;
 mod observe;
@@ -41,7 +42,10 @@ use super::metrics_listener::{self, Observed};
 use super::scheduler::Scheduler;
 use super::status_page::{self, StatusView};
 use super::{dup_high, Plan};
-use crate::env::{ENV_DAEMON, ENV_IPC_FD, ENV_IPC_VERSION, ENV_LISTEN_FD, ENV_WORKER};
+use crate::env::{
+    ENV_DAEMON, ENV_HANDOVER_FD, ENV_IPC_FD, ENV_IPC_VERSION, ENV_LISTEN_FD, ENV_WORKER,
+    HANDOVER_FD,
+};
 use crate::error::{Error, Result};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
 use crate::ipc::{

@@ -12,6 +12,11 @@ pub(crate) trait ConnView {
     fn info(&self) -> ConnectionInfo;
     /// Graceful stop: finish the handler in progress, flush, close.
     fn drain(&self);
+    /// Reload: move to the slot's new worker at the next chance, if the connection's server
+    /// can hand it over; true if it will try (it then reports to its server's hook).
+    fn hand_over(&self) -> bool {
+        false
+    }
     /// Seconds since bytes last arrived.
     fn idle_secs(&self, now: u32) -> u32;
     /// Closes at once.

@@ -32,9 +32,11 @@ use crate::limits::Limits;
 use crate::protocol::{Builtin, Protocol, ProtocolError};
 use crate::stats::{ConnectionInfo, Stats};
 
+mod handover;
 mod message_loop;
 mod send;
 
+pub(crate) use handover::{serve_restored, Carried, Detached, HandOver};
 pub(crate) use message_loop::{serve, serve_with};
 
 /// Size of the worker-wide read scratch buffer: the most one read takes.
@@ -74,6 +76,20 @@ mod flag {
     pub(super) const HANDLED: u16 = 1 << 8;
     /// Something changed that the connection task must look at.
     pub(super) const NOTIFIED: u16 = 1 << 9;
+    /// Hand the connection over at its next chance, between two messages (a reload).
+    pub(super) const HANDOVER: u16 = 1 << 10;
+}
+
+/// How a connection's loop ended.
+enum End {
+    /// Closed in order (by either side, or by a graceful stop).
+    Closed,
+    /// An I/O error.
+    Error(io::Error),
+    /// Destroyed, rejected or a handler panicked: no linger.
+    Abort,
+    /// Handed over to another worker: the socket stays open, and nothing more runs here.
+    HandedOver,
 }
 
 /// An `on_message` future in progress, with panics caught.
@@ -116,6 +132,8 @@ pub(crate) struct Callbacks<P: Protocol> {
     pub on_error: Option<ErrorCallback<P>>,
     pub on_buffer_full: Option<ConnCallback<P>>,
     pub on_buffer_drain: Option<ConnCallback<P>>,
+    /// How its connections move to a new worker on a reload; without it, they are closed.
+    pub handover: Option<Rc<dyn HandOver<P>>>,
 }
 
 impl<P: Protocol> Default for Callbacks<P> {
@@ -127,6 +145,7 @@ impl<P: Protocol> Default for Callbacks<P> {
             on_error: None,
             on_buffer_full: None,
             on_buffer_drain: None,
+            handover: None,
         }
     }
 }
@@ -158,6 +177,35 @@ pub(crate) struct Inner<P: Protocol> {
     /// through tokio's own per-socket waker slots, so an idle connection needs no other state.
     waker: Cell<Option<Waker>>,
     server: Rc<ServerShared<P>>,
+}
+
+impl<P: Protocol> Inner<P> {
+    /// The state of a connection that opens now in `server`'s worker, with a new id.
+    fn opening(
+        server: &Rc<ServerShared<P>>,
+        stream: Stream,
+        remote: PeerAddr,
+        protocol: P,
+    ) -> Self {
+        let worker = &server.worker;
+        let now = worker.uptime_secs();
+        Inner {
+            id: worker.next_connection_id(),
+            stream,
+            remote,
+            opened: now,
+            flags: Cell::new(0),
+            bytes_in: Cell::new(0),
+            bytes_out: Cell::new(0),
+            last_active: Cell::new(now),
+            out: RefCell::new(BytesMut::new()),
+            io_error: Cell::new(None),
+            protocol: RefCell::new(protocol),
+            data: Cell::new(None),
+            waker: Cell::new(None),
+            server: server.clone(),
+        }
+    }
 }
 
 /// A handle to one connection; cheap to clone, valid after the connection is gone (sends then
@@ -303,6 +351,14 @@ impl<P: Protocol> Connection<P> {
             None => self.inner.data.set(Some(data)),
         }
         result
+    }
+
+    /// Whether a value is attached.
+    pub(crate) fn has_data(&self) -> bool {
+        let data = self.inner.data.take();
+        let has = data.is_some();
+        self.inner.data.set(data);
+        has
     }
 
     /// A clone of the attached value, if there is one of type `T`.

@@ -286,9 +286,20 @@ impl WorkerCtx {
     }
 
     pub(crate) fn register(&self, id: u64, conn: Rc<dyn ConnView>) {
+        self.register_resumed(id, conn);
+        Stats::add(&self.stats.accepted, 1);
+    }
+
+    /// Registers a connection handed over by another worker (not counted as accepted).
+    pub(crate) fn register_resumed(&self, id: u64, conn: Rc<dyn ConnView>) {
         self.registry.borrow_mut().insert(id, conn);
         Stats::add(&self.stats.connections, 1);
-        Stats::add(&self.stats.accepted, 1);
+    }
+
+    /// Stops accepting: the accept loops end (taking what is queued first), and connections
+    /// that still arrive (an HTTP upgrade under way) are drained.
+    pub(crate) fn stop_accepting(&self) {
+        let _ = self.stop_tx.send(true);
     }
 
     pub(crate) fn unregister(&self, id: u64) {
@@ -351,6 +362,11 @@ impl WorkerCtx {
             ws_sent: s.ws_sent.get(),
             broadcast_deliveries: s.broadcast_deliveries.get(),
             broadcasts_dropped: s.broadcasts_dropped.get(),
+            ws_handover: stats::HandoverCounts {
+                handed_over: s.ws_handed_over.get(),
+                resumed: s.ws_resumed.get(),
+                skipped: s.ws_handover_skipped.get(),
+            },
             jobs: stats::JobCounts {
                 pushed: s.jobs_pushed.get(),
                 done: s.jobs_done.get(),

@@ -17,6 +17,9 @@ use super::deflate::{self, Agreement, ClientContext, InflateError};
 use crate::http::has_token;
 use crate::protocol::{Protocol, ProtocolError};
 
+mod carry;
+pub(crate) use carry::CodecState;
+
 /// Close codes Brisk sends.
 pub(crate) mod close {
     pub(crate) const PROTOCOL: u16 = 1002;

@@ -59,6 +59,10 @@ struct EndpointInner {
     deflate: bool,
     /// Whether every agreement names `client_no_context_takeover`.
     client_no_context: bool,
+    /// Whether its connections move to the new worker on a reload.
+    survive_reload: bool,
+    /// The key it is registered under for handovers, once it is.
+    handover_key: Rc<RefCell<Option<Rc<str>>>>,
     /// Which pages' handshakes are accepted.
     origins: OriginPolicy,
     /// Per worker, made on first use: what this endpoint's connections share.
@@ -94,6 +98,8 @@ impl WsEndpoint {
                 handshake_timeout: Duration::from_secs(10),
                 deflate: false,
                 client_no_context: false,
+                survive_reload: false,
+                handover_key: Rc::default(),
                 origins: OriginPolicy::default(),
                 shared: RefCell::new(None),
             }),
@@ -202,6 +208,58 @@ impl WsEndpoint {
         self.edit(|e| e.client_no_context = on)
     }
 
+    /// Keeps this endpoint's connections open through `reload` (and a recycling worker's
+    /// replacement): the stopping worker hands each one, between two messages, to the new
+    /// worker, which serves it on. Nothing is lost or repeated: bytes received and not yet
+    /// handled, bytes not yet sent and a fragmented message in progress move with it. Off by
+    /// default; with [`permessage_deflate`](Self::permessage_deflate) it holds clients to
+    /// [`client_no_context_takeover`](Self::client_no_context_takeover), whose compression
+    /// window could not be carried.
+    ///
+    /// The endpoint must be findable in the new worker: serve it on a `websocket://`
+    /// listener ([`WsServer`](super::WsServer)), or name it on its HTTP server with
+    /// [`HttpServer::ws_endpoint`](crate::http::HttpServer::ws_endpoint).
+    ///
+    /// What a moved connection sees: a new [`id`](WsConnection::id) (ids are per worker);
+    /// `on_open` does not run again, and handles to it held in the old worker see it closed
+    /// (`on_close` does not run there). Not yet carried, and so closed with 1001 as without
+    /// this (counted in `status --json` as `ws_handover.skipped`): `wss://` connections,
+    /// members of broadcast groups or with a presence id, connections with data attached,
+    /// and those whose `on_message` is still running when the reload's drain time ends.
+    /// `stop` and `restart` close every connection as before.
+    ///
+    /// ```
+    /// use brisk::ws::{WsEndpoint, WsServer};
+    /// let echo = WsEndpoint::new()
+    ///     .survive_reload(true)
+    ///     .on_message(|ws, msg| async move { ws.send(msg) });
+    /// let server = WsServer::new("websocket://127.0.0.1:8081").unwrap().endpoint(echo);
+    /// ```
+    pub fn survive_reload(self, on: bool) -> Self {
+        self.edit(|e| {
+            e.survive_reload = on;
+            e.client_no_context |= on;
+        })
+    }
+
+    /// Whether its connections move to the new worker on a reload.
+    pub(super) fn survives_reload(&self) -> bool {
+        self.inner.survive_reload
+    }
+
+    /// Records the key the endpoint is registered under for handovers (the first one).
+    pub(super) fn set_handover_key(&self, key: &str) {
+        let mut k = self.inner.handover_key.borrow_mut();
+        if k.is_none() {
+            *k = Some(key.into());
+        }
+    }
+
+    /// Largest message.
+    pub(super) fn max_message(&self) -> usize {
+        self.inner.max_message
+    }
+
     /// Accepts handshakes from browser pages of `origins` only (`https://chat.example.com`;
     /// a default port may be written or not), besides those [`same_origin`](Self::same_origin)
     /// allows: another site's page that connects with the user's cookies gets 403. Clients
@@ -296,6 +354,10 @@ impl WsEndpoint {
 
     fn callbacks(&self) -> Callbacks<WsCodec> {
         let mut cb = Callbacks::default();
+        if self.inner.survive_reload {
+            let key = self.inner.handover_key.clone();
+            cb.handover = Some(Rc::new(super::handover::Hook { key }));
+        }
         let ep = self.clone();
         cb.on_message = Some(Rc::new(move |conn, frame| {
             let ep = ep.clone();

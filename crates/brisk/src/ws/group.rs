@@ -42,6 +42,14 @@ struct Joined {
     deflate: bool,
 }
 
+/// Whether connection `conn` is in any group or has a presence id.
+pub(crate) fn is_member(conn: u64) -> bool {
+    GROUPS.with(|g| {
+        let g = g.borrow();
+        g.joined.contains_key(&conn) || g.ids.contains_key(&conn)
+    })
+}
+
 /// The group that holds the sockets (and event streams) tagged with `key`.
 pub(crate) fn key_group(key: &str) -> String {
     format!("brisk.key:{key}")

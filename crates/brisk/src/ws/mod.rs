@@ -21,6 +21,7 @@ pub(crate) mod deflate;
 mod endpoint;
 mod event_stream;
 mod group;
+pub(crate) mod handover;
 #[cfg(feature = "redis")]
 mod history;
 mod identity;

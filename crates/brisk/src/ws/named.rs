@@ -14,6 +14,7 @@ thread_local! {
 
 /// Makes `endpoint` the one called `name` on this thread (a worker's, where the app is built).
 pub(crate) fn register(name: &str, endpoint: WsEndpoint) {
+    super::handover::register(format!("route:{name}"), &endpoint, None);
     NAMED.with(|n| n.borrow_mut().insert(name.to_string(), endpoint));
 }
 

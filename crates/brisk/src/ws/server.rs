@@ -71,6 +71,10 @@ impl From<WsServer> for Service {
                 };
                 let l = tokio::net::TcpListener::from_std(l)?;
                 let shared = endpoint.shared(&worker, limits);
+                if tls.is_none() {
+                    let key = format!("listener:{}", worker.info.server);
+                    super::handover::register(key, &endpoint, Some(limits));
+                }
                 tokio::task::spawn_local(accept_tcp(shared, l, tls));
                 Ok(())
             }),

@@ -89,12 +89,14 @@ impl Supervisor {
         }
     }
 
-    /// Tells `worker` to stop after draining for `drain`; true once it has exited (killed
-    /// if it takes more than `drain` and a margin).
-    pub(super) async fn retire(&self, worker: &Worker, drain: Duration) -> bool {
+    /// Tells `worker` to stop after draining for `drain`, first handing its WebSocket
+    /// connections that survive reloads to its slot's new worker if `hand_over`; true once it
+    /// has exited (killed if it takes more than `drain` and a margin).
+    pub(super) async fn retire(&self, worker: &Worker, drain: Duration, hand_over: bool) -> bool {
         worker.retiring.set(true);
         worker.tell(ToWorker::Stop {
             drain_ms: drain.as_millis() as u64,
+            hand_over,
         });
         if self.wait_exit(worker.pid, drain + STOP_MARGIN).await {
             return true;
@@ -135,7 +137,7 @@ impl Supervisor {
         }
         let workers: Vec<_> = self.live.borrow().values().cloned().collect();
         let drain = self.drain_time(graceful, false);
-        futures_util::future::join_all(workers.iter().map(|w| self.retire(w, drain))).await;
+        futures_util::future::join_all(workers.iter().map(|w| self.retire(w, drain, false))).await;
     }
 
     /// Replaces every worker, one at a time: start the new one, wait until it is ready, then
@@ -164,7 +166,8 @@ impl Supervisor {
             }
             let old = self.current.borrow_mut()[slot].replace(new);
             if let Some(old) = old {
-                self.retire(&old, self.drain_time(graceful, true)).await;
+                self.retire(&old, self.drain_time(graceful, true), true)
+                    .await;
             }
             replaced += 1;
         }

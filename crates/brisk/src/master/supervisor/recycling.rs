@@ -122,7 +122,7 @@ impl Supervisor {
             self.describe(slot),
             cause.label()
         );
-        self.retire(old, self.drain_time(true, true)).await;
+        self.retire(old, self.drain_time(true, true), true).await;
     }
 
     /// A replacement of `old` failed for `why`: it keeps serving, and is tried again later.

@@ -30,6 +30,10 @@ impl Supervisor {
             cmd.env_remove(ENV_LISTEN_FD);
         }
         let secrets_hi = crate::secret_env::pass_to(cmd.as_std_mut())?;
+        let (handover, their_handover) = crate::ipc::fds::seqpacket_pair()?;
+        let handover_hi = dup_high(their_handover.as_raw_fd())?;
+        drop(their_handover);
+        cmd.env(ENV_HANDOVER_FD, HANDOVER_FD.to_string());
         // Workers are not background masters, whatever the master is; and only the master
         // speaks to systemd.
         cmd.env_remove(ENV_DAEMON)
@@ -45,6 +49,7 @@ impl Supervisor {
         let ipc_raw = ipc_hi.as_raw_fd();
         let listen_raw = listen_hi.as_ref().map(|fd| fd.as_raw_fd());
         let secrets_raw = secrets_hi.as_ref().map(|fd| fd.as_raw_fd());
+        let handover_raw = handover_hi.as_raw_fd();
         // SAFETY: only async-signal-safe calls (prctl, dup2) run between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -62,6 +67,9 @@ impl Supervisor {
                         return Err(std::io::Error::last_os_error());
                     }
                 }
+                if libc::dup2(handover_raw, HANDOVER_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 Ok(())
             });
         }
@@ -69,6 +77,7 @@ impl Supervisor {
         drop(ipc_hi);
         drop(listen_hi);
         drop(secrets_hi);
+        drop(handover_hi);
         let pid = child.id().unwrap_or(0) as i32;
         ours.set_nonblocking(true)?;
         let stream = tokio::net::UnixStream::from_std(ours)?;
@@ -93,6 +102,7 @@ impl Supervisor {
             ready: RefCell::new(Some(ready_rx)),
             retiring: Cell::new(false),
             recycle: Default::default(),
+            handover,
         });
         self.live.borrow_mut().insert(pid, worker.clone());
         tokio::task::spawn_local(async move {
@@ -154,6 +164,7 @@ impl Supervisor {
                         }
                     }
                     ToMaster::Recycle(cause) => sup.want_recycle(pid, cause),
+                    ToMaster::Detached { count } => sup.pass_on_handed_over(pid, count),
                     ToMaster::Answer { id, answer } => {
                         if let Answer::Status(s) = &answer {
                             sup.looks.borrow_mut().insert(pid, (**s).clone());

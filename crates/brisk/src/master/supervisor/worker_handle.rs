@@ -37,6 +37,9 @@ pub(super) struct Worker {
     pub(super) retiring: Cell<bool>,
     /// Whether it is to be replaced by recycling, and how that goes.
     pub(super) recycle: recycling::RecycleState,
+    /// The master's end of its handover socket: connections it hands over come out here and
+    /// go into its successor's.
+    pub(super) handover: std::os::fd::OwnedFd,
 }
 
 impl Worker {

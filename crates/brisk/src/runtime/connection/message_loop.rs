@@ -4,16 +4,6 @@
 
 use super::*;
 
-/// How a connection's loop ended.
-enum End {
-    /// Closed in order (by either side, or by a graceful stop).
-    Closed,
-    /// An I/O error.
-    Error(io::Error),
-    /// Destroyed, rejected or a handler panicked: no linger.
-    Abort,
-}
-
 /// Opens a connection on `stream`; the returned future serves it until it closes.
 ///
 /// The connection is built here, outside the future, so the task holds one `Rc` and the
@@ -35,46 +25,42 @@ pub(crate) fn serve_with<P: Protocol>(
     initial: BytesMut,
     protocol: Option<P>,
 ) -> impl std::future::Future<Output = ()> {
+    let protocol = protocol.unwrap_or_else(|| server.protocol.clone());
+    let inner = Rc::new(Inner::opening(&server, stream, remote, protocol));
     let worker = &server.worker;
-    let now = worker.uptime_secs();
-    let inner = Rc::new(Inner {
-        id: worker.next_connection_id(),
-        stream,
-        remote,
-        opened: now,
-        flags: Cell::new(0),
-        bytes_in: Cell::new(0),
-        bytes_out: Cell::new(0),
-        last_active: Cell::new(now),
-        out: RefCell::new(BytesMut::new()),
-        io_error: Cell::new(None),
-        protocol: RefCell::new(protocol.unwrap_or_else(|| server.protocol.clone())),
-        data: Cell::new(None),
-        waker: Cell::new(None),
-        server: server.clone(),
-    });
     worker.register(inner.id, inner.clone());
     if worker.is_stopping() {
         inner.drain();
     }
     // Boxed (and only when there are any): an argument lives in the task for its whole life.
     let initial = (!initial.is_empty()).then(|| Box::new(initial));
-    Connection { inner }.lifecycle(initial)
+    Connection { inner }.lifecycle(initial, false)
 }
 
 impl<P: Protocol> Connection<P> {
-    /// on_connect, the message loop, on_error, on_close.
-    async fn lifecycle(self, initial: Option<Box<BytesMut>>) {
-        if let Some(cb) = &self.inner.server.callbacks.on_connect {
+    /// on_connect (unless `resumed`: handed over from another worker), the message loop,
+    /// on_error, on_close.
+    pub(super) async fn lifecycle(self, initial: Option<Box<BytesMut>>, resumed: bool) {
+        if let (Some(cb), false) = (&self.inner.server.callbacks.on_connect, resumed) {
             if !self.run_callback("on_connect", cb(self.clone())).await {
                 self.inner.set(flag::DESTROYED);
             }
         }
-        if let End::Error(e) = self.run(initial).await {
-            tracing::debug!(conn = self.id(), error = %e, "connection error");
-            if let Some(cb) = &self.inner.server.callbacks.on_error {
-                self.run_callback("on_error", cb(self.clone(), e)).await;
+        match self.run(initial).await {
+            End::Error(e) => {
+                tracing::debug!(conn = self.id(), error = %e, "connection error");
+                if let Some(cb) = &self.inner.server.callbacks.on_error {
+                    self.run_callback("on_error", cb(self.clone(), e)).await;
+                }
             }
+            End::HandedOver => {
+                // Another worker serves it now: handles held here see it closed.
+                self.inner.set(flag::CLOSING | flag::DESTROYED);
+                self.inner.server.worker.unregister(self.id());
+                *self.inner.out.borrow_mut() = BytesMut::new();
+                return;
+            }
+            End::Closed | End::Abort => {}
         }
         self.inner.set(flag::CLOSING | flag::DESTROYED);
         self.inner.server.worker.unregister(self.id());
@@ -160,6 +146,11 @@ impl<P: Protocol> Connection<P> {
                 return End::Abort;
             }
             if st.handler.is_none() {
+                if self.inner.has(flag::HANDOVER) {
+                    if let Some(end) = self.detach(&mut st) {
+                        return end;
+                    }
+                }
                 if self.inner.has(flag::EVENT_FULL | flag::EVENT_DRAIN) {
                     // Rare: boxed so its state does not enlarge every connection's task.
                     Box::pin(self.fire_buffer_events()).await;

@@ -167,6 +167,9 @@ impl<P: Protocol> ConnView for Inner<P> {
         let w = &self.server.worker;
         w.connection_info(self.id, &self.remote, bytes, self.opened)
     }
+    fn hand_over(&self) -> bool {
+        self.flag_hand_over()
+    }
     fn drain(&self) {
         self.set(flag::DRAINING);
         self.notify();

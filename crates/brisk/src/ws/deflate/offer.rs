@@ -15,7 +15,7 @@ const MIN_SERVER_WINDOW_BITS: u8 = 9;
 pub(crate) const MAX_WINDOW_BITS: u8 = 15;
 
 /// What a connection agreed to.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Agreement {
     /// The client offered `server_max_window_bits`: the server's messages use at most this
     /// window, and the response names it. (NonZero: every connection's codec holds an

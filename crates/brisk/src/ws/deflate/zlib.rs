@@ -164,6 +164,13 @@ pub(crate) enum InflateError {
 #[derive(Debug, Default)]
 pub(crate) struct ClientContext(Option<Box<Decompress>>);
 
+impl ClientContext {
+    /// Whether it holds no inflater (and so no window of earlier messages).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
 impl Clone for ClientContext {
     /// Codecs are cloned from a server's template, which never holds a window: a clone
     /// starts empty.

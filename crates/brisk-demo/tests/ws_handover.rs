@@ -1,0 +1,218 @@
+//! WebSocket connections that survive reloads (`WsEndpoint::survive_reload`, the demo's
+//! `/ws/durable`): through three reloads every client stays connected, with nothing lost or
+//! repeated: a client that keeps talking, a partial frame and a fragmented message sent
+//! across a reload, echoes the server had queued and not yet sent. The plain `/ws` still
+//! closes with 1001.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use brisk_testkit::*;
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::{Message, WebSocket};
+
+mod common;
+use common::{demo_with, Demo};
+
+fn client(port: u16, path: &str) -> WebSocket<TcpStream> {
+    let s = connect(port);
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let (ws, resp) =
+        tungstenite::client(format!("ws://127.0.0.1:{port}{path}"), s).expect("handshake");
+    assert_eq!(resp.status(), 101);
+    ws
+}
+
+/// A raw connection to `/ws/durable`, handshaken, for hand-made frames.
+fn raw(port: u16) -> TcpStream {
+    let mut s = connect(port);
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(b"GET /ws/durable HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101"));
+    s
+}
+
+/// A masked client frame: FIN + opcode, the payload masked with a fixed key.
+fn frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+    assert!(payload.len() < 126);
+    let key = [0x11, 0x22, 0x33, 0x44];
+    let mut f = vec![
+        (if fin { 0x80 } else { 0 }) | opcode,
+        0x80 | payload.len() as u8,
+    ];
+    f.extend_from_slice(&key);
+    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+    f
+}
+
+/// Reads one unmasked server frame: (opcode, payload).
+fn read_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut h = [0u8; 2];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(h[1] & 0x80, 0, "server frames are not masked");
+    let len = match h[1] & 0x7f {
+        126 => {
+            let mut l = [0u8; 2];
+            s.read_exact(&mut l).unwrap();
+            u16::from_be_bytes(l) as usize
+        }
+        n => n as usize,
+    };
+    let mut p = vec![0u8; len];
+    s.read_exact(&mut p).unwrap();
+    (h[0] & 0x0f, p)
+}
+
+/// The HTTP workers' pids.
+fn http_pids(server: &ServerProcess) -> Vec<i32> {
+    let mut pids = server.pids_of("http://").unwrap();
+    pids.sort();
+    pids
+}
+
+/// `ws_handover.FIELD` added up over the workers running and those retired.
+fn handover_total(server: &ServerProcess, field: &str) -> u64 {
+    let status = server.status().unwrap();
+    let running: u64 = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["ws_handover"][field].as_u64().unwrap_or(0))
+        .sum();
+    running
+        + status["retired"]["ws_handover"][field]
+            .as_u64()
+            .unwrap_or(0)
+}
+
+#[test]
+fn durable_websocket_clients_stay_connected_through_reloads_and_lose_nothing() {
+    let Demo {
+        server: d,
+        http: port,
+    } = demo_with(2, &[]);
+    // 40 quiet clients, each with one message handled.
+    let mut quiet: Vec<_> = (0..40).map(|_| client(port, "/ws/durable")).collect();
+    for (i, ws) in quiet.iter_mut().enumerate() {
+        ws.send(Message::text(format!("hello {i}"))).unwrap();
+        assert_eq!(ws.read().unwrap(), Message::text(format!("hello {i}")));
+    }
+    // One that talks all the time: each echo must be the next number, none missing.
+    let stop = Arc::new(AtomicBool::new(false));
+    let echoed = Arc::new(AtomicU64::new(0));
+    let talker = {
+        let (stop, echoed) = (stop.clone(), echoed.clone());
+        let mut ws = client(port, "/ws/durable");
+        thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                ws.send(Message::text(n.to_string())).unwrap();
+                match ws.read() {
+                    Ok(m) => assert_eq!(m, Message::text(n.to_string()), "echo {n}"),
+                    Err(e) => panic!("echo {n}: {e}"),
+                }
+                n += 1;
+                echoed.store(n, Ordering::Relaxed);
+            }
+            ws.close(None).unwrap();
+            n
+        })
+    };
+    // One that does not read: four echoes of 256 KiB wait in the server's send buffer.
+    let mut slow = client(port, "/ws/durable");
+    let big: Vec<u8> = (0..256 << 10).map(|i| (i % 251) as u8).collect();
+    for _ in 0..4 {
+        slow.send(Message::binary(big.clone())).unwrap();
+    }
+    // Half a frame, and the first fragment of a text message whose é is cut in two.
+    let mut partial = raw(port);
+    let whole = frame(true, 0x1, b"sent across a reload");
+    partial.write_all(&whole[..9]).unwrap();
+    let mut fragmented = raw(port);
+    let text = "fragments: héllo".as_bytes();
+    let cut = text.len() - 4;
+    fragmented
+        .write_all(&frame(false, 0x1, &text[..cut]))
+        .unwrap();
+    // A client of the plain echo, which does not survive reloads.
+    let mut plain = client(port, "/ws");
+    plain.send(Message::text("plain")).unwrap();
+    assert_eq!(plain.read().unwrap(), Message::text("plain"));
+
+    let handed_before = handover_total(&d, "handed_over");
+    for reload in 0..3 {
+        let before = http_pids(&d);
+        let talked = echoed.load(Ordering::Relaxed);
+        let out = d.cli(&["reload"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let after = http_pids(&d);
+        assert!(
+            after.iter().all(|p| !before.contains(p)),
+            "reload {reload}: every worker replaced ({before:?} -> {after:?})"
+        );
+        wait_until(
+            Duration::from_secs(10),
+            "the talking client goes on after the reload",
+            || echoed.load(Ordering::Relaxed) > talked + 10,
+        );
+        if reload == 0 {
+            // The plain echo's client was closed with 1001.
+            match plain.read().unwrap() {
+                Message::Close(Some(c)) => assert_eq!(c.code, CloseCode::Away),
+                other => panic!("the plain /ws client got {other:?}"),
+            }
+        }
+    }
+
+    // The partial frame and the fragmented message complete in the third worker.
+    partial.write_all(&whole[9..]).unwrap();
+    assert_eq!(
+        read_frame(&mut partial),
+        (0x1, b"sent across a reload".to_vec())
+    );
+    fragmented
+        .write_all(&frame(true, 0x0, &text[cut..]))
+        .unwrap();
+    assert_eq!(read_frame(&mut fragmented), (0x1, text.to_vec()));
+    // The slow client gets its four echoes whole, then still talks.
+    for i in 0..4 {
+        match slow.read().unwrap() {
+            Message::Binary(echo) => assert!(echo[..] == big[..], "echo {i} differs"),
+            other => panic!("slow client, echo {i}: {other:?}"),
+        }
+    }
+    slow.send(Message::text("still here")).unwrap();
+    assert_eq!(slow.read().unwrap(), Message::text("still here"));
+    // Every quiet client is still connected and served.
+    for (i, ws) in quiet.iter_mut().enumerate() {
+        ws.send(Message::text(format!("again {i}"))).unwrap();
+        assert_eq!(
+            ws.read().unwrap(),
+            Message::text(format!("again {i}")),
+            "client {i}"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    let talked = talker.join().unwrap();
+    assert!(talked > 30, "{talked} echoes");
+
+    // 44 connections moved three times; none was skipped.
+    let handed = handover_total(&d, "handed_over") - handed_before;
+    assert_eq!(handed, 44 * 3, "handed over");
+    assert_eq!(handover_total(&d, "resumed"), 44 * 3, "resumed");
+    assert_eq!(handover_total(&d, "skipped"), 0, "skipped");
+}

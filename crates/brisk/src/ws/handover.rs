@@ -1,0 +1,463 @@
+//! WebSocket connections that survive a reload: a stopping worker hands the connections of
+//! endpoints that opt in ([`WsEndpoint::survive_reload`]) to its slot's new worker, which
+//! serves them on. Design: `docs/design/ws-handover.md`.
+//!
+//! Out: [`begin`] flags the worker's connections; each leaves between two messages (see
+//! `runtime::connection::handover`) into this worker's outbox; [`next_batch`] packs up to
+//! [`BATCH`] of them, their state in a sealed memfd and their sockets, into one message on the
+//! worker's handover socket, and the worker tells the master how many it sent. The master
+//! passes the message to the new worker's socket and tells it to [`restore`] them.
+//!
+//! What moves: the socket, the bytes received and not yet decoded, the bytes not yet sent, a
+//! fragmented message in progress and the permessage-deflate agreement (the endpoint holds
+//! its clients to `client_no_context_takeover`, so there is no compression window to carry),
+//! and the counters. Not yet carried, so such connections are closed as a stop closes them
+//! (counted as skipped): TLS sessions, connections in a broadcast group or with a presence
+//! id (their broadcasts in flight need the ordered replay the design describes), and
+//! connections with data attached.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::rc::Rc;
+
+use bytes::BytesMut;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+use super::codec::{CodecState, WsCodec, WsFrame};
+use super::{group, WsEndpoint};
+use crate::ipc::{fds, memfd};
+use crate::limits::Limits;
+use crate::protocol::Protocol;
+use crate::runtime::connection::{serve_restored, Carried, Connection, Detached, HandOver};
+use crate::runtime::context::WorkerCtx;
+use crate::runtime::stream::{PeerAddr, Stream};
+use crate::stats::Stats;
+
+/// The most connections one handover message carries (with the memfd, within
+/// [`fds::MAX_FDS`]).
+pub(crate) const BATCH: usize = fds::MAX_FDS - 1;
+
+/// What a handover message's bytes say: the format of what it carries.
+const MARK: &[u8] = b"brisk ws handover 1";
+
+/// The largest state memfd accepted: each connection's unsent bytes are bounded by its max
+/// send buffer (2 MiB by default), its received bytes by its max message.
+const MAX_STATE: u64 = 4 << 30;
+
+/// The close code of a connection that arrives but cannot be served here (its endpoint is
+/// not in this build): 1012, service restart: the client may reconnect.
+const SERVICE_RESTART: u16 = 1012;
+
+/// Where an endpoint can be found in a new worker, and the limits its connections get there.
+#[derive(Clone)]
+struct Registered {
+    endpoint: WsEndpoint,
+    /// `None`: the worker's defaults (an HTTP route's connections).
+    limits: Option<Limits>,
+}
+
+thread_local! {
+    /// Endpoints that survive reloads, by key: `listener:<address>` for a `websocket://`
+    /// listener's, `route:<name>` for one an HTTP server names.
+    static ENDPOINTS: RefCell<HashMap<String, Registered>> = RefCell::new(HashMap::new());
+    /// Connections that left, waiting to be sent.
+    static OUTBOX: RefCell<Vec<Leaving>> = const { RefCell::new(Vec::new()) };
+    /// Connections flagged that have not yet left or stayed.
+    static UNDECIDED: Cell<usize> = const { Cell::new(0) };
+    /// Fired when a flagged connection leaves or stays.
+    static DECIDED: Rc<Notify> = Rc::new(Notify::new());
+}
+
+/// Makes `endpoint` findable under `key` in this process (every worker builds the same app,
+/// so the new worker finds it under the same key), if it survives reloads.
+pub(crate) fn register(key: String, endpoint: &WsEndpoint, limits: Option<Limits>) {
+    if !endpoint.survives_reload() {
+        return;
+    }
+    endpoint.set_handover_key(&key);
+    let endpoint = endpoint.clone();
+    ENDPOINTS.with(|e| e.borrow_mut().insert(key, Registered { endpoint, limits }));
+}
+
+/// A connection that left, with its state in the form it travels in.
+struct Leaving {
+    record: Record,
+    /// Its received bytes, unsent bytes and fragmented message, one after the other.
+    bytes: Vec<BytesMut>,
+    socket: OwnedFd,
+}
+
+/// One connection in a handover message's index.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    /// Its endpoint's key.
+    endpoint: String,
+    codec: CodecState,
+    /// Lengths of its received bytes, unsent bytes and fragmented message, which follow one
+    /// another in the memfd after the index, connection after connection.
+    received: usize,
+    unsent: usize,
+    fragment: usize,
+    paused: bool,
+    handled: bool,
+    bytes_in: u64,
+    bytes_out: u64,
+    /// Its id in the worker it left.
+    previous_id: u64,
+}
+
+/// The [`HandOver`] hook of an endpoint that survives reloads.
+pub(crate) struct Hook {
+    /// The endpoint's key; `None` until it is registered (then its connections stay).
+    pub(crate) key: Rc<RefCell<Option<Rc<str>>>>,
+}
+
+impl HandOver<WsCodec> for Hook {
+    fn can_detach(&self, conn: &Connection<WsCodec>) -> bool {
+        self.key.borrow().is_some()
+            && conn.protocol().can_carry()
+            && !conn.has_data()
+            && !group::is_member(conn.id())
+    }
+
+    fn detached(&self, conn: &Connection<WsCodec>, d: Detached<WsCodec>) {
+        let Detached { id, socket, state } = d;
+        let Carried {
+            received,
+            unsent,
+            protocol,
+            paused,
+            handled,
+            bytes_in,
+            bytes_out,
+        } = state;
+        let (codec, fragment) = protocol.into_carried();
+        let endpoint = self.key.borrow().as_deref().unwrap_or_default().to_string();
+        let record = Record {
+            endpoint,
+            codec,
+            received: received.len(),
+            unsent: unsent.len(),
+            fragment: fragment.len(),
+            paused,
+            handled,
+            bytes_in,
+            bytes_out,
+            previous_id: id,
+        };
+        Stats::add(&conn.worker_stats().ws_handed_over, 1);
+        OUTBOX.with(|o| {
+            o.borrow_mut().push(Leaving {
+                record,
+                bytes: vec![received, unsent, fragment],
+                socket,
+            })
+        });
+        decided();
+    }
+
+    fn declined(&self, conn: &Connection<WsCodec>) {
+        Stats::add(&conn.worker_stats().ws_handover_skipped, 1);
+        decided();
+    }
+}
+
+/// One flagged connection has left or stays.
+fn decided() {
+    UNDECIDED.with(|u| u.set(u.get().saturating_sub(1)));
+    DECIDED.with(|d| d.notify_one());
+}
+
+/// Flags every connection of `worker` whose endpoint survives reloads to leave at its next
+/// chance; returns how many were flagged. The worker should have stopped accepting.
+pub(crate) fn begin(worker: &WorkerCtx) -> usize {
+    let flagged = worker
+        .connections_where(|_| true)
+        .iter()
+        .filter(|c| c.hand_over())
+        .count();
+    UNDECIDED.with(|u| u.set(u.get() + flagged));
+    flagged
+}
+
+/// The next handover message: up to [`BATCH`] connections that have left, sent as soon as
+/// some have and none more is ready. `None` once every flagged connection has left or
+/// stayed, or at `deadline`: those still flagged (a handler that did not finish) stay, and
+/// a stop closes them.
+pub(crate) async fn next_batch(
+    worker: &WorkerCtx,
+    deadline: tokio::time::Instant,
+) -> Option<Batch> {
+    loop {
+        let notified = DECIDED.with(|d| d.clone());
+        let notified = notified.notified();
+        let waiting = OUTBOX.with(|o| o.borrow().len());
+        if waiting > 0 {
+            // Let the other connections woken with these leave too: fewer, fuller messages.
+            tokio::task::yield_now().await;
+            let leaving = OUTBOX.with(|o| {
+                let mut o = o.borrow_mut();
+                let n = o.len().min(BATCH);
+                o.drain(..n).collect()
+            });
+            return Some(Batch { leaving });
+        }
+        if UNDECIDED.with(Cell::get) == 0 {
+            return None;
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            let late = UNDECIDED.with(|u| u.replace(0));
+            Stats::add(&worker.stats.ws_handover_skipped, late as u64);
+            tracing::warn!(
+                late,
+                "WebSocket connections still busy at the handover deadline: closing them"
+            );
+            // Any that leave now still go.
+            if OUTBOX.with(|o| o.borrow().is_empty()) {
+                return None;
+            }
+        }
+    }
+}
+
+/// Connections that left, packed into one handover message.
+pub(crate) struct Batch {
+    leaving: Vec<Leaving>,
+}
+
+impl Batch {
+    /// Sends the batch on the worker's handover socket; returns how many connections it
+    /// carries. On failure the connections are lost (their sockets close with this process).
+    pub(crate) fn send(self, socket: &OwnedFd) -> std::io::Result<usize> {
+        let records: Vec<&Record> = self.leaving.iter().map(|l| &l.record).collect();
+        let index = serde_json::to_vec(&records).map_err(std::io::Error::other)?;
+        let len = (index.len() as u32).to_le_bytes();
+        let mut parts: Vec<&[u8]> = vec![&len, &index];
+        for l in &self.leaving {
+            parts.extend(l.bytes.iter().map(|b| &b[..]));
+        }
+        let state = memfd::sealed(c"brisk-ws-handover", &parts)?;
+        let mut fds = vec![state.as_raw_fd()];
+        fds.extend(self.leaving.iter().map(|l| l.socket.as_raw_fd()));
+        fds::send_fds(socket, MARK, &fds)?;
+        Ok(self.leaving.len())
+    }
+}
+
+/// Takes the `count` connections the master put on this worker's handover socket and serves
+/// them. One that cannot be served here (its endpoint is not in this build, or its state
+/// does not hold together) gets what it had not been sent and a close frame (1012).
+pub(crate) fn restore(worker: &Rc<WorkerCtx>, socket: &OwnedFd, count: usize) {
+    let stats = &worker.stats;
+    let (mark, mut fds) = match fds::recv_fds_now(socket, 64) {
+        Ok(m) => m,
+        Err(e) => {
+            Stats::add(&stats.ws_handover_skipped, count as u64);
+            tracing::error!("cannot take {count} handed-over WebSocket connections: {e}");
+            return;
+        }
+    };
+    let sockets = if fds.is_empty() {
+        vec![]
+    } else {
+        fds.split_off(1)
+    };
+    let state = fds.pop();
+    let unpacked = match (mark == MARK, state) {
+        (true, Some(state)) => unpack(state, sockets.len()),
+        _ => Err("a handover message of another format".to_string()),
+    };
+    let records = match unpacked {
+        Ok(r) => r,
+        Err(e) => {
+            Stats::add(&stats.ws_handover_skipped, sockets.len() as u64);
+            tracing::error!(
+                "cannot take {} handed-over WebSocket connections: {e}",
+                sockets.len()
+            );
+            return;
+        }
+    };
+    for ((record, bytes), socket) in records.into_iter().zip(sockets) {
+        match resume(worker, record, bytes, socket) {
+            Ok(()) => Stats::add(&stats.ws_resumed, 1),
+            Err(e) => {
+                Stats::add(&stats.ws_handover_skipped, 1);
+                tracing::warn!("a handed-over WebSocket connection was closed: {e}");
+            }
+        }
+    }
+}
+
+/// The records of a state memfd and each one's bytes (received, unsent, fragment), checked
+/// against `sockets`, the number of sockets that came with it.
+fn unpack(state: OwnedFd, sockets: usize) -> Result<Vec<(Record, [BytesMut; 3])>, String> {
+    let all = memfd::read_sealed(state, MAX_STATE).map_err(|e| e.to_string())?;
+    let mut all = BytesMut::from(&all[..]);
+    if all.len() < 4 {
+        return Err("a state memfd too short for its index".into());
+    }
+    let len = u32::from_le_bytes(all[..4].try_into().expect("4 bytes")) as usize;
+    let _ = all.split_to(4);
+    if all.len() < len {
+        return Err("a state memfd shorter than its index says".into());
+    }
+    let records: Vec<Record> =
+        serde_json::from_slice(&all.split_to(len)).map_err(|e| format!("its index: {e}"))?;
+    if records.len() != sockets {
+        return Err(format!(
+            "{} connections in the index, {sockets} sockets",
+            records.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(records.len());
+    for r in records {
+        let total = r.received + r.unsent + r.fragment;
+        if all.len() < total {
+            return Err("a state memfd shorter than its connections' bytes".into());
+        }
+        let received = all.split_to(r.received);
+        let unsent = all.split_to(r.unsent);
+        let fragment = all.split_to(r.fragment);
+        out.push((r, [received, unsent, fragment]));
+    }
+    if !all.is_empty() {
+        return Err("bytes past the last connection's in a state memfd".into());
+    }
+    Ok(out)
+}
+
+/// Serves one handed-over connection in this worker.
+fn resume(
+    worker: &Rc<WorkerCtx>,
+    record: Record,
+    [received, unsent, fragment]: [BytesMut; 3],
+    socket: OwnedFd,
+) -> Result<(), String> {
+    let found = ENDPOINTS.with(|e| e.borrow().get(&record.endpoint).cloned());
+    let Some(Registered { endpoint, limits }) = found else {
+        close_unserved(socket, &unsent);
+        return Err(format!("no endpoint {} in this build", record.endpoint));
+    };
+    let codec = match WsCodec::resumed(record.codec, fragment, endpoint.max_message()) {
+        Ok(c) => c,
+        Err(e) => {
+            close_unserved(socket, &unsent);
+            return Err(e.into());
+        }
+    };
+    let tcp = std::net::TcpStream::from(socket);
+    tcp.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let tcp = tokio::net::TcpStream::from_std(tcp).map_err(|e| e.to_string())?;
+    let remote = tcp
+        .peer_addr()
+        .map(PeerAddr::Inet)
+        .unwrap_or(PeerAddr::Unix(None));
+    let limits = limits.unwrap_or_else(|| worker.default_limits());
+    let shared = endpoint.shared(worker, limits);
+    let state = Carried {
+        received,
+        unsent,
+        protocol: codec,
+        paused: record.paused,
+        handled: record.handled,
+        bytes_in: record.bytes_in,
+        bytes_out: record.bytes_out,
+    };
+    tracing::debug!(
+        previous = record.previous_id,
+        "WebSocket connection taken over"
+    );
+    tokio::task::spawn_local(serve_restored(shared, Stream::Tcp(tcp), remote, state));
+    Ok(())
+}
+
+/// Writes what a connection had not been sent and a close frame (service restart), as far
+/// as the socket takes them at once, then closes it.
+fn close_unserved(socket: OwnedFd, unsent: &[u8]) {
+    let mut tcp = std::net::TcpStream::from(socket);
+    let _ = tcp.set_nonblocking(true);
+    let mut frame = BytesMut::new();
+    let reason = tungstenite::Utf8Bytes::from_static("service restart");
+    let close = WsFrame::Close(Some((SERVICE_RESTART, reason)));
+    if WsCodec::new(false, 0).encode(close, &mut frame).is_ok() {
+        let _ = tcp.write_all(unsent).and_then(|()| tcp.write_all(&frame));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaving(endpoint: &str, sizes: [usize; 3], socket: OwnedFd) -> Leaving {
+        let (codec, _) = WsCodec::new(false, 100).into_carried();
+        Leaving {
+            record: Record {
+                endpoint: endpoint.into(),
+                codec,
+                received: sizes[0],
+                unsent: sizes[1],
+                fragment: sizes[2],
+                paused: true,
+                handled: true,
+                bytes_in: 7,
+                bytes_out: 9,
+                previous_id: 42,
+            },
+            bytes: sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| BytesMut::from(&vec![b'a' + i as u8; n][..]))
+                .collect(),
+            socket,
+        }
+    }
+
+    #[test]
+    fn a_batch_unpacks_to_what_was_packed() {
+        let (out, into) = fds::seqpacket_pair().unwrap();
+        let sockets: Vec<OwnedFd> = (0..3)
+            .map(|_| std::os::unix::net::UnixStream::pair().unwrap().0.into())
+            .collect();
+        let batch = Batch {
+            leaving: sockets
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| leaving(&format!("route:e{i}"), [i, 2 * i, 3], s))
+                .collect(),
+        };
+        assert_eq!(batch.send(&out).unwrap(), 3);
+        let (mark, mut fds) = fds::recv_fds_now(&into, 64).unwrap();
+        assert_eq!(mark, MARK);
+        assert_eq!(fds.len(), 4);
+        let sockets = fds.split_off(1);
+        let unpacked = unpack(fds.pop().unwrap(), sockets.len()).unwrap();
+        for (i, (record, [received, unsent, fragment])) in unpacked.into_iter().enumerate() {
+            assert_eq!(record.endpoint, format!("route:e{i}"));
+            assert_eq!(
+                (record.bytes_in, record.bytes_out, record.previous_id),
+                (7, 9, 42)
+            );
+            assert!(record.paused && record.handled);
+            assert_eq!(&received[..], &vec![b'a'; i][..]);
+            assert_eq!(&unsent[..], &vec![b'b'; 2 * i][..]);
+            assert_eq!(&fragment[..], b"ccc");
+        }
+        // Nothing waits any more: a restore that finds none fails at once, not later.
+        let err = fds::recv_fds_now(&into, 64).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn a_state_that_does_not_match_its_sockets_is_refused() {
+        let state = memfd::sealed(c"t", &[&2u32.to_le_bytes(), b"[]"]).unwrap();
+        assert!(unpack(state, 1).unwrap_err().contains("0 connections"));
+        let state = memfd::sealed(c"t", &[&200u32.to_le_bytes(), b"[]"]).unwrap();
+        assert!(unpack(state, 0).unwrap_err().contains("shorter"));
+        let state = memfd::sealed(c"t", &[&2u32.to_le_bytes(), b"[]", b"x"]).unwrap();
+        assert!(unpack(state, 0).unwrap_err().contains("past the last"));
+    }
+}
