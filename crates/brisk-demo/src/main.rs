@@ -738,6 +738,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         let server = server
             .http_limits(limits)
             .ws_endpoint("durable-echo", routes.durable_echo())
+            .ws_endpoint("chat", routes.chat_endpoint())
             .handler(move |req| routes.route(req));
         let server = server
             .request_spans(!no_request_spans)

@@ -105,6 +105,11 @@ impl Routes {
         self.durable_echo.clone()
     }
 
+    /// The endpoint of `/chat`, for its server to name.
+    pub(crate) fn chat_endpoint(&self) -> WsEndpoint {
+        self.chat.endpoint()
+    }
+
     /// Publishes a `tick` event to every `/events` subscriber each second (call on a worker).
     pub(crate) fn start_ticking(&self) {
         let hub = self.events.clone();

@@ -339,14 +339,9 @@ fn broadcast_reaches_every_member_in_every_worker_once() {
             .unwrap();
     }
     // Members landed on both HTTP workers (the kernel spreads connections).
-    let status = d.server.status().unwrap();
-    let per_worker: Vec<u64> = status["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|w| w["server"].as_str().unwrap().starts_with("http://"))
-        .map(|w| w["connections"].as_u64().unwrap())
-        .collect();
+    let http = format!("http://127.0.0.1:{}", d.http);
+    let per_worker = d.server.connections_of(&http).unwrap();
+    assert_eq!(per_worker.len(), 2);
     assert!(per_worker.iter().all(|&n| n > 0), "{per_worker:?}");
     let t0 = Instant::now();
     for (i, m) in members.iter_mut().take(5).enumerate() {

@@ -1,7 +1,8 @@
 //! WebSocket connections that survive reloads (`WsEndpoint::survive_reload`, the demo's
-//! `/ws/durable`): through three reloads every client stays connected, with nothing lost or
-//! repeated: a client that keeps talking, a partial frame and a fragmented message sent
-//! across a reload, echoes the server had queued and not yet sent. The plain `/ws` still
+//! `/ws/durable` and `/chat`): through three reloads every client stays connected, with
+//! nothing lost or repeated: a client that keeps talking, a partial frame and a fragmented
+//! message sent across a reload, echoes the server had queued and not yet sent, and every
+//! broadcast of a chat room, in order, while its publisher moves too. The plain `/ws` still
 //! closes with 1001.
 
 use std::io::{Read, Write};
@@ -73,10 +74,10 @@ fn read_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
     (h[0] & 0x0f, p)
 }
 
-/// The HTTP workers' pids.
-fn http_pids(server: &ServerProcess) -> Vec<i32> {
-    let mut pids = server.pids_of("http://").unwrap();
-    pids.sort();
+/// The pids of the HTTP workers of the demo on `port`.
+fn http_pids(server: &ServerProcess, port: u16) -> Vec<i32> {
+    let pids = server.pids_of(&format!("http://127.0.0.1:{port}")).unwrap();
+    assert_eq!(pids.len(), 2, "{pids:?}");
     pids
 }
 
@@ -151,7 +152,7 @@ fn durable_websocket_clients_stay_connected_through_reloads_and_lose_nothing() {
 
     let handed_before = handover_total(&d, "handed_over");
     for reload in 0..3 {
-        let before = http_pids(&d);
+        let before = http_pids(&d, port);
         let talked = echoed.load(Ordering::Relaxed);
         let out = d.cli(&["reload"]);
         assert!(
@@ -159,7 +160,7 @@ fn durable_websocket_clients_stay_connected_through_reloads_and_lose_nothing() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let after = http_pids(&d);
+        let after = http_pids(&d, port);
         assert!(
             after.iter().all(|p| !before.contains(p)),
             "reload {reload}: every worker replaced ({before:?} -> {after:?})"
@@ -215,4 +216,120 @@ fn durable_websocket_clients_stay_connected_through_reloads_and_lose_nothing() {
     assert_eq!(handed, 44 * 3, "handed over");
     assert_eq!(handover_total(&d, "resumed"), 44 * 3, "resumed");
     assert_eq!(handover_total(&d, "skipped"), 0, "skipped");
+}
+
+/// `/chat` rooms whose members are spread over both workers, each with a member publishing
+/// all along: through three reloads, which move every member and publisher, each member gets
+/// every message of its room exactly once and in order, and keeps its room (its data).
+#[test]
+fn chat_members_get_every_broadcast_once_and_in_order_through_reloads() {
+    const ROOMS: usize = 3;
+    const MEMBERS: usize = 8;
+    let Demo {
+        server: d,
+        http: port,
+    } = demo_with(2, &[]);
+    let received = Arc::new(AtomicU64::new(0));
+    let readers: Vec<_> = (0..ROOMS * MEMBERS)
+        .map(|i| {
+            let room = i % ROOMS;
+            let path = format!("/chat?room=r{room}&name=m{i}&user=u{i}");
+            let mut ws = client(port, &path);
+            let received = received.clone();
+            thread::spawn(move || {
+                let mut got = Vec::new();
+                loop {
+                    let text = match ws.read() {
+                        Ok(Message::Text(t)) => t.to_string(),
+                        other => panic!(
+                            "member {i} of r{room}: {other:?} after {} messages, the last {:?}",
+                            got.len(),
+                            got.last()
+                        ),
+                    };
+                    let (tag, n) = text.split_once(':').expect("TAG:N");
+                    let n: u64 = n.parse().unwrap();
+                    match tag.strip_prefix("END") {
+                        Some(r) => {
+                            assert_eq!(r, room.to_string(), "member {i}: another room's end");
+                            return (room, got, n);
+                        }
+                        None => {
+                            assert_eq!(tag, format!("P{room}"), "member {i}: another room's");
+                            got.push(n);
+                            received.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let publishers: Vec<_> = (0..ROOMS)
+        .map(|room| {
+            let mut ws = client(port, &format!("/chat?room=r{room}"));
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    ws.send(Message::text(format!("P{room}:{n}"))).unwrap();
+                    n += 1;
+                    thread::sleep(Duration::from_millis(2));
+                }
+                ws.send(Message::text(format!("END{room}:{n}"))).unwrap();
+                // Kept open until the members have read: closed with its own messages
+                // unread, the socket would be reset, and the server drop the END with it.
+                (n, ws)
+            })
+        })
+        .collect();
+    // Members and publishers landed on both HTTP workers.
+    let open = d
+        .connections_of(&format!("http://127.0.0.1:{port}"))
+        .unwrap();
+    assert_eq!(open.len(), 2);
+    assert!(open.iter().all(|&n| n > 0), "{open:?}");
+    for reload in 0..3 {
+        let before = received.load(Ordering::Relaxed);
+        wait_until(
+            Duration::from_secs(10),
+            "the rooms are busy before the reload",
+            || received.load(Ordering::Relaxed) > before + 200,
+        );
+        let out = d.cli(&["reload"]);
+        assert!(
+            out.status.success(),
+            "reload {reload}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let before = received.load(Ordering::Relaxed);
+    wait_until(
+        Duration::from_secs(10),
+        "the rooms go on after the reloads",
+        || received.load(Ordering::Relaxed) > before + 200,
+    );
+    stop.store(true, Ordering::Relaxed);
+    let (sent, _open): (Vec<u64>, Vec<_>) =
+        publishers.into_iter().map(|p| p.join().unwrap()).unzip();
+    for reader in readers {
+        let (room, got, end) = reader.join().unwrap();
+        assert_eq!(end, sent[room]);
+        let want: Vec<u64> = (0..end).collect();
+        if got != want {
+            let missing: Vec<_> = want.iter().filter(|n| !got.contains(n)).take(10).collect();
+            panic!(
+                "r{room}: {} of {end} messages, missing {missing:?}, order kept: {}",
+                got.len(),
+                got.windows(2).all(|w| w[0] < w[1])
+            );
+        }
+    }
+    let moved = handover_total(&d, "handed_over");
+    assert!(
+        moved >= 3 * (ROOMS * MEMBERS + ROOMS) as u64,
+        "{moved} moved"
+    );
+    assert_eq!(handover_total(&d, "resumed"), moved);
+    assert_eq!(handover_total(&d, "skipped"), 0);
 }

@@ -306,6 +306,19 @@ impl ServerProcess {
         Ok(pids)
     }
 
+    /// Open connections of each worker `status` lists under `server` (an address), in its
+    /// order.
+    pub fn connections_of(&self, server: &str) -> Result<Vec<u64>> {
+        let s = self.status()?;
+        Ok(s["workers"]
+            .as_array()
+            .context("workers")?
+            .iter()
+            .filter(|w| w["server"] == server)
+            .map(|w| w["connections"].as_u64().unwrap_or(0))
+            .collect())
+    }
+
     /// Sum of one numeric field over all workers in `status`.
     pub fn total(&self, field: &str) -> Result<u64> {
         let s = self.status()?;

@@ -14,7 +14,7 @@ use crate::env::{self, ENV_HANDOVER_FD, ENV_IPC_FD, ENV_IPC_VERSION, ENV_LISTEN_
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
 use crate::ipc::{self, Answer, Packet, Question, ToMaster, ToWorker};
 use crate::limits::Limits;
-use crate::runtime::context::{self, WorkerInfo};
+use crate::runtime::context::{self, Relayed, WorkerInfo};
 use crate::runtime::listener::Listener;
 use crate::runtime::{Service, WorkerCtx};
 use crate::stats::Stats;
@@ -214,9 +214,8 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         let (drain, hand_over) = loop {
             let msg = tokio::select! {
                 m = read_packet::<_, ToWorker>(&mut rx) => m,
-                Some((group, frames)) = relay_rx.recv() => {
-                    let _ = write_broadcast(&mut tx, &group, &frames).await;
-                    worker.relay_sent(frames.len());
+                Some(relayed) = relay_rx.recv() => {
+                    relay(&worker, &mut tx, relayed).await;
                     continue;
                 }
                 Some(done) = done_rx.recv() => {
@@ -226,7 +225,8 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break (Duration::ZERO, false),
             };
             let msg = match msg {
-                Ok(Some(Packet::Broadcast { group, frames })) => {
+                Ok(Some(Packet::Broadcast { group, stamp, frames })) => {
+                    crate::ws::replay::note_relayed(stamp, &group, &frames);
                     crate::ws::deliver_local(&group, &frames);
                     continue;
                 }
@@ -246,6 +246,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 Ok(Some(ToWorker::Stop { drain_ms, hand_over })) => {
                     break (Duration::from_millis(drain_ms), hand_over)
                 }
+                Ok(Some(ToWorker::NoMoreHandovers)) => crate::ws::replay::stop_keeping(),
                 Ok(Some(ToWorker::Restore { count })) => match &handover {
                     Some(socket) => crate::ws::handover::restore(&worker, socket, count),
                     None => tracing::error!("{count} connections handed over, but no handover socket"),
@@ -270,7 +271,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             }
         };
         if let (true, Some(socket)) = (hand_over, &handover) {
-            hand_over_connections(&worker, socket, &mut tx, drain).await;
+            hand_over_connections(&worker, socket, &mut tx, &mut relay_rx, drain).await;
         }
         tracing::debug!(drain_ms = drain.as_millis() as u64, "worker stopping");
         lag.abort();
@@ -298,11 +299,14 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
 /// Before a reload's stop: stops accepting, then hands the connections of WebSocket
 /// endpoints that survive reloads to the master, batch after batch, each announced on `tx`
 /// after it is on `socket`. Those still busy after `drain` (at least a second) stay, and the
-/// stop closes them.
+/// stop closes them. Broadcasts made meanwhile still go to the other workers, and all those
+/// made before a batch left go before it: a member that moves sees its publisher's
+/// messages in order.
 async fn hand_over_connections<W>(
     worker: &Rc<WorkerCtx>,
     socket: &OwnedFd,
     tx: &mut ipc::codec::ChannelWriter<W>,
+    relay_rx: &mut mpsc::UnboundedReceiver<Relayed>,
     drain: Duration,
 ) where
     W: tokio::io::AsyncWrite + Unpin,
@@ -315,7 +319,20 @@ async fn hand_over_connections<W>(
     let started = tokio::time::Instant::now();
     let deadline = started + drain.max(Duration::from_secs(1));
     let mut sent = 0;
-    while let Some(batch) = crate::ws::handover::next_batch(worker, deadline).await {
+    loop {
+        let batch = tokio::select! {
+            batch = crate::ws::handover::next_batch(worker, deadline) => batch,
+            Some(relayed) = relay_rx.recv() => {
+                relay(worker, tx, relayed).await;
+                continue;
+            }
+        };
+        let Some(batch) = batch else {
+            break;
+        };
+        while let Ok(relayed) = relay_rx.try_recv() {
+            relay(worker, tx, relayed).await;
+        }
         match batch.send(socket) {
             Ok(count) => {
                 sent += count;
@@ -332,6 +349,16 @@ async fn hand_over_connections<W>(
         ms = started.elapsed().as_millis() as u64,
         "handed WebSocket connections over"
     );
+}
+
+/// Writes a broadcast for the other workers to the master.
+async fn relay<W: tokio::io::AsyncWrite + Unpin>(
+    worker: &WorkerCtx,
+    tx: &mut ipc::codec::ChannelWriter<W>,
+    (group, stamp, frames): Relayed,
+) {
+    let _ = write_broadcast(tx, &group, stamp, &frames).await;
+    worker.relay_sent(frames.len());
 }
 
 /// Runs job `job` (one of the service's schedules) as its own task, and reports how it ended

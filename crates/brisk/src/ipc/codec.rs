@@ -1,6 +1,7 @@
 //! Framing of the control channels, on tokio-util's [`LengthDelimitedCodec`]: each packet is a
 //! 4-byte big-endian length, then that many bytes. A packet is a JSON message, or a broadcast
-//! (first byte 0, which no JSON text starts with) carrying frame bytes as they are.
+//! (first byte 0, which no JSON text starts with) carrying its [`Stamp`] and frame bytes as
+//! they are.
 //!
 //! Reading goes through a [`FramedRead`], which keeps a half-read packet in its own buffer:
 //! the worker's control loop may race a read against other events in a `select!` without
@@ -15,7 +16,7 @@ use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
-use super::wire::{BroadcastFrames, Packet};
+use super::wire::{BroadcastFrames, Packet, Stamp};
 
 /// Largest packet accepted on a control channel (a `connections` listing of 100,000 rows fits).
 const MAX_PACKET: usize = 256 << 20;
@@ -56,23 +57,30 @@ where
     w.send(Bytes::from(body)).await
 }
 
-/// Writes a broadcast packet: the group name, the plain frame's length, the plain frame,
-/// then the compressed frame if there is one.
+/// Writes a broadcast packet: its stamp (origin, then number), the group name, the plain
+/// frame's length, the plain frame, then the compressed frame if there is one.
 pub(crate) async fn write_broadcast<W: AsyncWrite + Unpin>(
     w: &mut ChannelWriter<W>,
     group: &str,
+    stamp: Stamp,
     frames: &BroadcastFrames,
 ) -> io::Result<()> {
-    w.send(encode_broadcast(group, frames)?).await
+    w.send(encode_broadcast(group, stamp, frames)?).await
 }
 
-fn encode_broadcast(group: &str, frames: &BroadcastFrames) -> io::Result<Bytes> {
+/// Bytes of a broadcast packet before its group name: the tag, the stamp, the name's length.
+const BROADCAST_HEAD: usize = 1 + 4 + 8 + 2;
+
+fn encode_broadcast(group: &str, stamp: Stamp, frames: &BroadcastFrames) -> io::Result<Bytes> {
     let group_len = u16::try_from(group.len())
         .map_err(|_| io::Error::other(format!("group name of {} bytes", group.len())))?;
     let deflated = frames.deflated.as_deref().unwrap_or_default();
-    let mut out =
-        BytesMut::with_capacity(1 + 2 + group.len() + 4 + frames.plain.len() + deflated.len());
+    let mut out = BytesMut::with_capacity(
+        BROADCAST_HEAD + group.len() + 4 + frames.plain.len() + deflated.len(),
+    );
     out.put_u8(BROADCAST);
+    out.put_u32(stamp.origin);
+    out.put_u64(stamp.seq);
     out.put_u16(group_len);
     out.extend_from_slice(group.as_bytes());
     out.put_u32(frames.plain.len() as u32);
@@ -125,15 +133,21 @@ fn decode_packet<T: DeserializeOwned>(body: Bytes) -> io::Result<Packet<T>> {
 /// are slices of the body, not copies.
 fn decode_broadcast<T>(body: Bytes) -> io::Result<Packet<T>> {
     let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, format!("broadcast: {why}"));
-    let group_len = body.get(1..3).ok_or_else(|| bad("short header"))?;
-    let group_len = u16::from_be_bytes([group_len[0], group_len[1]]) as usize;
+    let head = body
+        .get(..BROADCAST_HEAD)
+        .ok_or_else(|| bad("short header"))?;
+    let stamp = Stamp {
+        origin: u32::from_be_bytes(head[1..5].try_into().expect("4 bytes")),
+        seq: u64::from_be_bytes(head[5..13].try_into().expect("8 bytes")),
+    };
+    let group_len = u16::from_be_bytes([head[13], head[14]]) as usize;
     let group = body
-        .get(3..3 + group_len)
+        .get(BROADCAST_HEAD..BROADCAST_HEAD + group_len)
         .ok_or_else(|| bad("short group"))?;
     let group = std::str::from_utf8(group)
         .map_err(|_| bad("group is not UTF-8"))?
         .to_string();
-    let at = 3 + group_len;
+    let at = BROADCAST_HEAD + group_len;
     let plain_len = body.get(at..at + 4).ok_or_else(|| bad("short length"))?;
     let plain_len = u32::from_be_bytes(plain_len.try_into().expect("4 bytes")) as usize;
     let plain_end = at + 4 + plain_len;
@@ -144,7 +158,11 @@ fn decode_broadcast<T>(body: Bytes) -> io::Result<Packet<T>> {
         plain: body.slice(at + 4..plain_end),
         deflated: (plain_end < body.len()).then(|| body.slice(plain_end..)),
     };
-    Ok(Packet::Broadcast { group, frames })
+    Ok(Packet::Broadcast {
+        group,
+        stamp,
+        frames,
+    })
 }
 
 #[cfg(test)]
@@ -186,14 +204,25 @@ mod tests {
             deflated: Some(Bytes::from_static(&[0xc1, 1, 0])),
             ..plain_only.clone()
         };
+        let stamp = Stamp {
+            origin: 4_000_000,
+            seq: u64::MAX - 1,
+        };
         for frames in [&plain_only, &both] {
-            write_broadcast(&mut a, "lobby", frames).await.unwrap();
+            write_broadcast(&mut a, "lobby", stamp, frames)
+                .await
+                .unwrap();
         }
         write_msg(&mut a, &ToWorker::ReopenLogs).await.unwrap();
         for sent in [plain_only, both] {
             match read_packet::<_, ToWorker>(&mut b).await.unwrap() {
-                Some(Packet::Broadcast { group, frames }) => {
+                Some(Packet::Broadcast {
+                    group,
+                    stamp: got,
+                    frames,
+                }) => {
                     assert_eq!(group, "lobby");
+                    assert_eq!(got, stamp);
                     assert_eq!(frames, sent);
                 }
                 other => panic!("{other:?}"),
@@ -218,7 +247,9 @@ mod tests {
         let sent = big.clone();
         let write = tokio::spawn(async move {
             for _ in 0..3 {
-                write_broadcast(&mut a, "big", &sent).await.unwrap();
+                write_broadcast(&mut a, "big", Stamp::NONE, &sent)
+                    .await
+                    .unwrap();
                 write_msg(&mut a, &ToWorker::ReopenLogs).await.unwrap();
             }
         });
@@ -240,7 +271,7 @@ mod tests {
         );
         for pair in packets.chunks(2) {
             match &pair[0] {
-                Packet::Broadcast { group, frames } => {
+                Packet::Broadcast { group, frames, .. } => {
                     assert_eq!(group, "big");
                     assert_eq!(frames, &big);
                 }

@@ -9,7 +9,7 @@ pub(crate) mod wire;
 
 pub(crate) use codec::{reader, writer};
 pub(crate) use wire::{
-    Answer, BroadcastFrames, ControlReply, ControlRequest, Packet, Question, ToMaster, ToWorker,
-    IPC_VERSION,
+    Answer, BroadcastFrames, ControlReply, ControlRequest, Packet, Question, Stamp, ToMaster,
+    ToWorker, IPC_VERSION,
 };
 pub use wire::{MasterStatus, ScheduleStatus};

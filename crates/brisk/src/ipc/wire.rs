@@ -30,6 +30,9 @@ pub(crate) enum ToWorker {
     /// `count` handed-over connections wait on the handover socket: take them and serve
     /// them.
     Restore { count: usize },
+    /// No connection will be handed to this worker any more (the worker it replaced has
+    /// exited, or it replaced none): it stops keeping broadcasts for them.
+    NoMoreHandovers,
     /// Open every log file again (after logrotate moved it).
     ReopenLogs,
     /// Run job `job` of the worker's service (a schedule); reply [`ToMaster::JobDone`] with
@@ -183,12 +186,30 @@ impl BroadcastFrames {
     }
 }
 
+/// Where a broadcast comes from and its place among that origin's broadcasts: a worker
+/// numbers its own from 1, and every worker keeps the last number it has seen of each origin,
+/// so that a connection handed to a new worker is sent exactly the ones it missed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Stamp {
+    /// The pid of the worker that broadcast it; 0 for one from another instance (the cluster
+    /// bus), which is not numbered.
+    pub origin: u32,
+    /// Its number among its origin's broadcasts.
+    pub seq: u64,
+}
+
+impl Stamp {
+    /// A broadcast that is not numbered (from another instance).
+    pub(crate) const NONE: Stamp = Stamp { origin: 0, seq: 0 };
+}
+
 /// What arrives on a master-worker channel: a JSON message, or a broadcast's frames.
 #[derive(Debug)]
 pub(crate) enum Packet<T> {
     Msg(T),
     Broadcast {
         group: String,
+        stamp: Stamp,
         frames: BroadcastFrames,
     },
 }

@@ -49,7 +49,7 @@ use crate::env::{
 use crate::error::{Error, Result};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
 use crate::ipc::{
-    self, Answer, BroadcastFrames, MasterStatus, Packet, Question, ToMaster, ToWorker,
+    self, Answer, BroadcastFrames, MasterStatus, Packet, Question, Stamp, ToMaster, ToWorker,
 };
 use crate::runtime::listener::Listener;
 use crate::stats::{ConnectionInfo, WorkerStatus};
@@ -194,7 +194,7 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                 if let Some(sup) = weak.upgrade() {
                     if let Some(bus) = &sup.cluster {
                         let holders = bus.holders(group);
-                        sup.relay_to(group, frames, |pid| holders.contains(&pid));
+                        sup.relay_to(group, Stamp::NONE, frames, |pid| holders.contains(&pid));
                     }
                 }
             });
@@ -408,6 +408,7 @@ impl Supervisor {
         }
         for w in started {
             w.wait_ready().await?;
+            w.tell(ToWorker::NoMoreHandovers);
         }
         Ok(())
     }

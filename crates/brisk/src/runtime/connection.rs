@@ -326,6 +326,11 @@ impl<P: Protocol> Connection<P> {
         self.inner.data.set(Some(Box::new(value)));
     }
 
+    /// Takes the attached value out, whatever its type.
+    pub(crate) fn take_data(&self) -> Option<Box<dyn Any>> {
+        self.inner.data.take()
+    }
+
     /// Attaches a value already boxed, as [`set_data`](Self::set_data) attaches `T`.
     pub(crate) fn set_data_boxed(&self, value: Box<dyn Any>) {
         self.inner.data.set(Some(value));
@@ -351,14 +356,6 @@ impl<P: Protocol> Connection<P> {
             None => self.inner.data.set(Some(data)),
         }
         result
-    }
-
-    /// Whether a value is attached.
-    pub(crate) fn has_data(&self) -> bool {
-        let data = self.inner.data.take();
-        let has = data.is_some();
-        self.inner.data.set(data);
-        has
     }
 
     /// A clone of the attached value, if there is one of type `T`.

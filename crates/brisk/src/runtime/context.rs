@@ -17,7 +17,10 @@ use tokio::sync::{mpsc, watch, Notify};
 use super::conn_view::ConnView;
 use super::handler::HandlerFuture;
 use super::io_counters::WorkerIo;
-use crate::ipc::BroadcastFrames;
+use crate::ipc::{BroadcastFrames, Stamp};
+
+/// A broadcast for the other workers: its group, stamp and frames.
+pub(crate) type Relayed = (String, Stamp, BroadcastFrames);
 use crate::limits::Limits;
 use crate::stats::{self, ConnectionInfo, Stats, WorkerStatus};
 
@@ -65,7 +68,7 @@ pub(crate) struct WorkerCtx {
     /// The app's default limits (for connections upgraded from HTTP).
     limits: Limits,
     /// Broadcast frames for other workers, sent to the master by the worker loop.
-    relay: mpsc::UnboundedSender<(String, BroadcastFrames)>,
+    relay: mpsc::UnboundedSender<Relayed>,
     /// Bytes of broadcasts in `relay`, not yet written to the master.
     relay_queued: Cell<usize>,
     /// Messages for the master (jobs that ended, group membership), sent by the worker loop.
@@ -142,7 +145,7 @@ impl WorkerCtx {
     pub(crate) fn new(
         info: WorkerInfo,
         limits: Limits,
-        relay: mpsc::UnboundedSender<(String, BroadcastFrames)>,
+        relay: mpsc::UnboundedSender<Relayed>,
         to_master: mpsc::UnboundedSender<crate::ipc::ToMaster>,
     ) -> Self {
         WorkerCtx {
@@ -190,7 +193,7 @@ impl WorkerCtx {
     /// Hands a broadcast's frames to the master for the other workers. Past
     /// [`RELAY_LIMIT`] bytes waiting for the master (it is not reading), the broadcast is
     /// dropped for the other workers, counted and logged (at most every 10 s).
-    pub(crate) fn relay_broadcast(&self, group: &str, frames: BroadcastFrames) {
+    pub(crate) fn relay_broadcast(&self, group: &str, stamp: Stamp, frames: BroadcastFrames) {
         let size = frames.len();
         if self.relay_queued.get() + size > RELAY_LIMIT {
             Stats::add(&self.stats.broadcasts_dropped, 1);
@@ -209,7 +212,7 @@ impl WorkerCtx {
             return;
         }
         self.relay_queued.set(self.relay_queued.get() + size);
-        let _ = self.relay.send((group.to_string(), frames));
+        let _ = self.relay.send((group.to_string(), stamp, frames));
     }
 
     /// Tells the master (when the app spans machines) that this worker now holds members of

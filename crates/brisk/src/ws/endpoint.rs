@@ -63,6 +63,8 @@ struct EndpointInner {
     survive_reload: bool,
     /// The key it is registered under for handovers, once it is.
     handover_key: Rc<RefCell<Option<Rc<str>>>>,
+    /// How its connections' data moves with them, if it does.
+    carry_data: Option<super::handover::DataCarrier>,
     /// Which pages' handshakes are accepted.
     origins: OriginPolicy,
     /// Per worker, made on first use: what this endpoint's connections share.
@@ -100,6 +102,7 @@ impl WsEndpoint {
                 client_no_context: false,
                 survive_reload: false,
                 handover_key: Rc::default(),
+                carry_data: None,
                 origins: OriginPolicy::default(),
                 shared: RefCell::new(None),
             }),
@@ -211,8 +214,11 @@ impl WsEndpoint {
     /// Keeps this endpoint's connections open through `reload` (and a recycling worker's
     /// replacement): the stopping worker hands each one, between two messages, to the new
     /// worker, which serves it on. Nothing is lost or repeated: bytes received and not yet
-    /// handled, bytes not yet sent and a fragmented message in progress move with it. Off by
-    /// default; with [`permessage_deflate`](Self::permessage_deflate) it holds clients to
+    /// handled, bytes not yet sent and a fragmented message in progress move with it; so do
+    /// its groups, keys and presence id, and every broadcast to its groups reaches it exactly
+    /// once and in each sender's order, those made while it moved included; its data moves
+    /// too if the endpoint says how ([`carry_data`](Self::carry_data)). Off by default; with
+    /// [`permessage_deflate`](Self::permessage_deflate) it holds clients to
     /// [`client_no_context_takeover`](Self::client_no_context_takeover), whose compression
     /// window could not be carried.
     ///
@@ -222,11 +228,12 @@ impl WsEndpoint {
     ///
     /// What a moved connection sees: a new [`id`](WsConnection::id) (ids are per worker);
     /// `on_open` does not run again, and handles to it held in the old worker see it closed
-    /// (`on_close` does not run there). Not yet carried, and so closed with 1001 as without
+    /// (`on_close` does not run there). Not carried, and so closed with 1001 as without
     /// this (counted in `status --json` as `ws_handover.skipped`): `wss://` connections,
-    /// members of broadcast groups or with a presence id, connections with data attached,
-    /// and those whose `on_message` is still running when the reload's drain time ends.
-    /// `stop` and `restart` close every connection as before.
+    /// connections with data the endpoint cannot carry, group members of an app that spans
+    /// machines (`App::cluster`: broadcasts from other instances are not numbered), and
+    /// those whose `on_message` is still running when the reload's drain time ends. `stop`,
+    /// `restart` and `upgrade` close every connection as before.
     ///
     /// ```
     /// use brisk::ws::{WsEndpoint, WsServer};
@@ -240,6 +247,32 @@ impl WsEndpoint {
             e.survive_reload = on;
             e.client_no_context |= on;
         })
+    }
+
+    /// With [`survive_reload`](Self::survive_reload): each connection's data (see
+    /// [`WsConnection::set_data`]), of type `T`, moves with it, as JSON. Without this, a
+    /// connection with data attached cannot move and is closed on a reload; so is one whose
+    /// data is of another type.
+    ///
+    /// ```
+    /// use brisk::ws::WsEndpoint;
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Room(String);
+    /// let chat = WsEndpoint::new()
+    ///     .survive_reload(true)
+    ///     .carry_data::<Room>()
+    ///     .on_open(|ws, _| async move { ws.set_data(Room("lobby".into())) });
+    /// ```
+    pub fn carry_data<T>(self) -> Self
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned + 'static,
+    {
+        self.edit(|e| e.carry_data = Some(super::handover::DataCarrier::of::<T>()))
+    }
+
+    /// How its connections' data moves with them, if it does.
+    pub(super) fn data_carrier(&self) -> Option<super::handover::DataCarrier> {
+        self.inner.carry_data
     }
 
     /// Whether its connections move to the new worker on a reload.
@@ -355,8 +388,11 @@ impl WsEndpoint {
     fn callbacks(&self) -> Callbacks<WsCodec> {
         let mut cb = Callbacks::default();
         if self.inner.survive_reload {
-            let key = self.inner.handover_key.clone();
-            cb.handover = Some(Rc::new(super::handover::Hook { key }));
+            cb.handover = Some(Rc::new(super::handover::Hook {
+                key: self.inner.handover_key.clone(),
+                carrier: self.inner.carry_data,
+                staged: RefCell::new(None),
+            }));
         }
         let ep = self.clone();
         cb.on_message = Some(Rc::new(move |conn, frame| {

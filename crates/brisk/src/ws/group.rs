@@ -22,7 +22,7 @@ use super::deflate::{self, Agreement, MAX_WINDOW_BITS};
 use super::Message;
 use crate::http::sse;
 use crate::ipc::BroadcastFrames;
-use crate::runtime::context as worker;
+use crate::runtime::context::{self as worker, WorkerCtx};
 use crate::stats::Stats;
 
 #[derive(Default)]
@@ -222,22 +222,36 @@ pub(crate) fn leave(conn: u64, group: &str) {
 }
 
 pub(crate) fn leave_all(conn: u64) {
+    remove_member(conn);
+}
+
+/// Takes `conn` out of all its groups, as [`leave_all`] does, and returns them and its
+/// presence id (for the worker it moves to).
+pub(crate) fn take_membership(conn: u64) -> (Vec<String>, Option<String>) {
+    let (groups, id) = remove_member(conn);
+    let names = groups.iter().map(|n| n.to_string()).collect();
+    (names, id.map(|id| id.to_string()))
+}
+
+/// Takes `conn` out of all its groups and forgets its presence id; returns both.
+fn remove_member(conn: u64) -> (Vec<Rc<str>>, Option<Rc<str>>) {
     GROUPS.with(|g| {
         let mut g = g.borrow_mut();
-        g.ids.remove(&conn);
-        let groups = g.joined.remove(&conn).map(|j| j.groups);
-        for name in groups.unwrap_or_default() {
-            if let Some(set) = g.members.get_mut(&name) {
+        let id = g.ids.remove(&conn);
+        let groups = g.joined.remove(&conn).map(|j| j.groups).unwrap_or_default();
+        for name in &groups {
+            if let Some(set) = g.members.get_mut(name) {
                 if set.remove(&conn) {
-                    changed(&name);
+                    changed(name);
                 }
                 if set.is_empty() {
-                    g.members.remove(&name);
-                    emptied(&name);
+                    g.members.remove(name);
+                    emptied(name);
                 }
             }
         }
-    });
+        (groups, id)
+    })
 }
 
 /// Gives `conn` the presence id `id` in every group it is or will be in.
@@ -342,19 +356,39 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
                     ForStreams::Nothing => false,
                 };
             }
-            let frame = match &frames.deflated {
-                Some(deflated) if deflate => deflated,
-                _ => &frames.plain,
-            };
-            if closing {
-                // A close frame (`close_where`): the member's last, never compressed.
-                return w.send_last_to(id, &frames.plain);
-            }
-            w.send_raw_to(id, frame)
+            to_socket(&w, id, deflate, frames, closing)
         })
         .count();
     Stats::add(&w.stats.broadcast_deliveries, delivered as u64);
     delivered
+}
+
+/// Writes a broadcast's frames to member socket `id` alone (a connection handed over, which
+/// missed it); false if it could not take them.
+pub(crate) fn deliver_to(id: u64, frames: &BroadcastFrames) -> bool {
+    let deflate = GROUPS.with(|g| g.borrow().joined.get(&id).is_some_and(|j| j.deflate));
+    let closing = frames.plain.first() == Some(&CLOSE_FRAME);
+    worker::current().is_some_and(|w| to_socket(&w, id, deflate, frames, closing))
+}
+
+/// Writes one member socket's frame of a broadcast: the compressed one if it takes it, and a
+/// close frame as its last.
+fn to_socket(
+    w: &WorkerCtx,
+    id: u64,
+    deflate: bool,
+    frames: &BroadcastFrames,
+    closing: bool,
+) -> bool {
+    if closing {
+        // A close frame (`close_where`): the member's last, never compressed.
+        return w.send_last_to(id, &frames.plain);
+    }
+    let frame = match &frames.deflated {
+        Some(deflated) if deflate => deflated,
+        _ => &frames.plain,
+    };
+    w.send_raw_to(id, frame)
 }
 
 /// Sends `msg` to every member of `group`, in this worker and in all others (through the
@@ -373,9 +407,10 @@ pub fn broadcast(group: &str, msg: Message) -> usize {
 
 /// Hands `frames` to the members of `group` here and, through the master, everywhere else.
 pub(crate) fn broadcast_frames(group: &str, frames: BroadcastFrames) -> usize {
+    let stamp = super::replay::stamp_own(group, &frames);
     let delivered = deliver_local(group, &frames);
     if let Some(w) = worker::current() {
-        w.relay_broadcast(group, frames);
+        w.relay_broadcast(group, stamp, frames);
     }
     delivered
 }

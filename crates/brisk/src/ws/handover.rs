@@ -11,10 +11,12 @@
 //! What moves: the socket, the bytes received and not yet decoded, the bytes not yet sent, a
 //! fragmented message in progress and the permessage-deflate agreement (the endpoint holds
 //! its clients to `client_no_context_takeover`, so there is no compression window to carry),
-//! and the counters. Not yet carried, so such connections are closed as a stop closes them
-//! (counted as skipped): TLS sessions, connections in a broadcast group or with a presence
-//! id (their broadcasts in flight need the ordered replay the design describes), and
-//! connections with data attached.
+//! the counters, the groups (keys included) and presence id, with the broadcasts of those
+//! groups the connection missed on the way ([`super::replay`]), and its data if the
+//! endpoint says how ([`WsEndpoint::carry_data`]). Not carried, so such connections are
+//! closed as a stop closes them (counted as skipped): TLS sessions, data of a type the
+//! endpoint cannot carry, and group members of an app that spans machines (broadcasts from
+//! other instances are not numbered).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -27,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use super::codec::{CodecState, WsCodec, WsFrame};
-use super::{group, WsEndpoint};
+use super::{group, replay, WsEndpoint};
 use crate::ipc::{fds, memfd};
 use crate::limits::Limits;
 use crate::protocol::Protocol;
@@ -107,20 +109,83 @@ struct Record {
     bytes_out: u64,
     /// Its id in the worker it left.
     previous_id: u64,
+    /// Its groups (keys included) and presence id.
+    groups: Vec<String>,
+    presence: Option<String>,
+    /// The last broadcast of each origin it has had ([`replay::watermark`]).
+    watermark: Vec<(u32, u64)>,
+    /// Its data, in JSON ([`WsEndpoint::carry_data`]).
+    data: Option<String>,
+}
+
+/// How an endpoint's connection data goes to another worker: as JSON, for one type.
+#[derive(Clone, Copy)]
+pub(crate) struct DataCarrier {
+    /// The data in JSON; `None` if it is not of the endpoint's type.
+    to_json: fn(&dyn std::any::Any) -> Option<serde_json::Result<String>>,
+    from_json: fn(&str) -> serde_json::Result<Box<dyn std::any::Any>>,
+}
+
+impl DataCarrier {
+    /// The carrier of data of type `T`.
+    pub(crate) fn of<T: Serialize + serde::de::DeserializeOwned + 'static>() -> Self {
+        DataCarrier {
+            to_json: |data| data.downcast_ref::<T>().map(serde_json::to_string),
+            from_json: |json| {
+                serde_json::from_str::<T>(json).map(|v| Box::new(v) as Box<dyn std::any::Any>)
+            },
+        }
+    }
 }
 
 /// The [`HandOver`] hook of an endpoint that survives reloads.
 pub(crate) struct Hook {
     /// The endpoint's key; `None` until it is registered (then its connections stay).
     pub(crate) key: Rc<RefCell<Option<Rc<str>>>>,
+    /// How its data goes, if it says.
+    pub(crate) carrier: Option<DataCarrier>,
+    /// The data of the connection `can_detach` said yes to, in JSON, for `detached`.
+    pub(crate) staged: RefCell<Option<String>>,
+}
+
+impl Hook {
+    /// The connection's data in JSON (`Ok(None)`: it has none); `Err` if it cannot go.
+    fn data_json(&self, conn: &Connection<WsCodec>) -> Result<Option<String>, ()> {
+        let Some(data) = conn.take_data() else {
+            return Ok(None);
+        };
+        let json = self.carrier.and_then(|c| (c.to_json)(&*data));
+        conn.set_data_boxed(data);
+        match json {
+            Some(Ok(json)) => Ok(Some(json)),
+            Some(Err(e)) => {
+                tracing::warn!(
+                    conn = conn.id(),
+                    "cannot carry its data to the new worker: {e}"
+                );
+                Err(())
+            }
+            None => Err(()),
+        }
+    }
 }
 
 impl HandOver<WsCodec> for Hook {
     fn can_detach(&self, conn: &Connection<WsCodec>) -> bool {
-        self.key.borrow().is_some()
-            && conn.protocol().can_carry()
-            && !conn.has_data()
-            && !group::is_member(conn.id())
+        let spans_machines = crate::cluster_setting::get().is_some();
+        if self.key.borrow().is_none()
+            || !conn.protocol().can_carry()
+            || (spans_machines && group::is_member(conn.id()))
+        {
+            return false;
+        }
+        match self.data_json(conn) {
+            Ok(json) => {
+                *self.staged.borrow_mut() = json;
+                true
+            }
+            Err(()) => false,
+        }
     }
 
     fn detached(&self, conn: &Connection<WsCodec>, d: Detached<WsCodec>) {
@@ -136,6 +201,7 @@ impl HandOver<WsCodec> for Hook {
         } = state;
         let (codec, fragment) = protocol.into_carried();
         let endpoint = self.key.borrow().as_deref().unwrap_or_default().to_string();
+        let (groups, presence) = group::take_membership(id);
         let record = Record {
             endpoint,
             codec,
@@ -147,7 +213,13 @@ impl HandOver<WsCodec> for Hook {
             bytes_in,
             bytes_out,
             previous_id: id,
+            groups,
+            presence,
+            watermark: replay::watermark(),
+            data: self.staged.borrow_mut().take(),
         };
+        // Handles the app keeps see it closed: no value of it stays here.
+        drop(conn.take_data());
         Stats::add(&conn.worker_stats().ws_handed_over, 1);
         OUTBOX.with(|o| {
             o.borrow_mut().push(Leaving {
@@ -349,6 +421,21 @@ fn resume(
             return Err(e.into());
         }
     };
+    let data = match (&record.data, endpoint.data_carrier()) {
+        (None, _) => None,
+        (Some(json), Some(carrier)) => match (carrier.from_json)(json) {
+            Ok(data) => Some(data),
+            Err(e) => {
+                close_unserved(socket, &unsent);
+                return Err(format!("its data does not read as this build's type: {e}"));
+            }
+        },
+        (Some(_), None) => {
+            close_unserved(socket, &unsent);
+            return Err(format!("{} carries no data in this build", record.endpoint));
+        }
+    };
+    let agreement = codec.deflate();
     let tcp = std::net::TcpStream::from(socket);
     tcp.set_nonblocking(true).map_err(|e| e.to_string())?;
     let tcp = tokio::net::TcpStream::from_std(tcp).map_err(|e| e.to_string())?;
@@ -367,12 +454,41 @@ fn resume(
         bytes_in: record.bytes_in,
         bytes_out: record.bytes_out,
     };
+    let (conn, serving) = serve_restored(shared, Stream::Tcp(tcp), remote, state);
+    let id = conn.id();
+    if let Some(data) = data {
+        conn.set_data_boxed(data);
+    }
+    for g in &record.groups {
+        group::join(id, g, agreement);
+    }
+    if let Some(presence) = &record.presence {
+        group::set_presence_id(id, presence);
+    }
+    let mut outcome = Ok(());
+    if !record.groups.is_empty() {
+        match replay::missed(&record.groups, &record.watermark) {
+            Some(missed) => {
+                for frames in &missed {
+                    group::deliver_to(id, frames);
+                }
+            }
+            None => {
+                // What it missed is not known: a gap would be silent, a close is not.
+                let reason = tungstenite::Utf8Bytes::from_static("service restart");
+                let _ = conn.send_past_limit(WsFrame::Close(Some((SERVICE_RESTART, reason))));
+                conn.close();
+                outcome = Err("the broadcasts it missed were not kept: closed with 1012".into());
+            }
+        }
+    }
     tracing::debug!(
         previous = record.previous_id,
+        id,
         "WebSocket connection taken over"
     );
-    tokio::task::spawn_local(serve_restored(shared, Stream::Tcp(tcp), remote, state));
-    Ok(())
+    tokio::task::spawn_local(serving);
+    outcome
 }
 
 /// Writes what a connection had not been sent and a close frame (service restart), as far
@@ -406,6 +522,10 @@ mod tests {
                 bytes_in: 7,
                 bytes_out: 9,
                 previous_id: 42,
+                groups: vec!["room".into(), "brisk.key:user:ada".into()],
+                presence: Some("ada".into()),
+                watermark: vec![(1234, 56)],
+                data: Some(r#"["lobby"]"#.into()),
             },
             bytes: sizes
                 .iter()
@@ -442,6 +562,10 @@ mod tests {
                 (7, 9, 42)
             );
             assert!(record.paused && record.handled);
+            assert_eq!(record.groups, ["room", "brisk.key:user:ada"]);
+            assert_eq!(record.presence.as_deref(), Some("ada"));
+            assert_eq!(record.watermark, [(1234, 56)]);
+            assert_eq!(record.data.as_deref(), Some(r#"["lobby"]"#));
             assert_eq!(&received[..], &vec![b'a'; i][..]);
             assert_eq!(&unsent[..], &vec![b'b'; 2 * i][..]);
             assert_eq!(&fragment[..], b"ccc");

@@ -29,6 +29,7 @@ pub(crate) mod named;
 mod origin;
 #[cfg(feature = "redis")]
 mod presence;
+pub(crate) mod replay;
 mod server;
 
 #[cfg(feature = "axum")]

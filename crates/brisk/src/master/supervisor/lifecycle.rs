@@ -52,8 +52,9 @@ impl Supervisor {
             match sup.spawn(slot) {
                 Ok(w) => {
                     sup.current.borrow_mut()[slot] = Some(w.clone());
-                    if let Err(e) = w.wait_ready().await {
-                        tracing::error!("{}: {e}", sup.describe(slot));
+                    match w.wait_ready().await {
+                        Ok(()) => w.tell(ToWorker::NoMoreHandovers),
+                        Err(e) => tracing::error!("{}: {e}", sup.describe(slot)),
                     }
                 }
                 Err(e) => {
@@ -164,11 +165,12 @@ impl Supervisor {
                     self.describe(slot)
                 ));
             }
-            let old = self.current.borrow_mut()[slot].replace(new);
+            let old = self.current.borrow_mut()[slot].replace(new.clone());
             if let Some(old) = old {
                 self.retire(&old, self.drain_time(graceful, true), true)
                     .await;
             }
+            new.tell(ToWorker::NoMoreHandovers);
             replaced += 1;
         }
         Ok(format!(

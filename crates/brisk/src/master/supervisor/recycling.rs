@@ -7,6 +7,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::{Supervisor, Worker};
+use crate::ipc::ToWorker;
 use crate::recycle::RecycleCause;
 
 /// How long after a failed replacement (the new worker did not start) the master tries
@@ -113,16 +114,17 @@ impl Supervisor {
             }
             self.current.borrow_mut()[slot].replace(new.clone());
             self.recycles.borrow_mut().add(cause);
-            new.pid
+            new
         };
         tracing::info!(
             old = old.pid,
-            new = replaced,
+            new = replaced.pid,
             "recycled {} ({})",
             self.describe(slot),
             cause.label()
         );
         self.retire(old, self.drain_time(true, true), true).await;
+        replaced.tell(ToWorker::NoMoreHandovers);
     }
 
     /// A replacement of `old` failed for `why`: it keeps serving, and is tried again later.

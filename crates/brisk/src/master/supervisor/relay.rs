@@ -6,14 +6,21 @@ use super::*;
 impl Supervisor {
     /// Hands a broadcast's frames from worker `from` to every other current worker; a
     /// worker that has [`MAX_QUEUED_BROADCASTS`] waiting already (it is stalled) misses it.
-    pub(super) fn relay_broadcast(&self, from: i32, group: &str, frames: &BroadcastFrames) {
-        self.relay_to(group, frames, |pid| pid != from);
+    pub(super) fn relay_broadcast(
+        &self,
+        from: i32,
+        group: &str,
+        stamp: Stamp,
+        frames: &BroadcastFrames,
+    ) {
+        self.relay_to(group, stamp, frames, |pid| pid != from);
     }
 
     /// Hands a broadcast's frames to the current workers that `takes`.
     pub(super) fn relay_to(
         &self,
         group: &str,
+        stamp: Stamp,
         frames: &BroadcastFrames,
         takes: impl Fn(i32) -> bool,
     ) {
@@ -38,6 +45,7 @@ impl Supervisor {
             queued.set(queued.get() + frames.len());
             let _ = w.channel.tx.send(Outgoing::Frames {
                 group: group.to_string(),
+                stamp,
                 frames: frames.clone(),
             });
         }

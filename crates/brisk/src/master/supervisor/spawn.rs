@@ -108,8 +108,12 @@ impl Supervisor {
         tokio::task::spawn_local(async move {
             while let Some(msg) = rx.recv().await {
                 let written = match msg {
-                    Outgoing::Frames { group, frames } => {
-                        let written = write_broadcast(&mut wr, &group, &frames).await;
+                    Outgoing::Frames {
+                        group,
+                        stamp,
+                        frames,
+                    } => {
+                        let written = write_broadcast(&mut wr, &group, stamp, &frames).await;
                         queued.set(queued.get().saturating_sub(frames.len()));
                         written
                     }
@@ -124,8 +128,12 @@ impl Supervisor {
         tokio::task::spawn_local(async move {
             while let Ok(Some(packet)) = read_packet::<_, ToMaster>(&mut rd).await {
                 let msg = match packet {
-                    Packet::Broadcast { group, frames } => {
-                        sup.relay_broadcast(pid, &group, &frames);
+                    Packet::Broadcast {
+                        group,
+                        stamp,
+                        frames,
+                    } => {
+                        sup.relay_broadcast(pid, &group, stamp, &frames);
                         if let Some(bus) = &sup.cluster {
                             bus.publish(&group, &frames);
                         }

@@ -8,6 +8,7 @@ pub(super) enum Outgoing {
     Msg(ToWorker),
     Frames {
         group: String,
+        stamp: Stamp,
         frames: BroadcastFrames,
     },
 }

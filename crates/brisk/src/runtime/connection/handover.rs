@@ -109,15 +109,16 @@ impl<P: Protocol> Connection<P> {
     }
 }
 
-/// Serves a connection handed over by another worker from where it stopped: `on_connect`
-/// does not run again (it opened long ago), what it had received is decoded first and what
-/// it had not sent goes first. It gets a new id (ids are per worker).
+/// A connection handed over by another worker, registered here, and the future that serves
+/// it from where it stopped: `on_connect` does not run again (it opened long ago), what it
+/// had received is decoded first and what it had not sent goes first. It gets a new id (ids
+/// are per worker). Until the future runs, the caller may give it back its data and groups.
 pub(crate) fn serve_restored<P: Protocol>(
     server: Rc<ServerShared<P>>,
     stream: Stream,
     remote: PeerAddr,
     state: Carried<P>,
-) -> impl std::future::Future<Output = ()> {
+) -> (Connection<P>, impl std::future::Future<Output = ()>) {
     let mut flags = 0;
     if state.paused {
         flags |= flag::PAUSED;
@@ -138,5 +139,6 @@ pub(crate) fn serve_restored<P: Protocol>(
     }
     let received = state.received;
     let initial = (!received.is_empty()).then(|| Box::new(received));
-    Connection { inner }.lifecycle(initial, true)
+    let conn = Connection { inner };
+    (conn.clone(), conn.lifecycle(initial, true))
 }
