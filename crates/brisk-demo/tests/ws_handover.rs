@@ -333,3 +333,59 @@ fn chat_members_get_every_broadcast_once_and_in_order_through_reloads() {
     assert_eq!(handover_total(&d, "resumed"), moved);
     assert_eq!(handover_total(&d, "skipped"), 0);
 }
+
+/// 2,000 `/chat` members in one room over 2 workers, and brisk-bench's sender publishing to
+/// them, through three reloads that move every one of them: none is disconnected, every
+/// broadcast reaches every member, and none twice.
+#[test]
+fn two_thousand_members_lose_no_broadcast_and_get_none_twice_through_reloads() {
+    use brisk_bench::target::{Scheme, Target};
+    use brisk_bench::ws::{run_ws, WsConfig, WsMode};
+    brisk_bench::fd_limit::raise_fd_limit();
+    let Demo {
+        server: d,
+        http: port,
+    } = demo_with(2, &[]);
+    let dir = temp_dir("ws-handover-2000");
+    let ready = dir.path().join("ready");
+    let url = format!("ws://127.0.0.1:{port}/chat");
+    let mut config = WsConfig::new(Target::parse(&url, Scheme::Ws).unwrap());
+    config.connections = 2_000;
+    config.threads = 2;
+    config.mode = WsMode::Broadcast;
+    config.rate = 20.0;
+    config.hold = Duration::from_secs(6);
+    config.drain = Duration::from_secs(5);
+    config.ready_file = Some(ready.clone());
+    let load = thread::spawn(move || run_ws(&config).unwrap());
+    wait_until(Duration::from_secs(30), "2,000 members connected", || {
+        ready.exists()
+    });
+    let moved_before = handover_total(&d, "handed_over");
+    for reload in 0..3 {
+        let out = d.cli(&["reload"]);
+        assert!(
+            out.status.success(),
+            "reload {reload}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let report = load.join().unwrap();
+    let messages = report
+        .messages
+        .expect("a broadcast run reports its messages");
+    assert_eq!(report.connections.succeeded, 2_000);
+    assert_eq!(
+        report.connections.failed.total, 0,
+        "{:?}",
+        report.connections
+    );
+    assert_eq!(report.connections.open_at_end, 2_000);
+    assert!(messages.sent > 50, "{messages:?}");
+    assert_eq!(messages.duplicates, 0, "{messages:?}");
+    assert_eq!(messages.delivered, messages.expected, "{messages:?}");
+    // Every member (and the sender) moved three times.
+    let moved = handover_total(&d, "handed_over") - moved_before;
+    assert!(moved >= 3 * 2_001, "{moved} moved");
+    assert_eq!(handover_total(&d, "skipped"), 0);
+}

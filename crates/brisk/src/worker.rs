@@ -312,8 +312,8 @@ async fn hand_over_connections<W>(
     W: tokio::io::AsyncWrite + Unpin,
 {
     worker.stop_accepting();
-    let flagged = crate::ws::handover::begin(worker);
-    if flagged == 0 {
+    let listed = crate::ws::handover::begin(worker);
+    if listed == 0 {
         return;
     }
     let started = tokio::time::Instant::now();
@@ -345,7 +345,7 @@ async fn hand_over_connections<W>(
     }
     tracing::info!(
         sent,
-        flagged,
+        listed,
         ms = started.elapsed().as_millis() as u64,
         "handed WebSocket connections over"
     );

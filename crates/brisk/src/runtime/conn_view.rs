@@ -12,9 +12,17 @@ pub(crate) trait ConnView {
     fn info(&self) -> ConnectionInfo;
     /// Graceful stop: finish the handler in progress, flush, close.
     fn drain(&self);
+    /// Whether its server can hand it over to another worker (on a reload).
+    fn can_hand_over(&self) -> bool {
+        false
+    }
     /// Reload: move to the slot's new worker at the next chance, if the connection's server
     /// can hand it over; true if it will try (it then reports to its server's hook).
     fn hand_over(&self) -> bool {
+        false
+    }
+    /// Stops trying to move it; true if it had not yet left or stayed.
+    fn cancel_hand_over(&self) -> bool {
         false
     }
     /// Seconds since bytes last arrived.

@@ -33,6 +33,7 @@ use super::{group, replay, WsEndpoint};
 use crate::ipc::{fds, memfd};
 use crate::limits::Limits;
 use crate::protocol::Protocol;
+use crate::runtime::conn_view::ConnView;
 use crate::runtime::connection::{serve_restored, Carried, Connection, Detached, HandOver};
 use crate::runtime::context::WorkerCtx;
 use crate::runtime::stream::{PeerAddr, Stream};
@@ -67,6 +68,10 @@ thread_local! {
     static ENDPOINTS: RefCell<HashMap<String, Registered>> = RefCell::new(HashMap::new());
     /// Connections that left, waiting to be sent.
     static OUTBOX: RefCell<Vec<Leaving>> = const { RefCell::new(Vec::new()) };
+    /// Connections of endpoints that survive reloads, not yet flagged.
+    static WAITING: RefCell<Vec<Rc<dyn ConnView>>> = const { RefCell::new(Vec::new()) };
+    /// Connections flagged, to cancel at the deadline those that have not decided.
+    static FLAGGED: RefCell<Vec<Rc<dyn ConnView>>> = const { RefCell::new(Vec::new()) };
     /// Connections flagged that have not yet left or stayed.
     static UNDECIDED: Cell<usize> = const { Cell::new(0) };
     /// Fired when a flagged connection leaves or stays.
@@ -243,32 +248,44 @@ fn decided() {
     DECIDED.with(|d| d.notify_one());
 }
 
-/// Flags every connection of `worker` whose endpoint survives reloads to leave at its next
-/// chance; returns how many were flagged. The worker should have stopped accepting.
+/// Lists the connections of `worker` whose endpoints survive reloads, to leave a wave of
+/// [`BATCH`] at a time (each waits for its own wave only, not for the whole worker); returns
+/// how many. The worker should have stopped accepting.
 pub(crate) fn begin(worker: &WorkerCtx) -> usize {
-    let flagged = worker
-        .connections_where(|_| true)
-        .iter()
-        .filter(|c| c.hand_over())
-        .count();
-    UNDECIDED.with(|u| u.set(u.get() + flagged));
-    flagged
+    let candidates = worker.connections_where(|c| c.can_hand_over());
+    let n = candidates.len();
+    WAITING.with(|w| *w.borrow_mut() = candidates);
+    n
 }
 
-/// The next handover message: up to [`BATCH`] connections that have left, sent as soon as
-/// some have and none more is ready. `None` once every flagged connection has left or
-/// stayed, or at `deadline`: those still flagged (a handler that did not finish) stay, and
-/// a stop closes them.
+/// Flags connections from the waiting list until a wave's worth have not yet decided.
+fn top_up() {
+    while UNDECIDED.with(Cell::get) < BATCH {
+        let Some(next) = WAITING.with(|w| w.borrow_mut().pop()) else {
+            return;
+        };
+        if next.hand_over() {
+            UNDECIDED.with(|u| u.set(u.get() + 1));
+            FLAGGED.with(|f| f.borrow_mut().push(next));
+        }
+    }
+}
+
+/// The next handover message: the connections of a wave that have left (at most
+/// [`BATCH`]). `None` once every listed connection has left or stayed, or at `deadline`:
+/// those still flagged (a handler that did not finish) and those not yet flagged stay, and
+/// the stop closes them.
 pub(crate) async fn next_batch(
     worker: &WorkerCtx,
     deadline: tokio::time::Instant,
 ) -> Option<Batch> {
     loop {
+        top_up();
         let notified = DECIDED.with(|d| d.clone());
         let notified = notified.notified();
-        let waiting = OUTBOX.with(|o| o.borrow().len());
-        if waiting > 0 {
-            // Let the other connections woken with these leave too: fewer, fuller messages.
+        if OUTBOX.with(|o| !o.borrow().is_empty()) {
+            // The wave's connections were woken together: let them all leave first, for
+            // one full message.
             tokio::task::yield_now().await;
             let leaving = OUTBOX.with(|o| {
                 let mut o = o.borrow_mut();
@@ -277,17 +294,25 @@ pub(crate) async fn next_batch(
             });
             return Some(Batch { leaving });
         }
-        if UNDECIDED.with(Cell::get) == 0 {
+        if UNDECIDED.with(Cell::get) == 0 && WAITING.with(|w| w.borrow().is_empty()) {
+            FLAGGED.with(|f| f.borrow_mut().clear());
             return None;
         }
         if tokio::time::timeout_at(deadline, notified).await.is_err() {
-            let late = UNDECIDED.with(|u| u.replace(0));
+            let cancelled = FLAGGED.with(|f| {
+                let flagged = std::mem::take(&mut *f.borrow_mut());
+                flagged.iter().filter(|c| c.cancel_hand_over()).count()
+            });
+            let unflagged = WAITING.with(|w| std::mem::take(&mut *w.borrow_mut()).len());
+            UNDECIDED.with(|u| u.set(0));
+            let late = cancelled + unflagged;
             Stats::add(&worker.stats.ws_handover_skipped, late as u64);
             tracing::warn!(
                 late,
-                "WebSocket connections still busy at the handover deadline: closing them"
+                "WebSocket connections not handed over by the deadline (a handler still \
+                 running): the stop closes them"
             );
-            // Any that leave now still go.
+            // Those that left before it still go.
             if OUTBOX.with(|o| o.borrow().is_empty()) {
                 return None;
             }

@@ -167,8 +167,16 @@ impl<P: Protocol> ConnView for Inner<P> {
         let w = &self.server.worker;
         w.connection_info(self.id, &self.remote, bytes, self.opened)
     }
+    fn can_hand_over(&self) -> bool {
+        self.server.callbacks.handover.is_some()
+    }
     fn hand_over(&self) -> bool {
         self.flag_hand_over()
+    }
+    fn cancel_hand_over(&self) -> bool {
+        let flagged = self.has(flag::HANDOVER);
+        self.clear(flag::HANDOVER);
+        flagged
     }
     fn drain(&self) {
         self.set(flag::DRAINING);
