@@ -28,6 +28,16 @@ pub(crate) fn seqpacket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// Sends `bytes` (not empty) and `fds` (at most [`MAX_FDS`]) as one message on `socket`.
 /// The descriptors stay open here too: the kernel duplicates them into the receiver.
 pub(crate) fn send_fds(socket: &OwnedFd, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
+    send(socket, bytes, fds, MsgFlags::empty())
+}
+
+/// [`send_fds`] without waiting: [`std::io::ErrorKind::WouldBlock`] at once if the
+/// receiver's queue is full.
+pub(crate) fn send_fds_now(socket: &OwnedFd, bytes: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
+    send(socket, bytes, fds, MsgFlags::MSG_DONTWAIT)
+}
+
+fn send(socket: &OwnedFd, bytes: &[u8], fds: &[RawFd], flags: MsgFlags) -> std::io::Result<()> {
     if fds.len() > MAX_FDS {
         return Err(std::io::Error::other(format!(
             "{} descriptors in one message, at most {MAX_FDS} can be",
@@ -44,7 +54,7 @@ pub(crate) fn send_fds(socket: &OwnedFd, bytes: &[u8], fds: &[RawFd]) -> std::io
         socket.as_raw_fd(),
         &[IoSlice::new(bytes)],
         rights,
-        MsgFlags::MSG_NOSIGNAL,
+        MsgFlags::MSG_NOSIGNAL | flags,
         None,
     )?;
     Ok(())

@@ -408,7 +408,7 @@ impl Supervisor {
         }
         for w in started {
             w.wait_ready().await?;
-            w.tell(ToWorker::NoMoreHandovers);
+            w.no_more_handovers();
         }
         Ok(())
     }

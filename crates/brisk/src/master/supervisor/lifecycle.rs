@@ -53,7 +53,7 @@ impl Supervisor {
                 Ok(w) => {
                     sup.current.borrow_mut()[slot] = Some(w.clone());
                     match w.wait_ready().await {
-                        Ok(()) => w.tell(ToWorker::NoMoreHandovers),
+                        Ok(()) => w.no_more_handovers(),
                         Err(e) => tracing::error!("{}: {e}", sup.describe(slot)),
                     }
                 }
@@ -170,7 +170,7 @@ impl Supervisor {
                 self.retire(&old, self.drain_time(graceful, true), true)
                     .await;
             }
-            new.tell(ToWorker::NoMoreHandovers);
+            new.no_more_handovers();
             replaced += 1;
         }
         Ok(format!(

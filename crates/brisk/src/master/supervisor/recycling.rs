@@ -7,7 +7,6 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::{Supervisor, Worker};
-use crate::ipc::ToWorker;
 use crate::recycle::RecycleCause;
 
 /// How long after a failed replacement (the new worker did not start) the master tries
@@ -124,7 +123,7 @@ impl Supervisor {
             cause.label()
         );
         self.retire(old, self.drain_time(true, true), true).await;
-        replaced.tell(ToWorker::NoMoreHandovers);
+        replaced.no_more_handovers();
     }
 
     /// A replacement of `old` failed for `why`: it keeps serving, and is tried again later.

@@ -102,6 +102,7 @@ impl Supervisor {
             ready: RefCell::new(Some(ready_rx)),
             retiring: Cell::new(false),
             recycle: Default::default(),
+            forwarding: conn_handover::forwarding(handover.try_clone()?, channel.clone()),
             handover,
         });
         self.live.borrow_mut().insert(pid, worker.clone());

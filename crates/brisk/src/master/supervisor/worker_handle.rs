@@ -38,9 +38,10 @@ pub(super) struct Worker {
     pub(super) retiring: Cell<bool>,
     /// Whether it is to be replaced by recycling, and how that goes.
     pub(super) recycle: recycling::RecycleState,
-    /// The master's end of its handover socket: connections it hands over come out here and
-    /// go into its successor's.
+    /// The master's end of its handover socket: connections it hands over come out here.
     pub(super) handover: std::os::fd::OwnedFd,
+    /// What goes into its handover socket (connections from its predecessor), in order.
+    pub(super) forwarding: conn_handover::Forwarding,
 }
 
 impl Worker {
@@ -71,6 +72,11 @@ impl Worker {
 
     pub(super) fn tell(&self, msg: ToWorker) {
         let _ = self.channel.tx.send(Outgoing::Msg(msg));
+    }
+
+    /// Tells it that no connection will be handed to it any more, after those on their way.
+    pub(super) fn no_more_handovers(&self) {
+        let _ = self.forwarding.send(conn_handover::Forward::Done);
     }
 
     /// Waits until the worker reports ready, fails, or exits.
