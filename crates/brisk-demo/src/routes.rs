@@ -21,6 +21,11 @@ use crate::views::Views;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError};
 
+/// How many times a `/ws/durable` connection moved to a new worker (its data, counted by
+/// `on_resume` and carried along; the message `/moves` answers it).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Moves(u32);
+
 /// Everything the routes need, cloned into each request.
 #[derive(Clone)]
 pub(crate) struct Routes {
@@ -86,7 +91,19 @@ impl Routes {
         let durable_echo = WsEndpoint::new()
             .permessage_deflate(true)
             .survive_reload(true)
-            .on_message(|ws, msg| async move { ws.send(msg) });
+            .carry_data::<Moves>()
+            .on_resume(|ws, _| async move {
+                if ws.with_data(|m: &mut Moves| m.0 += 1).is_none() {
+                    ws.set_data(Moves(1));
+                }
+            })
+            .on_message(|ws, msg| async move {
+                if matches!(&msg, brisk::ws::Message::Text(t) if t.as_str() == "/moves") {
+                    let n = ws.with_data(|m: &mut Moves| m.0).unwrap_or(0);
+                    return ws.send_text(format!("moves: {n}"));
+                }
+                ws.send(msg)
+            });
         let events = Hub::new(Some(Duration::from_secs(15)));
         Ok(Routes {
             files,

@@ -18,12 +18,20 @@ use crate::http::{has_token, take_upgraded, Body};
 use crate::limits::Limits;
 use crate::runtime::connection::{serve_with, Callbacks, Connection, SendError, ServerShared};
 use crate::runtime::context::{self as worker, WorkerCtx};
-use crate::runtime::handler::{boxed, BoxError, HandlerFuture, HandlerOutput};
+use crate::runtime::handler::{boxed, panic_message, BoxError, HandlerFuture, HandlerOutput};
 use crate::runtime::stream::PeerAddr;
 use crate::runtime::sweep::close_stalled_handshakes;
 use crate::stats::Stats;
 
 type OpenFn = Rc<dyn Fn(WsConnection, Handshake) -> HandlerFuture>;
+type ResumeFn = Rc<dyn Fn(WsConnection, Resumed) -> HandlerFuture>;
+
+/// What [`WsEndpoint::on_resume`] is told of a connection handed over by a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resumed {
+    /// Its id in the worker it left (its id here is [`WsConnection::id`]).
+    pub previous_id: u64,
+}
 type MessageFn = Rc<dyn Fn(WsConnection, Message) -> HandlerFuture>;
 type CloseFn = Rc<dyn Fn(WsConnection) -> HandlerFuture>;
 
@@ -49,6 +57,7 @@ pub const SLOW_CLOSE_GRACE: Duration = Duration::from_secs(5);
 struct EndpointInner {
     slow: SlowConsumer,
     on_open: Option<OpenFn>,
+    on_resume: Option<ResumeFn>,
     on_message: Option<MessageFn>,
     on_close: Option<CloseFn>,
     max_message: usize,
@@ -92,6 +101,7 @@ impl WsEndpoint {
             inner: Rc::new(EndpointInner {
                 slow: SlowConsumer::Drop,
                 on_open: None,
+                on_resume: None,
                 on_message: None,
                 on_close: None,
                 max_message: 16 << 20,
@@ -122,6 +132,64 @@ impl WsEndpoint {
         Fut::Output: HandlerOutput,
     {
         self.edit(|e| e.on_open = Some(Rc::new(move |c, h| boxed(f(c, h)))))
+    }
+
+    /// With [`survive_reload`](Self::survive_reload): runs in the new worker for each
+    /// connection a reload handed to it, once its groups, keys, presence id and data are
+    /// back and before any of its messages is handled (`on_open` does not run again). Its id
+    /// changed: re-key what the app keeps by [`Resumed::previous_id`], re-arm its timers.
+    /// An error is logged and counted; a panic closes the connection.
+    ///
+    /// ```
+    /// use brisk::ws::WsEndpoint;
+    /// let echo = WsEndpoint::new()
+    ///     .survive_reload(true)
+    ///     .on_resume(|ws, resumed| async move {
+    ///         tracing::info!(was = resumed.previous_id, now = ws.id(), "moved");
+    ///     });
+    /// ```
+    pub fn on_resume<F, Fut>(self, f: F) -> Self
+    where
+        F: Fn(WsConnection, Resumed) -> Fut + 'static,
+        Fut: Future + 'static,
+        Fut::Output: HandlerOutput,
+    {
+        self.edit(|e| e.on_resume = Some(Rc::new(move |c, r| boxed(f(c, r)))))
+    }
+
+    /// Serves a connection handed over by a reload (its id was `previous_id`): `on_resume`
+    /// first, if there is one (an error is logged and counted, a panic counted and the
+    /// connection closed), then `serving`, its task.
+    pub(super) fn serve_resumed(
+        &self,
+        conn: Connection<WsCodec>,
+        previous_id: u64,
+        serving: impl Future<Output = ()> + 'static,
+    ) {
+        let Some(on_resume) = self.inner.on_resume.clone() else {
+            tokio::task::spawn_local(serving);
+            return;
+        };
+        tokio::task::spawn_local(async move {
+            use futures_util::FutureExt;
+            let ws = WsConnection { conn: conn.clone() };
+            let outcome = std::panic::AssertUnwindSafe(on_resume(ws, Resumed { previous_id }))
+                .catch_unwind()
+                .await;
+            let failed = |why: String| {
+                Stats::add(&conn.worker_stats().throw_exception, 1);
+                tracing::warn!(conn = conn.id(), "on_resume failed: {why}");
+            };
+            match outcome {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failed(e.to_string()),
+                Err(panic) => {
+                    failed(format!("panicked: {}", panic_message(&panic)));
+                    conn.destroy();
+                }
+            }
+            serving.await
+        });
     }
 
     /// Runs for every complete text or binary message, one at a time per connection.
@@ -214,10 +282,8 @@ impl WsEndpoint {
     /// Keeps this endpoint's connections open through `reload` (and a recycling worker's
     /// replacement): the stopping worker hands each one, between two messages, to the new
     /// worker, which serves it on. Nothing is lost or repeated: bytes received and not yet
-    /// handled, bytes not yet sent and a fragmented message in progress move with it; so do
-    /// its groups, keys and presence id, and every broadcast to its groups reaches it exactly
-    /// once and in each sender's order, those made while it moved included; its data moves
-    /// too if the endpoint says how ([`carry_data`](Self::carry_data)). Off by default; with
+    /// handled, bytes not yet sent and a fragmented message in progress move with it, and its
+    /// data if the endpoint says how ([`carry_data`](Self::carry_data)). Off by default; with
     /// [`permessage_deflate`](Self::permessage_deflate) it holds clients to
     /// [`client_no_context_takeover`](Self::client_no_context_takeover), whose compression
     /// window could not be carried.
@@ -230,10 +296,10 @@ impl WsEndpoint {
     /// `on_open` does not run again, and handles to it held in the old worker see it closed
     /// (`on_close` does not run there). Not carried, and so closed with 1001 as without
     /// this (counted in `status --json` as `ws_handover.skipped`): `wss://` connections,
-    /// connections with data the endpoint cannot carry, group members of an app that spans
-    /// machines (`App::cluster`: broadcasts from other instances are not numbered), and
-    /// those whose `on_message` is still running when the reload's drain time ends. `stop`,
-    /// `restart` and `upgrade` close every connection as before.
+    /// members of broadcast groups or with a key or presence id (not yet: a test under load
+    /// lost a few broadcasts on the way), connections with data the endpoint cannot carry,
+    /// and those whose `on_message` is still running when the reload's drain time ends.
+    /// `stop`, `restart` and `upgrade` close every connection as before.
     ///
     /// ```
     /// use brisk::ws::{WsEndpoint, WsServer};

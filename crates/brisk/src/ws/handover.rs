@@ -11,12 +11,12 @@
 //! What moves: the socket, the bytes received and not yet decoded, the bytes not yet sent, a
 //! fragmented message in progress and the permessage-deflate agreement (the endpoint holds
 //! its clients to `client_no_context_takeover`, so there is no compression window to carry),
-//! the counters, the groups (keys included) and presence id, with the broadcasts of those
-//! groups the connection missed on the way ([`super::replay`]), and its data if the
-//! endpoint says how ([`WsEndpoint::carry_data`]). Not carried, so such connections are
-//! closed as a stop closes them (counted as skipped): TLS sessions, data of a type the
-//! endpoint cannot carry, and group members of an app that spans machines (broadcasts from
-//! other instances are not numbered).
+//! the counters, and its data if the endpoint says how ([`WsEndpoint::carry_data`]). The
+//! groups (keys included), presence id and the broadcasts of those groups the connection
+//! missed on the way ([`super::replay`]) are built to move too, but group members are not
+//! handed over yet (see [`Hook`]'s `can_detach`). Not carried, so such connections are
+//! closed as a stop closes them (counted as skipped): TLS sessions, group members, and data
+//! of a type the endpoint cannot carry.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -74,6 +74,8 @@ thread_local! {
     static FLAGGED: RefCell<Vec<Rc<dyn ConnView>>> = const { RefCell::new(Vec::new()) };
     /// Connections flagged that have not yet left or stayed.
     static UNDECIDED: Cell<usize> = const { Cell::new(0) };
+    /// Whether the warning about an endpoint without a name was logged.
+    static UNNAMED_WARNED: Cell<bool> = const { Cell::new(false) };
     /// Fired when a flagged connection leaves or stays.
     static DECIDED: Rc<Notify> = Rc::new(Notify::new());
 }
@@ -177,11 +179,21 @@ impl Hook {
 
 impl HandOver<WsCodec> for Hook {
     fn can_detach(&self, conn: &Connection<WsCodec>) -> bool {
-        let spans_machines = crate::cluster_setting::get().is_some();
-        if self.key.borrow().is_none()
-            || !conn.protocol().can_carry()
-            || (spans_machines && group::is_member(conn.id()))
-        {
+        if self.key.borrow().is_none() {
+            if !UNNAMED_WARNED.replace(true) {
+                tracing::warn!(
+                    "a WebSocket endpoint that survives reloads is served from an HTTP route \
+                     but has no name (HttpServer::ws_endpoint): its connections are closed"
+                );
+            }
+            return false;
+        }
+        // Group members stay (and are closed with 1001) for now: under load, two runs in
+        // three of the 2,000-member test lost 0.1-0.2 % of the broadcasts during the
+        // reloads, with no connection closed, and the cause is not found. A silent gap is
+        // worse for an app than a close its clients recover from (the tests are kept,
+        // ignored, in tests/ws_handover.rs).
+        if !conn.protocol().can_carry() || group::is_member(conn.id()) {
             return false;
         }
         match self.data_json(conn) {
@@ -512,7 +524,7 @@ fn resume(
         id,
         "WebSocket connection taken over"
     );
-    tokio::task::spawn_local(serving);
+    endpoint.serve_resumed(conn, record.previous_id, serving);
     outcome
 }
 

@@ -35,7 +35,7 @@ mod server;
 #[cfg(feature = "axum")]
 pub use axum_upgrade::WebSocketUpgrade;
 pub use codec::Handshake;
-pub use endpoint::{SlowConsumer, WsConnection, WsEndpoint, SLOW_CLOSE_GRACE};
+pub use endpoint::{Resumed, SlowConsumer, WsConnection, WsEndpoint, SLOW_CLOSE_GRACE};
 pub use event_stream::event_stream;
 #[cfg(feature = "channels")]
 pub(crate) use event_stream::owned_event_stream;
