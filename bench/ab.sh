@@ -28,14 +28,9 @@ read -r -a modes <<<"${MODES:-keepalive close pipelined}"
 for tool in wrk nginx taskset; do
     command -v "$tool" >/dev/null || { echo "ab.sh: no $tool (bench/peers/install.sh)" >&2; exit 1; }
 done
-commit=$(git rev-parse --verify "$REF^{commit}")
-repo=$PWD
-worktree=$repo/target/ab-worktree
-if [ -d "$worktree" ]; then
-    git -C "$worktree" checkout -q --detach "$commit"
-else
-    git worktree add -q --detach "$worktree" "$commit"
-fi
+# shellcheck source=bench/lib/ab.sh
+. bench/lib/ab.sh
+ref_worktree "$REF"
 # AB_TARGET=axum measures examples/axum.rs (GET / through an axum Router, the
 # HttpServer::service path) instead of the demo's own fast path.
 if [ "${AB_TARGET:-demo}" = axum ]; then
@@ -59,18 +54,6 @@ echo static > "$work/static/a.txt"
 results=$work/results.tsv
 tick=$(getconf CLK_TCK)
 
-# utime and stime, in clock ticks, of every process in process group $1.
-group_cpu() {
-    local user=0 kernel=0 pid fields
-    for pid in $(pgrep -g "$1"); do
-        # The fields after the command name (which may hold spaces): utime is the 12th.
-        fields=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null) || continue
-        read -r -a f <<<"$fields"
-        user=$((user + f[11]))
-        kernel=$((kernel + f[12]))
-    done
-    echo "$user $kernel"
-}
 
 # Starts a target ($1 name, $2 mode, then its command), measures it, stops it.
 measure() {
@@ -97,10 +80,7 @@ measure() {
     after=$(group_cpu "$leader")
     requests=$(grep -o '[0-9]* requests in' <<<"$out" | grep -o '^[0-9]*')
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" "$requests" "$before" "$after" >>"$results"
-    kill -TERM -- "-$leader" 2>/dev/null || true
-    for i in $(seq 50); do kill -0 "$leader" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$leader" 2>/dev/null || true
-    wait "$leader" 2>/dev/null || true
+    stop_group "$leader"
 }
 
 read -r -a extra <<<"${AB_EXTRA:-}"
