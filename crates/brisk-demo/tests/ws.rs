@@ -367,6 +367,92 @@ fn broadcast_reaches_every_member_in_every_worker_once() {
     assert!(members[0].read().is_err());
 }
 
+/// A client that has its `101` may be told to expect a room's messages at once (another
+/// client may post the moment it hears this one is in), but the worker serves the upgraded
+/// connection, and runs the `on_open` that joins the room, in tasks of their own afterwards.
+/// Clients join a room one after another while a publisher posts to it without pause: each
+/// gets every message whose sending began after its handshake was answered, once. Before
+/// the catch-up at join (`on_open`'s window), this lost messages here in every run.
+#[test]
+fn a_member_gets_every_broadcast_sent_after_its_handshake_was_answered() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let d = demo(2);
+    let start = Instant::now();
+    // When the sending of message `n` began (pushed before it is sent).
+    let sent_at: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut publisher = client(d.http, "/chat?room=joiners");
+    let publishing = {
+        let (sent_at, stop) = (sent_at.clone(), stop.clone());
+        std::thread::spawn(move || {
+            // Its own messages come back: read them on a clone of the socket.
+            let mut echo = publisher.get_ref().try_clone().unwrap();
+            std::thread::spawn(move || std::io::copy(&mut echo, &mut std::io::sink()));
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                sent_at.lock().unwrap().push(start.elapsed());
+                publisher.send(Message::text(n.to_string())).unwrap();
+                n += 1;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            let _ = publisher.close(None);
+        })
+    };
+    // Each joiner: how many joins, and the messages that should have reached it and did not.
+    let joiners: Vec<_> = (0..12)
+        .map(|_| {
+            let (sent_at, port) = (sent_at.clone(), d.http);
+            std::thread::spawn(move || {
+                let mut missing = Vec::new();
+                for _ in 0..200 {
+                    let mut ws = client(port, "/chat?room=joiners");
+                    let answered = start.elapsed();
+                    ws.get_mut()
+                        .set_read_timeout(Some(Duration::from_secs(10)))
+                        .unwrap();
+                    let first_due = sent_at.lock().unwrap().partition_point(|&t| t <= answered);
+                    let mut got = std::collections::BTreeSet::new();
+                    // Read until a message sent 5 ms after the answer has come.
+                    loop {
+                        let text = ws
+                            .read()
+                            .expect("messages keep coming")
+                            .into_text()
+                            .unwrap();
+                        let n: usize = text.parse().unwrap();
+                        assert!(got.insert(n), "message {n} came twice");
+                        if sent_at.lock().unwrap()[n] > answered + Duration::from_millis(5) {
+                            break;
+                        }
+                    }
+                    let last = *got.last().unwrap();
+                    missing.extend((first_due..last).filter(|n| !got.contains(n)));
+                    let _ = ws.close(None);
+                }
+                missing
+            })
+        })
+        .collect();
+    let missing: Vec<usize> = joiners
+        .into_iter()
+        .flat_map(|j| j.join().unwrap())
+        .collect();
+    stop.store(true, Ordering::Relaxed);
+    publishing.join().unwrap();
+    let dropped = d.server.total("sends_dropped").unwrap();
+    assert_eq!(
+        dropped, 0,
+        "members too slow to read: the test proves nothing"
+    );
+    assert!(
+        missing.is_empty(),
+        "{} messages sent after a member's handshake was answered never reached it: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(20)]
+    );
+}
+
 /// RSV1: the frame starts a compressed message.
 const RSV1: u8 = 0x40;
 

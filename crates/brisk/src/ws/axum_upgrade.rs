@@ -111,6 +111,7 @@ impl WebSocketUpgrade {
         let attached = Attached {
             data: self.data.map(|d| d as Box<dyn Any>),
             keys: self.keys,
+            window: None,
         };
         ep.accept(&self.head, self.on_upgrade, attached)
             .map(Body::from)

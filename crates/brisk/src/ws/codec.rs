@@ -116,6 +116,8 @@ pub(crate) struct Attached {
     pub(crate) data: Option<Box<dyn std::any::Any>>,
     /// Its keys.
     pub(crate) keys: Vec<String>,
+    /// Open from its handshake's answer until its `on_open` ends.
+    pub(crate) window: Option<super::replay::OpenWindow>,
 }
 
 /// What an upgrade route attached to the connection, until `on_connect` takes it (a codec is

@@ -12,6 +12,7 @@ use http::{header, HeaderValue, Request, Response, StatusCode};
 use super::codec::{Attached, Handshake, WsCodec, WsFrame};
 use super::deflate::{self, Agreement};
 use super::origin::OriginPolicy;
+use super::replay::OpenWindow;
 use super::{group, Message, Utf8Bytes};
 use crate::error::Result;
 use crate::http::{has_token, take_upgraded, Body};
@@ -125,6 +126,17 @@ impl WsEndpoint {
     }
 
     /// Runs when a connection has completed the opening handshake.
+    ///
+    /// Its client may act on the handshake's answer before this runs (another client may
+    /// broadcast to a room the moment it hears this one is in). So the groups it joins here
+    /// ([`WsConnection::join`], [`WsConnection::tag`]) first send it their broadcasts made
+    /// since the answer, even those made while it waited (a database read before the join):
+    /// a client gets every broadcast to its `on_open`'s groups made after its handshake.
+    ///
+    /// ```
+    /// use brisk::ws::WsEndpoint;
+    /// let chat = WsEndpoint::new().on_open(|ws, _handshake| async move { ws.join("lobby") });
+    /// ```
     pub fn on_open<F, Fut>(self, f: F) -> Self
     where
         F: Fn(WsConnection, Handshake) -> Fut + 'static,
@@ -469,9 +481,14 @@ impl WsEndpoint {
         cb.on_connect = Some(Rc::new(move |conn: Connection<WsCodec>| {
             let ep = ep.clone();
             Box::pin(async move {
-                let Some((h, attached)) = conn.protocol().take_pending_open() else {
+                let Some((h, mut attached)) = conn.protocol().take_pending_open() else {
                     return Ok(());
                 };
+                // Held until `on_open` ends: its joins catch up on what came meanwhile.
+                let mut window = attached.window.take();
+                if let Some(w) = &mut window {
+                    w.attach(conn.id());
+                }
                 let ws = WsConnection { conn };
                 if let Some(data) = attached.data {
                     ws.set_data_boxed(data);
@@ -479,10 +496,12 @@ impl WsEndpoint {
                 for key in &attached.keys {
                     ws.tag(key);
                 }
-                match &ep.inner.on_open {
+                let opened = match &ep.inner.on_open {
                     Some(f) => f(ws, h).await,
                     None => Ok(()),
-                }
+                };
+                drop(window);
+                opened
             })
         }));
         if let SlowConsumer::Close(code) = self.inner.slow {
@@ -543,6 +562,9 @@ impl WsEndpoint {
                     reply += &format!("sec-websocket-extensions: {}\r\n", a.response());
                 }
                 reply += "\r\n";
+                // Until `on_open` ends: its joins catch up on what came meanwhile.
+                let mut window = OpenWindow::begin();
+                window.attach(conn.id());
                 conn.protocol().open(agreed);
                 conn.send(WsFrame::Raw(Bytes::from(reply)))?;
                 if let Some(f) = &self.inner.on_open {
@@ -625,7 +647,7 @@ impl WsEndpoint {
         &self,
         parts: &http::request::Parts,
         on_upgrade: Option<hyper::upgrade::OnUpgrade>,
-        attached: Attached,
+        mut attached: Attached,
     ) -> Response<&'static str> {
         let h = &parts.headers;
         let token = |name: header::HeaderName, t: &str| {
@@ -696,6 +718,8 @@ impl WsEndpoint {
         let (Some(worker), ep) = (worker::current(), self.clone()) else {
             return bad(StatusCode::INTERNAL_SERVER_ERROR, "not on a worker\n");
         };
+        // The client may act on the answer before `on_open` has joined its groups.
+        attached.window = Some(OpenWindow::begin());
         tokio::task::spawn_local(async move {
             let upgraded = match on_upgrade.await {
                 Ok(u) => u,

@@ -176,7 +176,7 @@ fn changed(group: &str) {
 pub(crate) fn join(conn: u64, group: &str, deflate: Option<Agreement>) {
     // The compressed frame suits members whose server window is the full one.
     let takes_deflated = deflate.is_some_and(|a| a.server_window_bits() == MAX_WINDOW_BITS);
-    GROUPS.with(|g| {
+    let joined_now = GROUPS.with(|g| {
         let mut g = g.borrow_mut();
         let name: Rc<str> = match g.members.get_key_value(group) {
             Some((k, _)) => k.clone(),
@@ -184,20 +184,48 @@ pub(crate) fn join(conn: u64, group: &str, deflate: Option<Agreement>) {
         };
         let set = g.members.entry(name.clone()).or_default();
         let first = set.is_empty();
-        if set.insert(conn) {
-            if first {
-                if let Some(w) = worker::current() {
-                    w.group_membership(group, true);
-                }
-            }
-            changed(group);
-            let joined = g.joined.entry(conn).or_insert_with(|| Joined {
-                groups: Vec::new(),
-                deflate: takes_deflated,
-            });
-            joined.groups.push(name);
+        if !set.insert(conn) {
+            return false;
         }
+        if first {
+            if let Some(w) = worker::current() {
+                w.group_membership(group, true);
+            }
+        }
+        changed(group);
+        let joined = g.joined.entry(conn).or_insert_with(|| Joined {
+            groups: Vec::new(),
+            deflate: takes_deflated,
+        });
+        joined.groups.push(name);
+        true
     });
+    if joined_now {
+        catch_up(conn, group);
+    }
+}
+
+/// Sends `conn`, joining `group` in its `on_open`, the broadcasts of `group` it missed since
+/// its handshake was answered (`replay::OpenWindow`), before any that come after.
+fn catch_up(conn: u64, group: &str) {
+    match super::replay::catch_up(conn, group) {
+        Some(missed) => {
+            for frames in &missed {
+                deliver_to(conn, frames);
+            }
+        }
+        None => {
+            if let Some(w) = worker::current() {
+                Stats::add(&w.stats.broadcasts_dropped, 1);
+            }
+            tracing::warn!(
+                conn,
+                group,
+                "a WebSocket connection joining in its on_open misses the broadcasts of its \
+                 group since its handshake: too many came meanwhile"
+            );
+        }
+    }
 }
 
 pub(crate) fn leave(conn: u64, group: &str) {

@@ -1,30 +1,46 @@
-//! What a worker keeps so that a group member handed to it on a reload gets every broadcast
-//! of its groups exactly once (`docs/design/ws-handover.md`, sections 3 and 4).
+//! What a worker keeps so that a WebSocket connection misses no broadcast of its groups:
 //!
-//! Each worker numbers its own broadcasts ([`Stamp`]) and remembers the last number it has
-//! seen of every origin: when a connection leaves, those numbers (its watermark) say which
-//! broadcasts it has had. A new worker keeps every broadcast it sees, its own and relayed,
-//! from its start until the master says no connection will come to it any more; restoring a
-//! connection, it sends it those of its groups above its watermark, in the order it saw
-//! them. The relays' order makes this exact: the master relays to the old worker until the
-//! moment it relays to the new one instead, and tells the new worker to take a connection
-//! only after the broadcasts relayed to it before.
+//! - **A connection handed over on a reload** (`docs/design/ws-handover.md`, sections 3 and
+//!   4). Each worker numbers its own broadcasts ([`Stamp`]) and remembers the last number it
+//!   has seen of every origin: when a connection leaves, those numbers (its watermark) say
+//!   which broadcasts it has had. A new worker keeps every broadcast it sees, its own and
+//!   relayed, from its start until the master says no connection will come to it any more;
+//!   restoring a connection, it sends it those of its groups above its watermark, in the
+//!   order it saw them. The relays' order makes this exact: the master relays to the old
+//!   worker until the moment it relays to the new one instead, and tells the new worker to
+//!   take a connection only after the broadcasts relayed to it before.
+//! - **A connection still opening** ([`OpenWindow`]). Its client has the `101` answer (and
+//!   may tell others it is in) before its `on_open` has joined the groups: an upgrade is
+//!   served by tasks of their own, after the answer is written, and `on_open` may wait on a
+//!   database before it joins. From the moment its answer is made until its `on_open` ends,
+//!   the worker keeps what it delivers; each group the connection joins meanwhile first
+//!   sends it that group's broadcasts since then ([`catch_up`]), so a client has every
+//!   broadcast to its `on_open`'s groups made after its handshake was answered.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 
 use crate::ipc::{BroadcastFrames, Stamp};
 
-/// The most bytes of broadcasts a new worker keeps; past them it keeps none, and group
-/// members handed to it are closed (1012) rather than served with a gap.
+/// The most bytes of broadcasts a worker keeps; past them it keeps none: group members
+/// handed to it are closed (1012) rather than served with a gap, and connections opening
+/// then are told so in the log (and counted in `broadcasts_dropped`).
 const MAX_KEPT: usize = 64 << 20;
 
-/// A broadcast kept for connections yet to come.
+/// A broadcast kept for connections yet to come (or yet to join).
 struct Kept {
+    /// Its place among all broadcasts this worker has seen.
+    index: u64,
     stamp: Stamp,
     group: Rc<str>,
     frames: BroadcastFrames,
+}
+
+/// A connection in its `on_open`: where its window starts and the groups it was caught up on.
+struct Opening {
+    from: u64,
+    caught_up: Vec<String>,
 }
 
 struct Replay {
@@ -34,12 +50,20 @@ struct Replay {
     own: u64,
     /// The last number seen of each origin.
     seen: HashMap<u32, u64>,
+    /// How many broadcasts this worker has seen (the index of the next one).
+    next_index: u64,
     kept: VecDeque<Kept>,
     kept_bytes: usize,
-    /// Whether broadcasts are kept (from the start until the master says stop).
+    /// Whether broadcasts are kept for handovers (from the start until the master says stop).
     keeping: bool,
-    /// More than [`MAX_KEPT`] came: what was kept is gone.
+    /// More than [`MAX_KEPT`] came while keeping for handovers: what was kept is gone.
     overflowed: bool,
+    /// The open windows: how many start at each index.
+    windows: BTreeMap<u64, usize>,
+    /// Windows starting before this index lost what was kept for them ([`MAX_KEPT`]).
+    gap_before: u64,
+    /// The connections in their `on_open`, by id.
+    opening: HashMap<u64, Opening>,
 }
 
 thread_local! {
@@ -47,45 +71,71 @@ thread_local! {
         origin: std::process::id(),
         own: 0,
         seen: HashMap::new(),
+        next_index: 0,
         kept: VecDeque::new(),
         kept_bytes: 0,
         keeping: true,
         overflowed: false,
+        windows: BTreeMap::new(),
+        gap_before: 0,
+        opening: HashMap::new(),
     });
 }
 
 impl Replay {
     fn note(&mut self, stamp: Stamp, group: &str, frames: &BroadcastFrames) {
-        if stamp == Stamp::NONE {
-            return;
+        if stamp != Stamp::NONE {
+            let seen = self.seen.entry(stamp.origin).or_default();
+            *seen = (*seen).max(stamp.seq);
         }
-        let seen = self.seen.entry(stamp.origin).or_default();
-        *seen = (*seen).max(stamp.seq);
-        if !self.keeping {
+        let index = self.next_index;
+        self.next_index += 1;
+        if !self.keeping && self.windows.is_empty() {
             return;
         }
         self.kept_bytes += frames.len();
         if self.kept_bytes > MAX_KEPT {
             tracing::warn!(
-                "more than {} MiB of broadcasts during a handover: WebSocket group members \
-                 handed over from now on are closed with 1012",
+                "more than {} MiB of broadcasts kept for WebSocket connections opening or \
+                 handed over: those opening now may miss some, and group members handed \
+                 over from now on are closed with 1012",
                 MAX_KEPT >> 20
             );
-            self.stop_keeping();
-            self.overflowed = true;
+            self.overflowed |= self.keeping;
+            self.keeping = false;
+            self.gap_before = self.next_index;
+            self.kept = VecDeque::new();
+            self.kept_bytes = 0;
             return;
         }
         self.kept.push_back(Kept {
+            index,
             stamp,
             group: Rc::from(group),
             frames: frames.clone(),
         });
     }
 
-    fn stop_keeping(&mut self) {
-        self.keeping = false;
-        self.kept = VecDeque::new();
-        self.kept_bytes = 0;
+    /// Forgets what neither handovers nor open windows need.
+    fn prune(&mut self) {
+        if self.keeping {
+            return;
+        }
+        let needed_from = self.windows.keys().next().copied().unwrap_or(u64::MAX);
+        while self.kept.front().is_some_and(|k| k.index < needed_from) {
+            let k = self.kept.pop_front().expect("checked");
+            self.kept_bytes -= k.frames.len();
+        }
+    }
+
+    fn close_window(&mut self, from: u64) {
+        if let Some(n) = self.windows.get_mut(&from) {
+            *n -= 1;
+            if *n == 0 {
+                self.windows.remove(&from);
+            }
+        }
+        self.prune();
     }
 }
 
@@ -103,7 +153,7 @@ pub(crate) fn stamp_own(group: &str, frames: &BroadcastFrames) -> Stamp {
     })
 }
 
-/// Notes a broadcast relayed from another worker, before it is delivered here.
+/// Notes a broadcast relayed from another worker (or instance), before it is delivered here.
 pub(crate) fn note_relayed(stamp: Stamp, group: &str, frames: &BroadcastFrames) {
     REPLAY.with(|r| r.borrow_mut().note(stamp, group, frames));
 }
@@ -114,9 +164,14 @@ pub(crate) fn watermark() -> Vec<(u32, u64)> {
     REPLAY.with(|r| r.borrow().seen.iter().map(|(&o, &s)| (o, s)).collect())
 }
 
-/// No connection will be handed to this worker any more: keeps no more broadcasts.
+/// No connection will be handed to this worker any more: keeps no more broadcasts for
+/// handovers.
 pub(crate) fn stop_keeping() {
-    REPLAY.with(|r| r.borrow_mut().stop_keeping());
+    REPLAY.with(|r| {
+        let mut r = r.borrow_mut();
+        r.keeping = false;
+        r.prune();
+    });
 }
 
 /// The broadcasts of `groups` that a connection with `watermark` has not had, in the order
@@ -132,8 +187,86 @@ pub(crate) fn missed(groups: &[String], watermark: &[(u32, u64)]) -> Option<Vec<
         let missed = r
             .kept
             .iter()
+            // Broadcasts of other instances are not numbered (`Stamp::NONE`): never replayed.
             .filter(|k| k.stamp.seq > had.get(&k.stamp.origin).copied().unwrap_or(0))
             .filter(|k| groups.iter().any(|g| **g == *k.group))
+            .map(|k| k.frames.clone())
+            .collect();
+        Some(missed)
+    })
+}
+
+/// The time from a WebSocket handshake's answer to the end of the connection's `on_open`:
+/// while one is open, the worker keeps the broadcasts it delivers, and a group the
+/// connection joins first sends it those of its own ([`catch_up`]). Dropping it closes it.
+pub(crate) struct OpenWindow {
+    from: u64,
+    conn: Option<u64>,
+}
+
+impl OpenWindow {
+    /// Opens a window at the current broadcast: call it before the `101` answer is made.
+    pub(crate) fn begin() -> Self {
+        REPLAY.with(|r| {
+            let mut r = r.borrow_mut();
+            let from = r.next_index;
+            *r.windows.entry(from).or_default() += 1;
+            OpenWindow { from, conn: None }
+        })
+    }
+
+    /// The window is connection `conn`'s (its id known once it is served).
+    pub(crate) fn attach(&mut self, conn: u64) {
+        self.conn = Some(conn);
+        let opening = Opening {
+            from: self.from,
+            caught_up: Vec::new(),
+        };
+        REPLAY.with(|r| r.borrow_mut().opening.insert(conn, opening));
+    }
+}
+
+impl std::fmt::Debug for OpenWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OpenWindow(from {})", self.from)
+    }
+}
+
+impl Drop for OpenWindow {
+    fn drop(&mut self) {
+        // Nothing when the worker's thread-locals are already gone.
+        let _ = REPLAY.try_with(|r| {
+            let mut r = r.borrow_mut();
+            if let Some(conn) = self.conn {
+                r.opening.remove(&conn);
+            }
+            r.close_window(self.from);
+        });
+    }
+}
+
+/// What connection `conn`, joining `group`, missed of it since its window opened, in order:
+/// empty when it has no open window or was caught up on `group` already; `None` when what
+/// was kept for it is gone ([`MAX_KEPT`]).
+pub(crate) fn catch_up(conn: u64, group: &str) -> Option<Vec<BroadcastFrames>> {
+    REPLAY.with(|r| {
+        let mut r = r.borrow_mut();
+        let gap_before = r.gap_before;
+        let Some(opening) = r.opening.get_mut(&conn) else {
+            return Some(Vec::new());
+        };
+        if opening.caught_up.iter().any(|g| g == group) {
+            return Some(Vec::new());
+        }
+        opening.caught_up.push(group.to_owned());
+        if opening.from < gap_before {
+            return None;
+        }
+        let from = opening.from;
+        let missed = r
+            .kept
+            .iter()
+            .filter(|k| k.index >= from && *k.group == *group)
             .map(|k| k.frames.clone())
             .collect();
         Some(missed)
@@ -184,6 +317,55 @@ mod tests {
             assert_eq!(plain(missed(&groups, &[(7, 3)])), [&b"m1"[..], b"m2"]);
             stop_keeping();
             assert!(missed(&groups, &had).is_none(), "nothing kept any more");
+        })
+        .join()
+        .unwrap();
+    }
+
+    fn kept_len() -> usize {
+        REPLAY.with(|r| r.borrow().kept.len())
+    }
+
+    #[test]
+    fn a_connection_in_its_on_open_catches_up_once_per_group_on_what_came_since_its_answer() {
+        std::thread::spawn(|| {
+            // A worker past its start: nothing kept for handovers.
+            stop_keeping();
+            let other = Stamp { origin: 7, seq: 0 };
+            note_relayed(Stamp { seq: 1, ..other }, "room", &frames("before"));
+            assert_eq!(kept_len(), 0, "no window open: nothing kept");
+
+            let mut first = OpenWindow::begin();
+            note_relayed(Stamp { seq: 2, ..other }, "room", &frames("a1"));
+            stamp_own("other room", &frames("x"));
+            let mut second = OpenWindow::begin();
+            note_relayed(Stamp::NONE, "room", &frames("bus"));
+            first.attach(1);
+            second.attach(2);
+            let room = "room";
+            assert_eq!(plain(catch_up(1, room)), [&b"a1"[..], b"bus"]);
+            assert_eq!(plain(catch_up(1, room)), Vec::<&[u8]>::new(), "once");
+            assert_eq!(plain(catch_up(2, room)), [&b"bus"[..]]);
+            assert_eq!(plain(catch_up(3, room)), Vec::<&[u8]>::new(), "no window");
+            drop(first);
+            assert_eq!(kept_len(), 1, "only what the second window needs");
+            drop(second);
+            assert_eq!(kept_len(), 0);
+
+            // Too much for one window: it is told, not given a gap.
+            let mut late = OpenWindow::begin();
+            late.attach(4);
+            let huge = BroadcastFrames {
+                plain: Bytes::from(vec![0u8; MAX_KEPT + 1]),
+                deflated: None,
+            };
+            note_relayed(Stamp { seq: 3, ..other }, "room", &huge);
+            assert!(catch_up(4, room).is_none());
+            drop(late);
+            let mut next = OpenWindow::begin();
+            note_relayed(Stamp { seq: 4, ..other }, "room", &frames("after"));
+            next.attach(5);
+            assert_eq!(plain(catch_up(5, room)), [&b"after"[..]]);
         })
         .join()
         .unwrap();
