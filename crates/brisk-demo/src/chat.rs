@@ -42,7 +42,8 @@ pub(crate) struct Chat {
     endpoint: WsEndpoint,
 }
 
-/// Which room a connection is in (its data).
+/// Which room a connection is in (its data, which moves with it on a reload).
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Room(String);
 
 impl Chat {
@@ -51,11 +52,14 @@ impl Chat {
         let on_open = history.clone();
         // Browsers' pages of the demo's own host only: another site's page cannot join the
         // rooms with a visitor's cookies. Compressing clients compress each message on its
-        // own: a room of 100,000 members holds no inflater per member (~40 KiB each).
+        // own: a room of 100,000 members holds no inflater per member (~40 KiB each). Members
+        // stay connected through reloads, with their room, name and user.
         let endpoint = WsEndpoint::new()
             .same_origin()
             .permessage_deflate(true)
             .client_no_context_takeover(true)
+            .survive_reload(true)
+            .carry_data::<Room>()
             .slow_consumer(slow)
             .on_open(move |ws, handshake| {
                 let history = on_open.clone();

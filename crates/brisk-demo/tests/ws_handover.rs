@@ -1,9 +1,9 @@
 //! WebSocket connections that survive reloads (`WsEndpoint::survive_reload`, the demo's
-//! `/ws/durable`): through three reloads every client stays connected, with nothing lost or
-//! repeated: a client that keeps talking, a partial frame and a fragmented message sent
-//! across a reload, echoes the server had queued and not yet sent. The plain `/ws` still
-//! closes with 1001. The tests of group members (with `/chat` opted in) are ignored: group
-//! members are not handed over yet (see `ws::handover`).
+//! `/ws/durable` and `/chat`): through three reloads every client stays connected, with
+//! nothing lost or repeated: a client that keeps talking, a partial frame and a fragmented
+//! message sent across a reload, echoes the server had queued and not yet sent, and every
+//! broadcast of a chat room, in order, while its publisher moves too. The plain `/ws` still
+//! closes with 1001.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -225,7 +225,6 @@ fn durable_websocket_clients_stay_connected_through_reloads_and_lose_nothing() {
 /// all along: through three reloads, which move every member and publisher, each member gets
 /// every message of its room exactly once and in order, and keeps its room (its data).
 #[test]
-#[ignore = "group members are not handed over yet: under load this lost 0.1-0.2 % of broadcasts (issue 36 note)"]
 fn chat_members_get_every_broadcast_once_and_in_order_through_reloads() {
     const ROOMS: usize = 3;
     const MEMBERS: usize = 8;
@@ -342,7 +341,6 @@ fn chat_members_get_every_broadcast_once_and_in_order_through_reloads() {
 /// them, through three reloads that move every one of them: none is disconnected, every
 /// broadcast reaches every member, and none twice.
 #[test]
-#[ignore = "group members are not handed over yet: under load this lost 0.1-0.2 % of broadcasts (issue 36 note)"]
 fn two_thousand_members_lose_no_broadcast_and_get_none_twice_through_reloads() {
     use brisk_bench::target::{Scheme, Target};
     use brisk_bench::ws::{run_ws, WsConfig, WsMode};

@@ -11,12 +11,12 @@
 //! What moves: the socket, the bytes received and not yet decoded, the bytes not yet sent, a
 //! fragmented message in progress and the permessage-deflate agreement (the endpoint holds
 //! its clients to `client_no_context_takeover`, so there is no compression window to carry),
-//! the counters, and its data if the endpoint says how ([`WsEndpoint::carry_data`]). The
-//! groups (keys included), presence id and the broadcasts of those groups the connection
-//! missed on the way ([`super::replay`]) are built to move too, but group members are not
-//! handed over yet (see [`Hook`]'s `can_detach`). Not carried, so such connections are
-//! closed as a stop closes them (counted as skipped): TLS sessions, group members, and data
-//! of a type the endpoint cannot carry.
+//! the counters, the groups (keys included) and presence id, with the broadcasts of those
+//! groups the connection missed on the way ([`super::replay`]), and its data if the
+//! endpoint says how ([`WsEndpoint::carry_data`]). Not carried, so such connections are
+//! closed as a stop closes them (counted as skipped): TLS sessions, data of a type the
+//! endpoint cannot carry, and group members of an app that spans machines (broadcasts from
+//! other instances are not numbered).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -188,12 +188,10 @@ impl HandOver<WsCodec> for Hook {
             }
             return false;
         }
-        // Group members stay (and are closed with 1001) for now: under load, two runs in
-        // three of the 2,000-member test lost 0.1-0.2 % of the broadcasts during the
-        // reloads, with no connection closed, and the cause is not found. A silent gap is
-        // worse for an app than a close its clients recover from (the tests are kept,
-        // ignored, in tests/ws_handover.rs).
-        if !conn.protocol().can_carry() || group::is_member(conn.id()) {
+        // Broadcasts from other instances are not numbered: a member could not be told
+        // which of them it missed on the way.
+        let spans_machines = crate::cluster_setting::get().is_some();
+        if !conn.protocol().can_carry() || (spans_machines && group::is_member(conn.id())) {
             return false;
         }
         match self.data_json(conn) {
