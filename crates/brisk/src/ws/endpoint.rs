@@ -131,7 +131,9 @@ impl WsEndpoint {
     /// broadcast to a room the moment it hears this one is in). So the groups it joins here
     /// ([`WsConnection::join`], [`WsConnection::tag`]) first send it their broadcasts made
     /// since the answer, even those made while it waited (a database read before the join):
-    /// a client gets every broadcast to its `on_open`'s groups made after its handshake.
+    /// a client gets every broadcast to its `on_open`'s groups made after its handshake. A
+    /// join more than 10 s after the answer gets none of those (logged, and counted in
+    /// `broadcasts_dropped`).
     ///
     /// ```
     /// use brisk::ws::WsEndpoint;

@@ -222,7 +222,10 @@ fn catch_up(conn: u64, group: &str) {
                 conn,
                 group,
                 "a WebSocket connection joining in its on_open misses the broadcasts of its \
-                 group since its handshake: too many came meanwhile"
+                 group since its handshake: its on_open took over {} s to join, or over {} \
+                 MiB of broadcasts came meanwhile",
+                super::replay::MAX_WINDOW_AGE.as_secs(),
+                super::replay::MAX_KEPT >> 20
             );
         }
     }

@@ -20,13 +20,22 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use crate::ipc::{BroadcastFrames, Stamp};
 
 /// The most bytes of broadcasts a worker keeps; past them it keeps none: group members
 /// handed to it are closed (1012) rather than served with a gap, and connections opening
 /// then are told so in the log (and counted in `broadcasts_dropped`).
-const MAX_KEPT: usize = 64 << 20;
+pub(crate) const MAX_KEPT: usize = 64 << 20;
+
+/// The longest an [`OpenWindow`] keeps broadcasts: an `on_open` that has not joined its
+/// groups by then gets none of what came before (logged, and counted in
+/// `broadcasts_dropped`), so one that never ends does not hold the worker's broadcasts.
+pub(crate) const MAX_WINDOW_AGE: Duration = Duration::from_secs(10);
+
+/// An open window: the index of the broadcast it starts at, and its own number.
+type WindowKey = (u64, u64);
 
 /// A broadcast kept for connections yet to come (or yet to join).
 struct Kept {
@@ -37,9 +46,9 @@ struct Kept {
     frames: BroadcastFrames,
 }
 
-/// A connection in its `on_open`: where its window starts and the groups it was caught up on.
+/// A connection in its `on_open`: its window and the groups it was caught up on.
 struct Opening {
-    from: u64,
+    window: WindowKey,
     caught_up: Vec<String>,
 }
 
@@ -58,10 +67,11 @@ struct Replay {
     keeping: bool,
     /// More than [`MAX_KEPT`] came while keeping for handovers: what was kept is gone.
     overflowed: bool,
-    /// The open windows: how many start at each index.
-    windows: BTreeMap<u64, usize>,
-    /// Windows starting before this index lost what was kept for them ([`MAX_KEPT`]).
-    gap_before: u64,
+    /// The open windows, oldest first, with when each opened. One that lost what was kept
+    /// for it ([`MAX_KEPT`], [`MAX_WINDOW_AGE`]) is taken out before its end.
+    windows: BTreeMap<WindowKey, Instant>,
+    /// The number of the next window.
+    next_window: u64,
     /// The connections in their `on_open`, by id.
     opening: HashMap<u64, Opening>,
 }
@@ -77,7 +87,7 @@ thread_local! {
         keeping: true,
         overflowed: false,
         windows: BTreeMap::new(),
-        gap_before: 0,
+        next_window: 0,
         opening: HashMap::new(),
     });
 }
@@ -90,6 +100,9 @@ impl Replay {
         }
         let index = self.next_index;
         self.next_index += 1;
+        if !self.windows.is_empty() {
+            self.expire_windows(Instant::now());
+        }
         if !self.keeping && self.windows.is_empty() {
             return;
         }
@@ -103,7 +116,7 @@ impl Replay {
             );
             self.overflowed |= self.keeping;
             self.keeping = false;
-            self.gap_before = self.next_index;
+            self.windows.clear();
             self.kept = VecDeque::new();
             self.kept_bytes = 0;
             return;
@@ -121,20 +134,33 @@ impl Replay {
         if self.keeping {
             return;
         }
-        let needed_from = self.windows.keys().next().copied().unwrap_or(u64::MAX);
+        let needed_from = self
+            .windows
+            .keys()
+            .next()
+            .map_or(u64::MAX, |&(from, _)| from);
         while self.kept.front().is_some_and(|k| k.index < needed_from) {
             let k = self.kept.pop_front().expect("checked");
             self.kept_bytes -= k.frames.len();
         }
     }
 
-    fn close_window(&mut self, from: u64) {
-        if let Some(n) = self.windows.get_mut(&from) {
-            *n -= 1;
-            if *n == 0 {
-                self.windows.remove(&from);
+    /// Takes out the windows open for longer than [`MAX_WINDOW_AGE`] at `now`.
+    fn expire_windows(&mut self, now: Instant) {
+        let before = self.windows.len();
+        while let Some(entry) = self.windows.first_entry() {
+            if now.duration_since(*entry.get()) < MAX_WINDOW_AGE {
+                break;
             }
+            entry.remove();
         }
+        if self.windows.len() < before {
+            self.prune();
+        }
+    }
+
+    fn close_window(&mut self, key: WindowKey) {
+        self.windows.remove(&key);
         self.prune();
     }
 }
@@ -200,7 +226,7 @@ pub(crate) fn missed(groups: &[String], watermark: &[(u32, u64)]) -> Option<Vec<
 /// while one is open, the worker keeps the broadcasts it delivers, and a group the
 /// connection joins first sends it those of its own ([`catch_up`]). Dropping it closes it.
 pub(crate) struct OpenWindow {
-    from: u64,
+    key: WindowKey,
     conn: Option<u64>,
 }
 
@@ -209,9 +235,10 @@ impl OpenWindow {
     pub(crate) fn begin() -> Self {
         REPLAY.with(|r| {
             let mut r = r.borrow_mut();
-            let from = r.next_index;
-            *r.windows.entry(from).or_default() += 1;
-            OpenWindow { from, conn: None }
+            let key = (r.next_index, r.next_window);
+            r.next_window += 1;
+            r.windows.insert(key, Instant::now());
+            OpenWindow { key, conn: None }
         })
     }
 
@@ -219,7 +246,7 @@ impl OpenWindow {
     pub(crate) fn attach(&mut self, conn: u64) {
         self.conn = Some(conn);
         let opening = Opening {
-            from: self.from,
+            window: self.key,
             caught_up: Vec::new(),
         };
         REPLAY.with(|r| r.borrow_mut().opening.insert(conn, opening));
@@ -228,7 +255,7 @@ impl OpenWindow {
 
 impl std::fmt::Debug for OpenWindow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "OpenWindow(from {})", self.from)
+        write!(f, "OpenWindow(from {})", self.key.0)
     }
 }
 
@@ -240,18 +267,19 @@ impl Drop for OpenWindow {
             if let Some(conn) = self.conn {
                 r.opening.remove(&conn);
             }
-            r.close_window(self.from);
+            r.close_window(self.key);
         });
     }
 }
 
 /// What connection `conn`, joining `group`, missed of it since its window opened, in order:
-/// empty when it has no open window or was caught up on `group` already; `None` when what
-/// was kept for it is gone ([`MAX_KEPT`]).
+/// empty when it has no window or was caught up on `group` already; `None` when what was
+/// kept for it is gone ([`MAX_KEPT`], [`MAX_WINDOW_AGE`]).
 pub(crate) fn catch_up(conn: u64, group: &str) -> Option<Vec<BroadcastFrames>> {
     REPLAY.with(|r| {
         let mut r = r.borrow_mut();
-        let gap_before = r.gap_before;
+        r.expire_windows(Instant::now());
+        let r = &mut *r;
         let Some(opening) = r.opening.get_mut(&conn) else {
             return Some(Vec::new());
         };
@@ -259,10 +287,10 @@ pub(crate) fn catch_up(conn: u64, group: &str) -> Option<Vec<BroadcastFrames>> {
             return Some(Vec::new());
         }
         opening.caught_up.push(group.to_owned());
-        if opening.from < gap_before {
+        if !r.windows.contains_key(&opening.window) {
             return None;
         }
-        let from = opening.from;
+        let from = opening.window.0;
         let missed = r
             .kept
             .iter()
@@ -362,8 +390,20 @@ mod tests {
             note_relayed(Stamp { seq: 3, ..other }, "room", &huge);
             assert!(catch_up(4, room).is_none());
             drop(late);
+            // Too old: an on_open that has not joined in time.
+            let mut slow = OpenWindow::begin();
+            slow.attach(6);
+            note_relayed(Stamp { seq: 4, ..other }, "room", &frames("meanwhile"));
+            assert_eq!(kept_len(), 1);
+            REPLAY.with(|r| {
+                r.borrow_mut()
+                    .expire_windows(Instant::now() + MAX_WINDOW_AGE)
+            });
+            assert_eq!(kept_len(), 0, "nothing kept for an expired window");
+            assert!(catch_up(6, room).is_none());
+            drop(slow);
             let mut next = OpenWindow::begin();
-            note_relayed(Stamp { seq: 4, ..other }, "room", &frames("after"));
+            note_relayed(Stamp { seq: 5, ..other }, "room", &frames("after"));
             next.attach(5);
             assert_eq!(plain(catch_up(5, room)), [&b"after"[..]]);
         })
