@@ -565,8 +565,10 @@ impl WsEndpoint {
                 }
                 reply += "\r\n";
                 // Until `on_open` ends: its joins catch up on what came meanwhile.
-                let mut window = OpenWindow::begin();
-                window.attach(conn.id());
+                let mut window = self.inner.on_open.as_ref().map(|_| OpenWindow::begin());
+                if let Some(w) = &mut window {
+                    w.attach(conn.id());
+                }
                 conn.protocol().open(agreed);
                 conn.send(WsFrame::Raw(Bytes::from(reply)))?;
                 if let Some(f) = &self.inner.on_open {
@@ -720,8 +722,11 @@ impl WsEndpoint {
         let (Some(worker), ep) = (worker::current(), self.clone()) else {
             return bad(StatusCode::INTERNAL_SERVER_ERROR, "not on a worker\n");
         };
-        // The client may act on the answer before `on_open` has joined its groups.
-        attached.window = Some(OpenWindow::begin());
+        // The client may act on the answer before `on_open` (or the route's keys) has
+        // joined its groups; without either, it joins none before its first message.
+        if self.inner.on_open.is_some() || !attached.keys.is_empty() {
+            attached.window = Some(OpenWindow::begin());
+        }
         tokio::task::spawn_local(async move {
             let upgraded = match on_upgrade.await {
                 Ok(u) => u,

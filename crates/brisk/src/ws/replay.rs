@@ -278,11 +278,12 @@ impl Drop for OpenWindow {
 pub(crate) fn catch_up(conn: u64, group: &str) -> Option<Vec<BroadcastFrames>> {
     REPLAY.with(|r| {
         let mut r = r.borrow_mut();
+        if !r.opening.contains_key(&conn) {
+            return Some(Vec::new());
+        }
         r.expire_windows(Instant::now());
         let r = &mut *r;
-        let Some(opening) = r.opening.get_mut(&conn) else {
-            return Some(Vec::new());
-        };
+        let opening = r.opening.get_mut(&conn).expect("checked");
         if opening.caught_up.iter().any(|g| g == group) {
             return Some(Vec::new());
         }
