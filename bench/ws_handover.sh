@@ -10,13 +10,18 @@
 # load on /ws, which does not survive reloads: its clients are disconnected. Each worker logs
 # how long it took to hand its connections over, printed last.
 #
-# Usage: bench/ws_handover.sh [CONNS] [SECONDS] [RELOADS] [RATE] > table.md
+# ACTION=upgrade runs `upgrade` instead of `reload` (the old master's workers hand the
+# connections to the new master's through the bridge), and also prints how long each
+# upgrade took from the command to the old master's exit.
+#
+# Usage: [ACTION=upgrade] bench/ws_handover.sh [CONNS] [SECONDS] [RELOADS] [RATE] > table.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONNS=${1:-10000}
 SECS=${2:-20}
 RELOADS=${3:-3}
 RATE=${4:-5000}
+ACTION=${ACTION:-reload}
 ulimit -n $((CONNS * 2 + 1000)) 2>/dev/null || true
 cargo build --release -q -p brisk-demo -p brisk-bench
 BIN=$PWD/target/release
@@ -38,7 +43,15 @@ load() {
     rm -f "$RUN/ready"
     for _ in $(seq "$2"); do
         sleep $((SECS / ($2 + 1)))
-        "${DEMO[@]}" reload >/dev/null
+        local old t0
+        old=$(cat "$RUN/brisk/brisk-demo.pid")
+        t0=$(date +%s.%N)
+        "${DEMO[@]}" "$ACTION" >/dev/null
+        if [ "$ACTION" = upgrade ]; then
+            while kill -0 "$old" 2>/dev/null; do sleep 0.01; done
+            echo "- $1: upgrade to the old master's exit: $(echo "$(date +%s.%N) - $t0" | bc) s" \
+                >> "$RUN/upgrades"
+        fi
     done
     wait $bench
     cat "$RUN/report.json"
@@ -54,7 +67,7 @@ print(f\"| {sys.argv[1]} | {sys.argv[2]} | {c['succeeded']:,} | {c['open_at_end'
       f\"| {l['p999']/1000:.2f} | {l['max']/1000:.1f} |\")" "$1" "$2"
 }
 
-echo "| path | reloads | connected | open at the end | failed | echoes sent | echoed | twice | p50 ms | p99 ms | p99.9 ms | max ms |"
+echo "| path | ${ACTION}s | connected | open at the end | failed | echoes sent | echoed | twice | p50 ms | p99 ms | p99.9 ms | max ms |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 load /ws/durable 0 | row /ws/durable 0
 load /ws/durable "$RELOADS" | row /ws/durable "$RELOADS"
@@ -62,3 +75,8 @@ load /ws "$RELOADS" | row /ws "$RELOADS"
 echo
 echo "Handover per worker (from the workers' log):"
 cat "$RUN"/brisk/*.log | grep -o 'handed WebSocket connections over.*' | sed 's/^/- /'
+if [ -e "$RUN/upgrades" ]; then
+    echo
+    echo "Upgrades:"
+    cat "$RUN/upgrades"
+fi

@@ -98,6 +98,18 @@ fn handover_total(server: &ServerProcess, field: &str) -> u64 {
 
 #[test]
 fn durable_websocket_clients_stay_connected_through_reloads_and_lose_nothing() {
+    durable_clients_through(&["reload", "reload", "reload"]);
+}
+
+/// The same through an `upgrade` (the old master's workers hand them to the new master's)
+/// and a reload of the new master.
+#[test]
+fn durable_websocket_clients_stay_connected_through_an_upgrade_and_lose_nothing() {
+    durable_clients_through(&["upgrade", "reload"]);
+}
+
+/// `/ws/durable` clients of every kind through `actions` (`reload` or `upgrade`).
+fn durable_clients_through(actions: &[&str]) {
     let Demo {
         server: d,
         http: port,
@@ -150,11 +162,11 @@ fn durable_websocket_clients_stay_connected_through_reloads_and_lose_nothing() {
     plain.send(Message::text("plain")).unwrap();
     assert_eq!(plain.read().unwrap(), Message::text("plain"));
 
-    let handed_before = handover_total(&d, "handed_over");
-    for reload in 0..3 {
+    assert_eq!(handover_total(&d, "handed_over"), 0);
+    for (reload, action) in actions.iter().enumerate() {
         let before = http_pids(&d, port);
         let talked = echoed.load(Ordering::Relaxed);
-        let out = d.cli(&["reload"]);
+        let out = d.cli(&[action]);
         assert!(
             out.status.success(),
             "{}",
@@ -163,11 +175,11 @@ fn durable_websocket_clients_stay_connected_through_reloads_and_lose_nothing() {
         let after = http_pids(&d, port);
         assert!(
             after.iter().all(|p| !before.contains(p)),
-            "reload {reload}: every worker replaced ({before:?} -> {after:?})"
+            "{action} {reload}: every worker replaced ({before:?} -> {after:?})"
         );
         wait_until(
             Duration::from_secs(10),
-            "the talking client goes on after the reload",
+            "the talking client goes on after the reload or upgrade",
             || echoed.load(Ordering::Relaxed) > talked + 10,
         );
         if reload == 0 {
@@ -198,9 +210,10 @@ fn durable_websocket_clients_stay_connected_through_reloads_and_lose_nothing() {
     }
     slow.send(Message::text("still here")).unwrap();
     assert_eq!(slow.read().unwrap(), Message::text("still here"));
-    // Each moved three times: `on_resume` counted, in its data, which moved with it.
+    // Each moved once per action: `on_resume` counted, in its data, which moved with it.
     quiet[0].send(Message::text("/moves")).unwrap();
-    assert_eq!(quiet[0].read().unwrap(), Message::text("moves: 3"));
+    let moves = format!("moves: {}", actions.len());
+    assert_eq!(quiet[0].read().unwrap(), Message::text(moves));
     // Every quiet client is still connected and served.
     for (i, ws) in quiet.iter_mut().enumerate() {
         ws.send(Message::text(format!("again {i}"))).unwrap();
@@ -214,10 +227,19 @@ fn durable_websocket_clients_stay_connected_through_reloads_and_lose_nothing() {
     let talked = talker.join().unwrap();
     assert!(talked > 30, "{talked} echoes");
 
-    // 44 connections moved three times; none was skipped.
-    let handed = handover_total(&d, "handed_over") - handed_before;
-    assert_eq!(handed, 44 * 3, "handed over");
-    assert_eq!(handover_total(&d, "resumed"), 44 * 3, "resumed");
+    // 44 connections moved once per action; none was skipped. (An old master's counters
+    // left with it: this one's count from the move that brought the connections here.)
+    let (handed_here, resumed_here) = match actions.iter().rposition(|a| *a == "upgrade") {
+        Some(u) => (actions.len() - u - 1, actions.len() - u),
+        None => (actions.len(), actions.len()),
+    };
+    let handed = handover_total(&d, "handed_over");
+    assert_eq!(handed, 44 * handed_here as u64, "handed over");
+    assert_eq!(
+        handover_total(&d, "resumed"),
+        44 * resumed_here as u64,
+        "resumed"
+    );
     assert_eq!(handover_total(&d, "skipped"), 0, "skipped");
 }
 
@@ -226,6 +248,19 @@ fn durable_websocket_clients_stay_connected_through_reloads_and_lose_nothing() {
 /// every message of its room exactly once and in order, and keeps its room (its data).
 #[test]
 fn chat_members_get_every_broadcast_once_and_in_order_through_reloads() {
+    chat_rooms_through(&["reload", "reload", "reload"]);
+}
+
+/// The same through `upgrade`s: the old master's workers hand the members to the new
+/// master's, and the two masters relay each other's broadcasts until the old one exits (a
+/// reload between them, while the first old master may still be handing over).
+#[test]
+fn chat_members_get_every_broadcast_once_and_in_order_through_upgrades() {
+    chat_rooms_through(&["upgrade", "reload", "upgrade"]);
+}
+
+/// Busy `/chat` rooms through `actions` (`reload` or `upgrade`, each run with the CLI).
+fn chat_rooms_through(actions: &[&str]) {
     const ROOMS: usize = 3;
     const MEMBERS: usize = 8;
     let Demo {
@@ -292,24 +327,25 @@ fn chat_members_get_every_broadcast_once_and_in_order_through_reloads() {
         .unwrap();
     assert_eq!(open.len(), 2);
     assert!(open.iter().all(|&n| n > 0), "{open:?}");
-    for reload in 0..3 {
+    let first_master = d.pid_file_pid().expect("a pid file");
+    for (i, action) in actions.iter().enumerate() {
         let before = received.load(Ordering::Relaxed);
         wait_until(
             Duration::from_secs(10),
-            "the rooms are busy before the reload",
+            "the rooms are busy before the reload or upgrade",
             || received.load(Ordering::Relaxed) > before + 200,
         );
-        let out = d.cli(&["reload"]);
+        let out = d.cli(&[action]);
         assert!(
             out.status.success(),
-            "reload {reload}: {}",
+            "{action} {i}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
     let before = received.load(Ordering::Relaxed);
     wait_until(
         Duration::from_secs(10),
-        "the rooms go on after the reloads",
+        "the rooms go on after the reloads and upgrades",
         || received.load(Ordering::Relaxed) > before + 200,
     );
     stop.store(true, Ordering::Relaxed);
@@ -328,20 +364,33 @@ fn chat_members_get_every_broadcast_once_and_in_order_through_reloads() {
             );
         }
     }
+    let upgraded = actions.contains(&"upgrade");
+    let master = d.pid_file_pid().expect("a pid file");
+    assert_eq!(master != first_master, upgraded, "the master's pid");
+    // (An old master's counters left with it.)
     let moved = handover_total(&d, "handed_over");
-    assert!(
-        moved >= 3 * (ROOMS * MEMBERS + ROOMS) as u64,
-        "{moved} moved"
-    );
-    assert_eq!(handover_total(&d, "resumed"), moved);
+    if !upgraded {
+        assert!(
+            moved >= actions.len() as u64 * (ROOMS * MEMBERS + ROOMS) as u64,
+            "{moved} moved"
+        );
+        assert_eq!(handover_total(&d, "resumed"), moved);
+    } else {
+        // The last reload or upgrade moved every one into this master's workers.
+        let resumed = handover_total(&d, "resumed");
+        assert!(
+            resumed >= (ROOMS * MEMBERS + ROOMS) as u64,
+            "{resumed} resumed"
+        );
+    }
     assert_eq!(handover_total(&d, "skipped"), 0);
 }
 
 /// 2,000 `/chat` members in one room over 2 workers, and brisk-bench's sender publishing to
-/// them, through three reloads that move every one of them: none is disconnected, every
-/// broadcast reaches every member, and none twice.
+/// them, through three reloads and an upgrade that move every one of them: none is
+/// disconnected, every broadcast reaches every member, and none twice.
 #[test]
-fn two_thousand_members_lose_no_broadcast_and_get_none_twice_through_reloads() {
+fn two_thousand_members_lose_no_broadcast_and_get_none_twice_through_reloads_and_an_upgrade() {
     use brisk_bench::target::{Scheme, Target};
     use brisk_bench::ws::{run_ws, WsConfig, WsMode};
     brisk_bench::fd_limit::raise_fd_limit();
@@ -357,7 +406,7 @@ fn two_thousand_members_lose_no_broadcast_and_get_none_twice_through_reloads() {
     config.threads = 2;
     config.mode = WsMode::Broadcast;
     config.rate = 20.0;
-    config.hold = Duration::from_secs(6);
+    config.hold = Duration::from_secs(8);
     // The run ends as soon as every delivery has arrived: a loaded machine (CI builds the
     // fuzz targets meanwhile) may take long, and late is not lost.
     config.drain = Duration::from_secs(30);
@@ -367,14 +416,22 @@ fn two_thousand_members_lose_no_broadcast_and_get_none_twice_through_reloads() {
         ready.exists()
     });
     let moved_before = handover_total(&d, "handed_over");
-    for reload in 0..3 {
-        let out = d.cli(&["reload"]);
+    let first_master = d.pid_file_pid().expect("a pid file");
+    for (i, action) in ["reload", "reload", "reload", "upgrade"].iter().enumerate() {
+        if *action == "upgrade" {
+            // Every member (and the sender) moved three times (the old master's counters
+            // leave with it).
+            let moved = handover_total(&d, "handed_over") - moved_before;
+            assert!(moved >= 3 * 2_001, "{moved} moved");
+        }
+        let out = d.cli(&[action]);
         assert!(
             out.status.success(),
-            "reload {reload}: {}",
+            "{action} {i}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    assert_ne!(d.pid_file_pid().expect("a pid file"), first_master);
     let report = load.join().unwrap();
     let messages = report
         .messages
@@ -396,8 +453,7 @@ fn two_thousand_members_lose_no_broadcast_and_get_none_twice_through_reloads() {
         messages.delivered, messages.expected,
         "{messages:?}; broadcasts the master dropped: {dropped}, sends dropped: {not_sent}"
     );
-    // Every member (and the sender) moved three times.
-    let moved = handover_total(&d, "handed_over") - moved_before;
-    assert!(moved >= 3 * 2_001, "{moved} moved");
+    // And once more, into the new master's workers.
+    assert!(handover_total(&d, "resumed") >= 2_001);
     assert_eq!(handover_total(&d, "skipped"), 0);
 }

@@ -141,8 +141,8 @@ pub(crate) struct Plan {
     pub pid_file: std::fs::File,
     /// The control socket's listener the master this one replaces handed over, if it did.
     pub control: Option<std::os::unix::net::UnixListener>,
-    /// The link to the master this one replaces, and its pid, until this one takes over.
-    pub predecessor: Option<(OwnedFd, u32)>,
+    /// The links to the master this one replaces, and its pid, until its workers are gone.
+    pub predecessor: Option<upgrade::Inherited>,
     /// Whether another master holds the listeners, the control socket and the pid file too:
     /// the one this replaces, until this one takes over; the one that replaces this, once it
     /// has. A stop then leaves them all as they are.
@@ -372,10 +372,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
     }
     let control = predecessor.as_mut().and_then(|p| p.take_control());
     let shared = std::rc::Rc::new(std::cell::Cell::new(predecessor.is_some()));
-    let predecessor = predecessor.map(|p| {
-        let old_pid = p.old_pid;
-        (p.finish(), old_pid)
-    });
+    let predecessor = predecessor.map(upgrade::Predecessor::finish);
     let plan = Plan {
         name: paths.name.clone(),
         exe: program_path()?,

@@ -9,9 +9,11 @@
 //! view of it; the rest by job: [`spawn`] (starting a worker process), [`worker_handle`] (the
 //! master's end of a worker: questions by id, messages, readiness), [`lifecycle`] (exits,
 //! restarts, retiring, stop, reload), [`recycling`], [`relay`] (broadcasts between workers
-//! and instances), [`observe`] (counters, status, metrics, KPIs, probes, schedules) and
-//! [`handover`] (`upgrade`, on the old master's side and the new one's).
+//! and instances), [`observe`] (counters, status, metrics, KPIs, probes, schedules),
+//! [`handover`] (`upgrade`, on the old master's side and the new one's) and [`bridge`] (what
+//! the two masters pass each other during an upgrade).
 
+mod bridge;
 mod conn_handover;
 mod handover;
 mod lifecycle;
@@ -123,6 +125,11 @@ struct Supervisor {
     dropped_broadcasts: Cell<u64>,
     /// The cluster bus, if the app spans machines.
     cluster: Option<Rc<super::cluster_bus::ClusterBus>>,
+    /// This master's end of the bridge to the other during an upgrade.
+    bridge: RefCell<Option<Rc<bridge::Bridge>>>,
+    /// Started by an `upgrade` whose old master may still pass connections on: the workers
+    /// keep broadcasts for them until it has ended.
+    awaiting_predecessor: Cell<bool>,
     /// The control socket's listener, once it is served (for an `upgrade` to hand over).
     control_fd: Cell<RawFd>,
     /// The metrics listener's socket, if there is one.
@@ -180,6 +187,8 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             scheduler,
             dropped_broadcasts: Cell::new(0),
             cluster,
+            bridge: RefCell::new(None),
+            awaiting_predecessor: Cell::new(false),
             control_fd: Cell::new(-1),
             metrics_fd: Cell::new(metrics_fd),
             started: Instant::now(),
@@ -200,8 +209,20 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             });
         }
         sup.install_signal_handlers()?;
+        // Started by `upgrade`: the bridge to the old master, before any worker broadcasts.
+        let predecessor = match predecessor {
+            Some(p) => {
+                if let Some(bridge) = p.bridge {
+                    sup.open_bridge(bridge, true)
+                        .map_err(|e| Error::io("upgrade: the bridge", e))?;
+                    sup.awaiting_predecessor.set(true);
+                }
+                Some((p.link, p.old_pid))
+            }
+            None => None,
+        };
         if let Err(msg) = sup.start_all().await {
-            sup.stop_all(false).await;
+            sup.stop_all(false, false).await;
             return Err(Error::Config(msg));
         }
         // Started by `upgrade`: the old master lets go once this one's workers are ready.
@@ -209,7 +230,7 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             Some((link, old_pid)) => match sup.take_over(link, old_pid).await {
                 Ok(link) => Some((link, old_pid)),
                 Err(e) => {
-                    sup.stop_all(true).await;
+                    sup.stop_all(true, false).await;
                     return Err(e);
                 }
             },
@@ -252,7 +273,8 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
         // (With `MAINPID`: systemd follows a new master before the old one exits.)
         super::sd_notify::ready();
         if let Some((link, old_pid)) = taken_over {
-            super::upgrade::say_serving(link).await;
+            super::upgrade::say_serving(&link).await;
+            sup.take_connections_on(link);
             tracing::info!("took over from the old master (pid {old_pid})");
         }
         if let Some(period) = super::sd_notify::watchdog_period() {
@@ -280,7 +302,7 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                 Event::Stop { graceful } => {
                     super::sd_notify::stopping();
                     tracing::info!(graceful, "stopping");
-                    sup.stop_all(graceful).await;
+                    sup.stop_all(graceful, false).await;
                     break;
                 }
                 Event::Reload { graceful, done } => {
@@ -325,9 +347,11 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                             while let Ok(ev) = rx.try_recv() {
                                 pass_on(ev, new_master);
                             }
-                            // The new master answers now; this one's workers finish what
-                            // they have, the sockets untouched.
-                            sup.stop_all(true).await;
+                            // The new master answers now; this one's workers hand over
+                            // the connections that survive reloads and finish what they
+                            // have, the sockets untouched.
+                            sup.stop_all(true, true).await;
+                            sup.close_bridge().await;
                             break;
                         }
                         Err(why) => {
@@ -408,7 +432,7 @@ impl Supervisor {
         }
         for w in started {
             w.wait_ready().await?;
-            w.no_more_handovers();
+            self.no_more_handovers_to(&w);
         }
         Ok(())
     }

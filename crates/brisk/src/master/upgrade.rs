@@ -8,7 +8,11 @@
 //! and the old one goes on serving.
 //!
 //! The two speak over a `SOCK_SEQPACKET` pair: one message from the old master, a JSON
-//! [`Header`] naming each descriptor it carries, then the three words above.
+//! [`Header`] naming each descriptor it carries, then the three words above. Among the
+//! descriptors is one end of a stream pair, the bridge, on which the two relay broadcasts
+//! to each other until the old master's workers have exited; after `serving`, the old master
+//! passes the WebSocket connections its workers hand over on the `SOCK_SEQPACKET` pair, each
+//! batch announced on the bridge (`supervisor/bridge.rs`).
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -25,8 +29,12 @@ use crate::env::ENV_UPGRADE_FD;
 use crate::error::{Error, Result};
 use crate::ipc::fds::{recv_fds, send_fds, seqpacket_pair};
 
-/// The version of the handover message; a new master refuses one of another version.
-const HANDOVER_VERSION: u32 = 1;
+/// The version of the handover message; a new master refuses one of another version but
+/// [`BRIDGELESS_VERSION`].
+const HANDOVER_VERSION: u32 = 2;
+/// The version before the bridge: such an old master's WebSocket connections close as they
+/// did, the rest is the same.
+const BRIDGELESS_VERSION: u32 = 1;
 /// The largest header a new master reads.
 const MAX_HEADER: usize = 1 << 20;
 /// How long a new master waits for the old one's message.
@@ -44,6 +52,8 @@ enum Held {
     Listener { address: String, systemd: bool },
     /// The metrics listener's socket.
     Metrics,
+    /// The new master's end of the bridge.
+    Bridge,
 }
 
 /// The old master's message: who it is and what each descriptor it carries is, in order.
@@ -62,6 +72,8 @@ pub(crate) struct Handover {
     pub metrics: Option<RawFd>,
     /// (address as configured, passed by systemd, socket) of every listening socket.
     pub listeners: Vec<(String, bool, RawFd)>,
+    /// The new master's end of the bridge.
+    pub bridge: RawFd,
 }
 
 /// One end of the pair the two masters finish the handover on.
@@ -77,6 +89,11 @@ impl Link {
         registered
             .map(Link)
             .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    /// The socket, for the connections passed on it once the new master serves.
+    pub(crate) fn fd(&self) -> &OwnedFd {
+        self.0.get_ref()
     }
 
     /// Sends one word.
@@ -214,8 +231,11 @@ impl Successor {
     }
 
     /// Tells the new master to take over, and waits until it answers on the control socket
-    /// (up to `timeout`).
-    pub(crate) async fn go(mut self, timeout: Duration) -> std::result::Result<u32, String> {
+    /// (up to `timeout`); its pid, and the link to pass it connections on.
+    pub(crate) async fn go(
+        mut self,
+        timeout: Duration,
+    ) -> std::result::Result<(u32, Link), String> {
         let pid = self.pid();
         let exchange = async {
             self.link.say("go").await?;
@@ -225,7 +245,7 @@ impl Successor {
             Ok(Ok(Some(word))) if word == "serving" => {
                 // Reaped by whoever adopts it when it exits after this one.
                 std::mem::forget(self.child);
-                Ok(pid)
+                Ok((pid, self.link))
             }
             Ok(Ok(_)) | Ok(Err(_)) => {
                 self.abandon();
@@ -259,6 +279,17 @@ pub(crate) struct Predecessor {
     control: Option<OwnedFd>,
     metrics: Option<OwnedFd>,
     listeners: Vec<(String, bool, OwnedFd)>,
+    bridge: Option<OwnedFd>,
+}
+
+/// What the new master keeps of the old one once it has taken its sockets.
+pub(crate) struct Inherited {
+    /// The `SOCK_SEQPACKET` link: the last words, then the connections passed on.
+    pub link: OwnedFd,
+    /// The bridge (`None` from an old master of [`BRIDGELESS_VERSION`]).
+    pub bridge: Option<OwnedFd>,
+    /// The old master's pid.
+    pub old_pid: u32,
 }
 
 impl Predecessor {
@@ -280,7 +311,7 @@ impl Predecessor {
         let (header, fds) = receive_handover(&link).map_err(|e| bad(e.to_string()))?;
         let header: Header = serde_json::from_slice(&header)
             .map_err(|e| bad(format!("the old master's message: {e}")))?;
-        if header.version != HANDOVER_VERSION {
+        if header.version != HANDOVER_VERSION && header.version != BRIDGELESS_VERSION {
             return Err(bad(format!(
                 "the old master speaks handover version {}, this build {HANDOVER_VERSION}: \
                  restart instead",
@@ -301,12 +332,14 @@ impl Predecessor {
             control: None,
             metrics: None,
             listeners: Vec::new(),
+            bridge: None,
         };
         for (held, fd) in header.held.into_iter().zip(fds) {
             match held {
                 Held::PidFile => p.pid_file = Some(fd),
                 Held::Control => p.control = Some(fd),
                 Held::Metrics => p.metrics = Some(fd),
+                Held::Bridge => p.bridge = Some(fd),
                 Held::Listener { address, systemd } => p.listeners.push((address, systemd, fd)),
             }
         }
@@ -341,17 +374,28 @@ impl Predecessor {
         taken.into_iter().map(|(_, s, fd)| (fd, s)).collect()
     }
 
-    /// The link to finish the handover on, once every socket this master wants is taken:
-    /// the old master's listeners this one has not (the new build dropped them) close here,
-    /// and for good once the old workers stop.
-    pub(crate) fn finish(self) -> OwnedFd {
+    /// The link to finish the handover on and the bridge, once every socket this master
+    /// wants is taken: the old master's listeners this one has not (the new build dropped
+    /// them) close here, and for good once the old workers stop.
+    pub(crate) fn finish(self) -> Inherited {
         for (address, _, _) in &self.listeners {
             tracing::warn!(
                 "upgrade: the old master listened on {address}, this build does not: it \
                  closes when the old workers stop"
             );
         }
-        self.link
+        if self.bridge.is_none() {
+            tracing::warn!(
+                "upgrade: the old master (pid {}) is of an earlier build: its WebSocket \
+                 connections close instead of moving here",
+                self.old_pid
+            );
+        }
+        Inherited {
+            link: self.link,
+            bridge: self.bridge,
+            old_pid: self.old_pid,
+        }
     }
 }
 
@@ -377,7 +421,7 @@ pub(crate) async fn wait_for_go(link: OwnedFd, old_pid: u32) -> Result<Link> {
 }
 
 /// As the new master, once it answers on the control socket: says `serving`.
-pub(crate) async fn say_serving(link: Link) {
+pub(crate) async fn say_serving(link: &Link) {
     // The old master may be gone (it died): then nobody needs to hear it.
     let _ = link.say("serving").await;
 }
@@ -397,6 +441,8 @@ fn send_handover(link: &OwnedFd, h: &Handover) -> std::io::Result<()> {
         });
         fds.push(*fd);
     }
+    held.push(Held::Bridge);
+    fds.push(h.bridge);
     let header = Header {
         version: HANDOVER_VERSION,
         old_pid: std::process::id(),

@@ -308,12 +308,14 @@ impl WsEndpoint {
     ///
     /// What a moved connection sees: a new [`id`](WsConnection::id) (ids are per worker);
     /// `on_open` does not run again, and handles to it held in the old worker see it closed
-    /// (`on_close` does not run there). Not carried, and so closed with 1001 as without
-    /// this (counted in `status --json` as `ws_handover.skipped`): `wss://` connections,
-    /// members of broadcast groups or with a key or presence id (not yet: a test under load
-    /// lost a few broadcasts on the way), connections with data the endpoint cannot carry,
-    /// and those whose `on_message` is still running when the reload's drain time ends.
-    /// `stop`, `restart` and `upgrade` close every connection as before.
+    /// (`on_close` does not run there). Their groups, keys and presence id move with them,
+    /// and they are sent the broadcasts of their groups they missed on the way, none twice.
+    /// Not carried, and so closed with 1001 as without this (counted in `status --json` as
+    /// `ws_handover.skipped`): `wss://` connections, group members of an app that spans
+    /// machines ([`App::cluster`](crate::App::cluster)), connections with data the endpoint
+    /// cannot carry, and those whose `on_message` is still running when the drain time
+    /// ends. An `upgrade` moves them to the new master's workers the same way (from a
+    /// master of this build or later); `stop` and `restart` close every connection.
     ///
     /// ```
     /// use brisk::ws::{WsEndpoint, WsServer};

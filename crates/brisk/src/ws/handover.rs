@@ -1,6 +1,8 @@
 //! WebSocket connections that survive a reload: a stopping worker hands the connections of
 //! endpoints that opt in ([`WsEndpoint::survive_reload`]) to its slot's new worker, which
-//! serves them on. Design: `docs/design/ws-handover.md`.
+//! serves them on; in an `upgrade`, to the new master's worker of the same slot, through
+//! the old master and the new (`master/supervisor/bridge.rs`). Design:
+//! `docs/design/ws-handover.md`.
 //!
 //! Out: [`begin`] flags the worker's connections; each leaves between two messages (see
 //! `runtime::connection::handover`) into this worker's outbox; [`next_batch`] packs up to

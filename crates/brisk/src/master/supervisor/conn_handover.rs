@@ -63,7 +63,11 @@ pub(super) fn forwarding(socket: OwnedFd, channel: Rc<Channel>) -> Forwarding {
 
 /// Sends one handover message on `socket`, waiting (without blocking the master) while it is
 /// full, for up to [`FORWARD_TIMEOUT`].
-async fn pass_on(socket: &OwnedFd, bytes: &[u8], fds: &[OwnedFd]) -> std::io::Result<()> {
+pub(super) async fn pass_on(
+    socket: &OwnedFd,
+    bytes: &[u8],
+    fds: &[OwnedFd],
+) -> std::io::Result<()> {
     let raw: Vec<RawFd> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
     let deadline = tokio::time::Instant::now() + FORWARD_TIMEOUT;
     loop {
@@ -97,6 +101,10 @@ impl Supervisor {
                 return;
             }
         };
+        if self.passes_to_new_master() {
+            self.pass_to_new_master(from.slot, bytes, fds, count);
+            return;
+        }
         let to = self.current.borrow()[from.slot].clone();
         let Some(to) = to.filter(|w| w.pid != pid && !w.channel.closed.get()) else {
             tracing::error!(

@@ -9,11 +9,12 @@ use crate::master::upgrade::{self, Handover, Link, Successor};
 const TAKE_OVER_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Supervisor {
-    /// As the old master: starts the new one, waits (up to `ready_timeout`) until its
-    /// workers are ready, stops answering on the control socket and the metrics listener
-    /// (the tasks in `serving`), and lets the new one take over. On success,
-    /// [`Plan::shared`] is set and the caller stops this master's workers; on failure, the
-    /// new master is gone and this one serves on.
+    /// As the old master: starts the new one with a bridge to it, waits (up to
+    /// `ready_timeout`) until its workers are ready, stops answering on the control socket
+    /// and the metrics listener (the tasks in `serving`), and lets the new one take over. On
+    /// success, [`Plan::shared`] is set, the bridge passes connections on, and the caller
+    /// stops this master's workers; on failure, the new master and the bridge are gone and
+    /// this one serves on.
     pub(super) async fn upgrade(
         self: &Rc<Self>,
         ready_timeout: Duration,
@@ -26,15 +27,25 @@ impl Supervisor {
         let t0 = Instant::now();
         super::super::sd_notify::reloading();
         let failed = |why: String| {
+            self.bridge.borrow_mut().take();
             tracing::error!("upgrade failed: {why}; this master goes on serving");
             super::super::sd_notify::ready();
             Err(format!("{why}; the running master goes on serving"))
         };
-        let mut successor =
-            match Successor::start(&self.plan.exe, &self.plan.args, &self.handover()) {
-                Ok(s) => s,
-                Err(why) => return failed(why),
-            };
+        let (ours, theirs) = match std::os::unix::net::UnixStream::pair() {
+            Ok(pair) => pair,
+            Err(e) => return failed(format!("cannot make the bridge: {e}")),
+        };
+        if let Err(e) = self.open_bridge(ours.into(), false) {
+            return failed(format!("cannot use the bridge: {e}"));
+        }
+        let handover = self.handover(theirs.as_raw_fd());
+        let started = Successor::start(&self.plan.exe, &self.plan.args, &handover);
+        drop(theirs);
+        let mut successor = match started {
+            Ok(s) => s,
+            Err(why) => return failed(why),
+        };
         tracing::info!(pid = successor.pid(), "upgrade: started a new master");
         if let Err(why) = successor.wait_ready(ready_timeout).await {
             successor.abandon();
@@ -63,7 +74,8 @@ impl Supervisor {
         self.plan.shared.set(true);
         let old = std::process::id();
         match successor.go(TAKE_OVER_TIMEOUT).await {
-            Ok(new) => {
+            Ok((new, link)) => {
+                self.pass_connections_on(link);
                 let msg = format!(
                     "upgraded in {:.1} s: master pid {new} serves, from the program's file \
                      as it is now; the old master (pid {old}) lets its workers finish their \
@@ -118,8 +130,8 @@ impl Supervisor {
         metrics_listener::serve(self.clone(), socket, token)
     }
 
-    /// What this master hands a new one.
-    fn handover(&self) -> Handover {
+    /// What this master hands a new one, with the new one's end of the bridge.
+    fn handover(&self, bridge: RawFd) -> Handover {
         let listeners = (self.plan.services.iter())
             .flat_map(|s| {
                 (s.listen_fds.iter()).map(|fd| {
@@ -133,6 +145,7 @@ impl Supervisor {
             control: self.control_fd.get(),
             metrics: self.metrics_fd.get(),
             listeners,
+            bridge,
         }
     }
 }

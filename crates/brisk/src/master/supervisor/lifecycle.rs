@@ -53,7 +53,7 @@ impl Supervisor {
                 Ok(w) => {
                     sup.current.borrow_mut()[slot] = Some(w.clone());
                     match w.wait_ready().await {
-                        Ok(()) => w.no_more_handovers(),
+                        Ok(()) => sup.no_more_handovers_to(&w),
                         Err(e) => tracing::error!("{}: {e}", sup.describe(slot)),
                     }
                 }
@@ -108,8 +108,10 @@ impl Supervisor {
     }
 
     /// Stops every worker; kills those that do not exit in time. While another master holds
-    /// the sockets ([`Plan::shared`]: an upgrade), they are left as they are.
-    pub(crate) async fn stop_all(&self, graceful: bool) {
+    /// the sockets ([`Plan::shared`]: an upgrade), they are left as they are, and with
+    /// `hand_over` (the upgrade's old master) the workers first hand their connections that
+    /// survive reloads to it.
+    pub(crate) async fn stop_all(&self, graceful: bool, hand_over: bool) {
         self.stopping.set(true);
         let shared = self.plan.shared.get();
         // No new connection may be queued from here on (the last worker's close would reset
@@ -138,7 +140,8 @@ impl Supervisor {
         }
         let workers: Vec<_> = self.live.borrow().values().cloned().collect();
         let drain = self.drain_time(graceful, false);
-        futures_util::future::join_all(workers.iter().map(|w| self.retire(w, drain, false))).await;
+        let retired = workers.iter().map(|w| self.retire(w, drain, hand_over));
+        futures_util::future::join_all(retired).await;
     }
 
     /// Replaces every worker, one at a time: start the new one, wait until it is ready, then
@@ -170,7 +173,7 @@ impl Supervisor {
                 self.retire(&old, self.drain_time(graceful, true), true)
                     .await;
             }
-            new.no_more_handovers();
+            self.no_more_handovers_to(&new);
             replaced += 1;
         }
         Ok(format!(

@@ -123,7 +123,7 @@ impl Supervisor {
             cause.label()
         );
         self.retire(old, self.drain_time(true, true), true).await;
-        replaced.no_more_handovers();
+        self.no_more_handovers_to(&replaced);
     }
 
     /// A replacement of `old` failed for `why`: it keeps serving, and is tried again later.

@@ -14,6 +14,7 @@ impl Supervisor {
         frames: &BroadcastFrames,
     ) {
         self.relay_to(group, stamp, frames, |pid| pid != from);
+        self.bridge_broadcast(group, stamp, frames);
     }
 
     /// Hands a broadcast's frames to the current workers that `takes`.
