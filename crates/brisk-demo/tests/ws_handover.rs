@@ -248,7 +248,16 @@ fn durable_clients_through(actions: &[&str]) {
 /// every message of its room exactly once and in order, and keeps its room (its data).
 #[test]
 fn chat_members_get_every_broadcast_once_and_in_order_through_reloads() {
-    chat_rooms_through(&["reload", "reload", "reload"]);
+    chat_rooms_through(&["reload", "reload", "reload"], false);
+}
+
+/// The same in an app that spans machines (`--redis`: `App::cluster`), one room's publisher
+/// on another instance: what the master delivers from the bus is numbered like the workers'
+/// own broadcasts, so members moving between workers miss none of it and get none twice.
+/// One worker: every room's members all move at once, and the rooms stay subscribed.
+#[test]
+fn chat_members_of_a_cluster_app_get_every_broadcast_once_and_in_order_through_reloads() {
+    chat_rooms_through(&["reload", "reload", "reload"], true);
 }
 
 /// The same through `upgrade`s: the old master's workers hand the members to the new
@@ -256,17 +265,57 @@ fn chat_members_get_every_broadcast_once_and_in_order_through_reloads() {
 /// reload between them, while the first old master may still be handing over).
 #[test]
 fn chat_members_get_every_broadcast_once_and_in_order_through_upgrades() {
-    chat_rooms_through(&["upgrade", "reload", "upgrade"]);
+    chat_rooms_through(&["upgrade", "reload", "upgrade"], false);
 }
 
-/// Busy `/chat` rooms through `actions` (`reload` or `upgrade`, each run with the CLI).
-fn chat_rooms_through(actions: &[&str]) {
-    const ROOMS: usize = 3;
-    const MEMBERS: usize = 8;
+/// In an app that spans machines an `upgrade` moves the connections that are in no group,
+/// but closes the group members with 1001: the new master is another instance of the bus,
+/// which numbers what it delivers on its own, so a member could not be told what it missed.
+#[test]
+fn an_upgrade_of_a_cluster_app_moves_connections_but_closes_group_members() {
+    let redis = Redis::start().unwrap();
+    let url = redis.url();
     let Demo {
         server: d,
         http: port,
-    } = demo_with(2, &[]);
+    } = demo_with(2, &["--redis", &url]);
+    let mut member = client(port, "/chat?room=lobby");
+    let mut durable = client(port, "/ws/durable");
+    durable.send(Message::text("before")).unwrap();
+    assert_eq!(durable.read().unwrap(), Message::text("before"));
+    d.cli_ok(&["upgrade"]);
+    loop {
+        match member.read().unwrap() {
+            Message::Close(Some(c)) => {
+                assert_eq!(c.code, CloseCode::Away);
+                break;
+            }
+            Message::Text(_) => {}
+            other => panic!("the member got {other:?}"),
+        }
+    }
+    durable.send(Message::text("after")).unwrap();
+    assert_eq!(durable.read().unwrap(), Message::text("after"));
+    assert_eq!(handover_total(&d, "resumed"), 1);
+}
+
+/// Busy `/chat` rooms through `actions` (`reload` or `upgrade`, each run with the CLI); with
+/// `cluster`, two instances on one Redis, room 0's publisher on the second.
+fn chat_rooms_through(actions: &[&str], cluster: bool) {
+    const ROOMS: usize = 3;
+    const MEMBERS: usize = 8;
+    let redis = cluster.then(|| Redis::start().unwrap());
+    let redis_url = redis.as_ref().map(Redis::url);
+    let args: Vec<&str> = match &redis_url {
+        Some(url) => vec!["--redis", url],
+        None => vec![],
+    };
+    let workers = if cluster { 1 } else { 2 };
+    let Demo {
+        server: d,
+        http: port,
+    } = demo_with(workers, &args);
+    let other = cluster.then(|| demo_with(1, &args));
     let received = Arc::new(AtomicU64::new(0));
     let readers: Vec<_> = (0..ROOMS * MEMBERS)
         .map(|i| {
@@ -303,9 +352,23 @@ fn chat_rooms_through(actions: &[&str]) {
         })
         .collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let publishers: Vec<_> = (0..ROOMS)
-        .map(|room| {
-            let mut ws = client(port, &format!("/chat?room=r{room}"));
+    let publishing: Vec<_> = (0..ROOMS)
+        .map(|room| match &other {
+            Some(b) if room == 0 => client(b.http, "/chat?room=r0"),
+            _ => client(port, &format!("/chat?room=r{room}")),
+        })
+        .collect();
+    if let Some(b) = &other {
+        // (Each member's `user` key is a group too.)
+        for (d, groups) in [(&d, ROOMS + ROOMS * MEMBERS), (&b.server, 1)] {
+            wait_until(Duration::from_secs(10), "subscribed to the rooms", || {
+                let c = d.status().unwrap()["cluster"].clone();
+                c["connected"] == true && c["groups"] == groups
+            });
+        }
+    }
+    let publishers: Vec<_> = (publishing.into_iter().enumerate())
+        .map(|(room, mut ws)| {
             let stop = stop.clone();
             thread::spawn(move || {
                 let mut n = 0u64;
@@ -321,11 +384,11 @@ fn chat_rooms_through(actions: &[&str]) {
             })
         })
         .collect();
-    // Members and publishers landed on both HTTP workers.
+    // Members and publishers landed on every HTTP worker.
     let open = d
         .connections_of(&format!("http://127.0.0.1:{port}"))
         .unwrap();
-    assert_eq!(open.len(), 2);
+    assert_eq!(open.len(), workers);
     assert!(open.iter().all(|&n| n > 0), "{open:?}");
     let first_master = d.pid_file_pid().expect("a pid file");
     for (i, action) in actions.iter().enumerate() {
@@ -357,8 +420,16 @@ fn chat_rooms_through(actions: &[&str]) {
         let want: Vec<u64> = (0..end).collect();
         if got != want {
             let missing: Vec<_> = want.iter().filter(|n| !got.contains(n)).take(10).collect();
+            let buses = match &other {
+                Some(b) => format!(
+                    "; the bus here: {}, on the other instance: {}",
+                    d.status().unwrap()["cluster"],
+                    b.server.status().unwrap()["cluster"]
+                ),
+                None => String::new(),
+            };
             panic!(
-                "r{room}: {} of {end} messages, missing {missing:?}, order kept: {}",
+                "r{room}: {} of {end} messages, missing {missing:?}, order kept: {}{buses}",
                 got.len(),
                 got.windows(2).all(|w| w[0] < w[1])
             );
@@ -369,19 +440,14 @@ fn chat_rooms_through(actions: &[&str]) {
     assert_eq!(master != first_master, upgraded, "the master's pid");
     // (An old master's counters left with it.)
     let moved = handover_total(&d, "handed_over");
+    let here = (ROOMS * MEMBERS + ROOMS - usize::from(cluster)) as u64;
     if !upgraded {
-        assert!(
-            moved >= actions.len() as u64 * (ROOMS * MEMBERS + ROOMS) as u64,
-            "{moved} moved"
-        );
+        assert!(moved >= actions.len() as u64 * here, "{moved} moved");
         assert_eq!(handover_total(&d, "resumed"), moved);
     } else {
         // The last reload or upgrade moved every one into this master's workers.
         let resumed = handover_total(&d, "resumed");
-        assert!(
-            resumed >= (ROOMS * MEMBERS + ROOMS) as u64,
-            "{resumed} resumed"
-        );
+        assert!(resumed >= here, "{resumed} resumed");
     }
     assert_eq!(handover_total(&d, "skipped"), 0);
 }

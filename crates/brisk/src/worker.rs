@@ -243,10 +243,15 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                     let answer = Answer::Connections(worker.connection_list());
                     let _ = write_msg(&mut tx, &ToMaster::Answer { id, answer }).await;
                 }
-                Ok(Some(ToWorker::Stop { drain_ms, hand_over })) => {
+                Ok(Some(ToWorker::Stop { drain_ms, hand_over, to_another_master })) => {
+                    crate::ws::handover::members_stay(to_another_master);
                     break (Duration::from_millis(drain_ms), hand_over)
                 }
-                Ok(Some(ToWorker::NoMoreHandovers)) => crate::ws::replay::stop_keeping(),
+                Ok(Some(ToWorker::NoMoreHandovers)) => {
+                    crate::ws::replay::stop_keeping();
+                    // Behind the groups its restored connections joined, on the same queue.
+                    let _ = done_tx.send(ToMaster::KeepingStopped);
+                }
                 Ok(Some(ToWorker::Restore { count })) => match &handover {
                     Some(socket) => crate::ws::handover::restore(&worker, socket, count),
                     None => tracing::error!("{count} connections handed over, but no handover socket"),

@@ -177,6 +177,7 @@ mod tests {
         let stop = ToWorker::Stop {
             drain_ms: 1500,
             hand_over: true,
+            to_another_master: false,
         };
         write_msg(&mut a, &stop).await.unwrap();
         drop(a);
@@ -185,7 +186,8 @@ mod tests {
             got,
             Some(ToWorker::Stop {
                 drain_ms: 1500,
-                hand_over: true
+                hand_over: true,
+                to_another_master: false,
             })
         ));
         let eof: Option<ToWorker> = read_msg(&mut b).await.unwrap();

@@ -8,9 +8,10 @@ use crate::stats::{ConnectionInfo, RetiredTotals, WorkerStatus};
 
 /// The version of [`ToWorker`] and [`ToMaster`]: a master and a worker of builds that differ
 /// in it cannot understand each other (a `reload` after a new binary replaced one that spoke
-/// another; the worker says so and exits, and the app needs a restart). 2: questions carry
-/// ids. 3: WebSocket connections handed over on a reload.
-pub(crate) const IPC_VERSION: u32 = 3;
+/// another; the worker says so and exits, and the app needs a restart or an upgrade). 2:
+/// questions carry ids. 3: WebSocket connections handed over on a reload. 4: the worker
+/// says when it stopped keeping broadcasts ([`ToMaster::KeepingStopped`]).
+pub(crate) const IPC_VERSION: u32 = 4;
 
 /// Master to worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -21,11 +22,16 @@ pub(crate) enum ToWorker {
     /// Stop: stop accepting, then let in-flight work finish for up to `drain_ms`
     /// milliseconds (0: close everything at once). With `hand_over` (a reload: the slot's
     /// new worker is running), the WebSocket connections of endpoints that survive reloads
-    /// are first handed to the master ([`ToMaster::Detached`]) for the new worker.
+    /// are first handed to the master ([`ToMaster::Detached`]) for the new worker. With
+    /// `to_another_master` as well (an upgrade), group members of an app that spans machines
+    /// stay: the two masters are two instances of its bus, which number what they deliver
+    /// each on its own.
     Stop {
         drain_ms: u64,
         #[serde(default)]
         hand_over: bool,
+        #[serde(default)]
+        to_another_master: bool,
     },
     /// `count` handed-over connections wait on the handover socket: take them and serve
     /// them.
@@ -83,6 +89,10 @@ pub(crate) enum ToMaster {
     GroupJoined(String),
     /// The worker holds no members of this group any more.
     GroupLeft(String),
+    /// The worker took [`ToWorker::NoMoreHandovers`], after reporting every group the
+    /// connections handed to it joined: from here the master sends it what comes from other
+    /// instances only for the groups it holds.
+    KeepingStopped,
     /// The worker has served its `max_requests`: the master replaces it.
     Recycle(crate::recycle::RecycleCause),
     /// A stopping worker put `count` connections on its handover socket (one message: their
@@ -191,15 +201,15 @@ impl BroadcastFrames {
 /// so that a connection handed to a new worker is sent exactly the ones it missed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Stamp {
-    /// The pid of the worker that broadcast it; 0 for one from another instance (the cluster
-    /// bus), which is not numbered.
+    /// The pid of the worker that broadcast it, or of the master that delivers it from
+    /// another instance (the cluster bus); 0 for one that is not numbered.
     pub origin: u32,
     /// Its number among its origin's broadcasts.
     pub seq: u64,
 }
 
 impl Stamp {
-    /// A broadcast that is not numbered (from another instance).
+    /// A broadcast that is not numbered: never replayed.
     pub(crate) const NONE: Stamp = Stamp { origin: 0, seq: 0 };
 }
 

@@ -121,6 +121,10 @@ struct Supervisor {
     /// The app's schedules and the slot of the worker that runs them (worker 0 of the last
     /// service, the `schedules` process).
     scheduler: Option<(Rc<Scheduler>, usize)>,
+    /// The number of the last broadcast from another instance relayed to the workers.
+    bus_seq: Cell<u64>,
+    /// Workers gone while another kept broadcasts: their groups leave the bus once none does.
+    gone_holders: RefCell<Vec<i32>>,
     /// Broadcasts not relayed to a stalled worker.
     dropped_broadcasts: Cell<u64>,
     /// The cluster bus, if the app spans machines.
@@ -186,6 +190,8 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             alerting: RefCell::new(alerting),
             scheduler,
             dropped_broadcasts: Cell::new(0),
+            bus_seq: Cell::new(0),
+            gone_holders: RefCell::default(),
             cluster,
             bridge: RefCell::new(None),
             awaiting_predecessor: Cell::new(false),
@@ -197,13 +203,27 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
         });
         if let Some(bus) = &sup.cluster {
             // Broadcasts from other instances go to the workers of this one that hold members
-            // of the group.
+            // of the group, and to those that may still be handed members (they keep every
+            // broadcast for them), numbered in this master's name: a member handed to a new
+            // worker is sent those it missed, as with the workers' own.
             let weak = Rc::downgrade(&sup);
             bus.start(move |group, frames| {
                 if let Some(sup) = weak.upgrade() {
                     if let Some(bus) = &sup.cluster {
                         let holders = bus.holders(group);
-                        sup.relay_to(group, Stamp::NONE, frames, |pid| holders.contains(&pid));
+                        let keeping: Vec<i32> = (sup.current_workers().iter())
+                            .filter(|w| w.keeping.get())
+                            .map(|w| w.pid)
+                            .collect();
+                        let seq = sup.bus_seq.get() + 1;
+                        sup.bus_seq.set(seq);
+                        let stamp = Stamp {
+                            origin: std::process::id(),
+                            seq,
+                        };
+                        sup.relay_to(group, stamp, frames, |pid| {
+                            holders.contains(&pid) || keeping.contains(&pid)
+                        });
                     }
                 }
             });

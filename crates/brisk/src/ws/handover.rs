@@ -17,8 +17,9 @@
 //! groups the connection missed on the way ([`super::replay`]), and its data if the
 //! endpoint says how ([`WsEndpoint::carry_data`]). Not carried, so such connections are
 //! closed as a stop closes them (counted as skipped): TLS sessions, data of a type the
-//! endpoint cannot carry, and group members of an app that spans machines (broadcasts from
-//! other instances are not numbered).
+//! endpoint cannot carry, and in an upgrade group members of an app that spans machines
+//! (broadcasts from other instances are numbered by the master that delivers them, and the
+//! new master is another instance).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -76,6 +77,8 @@ thread_local! {
     static FLAGGED: RefCell<Vec<Rc<dyn ConnView>>> = const { RefCell::new(Vec::new()) };
     /// Connections flagged that have not yet left or stayed.
     static UNDECIDED: Cell<usize> = const { Cell::new(0) };
+    /// Whether group members of an app that spans machines stay (an upgrade).
+    static MEMBERS_STAY: Cell<bool> = const { Cell::new(false) };
     /// Whether the warning about an endpoint without a name was logged.
     static UNNAMED_WARNED: Cell<bool> = const { Cell::new(false) };
     /// Fired when a flagged connection leaves or stays.
@@ -190,10 +193,12 @@ impl HandOver<WsCodec> for Hook {
             }
             return false;
         }
-        // Broadcasts from other instances are not numbered: a member could not be told
-        // which of them it missed on the way.
+        // Broadcasts from other instances are numbered by the master that delivers them:
+        // a member moving to another master (an upgrade) could not be told which of them
+        // it missed on the way.
         let spans_machines = crate::cluster_setting::get().is_some();
-        if !conn.protocol().can_carry() || (spans_machines && group::is_member(conn.id())) {
+        let members_stay = spans_machines && MEMBERS_STAY.with(Cell::get);
+        if !conn.protocol().can_carry() || (members_stay && group::is_member(conn.id())) {
             return false;
         }
         match self.data_json(conn) {
@@ -258,6 +263,12 @@ impl HandOver<WsCodec> for Hook {
 fn decided() {
     UNDECIDED.with(|u| u.set(u.get().saturating_sub(1)));
     DECIDED.with(|d| d.notify_one());
+}
+
+/// Whether the stop under way keeps group members of an app that spans machines here (to be
+/// closed): an upgrade's, whose new master is another instance of the cluster bus.
+pub(crate) fn members_stay(stay: bool) {
+    MEMBERS_STAY.with(|m| m.set(stay));
 }
 
 /// Lists the connections of `worker` whose endpoints survive reloads, to leave a wave of

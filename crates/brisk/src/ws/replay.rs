@@ -1,7 +1,8 @@
 //! What a worker keeps so that a WebSocket connection misses no broadcast of its groups:
 //!
 //! - **A connection handed over on a reload** (`docs/design/ws-handover.md`, sections 3 and
-//!   4). Each worker numbers its own broadcasts ([`Stamp`]) and remembers the last number it
+//!   4). Each worker numbers its own broadcasts ([`Stamp`]), the master those it delivers
+//!   from other instances (the cluster bus), and each worker remembers the last number it
 //!   has seen of every origin: when a connection leaves, those numbers (its watermark) say
 //!   which broadcasts it has had. A new worker keeps every broadcast it sees, its own and
 //!   relayed, from its start until the master says no connection will come to it any more;
@@ -213,7 +214,7 @@ pub(crate) fn missed(groups: &[String], watermark: &[(u32, u64)]) -> Option<Vec<
         let missed = r
             .kept
             .iter()
-            // Broadcasts of other instances are not numbered (`Stamp::NONE`): never replayed.
+            // Broadcasts not numbered (`Stamp::NONE`) are never replayed.
             .filter(|k| k.stamp.seq > had.get(&k.stamp.origin).copied().unwrap_or(0))
             .filter(|k| groups.iter().any(|g| **g == *k.group))
             .map(|k| k.frames.clone())

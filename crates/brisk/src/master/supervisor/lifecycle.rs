@@ -98,6 +98,7 @@ impl Supervisor {
         worker.tell(ToWorker::Stop {
             drain_ms: drain.as_millis() as u64,
             hand_over,
+            to_another_master: hand_over && self.passes_to_new_master(),
         });
         if self.wait_exit(worker.pid, drain + STOP_MARGIN).await {
             return true;

@@ -52,6 +52,39 @@ impl Supervisor {
         }
     }
 
+    /// Worker `pid` exited: it holds no group any more. While a worker that may have been
+    /// handed its members keeps broadcasts (it has not yet said which groups they joined),
+    /// its groups stay subscribed on the cluster bus: dropped now, a group whose members
+    /// all moved would be unsubscribed, and what other instances send it lost, until the new
+    /// worker's report came.
+    pub(super) fn bus_worker_gone(&self, pid: i32) {
+        let Some(bus) = &self.cluster else {
+            return;
+        };
+        match self.current_workers().iter().any(|w| w.keeping.get()) {
+            true => self.gone_holders.borrow_mut().push(pid),
+            false => bus.worker_gone(pid),
+        }
+    }
+
+    /// Worker `pid` took `NoMoreHandovers`, after reporting the groups of the connections
+    /// handed to it: from now on it gets what comes from other instances for those only,
+    /// and once no worker keeps broadcasts, the groups of those gone meanwhile are dropped.
+    pub(super) fn keeping_stopped(&self, pid: i32) {
+        if let Some(w) = self.live.borrow().get(&pid) {
+            w.keeping.set(false);
+        }
+        let Some(bus) = &self.cluster else {
+            return;
+        };
+        if self.current_workers().iter().any(|w| w.keeping.get()) {
+            return;
+        }
+        for gone in self.gone_holders.take() {
+            bus.worker_gone(gone);
+        }
+    }
+
     /// Tells every worker to open its log files again; returns how many were told.
     pub(super) fn reopen_logs(&self) -> usize {
         let workers = self.current_workers();

@@ -102,6 +102,7 @@ impl Supervisor {
             ready: RefCell::new(Some(ready_rx)),
             retiring: Cell::new(false),
             recycle: Default::default(),
+            keeping: Cell::new(true),
             forwarding: conn_handover::forwarding(handover.try_clone()?, channel.clone()),
             handover,
         });
@@ -162,8 +163,16 @@ impl Supervisor {
                             bus.joined(pid, &group);
                         }
                     }
+                    ToMaster::KeepingStopped => sup.keeping_stopped(pid),
                     ToMaster::GroupLeft(group) => {
-                        if let Some(bus) = &sup.cluster {
+                        // A stopping worker's members may be on their way to a new worker:
+                        // the group stays subscribed until it exits.
+                        let retiring = sup
+                            .live
+                            .borrow()
+                            .get(&pid)
+                            .is_some_and(|w| w.retiring.get());
+                        if let Some(bus) = sup.cluster.as_ref().filter(|_| !retiring) {
                             bus.left(pid, &group);
                         }
                     }
@@ -189,9 +198,7 @@ impl Supervisor {
             // counters as last seen are its totals.
             channel.closed.set(true);
             channel.replies.borrow_mut().clear();
-            if let Some(bus) = &sup.cluster {
-                bus.worker_gone(pid);
-            }
+            sup.bus_worker_gone(pid);
             if let Some(s) = sup.looks.borrow_mut().remove(&pid) {
                 sup.retired.borrow_mut().add(&s);
             }

@@ -36,6 +36,10 @@ pub(super) struct Worker {
     pub(super) ready: RefCell<Option<oneshot::Receiver<std::result::Result<(), String>>>>,
     /// Being replaced or stopped: its exit is expected.
     pub(super) retiring: Cell<bool>,
+    /// Keeping every broadcast for connections that may be handed to it: from its start
+    /// until it says it took `NoMoreHandovers` (by then the master knows the groups those
+    /// connections joined), it is sent everything from other instances.
+    pub(super) keeping: Cell<bool>,
     /// Whether it is to be replaced by recycling, and how that goes.
     pub(super) recycle: recycling::RecycleState,
     /// The master's end of its handover socket: connections it hands over come out here.
