@@ -1,6 +1,7 @@
 //! `dev` (issue 36): the development loop starts the app, rebuilds it on each change to a
-//! watched file and swaps the build in with `upgrade`; a build that fails leaves the last good
-//! one serving; Ctrl-C stops the app and the loop. The program here is a copy of the demo,
+//! watched file and swaps the build in with `upgrade`, a WebSocket client of an endpoint that
+//! survives reloads staying connected; a build that fails leaves the last good one serving;
+//! Ctrl-C stops the app and the loop. The program here is a copy of the demo,
 //! and the "build" a script that replaces the file (a new inode, as a linker writes one) or
 //! fails while `src/broken` exists.
 
@@ -93,6 +94,13 @@ fn dev_rebuilds_on_a_change_swaps_the_build_in_and_keeps_the_last_good_one_on_a_
     });
     let first = master().expect("a pid file");
     assert_eq!(http_get(http, "/").map(|r| r.0), Some(200), "{}", said());
+    let (mut ws, _) =
+        tungstenite::client(format!("ws://127.0.0.1:{http}/ws/durable"), connect(http)).unwrap();
+    ws.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    ws.send(tungstenite::Message::text("before")).unwrap();
+    assert_eq!(ws.read().unwrap(), tungstenite::Message::text("before"));
 
     // An edit: one build, and the new build takes over.
     std::fs::write(src.join("main.rs"), "fn main() { println!(\"v2\"); }\n").unwrap();
@@ -103,6 +111,9 @@ fn dev_rebuilds_on_a_change_swaps_the_build_in_and_keeps_the_last_good_one_on_a_
         said().contains("swapped in")
     });
     assert_eq!(http_get(http, "/").map(|r| r.0), Some(200), "{}", said());
+    // The WebSocket client moved to the new build's worker, and knows it.
+    ws.send(tungstenite::Message::text("/moves")).unwrap();
+    assert_eq!(ws.read().unwrap(), tungstenite::Message::text("moves: 1"));
 
     // An edit that does not build: the last good build serves on.
     std::fs::write(src.join("broken"), "fn main() {\n").unwrap();
