@@ -5,7 +5,9 @@
 //! - Connect to `/chat` (room `chat`) or `/chat?room=ROOM`, and add `name=NAME` to be listed
 //!   in the room's presence (`/chat?room=lobby&name=alice`), and `user=USER` to tag the socket
 //!   with the key `user:USER` (`POST /chat/kick?user=USER` closes them all, on every worker and
-//!   instance, with 4003; `GET /chat/online?user=USER` counts them). Rooms, names and users are 1 to 64 letters, digits, `-`, `_`;
+//!   instance, with 4003; `GET /chat/online?user=USER` counts them). `POST /chat/say?room=ROOM`
+//!   sends its body (UTF-8 text) to every member of the room, as a member's message does
+//!   without `--history`. Rooms, names and users are 1 to 64 letters, digits, `-`, `_`;
 //!   anything else is answered 400.
 //! - Without `--history`, every message a member sends goes to every member of the room as it
 //!   is (the benchmarks' broadcast).
@@ -137,6 +139,33 @@ pub(crate) fn kick(path_and_query: &str) -> Response<Body> {
             StatusCode::BAD_REQUEST,
             "user is 1 to 64 letters, digits, '-' or '_'\n".into(),
         ),
+    }
+}
+
+/// `POST /chat/say?room=ROOM` with `body`: the body to every member of the room (the default
+/// room without `room`) on every worker and instance, as a text message; 400 for a bad room
+/// or a body that is not UTF-8.
+pub(crate) fn say(path_and_query: &str, body: &[u8]) -> Response<Body> {
+    let answer = |code: StatusCode, text: &str| {
+        let mut r = Response::new(Body::from(text.to_string()));
+        *r.status_mut() = code;
+        r
+    };
+    let room = match param(path_and_query, "room") {
+        Ok(room) => room.unwrap_or(DEFAULT_ROOM),
+        Err(()) => {
+            return answer(
+                StatusCode::BAD_REQUEST,
+                "room is 1 to 64 letters, digits, '-' or '_'\n",
+            )
+        }
+    };
+    match std::str::from_utf8(body) {
+        Ok(text) => {
+            ws::broadcast(room, Message::text(text));
+            answer(StatusCode::OK, "sent\n")
+        }
+        Err(_) => answer(StatusCode::BAD_REQUEST, "the message is not UTF-8 text\n"),
     }
 }
 

@@ -222,6 +222,20 @@ impl Routes {
             "/chat/kick" if req.method() == Method::POST => {
                 crate::chat::kick(req.uri().path_and_query().map_or("", |p| p.as_str()))
             }
+            "/chat/say" if req.method() == Method::POST => {
+                let path = req
+                    .uri()
+                    .path_and_query()
+                    .map_or("", |p| p.as_str())
+                    .to_string();
+                match Box::pin(req.into_body().collect()).await {
+                    Ok(body) => crate::chat::say(&path, &body.to_bytes()),
+                    Err(e) if e.is::<LengthLimitError>() => {
+                        status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n")
+                    }
+                    Err(_) => status(StatusCode::BAD_REQUEST, "bad request body\n"),
+                }
+            }
             "/chat/online" if get => {
                 let path = req.uri().path_and_query().map_or("", |p| p.as_str());
                 Box::pin(crate::chat::online(path)).await

@@ -523,3 +523,71 @@ fn two_thousand_members_lose_no_broadcast_and_get_none_twice_through_reloads_and
     assert!(handover_total(&d, "resumed") >= 2_001);
     assert_eq!(handover_total(&d, "skipped"), 0);
 }
+
+/// A broadcast made by a request a worker answers while it drains (a reload) reaches the
+/// members on the other workers, and those handed over from it: the request was answered
+/// 200, so its message was not for the draining worker's members alone.
+#[test]
+fn a_broadcast_made_while_a_worker_drains_reaches_every_member() {
+    let Demo {
+        server: d,
+        http: port,
+    } = demo_with(2, &[]);
+    let mut members: Vec<_> = (0..8).map(|_| client(port, "/chat?room=drain")).collect();
+    let open = d
+        .connections_of(&format!("http://127.0.0.1:{port}"))
+        .unwrap();
+    assert!(
+        open.iter().all(|&n| n > 0),
+        "members on both workers: {open:?}"
+    );
+    // A request whose body is still to come, and the worker that has it.
+    let counts = || -> Vec<(i64, u64)> {
+        let status = d.status().unwrap();
+        (status["workers"].as_array().unwrap().iter())
+            .filter(|w| w["server"] == format!("http://127.0.0.1:{port}"))
+            .map(|w| {
+                (
+                    w["pid"].as_i64().unwrap(),
+                    w["connections"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let before = counts();
+    let mut request = connect(port);
+    request
+        .write_all(b"POST /chat/say?room=drain HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n")
+        .unwrap();
+    let ours = wait_for(Duration::from_secs(10), "the request's worker", || {
+        let now = counts();
+        now.iter()
+            .find(|(pid, n)| before.iter().any(|(p, m)| p == pid && n > m))
+            .map(|(pid, _)| *pid)
+    });
+    thread::scope(|s| {
+        let reload = s.spawn(|| d.cli(&["reload"]));
+        // Its worker was replaced, and drains: the request ends now.
+        wait_until(Duration::from_secs(10), "its worker replaced", || {
+            !d.pids_of(&format!("http://127.0.0.1:{port}"))
+                .unwrap()
+                .contains(&(ours as i32))
+        });
+        request.write_all(b"while drain").unwrap();
+        let mut answer = [0u8; 12];
+        request.read_exact(&mut answer).unwrap();
+        assert_eq!(&answer, b"HTTP/1.1 200");
+        let out = reload.join().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+    for (i, ws) in members.iter_mut().enumerate() {
+        let got = ws
+            .read()
+            .unwrap_or_else(|e| panic!("member {i} did not get the message: {e}"));
+        assert_eq!(got, Message::text("while drain"), "member {i}");
+    }
+}

@@ -280,7 +280,20 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         }
         tracing::debug!(drain_ms = drain.as_millis() as u64, "worker stopping");
         lag.abort();
-        worker.shut_down(drain).await;
+        // Broadcasts made while draining (a request in flight, an `on_close`) still go to
+        // the other workers, the last of them too: a request answered here was not sent to
+        // this worker's members alone.
+        let draining = worker.shut_down(drain);
+        tokio::pin!(draining);
+        loop {
+            tokio::select! {
+                _ = &mut draining => break,
+                Some(relayed) = relay_rx.recv() => relay(&worker, &mut tx, relayed).await,
+            }
+        }
+        while let Ok(relayed) = relay_rx.try_recv() {
+            relay(&worker, &mut tx, relayed).await;
+        }
         crate::log_file::flush_all();
         let _ = write_msg(&mut tx, &ToMaster::Final(Box::new(worker.snapshot()))).await;
         context::set_current(None);
