@@ -50,14 +50,20 @@ fn send(socket: &OwnedFd, bytes: &[u8], fds: &[RawFd], flags: MsgFlags) -> std::
     }
     let rights = [ControlMessage::ScmRights(fds)];
     let rights: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &rights };
-    sendmsg::<()>(
-        socket.as_raw_fd(),
-        &[IoSlice::new(bytes)],
-        rights,
-        MsgFlags::MSG_NOSIGNAL | flags,
-        None,
-    )?;
-    Ok(())
+    loop {
+        let sent = sendmsg::<()>(
+            socket.as_raw_fd(),
+            &[IoSlice::new(bytes)],
+            rights,
+            MsgFlags::MSG_NOSIGNAL | flags,
+            None,
+        );
+        match sent {
+            // A signal came first: nothing was sent.
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => return other.map(drop).map_err(Into::into),
+        }
+    }
 }
 
 /// Receives one message of at most `max_bytes` and its descriptors (close-on-exec). A
@@ -88,12 +94,19 @@ fn receive(
     let mut buf = vec![0u8; max_bytes];
     let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
     let mut iov = [IoSliceMut::new(&mut buf)];
-    let msg = recvmsg::<()>(
-        socket.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC | flags,
-    )?;
+    let msg = loop {
+        let received = recvmsg::<()>(
+            socket.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC | flags,
+        );
+        match received {
+            // A signal came first: nothing was taken.
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => break other?,
+        }
+    };
     if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
         // nix will not list the descriptors of a cut message, but those that fit are open
         // in this process now: close them, or each such message leaks up to MAX_FDS.
@@ -158,6 +171,41 @@ mod tests {
     use std::fs::File;
     use std::io::{Read, Seek, Write};
     use std::os::unix::net::UnixStream;
+
+    /// A signal that interrupts a receive that waits (`EINTR`, its handler installed
+    /// without `SA_RESTART`) does not fail it: the message sent afterwards arrives.
+    #[test]
+    fn a_signal_does_not_fail_a_receive_that_waits() {
+        extern "C" fn noted(_: libc::c_int) {}
+        let signal = libc::SIGRTMIN() + 7;
+        // SAFETY: a handler that does nothing, for a real-time signal no other code uses.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = noted as *const () as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            action.sa_flags = 0;
+            assert_eq!(libc::sigaction(signal, &action, std::ptr::null_mut()), 0);
+        }
+        let (a, b) = seqpacket_pair().unwrap();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let receiver = std::thread::spawn(move || {
+            // SAFETY: pthread_self has no preconditions.
+            tid_tx.send(unsafe { libc::pthread_self() }).unwrap();
+            recv_fds(&b, 64)
+        });
+        let tid = tid_rx.recv().unwrap();
+        // Interrupt it (a few times: it may not be waiting in recvmsg yet), then send.
+        for _ in 0..5 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            // SAFETY: the thread is alive until `recv_fds` returns, after the send below.
+            assert_eq!(unsafe { libc::pthread_kill(tid, signal) }, 0);
+        }
+        // (Without the retry the receive has failed and closed its end: the send fails too.)
+        let sent = send_fds(&a, b"after the signal", &[]);
+        let (bytes, fds) = receiver.join().unwrap().expect("the receive goes on");
+        sent.unwrap();
+        assert_eq!((bytes.as_slice(), fds.len()), (&b"after the signal"[..], 0));
+    }
 
     #[test]
     fn a_message_carries_bytes_and_working_descriptors() {
