@@ -7,7 +7,9 @@
 //! The master never waits on a worker's socket: each worker has a queue of messages to pass
 //! on ([`Forwarding`]), sent without blocking and retried while the worker's socket is full
 //! (it empties it one message per `Restore`, which the master could not write while blocked
-//! in a send). [`ToWorker::NoMoreHandovers`] goes through the same queue, after them.
+//! in a send). [`ToWorker::NoMoreHandovers`] goes through the same queue, after them, and so
+//! does a worker's `Stop`: told to stop before it was told to take connections already on
+//! their way, it would close them unserved.
 
 use std::collections::VecDeque;
 
@@ -27,6 +29,8 @@ pub(super) enum Forward {
     },
     /// `NoMoreHandovers`, once every message before it is on its way.
     Done,
+    /// A message for the worker, once every message before it is on its way.
+    Tell(ToWorker),
 }
 
 /// A worker's handover queue: the sender, and the task that drains it.
@@ -53,6 +57,7 @@ pub(super) fn forwarding(socket: OwnedFd, channel: Rc<Channel>) -> Forwarding {
                         ToWorker::Restore { count }
                     }
                     Forward::Done => ToWorker::NoMoreHandovers,
+                    Forward::Tell(msg) => msg,
                 };
                 let _ = channel.tx.send(Outgoing::Msg(msg));
             }
@@ -125,7 +130,7 @@ mod tests {
 
     /// A new worker whose socket is full (it has not yet read what it was told to take)
     /// holds up neither the master's thread nor the order: its `Restore` comes once the
-    /// message is on the socket, and `NoMoreHandovers` after it.
+    /// message is on the socket, and `NoMoreHandovers` and a `Stop` after it.
     #[tokio::test(flavor = "current_thread")]
     async fn a_full_socket_delays_the_restore_without_blocking_and_done_comes_last() {
         let local = tokio::task::LocalSet::new();
@@ -157,6 +162,13 @@ mod tests {
                     })
                     .unwrap();
                 queue.send(Forward::Done).unwrap();
+                queue
+                    .send(Forward::Tell(ToWorker::Stop {
+                        drain_ms: 0,
+                        hand_over: false,
+                        to_another_master: false,
+                    }))
+                    .unwrap();
                 for _ in 0..20 {
                     tokio::task::yield_now().await;
                 }
@@ -170,6 +182,10 @@ mod tests {
                 };
                 assert_eq!(next(told.recv().await), "Restore { count: 1 }");
                 assert_eq!(next(told.recv().await), "NoMoreHandovers");
+                assert!(
+                    next(told.recv().await).starts_with("Stop"),
+                    "Stop came last"
+                );
                 let (bytes, fds) = recv_fds_now(&theirs, 64).unwrap();
                 assert_eq!((bytes.as_slice(), fds.len()), (&b"batch"[..], 1));
             })

@@ -95,7 +95,8 @@ impl Supervisor {
     /// has exited (killed if it takes more than `drain` and a margin).
     pub(super) async fn retire(&self, worker: &Worker, drain: Duration, hand_over: bool) -> bool {
         worker.retiring.set(true);
-        worker.tell(ToWorker::Stop {
+        // Behind the connections on their way to it (a reload right after another).
+        worker.tell_after_handovers(ToWorker::Stop {
             drain_ms: drain.as_millis() as u64,
             hand_over,
             to_another_master: hand_over && self.passes_to_new_master(),

@@ -78,6 +78,15 @@ impl Worker {
         let _ = self.channel.tx.send(Outgoing::Msg(msg));
     }
 
+    /// Tells it `msg` after the connections on their way to it.
+    pub(super) fn tell_after_handovers(&self, msg: ToWorker) {
+        if let Err(unsent) = self.forwarding.send(conn_handover::Forward::Tell(msg)) {
+            if let conn_handover::Forward::Tell(msg) = unsent.0 {
+                self.tell(msg);
+            }
+        }
+    }
+
     /// Tells it that no connection will be handed to it any more, after those on their way.
     pub(super) fn no_more_handovers(&self) {
         let _ = self.forwarding.send(conn_handover::Forward::Done);
