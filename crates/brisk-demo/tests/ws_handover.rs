@@ -529,18 +529,32 @@ fn two_thousand_members_lose_no_broadcast_and_get_none_twice_through_reloads_and
 /// 200, so its message was not for the draining worker's members alone.
 #[test]
 fn a_broadcast_made_while_a_worker_drains_reaches_every_member() {
+    broadcast_while_draining("reload");
+}
+
+/// The same when the draining worker is an upgraded master's: its broadcast crosses the
+/// bridge to the members now on the new master's workers, before the old master closes it.
+#[test]
+fn a_broadcast_made_while_an_old_masters_worker_drains_reaches_every_member() {
+    broadcast_while_draining("upgrade");
+}
+
+/// A `POST /chat/say` whose body comes once `action` has replaced the worker that has it.
+fn broadcast_while_draining(action: &str) {
     let Demo {
         server: d,
         http: port,
     } = demo_with(2, &[]);
-    let mut members: Vec<_> = (0..8).map(|_| client(port, "/chat?room=drain")).collect();
-    let open = d
-        .connections_of(&format!("http://127.0.0.1:{port}"))
-        .unwrap();
-    assert!(
-        open.iter().all(|&n| n > 0),
-        "members on both workers: {open:?}"
-    );
+    // At least 8 members, on both workers (the kernel picks a worker for each).
+    let mut members = Vec::new();
+    let on_both = || {
+        let open = d.connections_of(&format!("http://127.0.0.1:{port}"));
+        open.unwrap().iter().all(|&n| n > 0)
+    };
+    while members.len() < 8 || !on_both() {
+        assert!(members.len() < 64, "64 members, all on one worker");
+        members.push(client(port, "/chat?room=drain"));
+    }
     // A request whose body is still to come, and the worker that has it.
     let counts = || -> Vec<(i64, u64)> {
         let status = d.status().unwrap();
@@ -557,7 +571,7 @@ fn a_broadcast_made_while_a_worker_drains_reaches_every_member() {
     let before = counts();
     let mut request = connect(port);
     request
-        .write_all(b"POST /chat/say?room=drain HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n")
+        .write_all(b"POST /chat/say?room=drain HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 11\r\n\r\n")
         .unwrap();
     let ours = wait_for(Duration::from_secs(10), "the request's worker", || {
         let now = counts();
@@ -566,7 +580,7 @@ fn a_broadcast_made_while_a_worker_drains_reaches_every_member() {
             .map(|(pid, _)| *pid)
     });
     thread::scope(|s| {
-        let reload = s.spawn(|| d.cli(&["reload"]));
+        let reload = s.spawn(|| d.cli(&[action]));
         // Its worker was replaced, and drains: the request ends now.
         wait_until(Duration::from_secs(10), "its worker replaced", || {
             !d.pids_of(&format!("http://127.0.0.1:{port}"))

@@ -57,6 +57,8 @@ use crate::runtime::listener::Listener;
 use crate::stats::{ConnectionInfo, WorkerStatus};
 use worker_handle::{Channel, Outgoing, Worker};
 
+/// How long the master waits, once a worker has exited, to read what it wrote before.
+const CHANNEL_END_WAIT: Duration = Duration::from_secs(2);
 /// How long a new worker may take to open its listener and run `on_worker_start`.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
 /// A worker that dies younger than this counts as failing to start.

@@ -150,6 +150,7 @@ mod tests {
                     next_question: Cell::new(0),
                     ready: RefCell::new(None),
                     closed: Cell::new(false),
+                    read_to_end: Notify::new(),
                 });
                 let queue = forwarding(ours, channel);
                 let file = tempfile::tempfile().unwrap();

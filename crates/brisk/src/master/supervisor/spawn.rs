@@ -92,6 +92,7 @@ impl Supervisor {
             replies: RefCell::new(HashMap::new()),
             next_question: Cell::new(0),
             closed: Cell::new(false),
+            read_to_end: Notify::new(),
             ready: RefCell::new(Some(ready_tx)),
         });
         let worker = Rc::new(Worker {
@@ -197,6 +198,7 @@ impl Supervisor {
             // waiting on an answer get none at once, instead of at their timeout), and its
             // counters as last seen are its totals.
             channel.closed.set(true);
+            channel.read_to_end.notify_waiters();
             channel.replies.borrow_mut().clear();
             sup.bus_worker_gone(pid);
             if let Some(s) = sup.looks.borrow_mut().remove(&pid) {
@@ -207,8 +209,17 @@ impl Supervisor {
             }
         });
         let sup = self.clone();
+        let read = worker.channel.clone();
         tokio::task::spawn_local(async move {
             let status = child.wait().await;
+            // What it wrote before it exited (connections it handed over, its last
+            // broadcasts) is read first: the exit ends a retirement, and what follows it (a
+            // new worker told no more connections come, an upgrade's bridge closed) must
+            // come after them. Bounded: a process it started may hold its channel open.
+            let end = read.read_to_end.notified();
+            if !read.closed.get() {
+                let _ = tokio::time::timeout(CHANNEL_END_WAIT, end).await;
+            }
             sup.on_exit(pid, status.ok());
         });
         tracing::debug!(pid, service, index, "worker started");

@@ -25,6 +25,8 @@ pub(super) struct Channel {
     pub(super) ready: RefCell<Option<oneshot::Sender<std::result::Result<(), String>>>>,
     /// The worker's end closed (it exited): nothing it is asked now will be answered.
     pub(super) closed: Cell<bool>,
+    /// Notified when `closed` is set, everything the worker wrote having been read.
+    pub(super) read_to_end: Notify,
 }
 
 /// One worker process.
