@@ -63,12 +63,12 @@ import json, sys
 r = json.load(sys.stdin)
 m, c, l = r['messages'], r['connections'], r['latency_us']
 print(f\"| {sys.argv[1]} | {sys.argv[2]} | {c['succeeded']:,} | {c['open_at_end']:,} | {c['failed']['total']:,} \"
-      f\"| {m['sent']:,} | {m['delivered']:,} | {m['duplicates']} | {l['p50']/1000:.2f} | {l['p99']/1000:.2f} \"
+      f\"| {m['sent']:,} | {m['delivered']:,} | {m['duplicates']} | {m['reordered']} | {l['p50']/1000:.2f} | {l['p99']/1000:.2f} \"
       f\"| {l['p999']/1000:.2f} | {l['max']/1000:.1f} |\")" "$1" "$2"
 }
 
-echo "| path | ${ACTION}s | connected | open at the end | failed | echoes sent | echoed | twice | p50 ms | p99 ms | p99.9 ms | max ms |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| path | ${ACTION}s | connected | open at the end | failed | echoes sent | echoed | twice | out of order | p50 ms | p99 ms | p99.9 ms | max ms |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 load /ws/durable 0 | row /ws/durable 0
 load /ws/durable "$RELOADS" | row /ws/durable "$RELOADS"
 load /ws "$RELOADS" | row /ws "$RELOADS"

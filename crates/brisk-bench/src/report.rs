@@ -149,6 +149,9 @@ pub struct WsMessageReport {
     pub delivered: u64,
     /// Messages received more than once.
     pub duplicates: u64,
+    /// Messages a connection received after one sent later (broadcast: from the one
+    /// sender; echo: its own).
+    pub reordered: u64,
     /// Delivered messages per second over the message phase.
     pub delivered_per_sec: f64,
     /// Length of the message phase, seconds.
@@ -230,8 +233,9 @@ impl WsReport {
         if let Some(m) = &self.messages {
             let _ = writeln!(
                 out,
-                "  Messages: {} sent, {} expected, {} delivered, {} duplicates in {:.2}s",
-                m.sent, m.expected, m.delivered, m.duplicates, m.phase_s
+                "  Messages: {} sent, {} expected, {} delivered, {} duplicates, {} out of order \
+                 in {:.2}s",
+                m.sent, m.expected, m.delivered, m.duplicates, m.reordered, m.phase_s
             );
             let _ = writeln!(out, "Delivered/sec: {:>12.2}", m.delivered_per_sec);
             render_distribution(&mut out, &self.latency_us);

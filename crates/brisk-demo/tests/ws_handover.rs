@@ -454,7 +454,7 @@ fn chat_rooms_through(actions: &[&str], cluster: bool) {
 
 /// 2,000 `/chat` members in one room over 2 workers, and brisk-bench's sender publishing to
 /// them, through three reloads and an upgrade that move every one of them: none is
-/// disconnected, every broadcast reaches every member, and none twice.
+/// disconnected, every broadcast reaches every member, none twice, and in the order sent.
 #[test]
 fn two_thousand_members_lose_no_broadcast_and_get_none_twice_through_reloads_and_an_upgrade() {
     use brisk_bench::target::{Scheme, Target};
@@ -511,6 +511,7 @@ fn two_thousand_members_lose_no_broadcast_and_get_none_twice_through_reloads_and
     assert_eq!(report.connections.open_at_end, 2_000);
     assert!(messages.sent > 50, "{messages:?}");
     assert_eq!(messages.duplicates, 0, "{messages:?}");
+    assert_eq!(messages.reordered, 0, "{messages:?}");
     let dropped = d.status().unwrap()["dropped_broadcasts"]
         .as_u64()
         .unwrap_or(0);

@@ -127,8 +127,12 @@ fn record_message(
     };
     let now = ctx.now_ns();
     let mut st = stats.borrow_mut();
-    match seen.insert(seq) {
-        Seen::New => {
+    let seen = seen.insert(seq);
+    if seen == Seen::Late {
+        st.reordered += 1;
+    }
+    match seen {
+        Seen::New | Seen::Late => {
             st.delivered += 1;
             st.latency.record(now.saturating_sub(sent_ns) / 1_000);
             ctx.delivered.fetch_add(1, Ordering::Relaxed);

@@ -25,17 +25,20 @@ pub fn decode(data: &[u8]) -> Option<(u64, u64)> {
     Some((seq, sent))
 }
 
-/// A growable bit set of the sequence numbers one connection has received.
+/// A growable bit set of the sequence numbers one connection has received, and the highest.
 #[derive(Default, Debug)]
 pub struct SeenSet {
     words: Vec<u64>,
+    highest: Option<u64>,
 }
 
 /// What [`SeenSet::insert`] learned about a sequence number.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Seen {
-    /// First time.
+    /// First time, after every number received before it.
     New,
+    /// First time, after a higher number (out of the order it was sent in, with one sender).
+    Late,
     /// Already received.
     Duplicate,
     /// Beyond the tracked range: not a message of this run.
@@ -57,7 +60,13 @@ impl SeenSet {
             return Seen::Duplicate;
         }
         self.words[word] |= mask;
-        Seen::New
+        match self
+            .highest
+            .replace(self.highest.map_or(seq, |h| h.max(seq)))
+        {
+            Some(h) if h > seq => Seen::Late,
+            _ => Seen::New,
+        }
     }
 }
 
@@ -74,6 +83,8 @@ mod tests {
         let mut s = SeenSet::default();
         assert_eq!(s.insert(200), Seen::New);
         assert_eq!(s.insert(200), Seen::Duplicate);
+        assert_eq!(s.insert(150), Seen::Late);
+        assert_eq!(s.insert(201), Seen::New);
         assert_eq!(s.insert(1 << 40), Seen::Invalid);
     }
 }

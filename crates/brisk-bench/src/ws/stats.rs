@@ -73,6 +73,8 @@ pub struct WsStats {
     pub delivered: u64,
     /// Repeated messages received.
     pub duplicates: u64,
+    /// Messages received after one sent later (on the same connection).
+    pub reordered: u64,
     /// Echo or delivery latency, microseconds.
     pub latency: LatencyHistogram,
     /// Ramp length (filled in by the coordinator).
@@ -89,6 +91,7 @@ impl WsStats {
         self.sent += other.sent;
         self.delivered += other.delivered;
         self.duplicates += other.duplicates;
+        self.reordered += other.reordered;
         self.latency.merge(&other.latency);
     }
 }
