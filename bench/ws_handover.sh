@@ -8,7 +8,9 @@
 # p99.9 over the run are the pause (an echo in flight when its connection moves waits for the
 # move); the latency of a run without reloads is printed first for comparison. Then the same
 # load on /ws, which does not survive reloads: its clients are disconnected. Each worker logs
-# how long it took to hand its connections over, printed last.
+# how long it took to hand its connections over, and each new worker how long the
+# connections of each batch it restored were paused (median and max since they left the
+# old worker; the five slowest batches), printed last.
 #
 # ACTION=upgrade runs `upgrade` instead of `reload` (the old master's workers hand the
 # connections to the new master's through the bridge), and also prints how long each
@@ -75,6 +77,11 @@ load /ws "$RELOADS" | row /ws "$RELOADS"
 echo
 echo "Handover per worker (from the workers' log):"
 cat "$RUN"/brisk/*.log | grep -o 'handed WebSocket connections over.*' | sed 's/^/- /'
+echo
+echo "Restored per batch, with the pause from leaving the old worker (from the new workers' log):"
+cat "$RUN"/brisk/*.log | grep -o 'resumed handed-over WebSocket connections.*' |
+    sed 's/^resumed handed-over WebSocket connections, paused from leaving their worker/-/' |
+    sort -t= -k4 -g | tail -5
 if [ -e "$RUN/upgrades" ]; then
     echo
     echo "Upgrades:"

@@ -241,6 +241,12 @@ fn durable_clients_through(actions: &[&str]) {
         "resumed"
     );
     assert_eq!(handover_total(&d, "skipped"), 0, "skipped");
+    // The new workers said how long the connections were paused.
+    let log = d.log();
+    assert!(
+        log.contains("paused from leaving their worker") && log.contains("max_ms="),
+        "no pause logged:\n{log}"
+    );
 }
 
 /// `/chat` rooms whose members are spread over both workers, each with a member publishing

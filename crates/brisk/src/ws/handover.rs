@@ -128,6 +128,23 @@ struct Record {
     watermark: Vec<(u32, u64)>,
     /// Its data, in JSON ([`WsEndpoint::carry_data`]).
     data: Option<String>,
+    /// When it left its worker ([`monotonic_ns`]; the clock is the machine's, one for every
+    /// process): the new worker logs how long its connections were paused.
+    #[serde(default)]
+    left_ns: u64,
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: comparable between the processes of one machine.
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the current time into `t`, which it may.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) } != 0 {
+        return 0;
+    }
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// How an endpoint's connection data goes to another worker: as JSON, for one type.
@@ -239,6 +256,7 @@ impl HandOver<WsCodec> for Hook {
             presence,
             watermark: replay::watermark(),
             data: self.staged.borrow_mut().take(),
+            left_ns: monotonic_ns(),
         };
         // Handles the app keeps see it closed: no value of it stays here.
         drop(conn.take_data());
@@ -401,7 +419,12 @@ pub(crate) fn restore(worker: &Rc<WorkerCtx>, socket: &OwnedFd, count: usize) {
             return;
         }
     };
+    let mut paused_us = Vec::with_capacity(records.len());
+    let now = monotonic_ns();
     for ((record, bytes), socket) in records.into_iter().zip(sockets) {
+        if record.left_ns > 0 {
+            paused_us.push(now.saturating_sub(record.left_ns) / 1_000);
+        }
         match resume(worker, record, bytes, socket) {
             Ok(()) => Stats::add(&stats.ws_resumed, 1),
             Err(e) => {
@@ -409,6 +432,15 @@ pub(crate) fn restore(worker: &Rc<WorkerCtx>, socket: &OwnedFd, count: usize) {
                 tracing::warn!("a handed-over WebSocket connection was closed: {e}");
             }
         }
+    }
+    paused_us.sort_unstable();
+    if let (Some(median), Some(max)) = (paused_us.get(paused_us.len() / 2), paused_us.last()) {
+        tracing::info!(
+            count = paused_us.len(),
+            median_ms = *median as f64 / 1e3,
+            max_ms = *max as f64 / 1e3,
+            "resumed handed-over WebSocket connections, paused from leaving their worker"
+        );
     }
 }
 
@@ -574,6 +606,7 @@ mod tests {
                 presence: Some("ada".into()),
                 watermark: vec![(1234, 56)],
                 data: Some(r#"["lobby"]"#.into()),
+                left_ns: 0,
             },
             bytes: sizes
                 .iter()
