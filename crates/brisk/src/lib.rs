@@ -180,6 +180,11 @@ pub struct GuideHttp;
 #[doc = include_str!("../../../docs/guide/operations.md")]
 pub struct GuideOperations;
 
+/// The guide's WebSocket chapter, its examples compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/websocket.md")]
+pub struct GuideWebSocket;
+
 /// The guide's Traces chapter, its examples compiled as doctests.
 #[cfg(all(doctest, feature = "otel"))]
 #[doc = include_str!("../../../docs/guide/tracing.md")]
