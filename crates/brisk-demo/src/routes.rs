@@ -22,7 +22,9 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError};
 
 /// How many times a `/ws/durable` connection moved to a new worker (its data, counted by
-/// `on_resume` and carried along; the message `/moves` answers it).
+/// `on_resume` and carried along; the message `/moves` answers it). `/busy MS` keeps its
+/// handler busy for MS milliseconds (at most a minute) before it answers `done`: a
+/// connection whose handler is still busy when a reload's drain time ends is not moved.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Moves(u32);
 
@@ -98,9 +100,18 @@ impl Routes {
                 }
             })
             .on_message(|ws, msg| async move {
-                if matches!(&msg, brisk::ws::Message::Text(t) if t.as_str() == "/moves") {
+                let text = match &msg {
+                    brisk::ws::Message::Text(t) => t.as_str(),
+                    _ => "",
+                };
+                if text == "/moves" {
                     let n = ws.with_data(|m: &mut Moves| m.0).unwrap_or(0);
                     return ws.send_text(format!("moves: {n}"));
+                }
+                if let Some(ms) = text.strip_prefix("/busy ").and_then(|ms| ms.parse().ok()) {
+                    tokio::time::sleep(Duration::from_millis(ms).min(Duration::from_secs(60)))
+                        .await;
+                    return ws.send_text("done");
                 }
                 ws.send(msg)
             });

@@ -275,9 +275,14 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 }
             }
         };
+        let handing = tokio::time::Instant::now();
         if let (true, Some(socket)) = (hand_over, &handover) {
             hand_over_connections(&worker, socket, &mut tx, &mut relay_rx, drain).await;
         }
+        // The drain time counts from the stop, the handover included: spent twice (a handler
+        // busy until the handover's deadline, then the whole drain again) it outlasted the
+        // master's patience, and the worker was killed mid-drain, its counters unsent.
+        let drain = drain.saturating_sub(handing.elapsed());
         tracing::debug!(drain_ms = drain.as_millis() as u64, "worker stopping");
         lag.abort();
         // Broadcasts made while draining (a request in flight, an `on_close`) still go to

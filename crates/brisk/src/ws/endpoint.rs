@@ -311,9 +311,9 @@ impl WsEndpoint {
     /// (`on_close` does not run there). Their groups, keys and presence id move with them,
     /// and they are sent the broadcasts of their groups they missed on the way, none twice.
     /// Not carried, and so closed with 1001 as without this (counted in `status --json` as
-    /// `ws_handover.skipped`): `wss://` connections, connections with data the endpoint
-    /// cannot carry, and those whose `on_message` is still running when the drain time
-    /// ends. An `upgrade` moves them to the new master's workers the same way (from a
+    /// `ws_handover.skipped`): `wss://` connections and connections with data the endpoint
+    /// cannot carry; those whose `on_message` is still running when the drain time ends are
+    /// closed then (without a close frame: their handler holds them). An `upgrade` moves them to the new master's workers the same way (from a
     /// master of this build or later), but for the group members of an app that spans
     /// machines ([`App::cluster`](crate::App::cluster)): the new master is another instance
     /// of its bus. `stop` and `restart` close every connection.
