@@ -115,22 +115,46 @@ pub fn skipped(test: &str, reason: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED: {test}: {reason}");
 }
 
-/// A TCP port that was free a moment ago (and, being ephemeral, will rarely be taken soon).
-/// Never the same port twice in one test program, whose tests run at once: the kernel may
-/// hand a port that was just released to the next asker before its first taker binds it.
+/// A TCP port (free for UDP too) that was free a moment ago: below the kernel's ephemeral
+/// range where there is room, so that no outgoing connection takes it before the server
+/// binds it. Never the same port twice in one test program, whose tests run at once.
 pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    static TRIED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    // Below the kernel's ephemeral range when there is room: a port from `bind(0)` is one
+    // an outgoing connection (thousands of them in the load tests) may take between this
+    // check and the server's own bind, which then fails with "address in use".
+    let (low, high) = match ephemeral_low() {
+        Some(first) if first > 12_000 => (10_000u32, first as u32 - 1),
+        _ => (0, 0),
+    };
     loop {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
-        let port = l.local_addr().unwrap().port();
-        // Also make sure UDP is free on that number, for tests that use both.
-        let _ = UdpSocket::bind(("127.0.0.1", port));
+        let port = if high > low {
+            let n = TRIED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let start = std::process::id().wrapping_mul(7_919);
+            (low + start.wrapping_add(n.wrapping_mul(4_099)) % (high - low)) as u16
+        } else {
+            let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+            l.local_addr().unwrap().port()
+        };
+        // Free for TCP, and for UDP too, for tests that use both.
+        let tcp = TcpListener::bind(("127.0.0.1", port));
+        let udp = UdpSocket::bind(("127.0.0.1", port));
+        if tcp.is_err() || udp.is_err() {
+            continue;
+        }
         let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
         if !given.contains(&port) {
             given.push(port);
             return port;
         }
     }
+}
+
+/// The first port of the kernel's ephemeral range (`ip_local_port_range`).
+fn ephemeral_low() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
 }
 
 /// A running Brisk program: master and workers in their own process group.
