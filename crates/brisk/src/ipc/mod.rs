@@ -1,7 +1,9 @@
 //! The control channels: master ↔ worker over a socketpair, CLI → master over the control
 //! socket. [`wire`] says what travels; [`codec`] how it is framed; [`fds`] carries
-//! descriptors between processes, and [`memfd`] bytes too large for one of its messages.
+//! descriptors between processes, and [`memfd`] bytes too large for one of its messages;
+//! [`clock`] is the time they share.
 
+pub(crate) mod clock;
 pub(crate) mod codec;
 pub(crate) mod fds;
 pub(crate) mod memfd;

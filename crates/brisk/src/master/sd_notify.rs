@@ -45,13 +45,7 @@ pub(crate) fn ready() {
 
 /// A reload begins (`READY=1` again when it ends).
 pub(crate) fn reloading() {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the time into `t`, which lives across the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    let now = t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1_000;
+    let now = crate::ipc::clock::monotonic_ns() / 1_000;
     notify(&format!("RELOADING=1\nMONOTONIC_USEC={now}"));
 }
 

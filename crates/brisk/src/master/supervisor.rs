@@ -213,18 +213,14 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                 if let Some(sup) = weak.upgrade() {
                     if let Some(bus) = &sup.cluster {
                         let holders = bus.holders(group);
-                        let keeping: Vec<i32> = (sup.current_workers().iter())
-                            .filter(|w| w.keeping.get())
-                            .map(|w| w.pid)
-                            .collect();
                         let seq = sup.bus_seq.get() + 1;
                         sup.bus_seq.set(seq);
                         let stamp = Stamp {
                             origin: std::process::id(),
                             seq,
                         };
-                        sup.relay_to(group, stamp, frames, |pid| {
-                            holders.contains(&pid) || keeping.contains(&pid)
+                        sup.relay_to(group, stamp, frames, |w| {
+                            w.keeping.get() || holders.contains(&w.pid)
                         });
                     }
                 }

@@ -33,6 +33,7 @@ use tokio::sync::Notify;
 
 use super::codec::{CodecState, WsCodec, WsFrame};
 use super::{group, replay, WsEndpoint};
+use crate::ipc::clock::monotonic_ns;
 use crate::ipc::{fds, memfd};
 use crate::limits::Limits;
 use crate::protocol::Protocol;
@@ -132,19 +133,6 @@ struct Record {
     /// process): the new worker logs how long its connections were paused.
     #[serde(default)]
     left_ns: u64,
-}
-
-/// `CLOCK_MONOTONIC` in nanoseconds: comparable between the processes of one machine.
-fn monotonic_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the current time into `t`, which it may.
-    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) } != 0 {
-        return 0;
-    }
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// How an endpoint's connection data goes to another worker: as JSON, for one type.

@@ -72,8 +72,6 @@ pub(super) struct Bridge {
     out: mpsc::UnboundedSender<Out>,
     /// Bytes of broadcast frames queued on the bridge and not yet written.
     queued: Rc<Cell<usize>>,
-    /// Whether broadcasts cross it (not with a cluster bus).
-    relays: bool,
     /// The new master's end: the link connections come in on, once it serves.
     link: RefCell<Option<Link>>,
     /// The old master's end: batches to pass on, in order, once the new master serves.
@@ -119,7 +117,6 @@ impl Supervisor {
         *self.bridge.borrow_mut() = Some(Rc::new(Bridge {
             out,
             queued,
-            relays: self.cluster.is_none(),
             link: RefCell::new(None),
             batches: RefCell::new(None),
             writer: RefCell::new(Some(writer_task)),
@@ -162,12 +159,13 @@ impl Supervisor {
         Ok(())
     }
 
-    /// Puts a broadcast of this master's worker on the bridge, if there is one that relays;
+    /// Puts a broadcast of this master's worker on the bridge, if there is one (and no
+    /// cluster bus, which carries it to the other master already);
     /// past [`MAX_QUEUED_BROADCASTS`] queued (the other master is stalled) it is dropped and
     /// counted.
     pub(super) fn bridge_broadcast(&self, group: &str, stamp: Stamp, frames: &BroadcastFrames) {
         let bridge = self.bridge.borrow();
-        let Some(b) = bridge.as_ref().filter(|b| b.relays) else {
+        let Some(b) = bridge.as_ref().filter(|_| self.cluster.is_none()) else {
             return;
         };
         if b.queued.get() + frames.len() > MAX_QUEUED_BROADCASTS {

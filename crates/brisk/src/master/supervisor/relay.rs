@@ -13,7 +13,7 @@ impl Supervisor {
         stamp: Stamp,
         frames: &BroadcastFrames,
     ) {
-        self.relay_to(group, stamp, frames, |pid| pid != from);
+        self.relay_to(group, stamp, frames, |w| w.pid != from);
         self.bridge_broadcast(group, stamp, frames);
     }
 
@@ -23,10 +23,10 @@ impl Supervisor {
         group: &str,
         stamp: Stamp,
         frames: &BroadcastFrames,
-        takes: impl Fn(i32) -> bool,
+        takes: impl Fn(&Worker) -> bool,
     ) {
         for w in self.current_workers() {
-            if !takes(w.pid) {
+            if !takes(&w) {
                 continue;
             }
             let queued = &w.channel.queued;
