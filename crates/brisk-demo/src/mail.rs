@@ -7,6 +7,9 @@
 //! bad body or address; 502 when the server refused it or TLS failed; 503 when it cannot be
 //! reached; 504 when it does not answer in time.
 
+use std::path::PathBuf;
+
+use anyhow::Context;
 use brisk::http::{Body, RequestBody};
 use brisk::mail::{self, Mailer};
 use http::{Response, StatusCode};
@@ -24,9 +27,21 @@ pub(crate) struct Mail {
 }
 
 impl Mail {
-    /// The route, sending through `mailer` if the demo has one.
-    pub(crate) fn new(mailer: Option<Mailer>) -> Self {
-        Mail { mailer }
+    /// The route, sending through the SMTP server at `smtp` (`--smtp`) if given, which is
+    /// trusted through the certificate in the file `ca` (`--smtp-ca`) if given.
+    pub(crate) fn new(smtp: Option<String>, ca: Option<PathBuf>) -> anyhow::Result<Self> {
+        let Some(url) = smtp else {
+            return Ok(Mail { mailer: None });
+        };
+        let mut options = mail::MailOptions::default();
+        if let Some(ca) = ca {
+            let pem = std::fs::read(&ca).with_context(|| format!("--smtp-ca {}", ca.display()))?;
+            options.root_certificate = Some(pem);
+        }
+        let mailer = Mailer::new(&url, options)?;
+        Ok(Mail {
+            mailer: Some(mailer),
+        })
     }
 
     /// Answers `POST /mail`.

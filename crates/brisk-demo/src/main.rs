@@ -33,8 +33,16 @@ mod chat;
 mod heartbeat;
 mod httpc;
 mod jobs;
+// Used by a build that leaves out a leg with routes or flags.
+#[cfg_attr(
+    all(feature = "mail", feature = "orm", feature = "otel"),
+    allow(dead_code)
+)]
+mod left_out;
 mod live;
+#[cfg_attr(not(feature = "mail"), path = "left_out/mail.rs")]
 mod mail;
+#[cfg_attr(not(feature = "orm"), path = "left_out/orm.rs")]
 mod orm;
 mod pages;
 mod routes;
@@ -45,12 +53,14 @@ use clap::Parser;
 use serde::Deserialize;
 
 /// jemalloc: its size classes keep tokio's 128-byte-aligned allocations compact (see the guide's Configuration chapter).
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Return freed pages to the OS within a second, from jemalloc's background thread: an idle
 /// worker allocates nothing, so without it memory freed after a burst (handshakes, HTTP
 /// buffers of upgraded connections) would stay resident.
+#[cfg(feature = "jemalloc")]
 #[allow(non_upper_case_globals)]
 #[export_name = "_rjem_malloc_conf"]
 pub static malloc_conf: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
@@ -410,24 +420,33 @@ fn alerts(args: &Args, file: &Config) -> Option<Alerts> {
 /// The database options from the flags and the config file (flags win).
 fn db_options(args: &Args, file: &Config) -> brisk::db::DbOptions {
     let mut o = brisk::db::DbOptions::default();
-    if let Some(n) = args.db_pool_size.or(file.db_pool_size) {
-        o.postgres.pool_size = n;
-        o.mysql.pool_size = n;
+    let pool_size = args.db_pool_size.or(file.db_pool_size);
+    let max_pipeline = args.db_max_pipeline.or(file.db_max_pipeline);
+    let acquire =
+        (args.db_acquire_timeout_ms.or(file.db_acquire_timeout_ms)).map(Duration::from_millis);
+    let query = (args.db_query_timeout_ms.or(file.db_query_timeout_ms)).map(Duration::from_millis);
+    if let Some(n) = pool_size {
         o.sqlite.threads = n;
     }
-    if let Some(n) = args.db_max_pipeline.or(file.db_max_pipeline) {
-        o.postgres.max_pipeline = n;
-    }
-    if let Some(ms) = args.db_acquire_timeout_ms.or(file.db_acquire_timeout_ms) {
-        o.postgres.acquire_timeout = Duration::from_millis(ms);
-        o.mysql.acquire_timeout = Duration::from_millis(ms);
-    }
-    if let Some(ms) = args.db_query_timeout_ms.or(file.db_query_timeout_ms) {
-        let t = Duration::from_millis(ms);
-        o.postgres.query_timeout = t;
-        o.mysql.query_timeout = t;
+    if let Some(t) = query {
         o.sqlite.query_timeout = t;
     }
+    #[cfg(feature = "postgres")]
+    {
+        let p = &mut o.postgres;
+        p.pool_size = pool_size.unwrap_or(p.pool_size);
+        p.max_pipeline = max_pipeline.unwrap_or(p.max_pipeline);
+        p.acquire_timeout = acquire.unwrap_or(p.acquire_timeout);
+        p.query_timeout = query.unwrap_or(p.query_timeout);
+    }
+    #[cfg(feature = "mysql")]
+    {
+        let m = &mut o.mysql;
+        m.pool_size = pool_size.unwrap_or(m.pool_size);
+        m.acquire_timeout = acquire.unwrap_or(m.acquire_timeout);
+        m.query_timeout = query.unwrap_or(m.query_timeout);
+    }
+    let _ = (max_pipeline, acquire); // unused by a build without PostgreSQL and MySQL
     o
 }
 
@@ -486,6 +505,7 @@ fn migrate(args: &Args, list: bool) -> anyhow::Result<()> {
     std::fs::create_dir_all(&run_dir)
         .with_context(|| format!("cannot create run directory {}", run_dir.display()))?;
     let url = database_url(args, file.database.clone(), &run_dir);
+    left_out::database(&url)?;
     let db = brisk::db::Db::open(&url, db_options(args, &file))?;
     let migrations = migrations(db.kind());
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -563,6 +583,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         .or(file.static_root)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("static"));
     let database = database_url(args, file.database, &run_dir);
+    left_out::database(&database)?;
     let db = brisk::db::Db::open(&database, db_options)?;
     let redis_url = args
         .redis
@@ -580,18 +601,10 @@ fn build(args: &Args) -> anyhow::Result<App> {
         }
         None => None,
     };
-    let mailer = match args.smtp.clone().or(file.smtp) {
-        Some(url) => {
-            let mut options = brisk::mail::MailOptions::default();
-            if let Some(ca) = args.smtp_ca.clone().or(file.smtp_ca) {
-                let pem =
-                    std::fs::read(&ca).with_context(|| format!("--smtp-ca {}", ca.display()))?;
-                options.root_certificate = Some(pem);
-            }
-            Some(brisk::mail::Mailer::new(&url, options)?)
-        }
-        None => None,
-    };
+    let mail = mail::Mail::new(
+        args.smtp.clone().or(file.smtp),
+        args.smtp_ca.clone().or(file.smtp_ca),
+    )?;
     let history = match (args.history.or(file.history), &redis) {
         (None, _) => None,
         (Some(_), None) => anyhow::bail!("--history keeps /chat messages in Redis: add --redis"),
@@ -697,7 +710,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
             admin,
             blocks,
             jobs,
-            mail: mail::Mail::new(mailer),
+            mail,
             db: db.clone(),
             api: api::Api::new(db.clone()),
             httpc: httpc::Httpc::new(&upstream, Duration::from_millis(upstream_timeout)),
@@ -833,7 +846,12 @@ fn build(args: &Args) -> anyhow::Result<App> {
     if let Some(address) = args.metrics.clone().or(file.metrics.clone()) {
         app = app.metrics(address);
     }
-    app = app.tracing(tracing(args)?);
+    #[cfg(feature = "otel")]
+    {
+        app = app.tracing(tracing(args)?);
+    }
+    #[cfg(not(feature = "otel"))]
+    no_tracing(args)?;
     let token_file = args
         .metrics_token_file
         .clone()
@@ -916,6 +934,7 @@ fn main() -> ExitCode {
 }
 
 /// Where traces go: `--otlp` (sampled by `--trace-sample`), else the OTEL_ variables.
+#[cfg(feature = "otel")]
 fn tracing(args: &Args) -> anyhow::Result<Option<brisk::otel::Tracing>> {
     let Some(url) = &args.otlp else {
         anyhow::ensure!(
@@ -930,4 +949,20 @@ fn tracing(args: &Args) -> anyhow::Result<Option<brisk::otel::Tracing>> {
         Some(r) => anyhow::bail!("--trace-sample {r}: write a share from 0 to 1"),
         None => tracing,
     }))
+}
+
+/// A build without traces stops at `--otlp`, `--trace-sample` or an OTLP endpoint in the
+/// environment, rather than run without the traces they ask for.
+#[cfg(not(feature = "otel"))]
+fn no_tracing(args: &Args) -> anyhow::Result<()> {
+    left_out::flag("--otlp", args.otlp.is_some(), "otel")?;
+    left_out::flag("--trace-sample", args.trace_sample.is_some(), "otel")?;
+    for name in [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ] {
+        let set = std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+        left_out::flag(name, set, "otel")?;
+    }
+    Ok(())
 }
