@@ -29,6 +29,12 @@ pub(crate) trait ConnView {
     fn idle_secs(&self, now: u32) -> u32;
     /// Closes at once.
     fn destroy(&self);
+    /// A graceful stop's time is up: says the protocol's goodbye if it has one and has not
+    /// said it (a WebSocket's close 1001, after what is queued, as far as the kernel takes
+    /// it now; nothing waits), then closes at once.
+    fn stop_now(&self) {
+        self.destroy();
+    }
     /// The connection as its own type, for the protocol that made it.
     fn as_any(&self) -> &dyn Any;
     /// Writes bytes already in wire form; false if the connection cannot take them.

@@ -523,7 +523,7 @@ impl WorkerCtx {
             }
         }
         for c in self.connections_where(|_| true) {
-            c.destroy();
+            c.stop_now();
         }
         tokio::task::yield_now().await;
     }

@@ -189,6 +189,22 @@ impl<P: Protocol> ConnView for Inner<P> {
         self.set(flag::DESTROYED);
         self.notify();
     }
+    fn stop_now(&self) {
+        // Its handler is still running (or its peer reads slowly), so the message loop never
+        // reached `between_messages`, where the farewell is sent.
+        let farewell = match self.has(flag::CLOSING | flag::DESTROYED) {
+            false => self.protocol.borrow().farewell(),
+            true => None,
+        };
+        if let Some(msg) = farewell {
+            let mut frame = BytesMut::new();
+            if self.protocol.borrow_mut().encode(msg, &mut frame).is_ok() {
+                self.out.borrow_mut().extend_from_slice(&frame);
+                let _ = self.flush();
+            }
+        }
+        self.destroy();
+    }
     fn as_any(&self) -> &dyn Any {
         self
     }
