@@ -30,7 +30,7 @@ use bytes::{Buf, BytesMut};
 use super::io::HttpIo;
 use super::state::{HttpConn, HttpShared};
 use buffers::{pool, Output};
-use dispatch::answer;
+use dispatch::{start, Started};
 use parse::{parse, Parsed};
 
 /// How Brisk's HTTP/1.1 path ended.
@@ -79,9 +79,22 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
                     (req, close)
                 }
             };
-            // Boxed: the handler's and the writer's state exist only while a request is in
-            // flight, so an idle connection's task does not carry their space.
-            let sent = Box::pin(answer(shared, conn, &io, &mut out, req, close, began)).await;
+            // Called and polled once here; an answer that must wait is boxed: the handler's
+            // and the writer's state exist only while a request is in flight, so an idle
+            // connection's task does not carry their space. (Awaited after the `match`: what
+            // `start` returns would otherwise be kept in the task across the wait.)
+            let sent = {
+                let waiting = match start(shared, conn, &mut out, req, close, began) {
+                    Started::Staged(keep) => Ok(keep),
+                    Started::Waiting(rest) => {
+                        Err(Box::pin(rest.answer(shared, conn, &io, &mut out)))
+                    }
+                };
+                match waiting {
+                    Ok(keep) => Ok(keep),
+                    Err(answer) => answer.await,
+                }
+            };
             match sent {
                 Ok(Keep::Open) if out.staged() < FLUSH_AT || data.is_empty() => {}
                 Ok(Keep::Open) => {
