@@ -36,9 +36,34 @@ pub(super) enum Started {
 /// A request whose answer must wait, with what answering it needs.
 pub(super) struct Waiting {
     stage: Stage,
+    head: Head,
+}
+
+/// What the response's head needs from the request.
+struct Head {
     method: Method,
     http10: bool,
     close: bool,
+}
+
+impl Head {
+    /// The head of `req`'s answer; `close` if the request asked to close.
+    fn of(req: &Request<RequestBody>, close: bool) -> Head {
+        Head {
+            method: req.method().clone(),
+            http10: req.version() == Version::HTTP_10,
+            close,
+        }
+    }
+
+    fn cx(&self) -> HeadContext<'_> {
+        HeadContext {
+            method: &self.method,
+            close_requested: self.close,
+            http10: self.http10,
+            body_len: None,
+        }
+    }
 }
 
 /// What an answer waits for.
@@ -68,8 +93,7 @@ pub(super) fn start(
     close: bool,
     began: Option<Instant>,
 ) -> Started {
-    let method = req.method().clone();
-    let http10 = req.version() == Version::HTTP_10;
+    let head = Head::of(&req, close);
     let (admitted, ticket) = admit(shared, conn, req, began);
     let resp = match admitted {
         Admitted::Refused(code, why) => ticket.refused(shared, conn, code, why),
@@ -78,28 +102,15 @@ pub(super) fn start(
             Some(outcome) => finish(shared, conn, ticket, outcome),
             None => {
                 let stage = Stage::Handler(handling, ticket);
-                return Started::Waiting(Waiting {
-                    stage,
-                    method,
-                    http10,
-                    close,
-                });
+                return Started::Waiting(Waiting { stage, head });
             }
         },
     };
-    let cx = HeadContext {
-        method: &method,
-        close_requested: close,
-        http10,
-        body_len: None,
-    };
-    match stage_or_wait(conn, out, resp, &cx) {
+    match stage_or_wait(conn, out, resp, &head.cx()) {
         Staging::Staged(keep) => Started::Staged(keep),
         Staging::Write(write) => Started::Waiting(Waiting {
             stage: Stage::Write(write),
-            method,
-            http10,
-            close,
+            head,
         }),
     }
 }
@@ -157,18 +168,8 @@ impl Waiting {
         io: &HttpIo,
         out: &mut Output,
     ) -> io::Result<Keep> {
-        let Waiting {
-            stage,
-            method,
-            http10,
-            close,
-        } = self;
-        let cx = HeadContext {
-            method: &method,
-            close_requested: close,
-            http10,
-            body_len: None,
-        };
+        let Waiting { stage, head } = self;
+        let cx = head.cx();
         let write = match stage {
             Stage::Handler(handling, ticket) => {
                 let outcome = AssertUnwindSafe(handling).catch_unwind().await;

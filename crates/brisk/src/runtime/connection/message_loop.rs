@@ -234,10 +234,7 @@ impl<P: Protocol> Connection<P> {
                     *drain_grace = Some(Box::pin(tokio::time::sleep_until(deadline)));
                 }
             } else {
-                let farewell = inner.protocol.borrow().farewell();
-                if let Some(msg) = farewell {
-                    let _ = inner.send(msg);
-                }
+                inner.say_farewell();
                 inner.set(flag::CLOSING);
             }
         }

@@ -27,6 +27,13 @@ impl<P: Protocol> Inner<P> {
         })
     }
 
+    /// Sends the protocol's farewell (a WebSocket's close 1001), if it has one, as any
+    /// message; true if it was sent or queued. Nothing once the connection is closing.
+    pub(super) fn say_farewell(&self) -> bool {
+        let farewell = self.protocol.borrow().farewell();
+        farewell.is_some_and(|msg| self.send(msg).is_ok())
+    }
+
     /// Writes bytes in wire form at once when nothing is queued; queues what the kernel
     /// does not take, up to the max send buffer.
     pub(super) fn send_bytes(&self, bytes: &[u8]) -> bool {
@@ -191,17 +198,9 @@ impl<P: Protocol> ConnView for Inner<P> {
     }
     fn stop_now(&self) {
         // Its handler is still running (or its peer reads slowly), so the message loop never
-        // reached `between_messages`, where the farewell is sent.
-        let farewell = match self.has(flag::CLOSING | flag::DESTROYED) {
-            false => self.protocol.borrow().farewell(),
-            true => None,
-        };
-        if let Some(msg) = farewell {
-            let mut frame = BytesMut::new();
-            if self.protocol.borrow_mut().encode(msg, &mut frame).is_ok() {
-                self.out.borrow_mut().extend_from_slice(&frame);
-                let _ = self.flush();
-            }
+        // reached `between_messages`, which says the farewell otherwise.
+        if self.say_farewell() {
+            let _ = self.flush();
         }
         self.destroy();
     }
