@@ -701,7 +701,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         ),
         live,
         routes::Apps {
-            techempower: techempower.clone(),
+            techempower: std::rc::Rc::new(techempower),
             orm: orm::Orm::new(&database),
             views: views::Views::new(templates, runtime_by_default),
             admin,

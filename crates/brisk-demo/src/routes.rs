@@ -46,7 +46,7 @@ pub(crate) struct Routes {
 #[derive(Clone)]
 pub(crate) struct Apps {
     /// The TechEmpower test set.
-    pub techempower: Techempower,
+    pub techempower: Rc<Techempower>,
     /// Report R3's ORM and query-builder legs (`/orm/db`, `/qb/db`).
     pub orm: Orm,
     /// Report R2's template jobs and R4's view (`/tpl/*`, `/view`).
@@ -151,7 +151,8 @@ impl Routes {
         });
     }
 
-    /// Routes one request: `GET /` at once, a TechEmpower test straight to its future, anything else through
+    /// Routes one request: `GET /` at once, a TechEmpower test straight to its own future
+    /// ([`Techempower::answer`]), anything else through
     /// [`route_any`](Self::route_any). Not an `async fn`: one future of the size the route
     /// needs is boxed per request, not one as large as the largest route's.
     pub(crate) fn route(
@@ -164,13 +165,10 @@ impl Routes {
         if get && req.uri().path() == "/" {
             return Box::pin(std::future::ready(hello()));
         }
-        let routes = self.clone();
         if let Some(test) = Test::of(req.uri().path()).filter(|_| get) {
-            return Box::pin(async move {
-                let query = req.uri().query();
-                routes.apps.techempower.answer(test, query).await
-            });
+            return self.apps.techempower.answer(test, req.uri().query());
         }
+        let routes = self.clone();
         Box::pin(async move { routes.route_any(req).await })
     }
 

@@ -7,12 +7,14 @@
 //! database that is down answers 503 with a JSON error, a query past its timeout 504.
 
 use std::cell::Cell;
+use std::future::ready;
 use std::rc::Rc;
 use std::time::Duration;
 
 use brisk::db::{Db, DbError, DbKind, QueryCache, Row, Value};
 use brisk::http::Body;
 use brisk::redis::{Redis, RedisError};
+use futures_util::future::LocalBoxFuture;
 use http::{header, HeaderValue, Response, StatusCode};
 use sailfish::TemplateSimple;
 use serde::{Deserialize, Serialize};
@@ -152,32 +154,38 @@ impl Techempower {
         self
     }
 
-    /// Answers `test`.
-    pub(crate) async fn answer(&self, test: Test, query: Option<&str>) -> Response<Body> {
-        let answer: Result<Response<Body>, Failure> = match test {
-            Test::Plaintext => Ok(typed("Hello, World!", "text/plain")),
-            Test::Json => Ok(json(&Message {
+    /// Answers `test` with the counts `query` asks for: one boxed future the size of that
+    /// test's own, not of the largest test's, holding neither the request nor the router (the
+    /// box is filled by a copy of the future, so its size is paid on every request).
+    pub(crate) fn answer(
+        self: &Rc<Self>,
+        test: Test,
+        query: Option<&str>,
+    ) -> LocalBoxFuture<'static, Response<Body>> {
+        let tests = self.clone();
+        match test {
+            Test::Plaintext => Box::pin(ready(typed("Hello, World!", "text/plain"))),
+            Test::Json => Box::pin(ready(json(&Message {
                 message: "Hello, World!",
-            })),
-            Test::Db => self.one_world().await.map(|w| json(&w)).map_err(Into::into),
-            Test::Queries => self
-                .worlds(count(query, "queries"))
-                .await
-                .map(|w| worlds_json(&w))
-                .map_err(Into::into),
-            Test::Updates => self
-                .update(count(query, "queries"))
-                .await
-                .map(|w| worlds_json(&w))
-                .map_err(Into::into),
-            Test::CachedQueries => self
-                .cached(count(query, "count"))
-                .await
-                .map(|w| worlds_json(&w)),
-            Test::Fortunes => self.fortunes().await.map_err(Into::into),
-            Test::R5 => self.r5().await.map_err(Into::into),
-        };
-        answer.unwrap_or_else(|e| failure(&e))
+            }))),
+            Test::Db => {
+                Box::pin(async move { answered(tests.one_world().await.map(|w| json(&w))) })
+            }
+            Test::Queries => {
+                let n = count(query, "queries");
+                Box::pin(async move { answered(tests.worlds(n).await.map(|w| worlds_json(&w))) })
+            }
+            Test::Updates => {
+                let n = count(query, "queries");
+                Box::pin(async move { answered(tests.update(n).await.map(|w| worlds_json(&w))) })
+            }
+            Test::CachedQueries => {
+                let n = count(query, "count");
+                Box::pin(async move { answered(tests.cached(n).await.map(|w| worlds_json(&w))) })
+            }
+            Test::Fortunes => Box::pin(async move { answered(tests.fortunes().await) }),
+            Test::R5 => Box::pin(async move { answered(tests.r5().await) }),
+        }
     }
 
     /// The rows of `sql`: asynchronously, or with `--blocking-db` on the synchronous client
@@ -450,6 +458,11 @@ fn json_sized<T: Serialize>(value: &T, capacity: usize) -> Response<Body> {
         body = format!(r#"{{"error":"{e}"}}"#).into_bytes();
     }
     typed(Body::from(body), "application/json")
+}
+
+/// A test's answer, or its failure's.
+fn answered<E: Into<Failure>>(answer: Result<Response<Body>, E>) -> Response<Body> {
+    answer.unwrap_or_else(|e| failure(&e.into()))
 }
 
 /// A failure as its status and a JSON error; the log says why.
