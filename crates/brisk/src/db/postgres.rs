@@ -384,7 +384,8 @@ impl Postgres {
                 None => {
                     let cell = Arc::<OnceCell<Prepared>>::default();
                     if let Some((_, old)) = statements.push(sql.into(), cell.clone()) {
-                        // One still being prepared is retired by its own caller, below.
+                        // One still being prepared is retired by its own caller, in
+                        // `prepare_once`.
                         if let Some(old) = old.get() {
                             live.retire(old.name.clone());
                         }
@@ -393,8 +394,24 @@ impl Postgres {
                 }
             }
         };
-        // A statement already prepared (the common case) needs no second look at the cache.
-        let fresh = !cell.initialized();
+        // A statement already prepared (the common case) is taken at once. The preparation
+        // is boxed: its future (hundreds of bytes) is then not part of every query's future,
+        // which is built, moved and boxed per request.
+        match cell.get() {
+            Some(prepared) => Ok(prepared.clone()),
+            None => Box::pin(self.prepare_once(live, sql, cell)).await,
+        }
+    }
+
+    /// Prepares `sql` into `cell` (a new entry of `live`'s cache, or one another call is
+    /// preparing: then its preparation is awaited).
+    async fn prepare_once(
+        &self,
+        live: &Live,
+        sql: &str,
+        cell: Arc<OnceCell<Prepared>>,
+    ) -> Result<Prepared, DbError> {
+        let lock = || live.statements.lock().unwrap_or_else(|p| p.into_inner());
         let prepared = cell.get_or_try_init(|| self.prepare(live, sql)).await;
         let prepared = match prepared {
             Ok(p) => p.clone(),
@@ -408,7 +425,7 @@ impl Postgres {
                 return Err(e);
             }
         };
-        if fresh && !lock().peek(sql).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+        if !lock().peek(sql).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
             // Pushed out of the cache while it was being prepared.
             live.retire(prepared.name.clone());
         }

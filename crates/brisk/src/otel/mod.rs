@@ -36,6 +36,8 @@ mod settings;
 #[allow(dead_code)]
 mod span;
 #[cfg(feature = "otel")]
+mod traced;
+#[cfg(feature = "otel")]
 mod worker;
 
 #[cfg(feature = "otel")]

@@ -7,13 +7,13 @@ use std::future::Future;
 use std::net::SocketAddr;
 
 use http::{HeaderMap, Method, Request, Uri};
-use opentelemetry::context::FutureExt as _;
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{SpanBuilder, SpanKind, Status, TraceContextExt, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_http::{HeaderExtractor, HeaderInjector};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 
+use super::traced::Traced;
 use super::worker::{with_active, Active};
 use super::Op;
 
@@ -116,32 +116,27 @@ impl HttpSpan {
     }
 }
 
-/// Runs `fut`, a call `op` describes, in a span of its own if the current span is sampled;
-/// an `Err` marks the span an error.
-pub(crate) async fn call<T, E: Display>(
-    fut: impl Future<Output = Result<T, E>>,
+/// `fut`, a call `op` describes, in a span of its own if the current span is sampled;
+/// an `Err` marks the span an error. Whether it is traced is settled here, when the call
+/// is made.
+pub(crate) fn call<T, E: Display, F: Future<Output = Result<T, E>>>(
+    fut: F,
     op: Op<'_>,
-) -> Result<T, E> {
-    if !Context::map_current(|cx| cx.span().span_context().is_sampled()) {
-        return fut.await;
-    }
-    let Some(cx) = with_active(|active| Some(start(active, &Context::current(), &op))) else {
-        return fut.await;
-    };
-    finish(&cx, fut.with_context(cx.clone()).await)
+) -> Traced<F> {
+    let span = Context::map_current(|cx| cx.span().span_context().is_sampled())
+        .then(|| with_active(|active| Some(start(active, &Context::current(), &op))))
+        .flatten();
+    Traced::new(fut, span)
 }
 
-/// Runs `fut`, the handling of a message or job `op` describes, as the root of a new trace
-/// if the draw keeps it; an `Err` marks the span an error.
-pub(crate) async fn root<T, E: Display>(
-    fut: impl Future<Output = Result<T, E>>,
+/// `fut`, the handling of a message or job `op` describes, as the root of a new trace if
+/// the draw keeps it; an `Err` marks the span an error.
+pub(crate) fn root<T, E: Display, F: Future<Output = Result<T, E>>>(
+    fut: F,
     op: Op<'_>,
-) -> Result<T, E> {
-    let Some(cx) = with_active(|active| active.draw().then(|| start(active, &Context::new(), &op)))
-    else {
-        return fut.await;
-    };
-    finish(&cx, fut.with_context(cx.clone()).await)
+) -> Traced<F> {
+    let span = with_active(|active| active.draw().then(|| start(active, &Context::new(), &op)));
+    Traced::new(fut, span)
 }
 
 /// A span for `op` under `parent`, and the context it is current in.
@@ -154,16 +149,6 @@ fn start(active: &Active, parent: &Context, op: &Op<'_>) -> Context {
         parent,
     );
     parent.with_span(span)
-}
-
-/// Ends the span current in `cx` with the call's `result`.
-fn finish<T, E: Display>(cx: &Context, result: Result<T, E>) -> Result<T, E> {
-    let span = cx.span();
-    if let Err(e) = &result {
-        span.set_status(Status::error(e.to_string()));
-    }
-    span.end();
-    result
 }
 
 /// The client span of an HTTP client request, if a sampled span is current; its
