@@ -148,7 +148,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         }
     }
     let local = tokio::task::LocalSet::new();
-    let exit = local.block_on(&rt, async move {
+    let worker_loop = async move {
         // SAFETY: the master passed this descriptor to us and nothing else owns it.
         let std_ipc = unsafe { std::os::unix::net::UnixStream::from_raw_fd(ipc_fd) };
         let _ = std_ipc.set_nonblocking(true);
@@ -208,7 +208,8 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             return ExitCode::FAILURE;
         }
         tracing::debug!(pid = info.pid, "worker ready");
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         // SAFETY: the master passed this descriptor to us and nothing else owns it.
         let handover = env::fd(ENV_HANDOVER_FD).map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
         let (drain, hand_over) = loop {
@@ -225,7 +226,11 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break (Duration::ZERO, false),
             };
             let msg = match msg {
-                Ok(Some(Packet::Broadcast { group, stamp, frames })) => {
+                Ok(Some(Packet::Broadcast {
+                    group,
+                    stamp,
+                    frames,
+                })) => {
                     crate::ws::replay::note_relayed(stamp, &group, &frames);
                     crate::ws::deliver_local(&group, &frames);
                     continue;
@@ -235,17 +240,27 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 Err(e) => Err(e),
             };
             match msg {
-                Ok(Some(ToWorker::Ask { id, question: Question::Status })) => {
+                Ok(Some(ToWorker::Ask {
+                    id,
+                    question: Question::Status,
+                })) => {
                     let answer = Answer::Status(Box::new(worker.snapshot()));
                     let _ = write_msg(&mut tx, &ToMaster::Answer { id, answer }).await;
                 }
-                Ok(Some(ToWorker::Ask { id, question: Question::Connections })) => {
+                Ok(Some(ToWorker::Ask {
+                    id,
+                    question: Question::Connections,
+                })) => {
                     let answer = Answer::Connections(worker.connection_list());
                     let _ = write_msg(&mut tx, &ToMaster::Answer { id, answer }).await;
                 }
-                Ok(Some(ToWorker::Stop { drain_ms, hand_over, to_another_master })) => {
+                Ok(Some(ToWorker::Stop {
+                    drain_ms,
+                    hand_over,
+                    to_another_master,
+                })) => {
                     crate::ws::handover::members_stay(to_another_master);
-                    break (Duration::from_millis(drain_ms), hand_over)
+                    break (Duration::from_millis(drain_ms), hand_over);
                 }
                 Ok(Some(ToWorker::NoMoreHandovers)) => {
                     crate::ws::replay::stop_keeping();
@@ -254,12 +269,17 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                 }
                 Ok(Some(ToWorker::Restore { count })) => match &handover {
                     Some(socket) => crate::ws::handover::restore(&worker, socket, count),
-                    None => tracing::error!("{count} connections handed over, but no handover socket"),
+                    None => {
+                        tracing::error!("{count} connections handed over, but no handover socket")
+                    }
                 },
                 Ok(Some(ToWorker::ReopenLogs)) => crate::log_file::reopen_all(),
                 // Off this loop: slow checks (a database that does not answer) hold up
                 // neither the master's other questions nor the broadcasts relayed here.
-                Ok(Some(ToWorker::Ask { id, question: Question::Readiness })) => {
+                Ok(Some(ToWorker::Ask {
+                    id,
+                    question: Question::Readiness,
+                })) => {
                     let (checks, answers) = (readiness.clone(), done_tx.clone());
                     tokio::task::spawn_local(async move {
                         let answer = Answer::Readiness(failed_checks(&checks).await);
@@ -267,7 +287,13 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                     });
                 }
                 Ok(Some(ToWorker::RunJob { job, run })) => {
-                    run_job(&worker, svc.jobs.get(job).cloned(), job, run, done_tx.clone());
+                    run_job(
+                        &worker,
+                        svc.jobs.get(job).cloned(),
+                        job,
+                        run,
+                        done_tx.clone(),
+                    );
                 }
                 Ok(None) | Err(_) => {
                     tracing::warn!("lost the master; stopping");
@@ -309,6 +335,17 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             }
         }
         ExitCode::SUCCESS
+    };
+    // The worker's loop is a task of the local set, not the future `block_on` polls: that one
+    // is polled again, with every branch of the loop's `select!`, each time any task wakes.
+    let exit = local.block_on(&rt, async move {
+        match tokio::task::spawn_local(worker_loop).await {
+            Ok(code) => code,
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                Err(_) => ExitCode::FAILURE,
+            },
+        }
     });
     #[cfg(feature = "otel")]
     {
