@@ -41,7 +41,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -214,6 +214,11 @@ impl Live {
         }
     }
 
+    /// The statement cache, locked (a panic elsewhere while it was held left it usable).
+    fn statements(&self) -> MutexGuard<'_, LruCache<Box<str>, Arc<OnceCell<Prepared>>>> {
+        self.statements.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Closes the statement `name` on the server with the next preparation.
     fn retire(&self, name: Arc<str>) {
         self.retired
@@ -225,7 +230,7 @@ impl Live {
     /// Drops `sql`'s statement from the cache if it is still `name` (a newer one stays), and
     /// retires it.
     pub(super) fn forget(&self, sql: &str, name: &Arc<str>) {
-        let mut statements = self.statements.lock().unwrap_or_else(|p| p.into_inner());
+        let mut statements = self.statements();
         let same = statements
             .peek(sql)
             .and_then(|cell| cell.get())
@@ -376,9 +381,8 @@ impl Postgres {
     /// at the same time wait for the one preparation), then cached; a full cache gives up its
     /// least recently used statement, closed on the server with the next preparation.
     pub(super) async fn prepared(&self, live: &Live, sql: &str) -> Result<Prepared, DbError> {
-        let lock = || live.statements.lock().unwrap_or_else(|p| p.into_inner());
         let cell = {
-            let mut statements = lock();
+            let mut statements = live.statements();
             match statements.get(sql) {
                 Some(cell) => cell.clone(),
                 None => {
@@ -411,21 +415,24 @@ impl Postgres {
         sql: &str,
         cell: Arc<OnceCell<Prepared>>,
     ) -> Result<Prepared, DbError> {
-        let lock = || live.statements.lock().unwrap_or_else(|p| p.into_inner());
         let prepared = cell.get_or_try_init(|| self.prepare(live, sql)).await;
         let prepared = match prepared {
             Ok(p) => p.clone(),
             Err(e) => {
                 // A statement refused or not prepared is not kept: the next call says why
                 // again.
-                let mut statements = lock();
+                let mut statements = live.statements();
                 if statements.peek(sql).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
                     statements.pop(sql);
                 }
                 return Err(e);
             }
         };
-        if !lock().peek(sql).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+        if !live
+            .statements()
+            .peek(sql)
+            .is_some_and(|c| Arc::ptr_eq(c, &cell))
+        {
             // Pushed out of the cache while it was being prepared.
             live.retire(prepared.name.clone());
         }
