@@ -11,7 +11,7 @@ use std::future::ready;
 use std::rc::Rc;
 use std::time::Duration;
 
-use brisk::db::{Db, DbError, DbKind, QueryCache, Row, Value};
+use brisk::db::{Db, DbError, DbKind, QueryCache, Row, RowView, Value};
 use brisk::http::Body;
 use brisk::redis::{Redis, RedisError};
 use futures_util::future::LocalBoxFuture;
@@ -381,19 +381,17 @@ impl Techempower {
     }
 
     async fn fortunes(&self) -> Result<Response<Body>, DbError> {
-        let rows = self
-            .db
-            .query("SELECT id, message FROM fortune", vec![])
-            .await?;
-        let mut fortunes = rows
-            .into_iter()
-            .map(|mut r| {
-                Ok(Fortune {
-                    id: r.get(0)?,
-                    message: r.take(1)?,
-                })
+        // Each row read where it lies in the answer, straight into a `Fortune`.
+        let read = |row: &RowView<'_>| {
+            Ok(Fortune {
+                id: row.get(0)?,
+                message: row.get(1)?,
             })
-            .collect::<Result<Vec<_>, DbError>>()?;
+        };
+        let mut fortunes = self
+            .db
+            .query_map("SELECT id, message FROM fortune", vec![], read)
+            .await?;
         fortunes.push(Fortune {
             id: 0,
             message: "Additional fortune added at request time.".into(),

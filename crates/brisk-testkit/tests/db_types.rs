@@ -5,7 +5,7 @@
 //! whose `TimeZone` is not UTC, and a MariaDB in another time zone, so nothing may depend on
 //! either. A mismatch names the column and both types.
 
-use brisk::db::{params, Db, DbError, DbKind, DbOptions, Json, Value};
+use brisk::db::{params, Db, DbError, DbKind, DbOptions, Json, RowView, Value};
 use brisk_testkit::*;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 use rust_decimal::Decimal;
@@ -186,6 +186,73 @@ async fn round_trip(db: &Db) {
         },
         "{kind:?}"
     );
+
+    // Read in place (`query_map`; on PostgreSQL straight from the server's answer): the
+    // same values as the rows above, NULLs included, by index and by name.
+    let read = |row: &RowView<'_>| -> Result<Typed, DbError> {
+        assert_eq!(row.len(), 16, "{kind:?}");
+        assert_eq!(row.columns()[7], "t", "{kind:?}");
+        Ok(Typed {
+            id: row.get(0)?,
+            b: row.by_name("B")?,
+            i2: row.get(2)?,
+            i4: row.get(3)?,
+            i8: row.by_name("i8")?,
+            f4: row.get(5)?,
+            f8: row.get(6)?,
+            t: row.by_name("t")?,
+            d: row.by_name("d")?,
+            tm: row.by_name("tm")?,
+            ts: row.by_name("ts")?,
+            tz: row.by_name("tz")?,
+            u: row.by_name("u")?,
+            j: row.by_name("j")?,
+            n: row.by_name("n")?,
+        })
+    };
+    let select = "SELECT id, b, i2, i4, i8, f4, f8, t, bin, d, tm, ts, tz, u, j, n \
+                  FROM typed ORDER BY id";
+    let mapped = db
+        .query_map(select, vec![], read)
+        .await
+        .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+    assert_eq!(mapped, rows, "{kind:?}");
+    let bytes = db
+        .query_map(select, vec![], |row| row.by_name::<Option<Vec<u8>>>("bin"))
+        .await
+        .unwrap();
+    assert_eq!(bytes, [Some(vec![0, 255, 10]), None], "{kind:?}");
+    // A mismatch names the column and both types; a column past the end says so; the
+    // closure's error ends the reading and is what comes back.
+    let err = db
+        .query_map(select, vec![], |row| row.by_name::<i64>("t"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, DbError::Decode(m) if m.contains("\"t\"") && m.contains("text") && m.contains("i64")),
+        "{kind:?}: {err:?}"
+    );
+    let err = db
+        .query_map(select, vec![], |row| row.get::<i64>(16))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, DbError::Decode(m) if m.contains("column 16 of a row of 16 columns")),
+        "{kind:?}: {err:?}"
+    );
+    let mut seen = 0;
+    let err = db
+        .query_map(select, vec![], |_| -> Result<(), DbError> {
+            seen += 1;
+            Err(DbError::Decode("the app's own reason".into()))
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, DbError::Decode(m) if m == "the app's own reason"),
+        "{kind:?}: {err:?}"
+    );
+    assert_eq!(seen, 1, "{kind:?}: the first error stops the reading");
 
     // Parameters compared in SQL find their rows: the server read them as the same values.
     let found: Option<i64> = db

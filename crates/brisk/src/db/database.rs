@@ -7,6 +7,9 @@ use super::mysql::{Mysql, MysqlOptions};
 #[cfg(feature = "postgres")]
 use super::postgres::{Postgres, PostgresOptions};
 use super::row::{decode_all, decode_first, first_column, Row};
+#[cfg(any(feature = "sqlite", feature = "mysql"))]
+use super::row_view::map_each;
+use super::row_view::RowView;
 #[cfg(feature = "sqlite")]
 use super::sqlite::{Sqlite, SqliteOptions};
 use super::transaction::{retry_pause, Backend, Transaction};
@@ -110,6 +113,46 @@ impl Db {
                 Db::Postgres(db) => db.query(sql, params).await,
                 #[cfg(feature = "mysql")]
                 Db::Mysql(db) => db.query(sql, params).await,
+            }
+        };
+        crate::otel::call(run, self.traced(sql)).await
+    }
+
+    /// Every row `sql` returns, each read by `f` into what the app keeps. On PostgreSQL the
+    /// row is read where it lies in the server's answer, each value decoded straight into
+    /// the type asked for: no [`Row`] is built (the cheapest way to read many rows); the
+    /// other backends lend `f` the rows they read. An error from `f` stops the reading and
+    /// is returned.
+    ///
+    /// ```no_run
+    /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {
+    /// struct Message { id: i64, text: String }
+    /// let newest = db
+    ///     .query_map(
+    ///         "SELECT id, text FROM messages WHERE room_id = $1 ORDER BY id DESC LIMIT 50",
+    ///         vec![7.into()],
+    ///         |row| Ok(Message { id: row.get(0)?, text: row.get(1)? }),
+    ///     )
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_map<T, F>(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+        f: F,
+    ) -> Result<Vec<T>, DbError>
+    where
+        F: FnMut(&RowView<'_>) -> Result<T, DbError>,
+    {
+        let run = async {
+            match self {
+                #[cfg(feature = "sqlite")]
+                Db::Sqlite(db) => map_each(&db.query(sql, params).await?, f),
+                #[cfg(feature = "postgres")]
+                Db::Postgres(db) => db.query_map(sql, params, f).await,
+                #[cfg(feature = "mysql")]
+                Db::Mysql(db) => map_each(&db.query(sql, params).await?, f),
             }
         };
         crate::otel::call(run, self.traced(sql)).await

@@ -50,6 +50,7 @@ mod postgres_types;
 mod postgres_wire;
 mod row;
 mod row_decode;
+mod row_view;
 mod session;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -73,6 +74,7 @@ pub use mysql::{Mysql, MysqlOptions};
 #[cfg(feature = "postgres")]
 pub use postgres::{Postgres, PostgresOptions};
 pub use row::Row;
+pub use row_view::RowView;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Sqlite, SqliteOptions};
 pub use transaction::Transaction;

@@ -59,6 +59,7 @@ use super::postgres_tls::{PgTls, Verify};
 use super::postgres_types;
 use super::postgres_wire::{self, Answer, Connection, Mode};
 use super::row::Row;
+use super::row_view::RowView;
 use super::statement::{self, Dialect, Place};
 use super::value::Value;
 use crate::conninfo;
@@ -590,6 +591,19 @@ impl Postgres {
         rows.iter().map(|r| convert_row(r, &prepared)).collect()
     }
 
+    /// Every row `sql` returns, each read by `f` where it lies in the server's answer (see
+    /// [`Db::query_map`](super::Db::query_map)).
+    pub async fn query_map<T>(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+        f: impl FnMut(&RowView<'_>) -> Result<T, DbError>,
+    ) -> Result<Vec<T>, DbError> {
+        let (outcomes, prepared) = self.run(sql, &[params]).await?;
+        let rows = outcomes.first().map(|o| &o.rows[..]).unwrap_or_default();
+        map_rows(rows, &prepared, f)
+    }
+
     /// The first row `sql` returns, if any.
     pub async fn query_one(&self, sql: &str, params: Vec<Value>) -> Result<Option<Row>, DbError> {
         let (outcomes, prepared) = self.run(sql, &[params]).await?;
@@ -933,9 +947,20 @@ fn bind(prepared: &Prepared, params: &[Value], out: &mut BytesMut) -> Result<(),
 pub(super) fn outcomes(answer: Answer, timeout: Duration) -> Result<Vec<Outcome>, DbError> {
     let mut outcomes = Vec::new();
     let mut rows = Vec::new();
-    for message in answer.messages {
+    let mut messages = answer.messages.into_iter();
+    while let Some(message) = messages.next() {
         match message {
-            Message::DataRow(row) => rows.push(row),
+            Message::DataRow(row) => {
+                if rows.capacity() == 0 {
+                    // Room for the rest of this result's rows at once, not grown row by row.
+                    let rest = messages.as_slice().iter();
+                    let more = rest
+                        .take_while(|m| matches!(m, Message::DataRow(_)))
+                        .count();
+                    rows.reserve_exact(more + 1);
+                }
+                rows.push(row);
+            }
             Message::CommandComplete(body) => {
                 let tag = body.tag().unwrap_or_default();
                 let changed = tag.rsplit(' ').next().and_then(|n| n.parse().ok());
@@ -982,6 +1007,32 @@ pub(super) fn db_error(body: &ErrorResponseBody, timeout: Duration) -> DbError {
         return DbError::Unavailable(error.to_string());
     }
     DbError::Query(error)
+}
+
+/// Each of `rows` through `f`, read in place: one list of column ranges serves every row.
+fn map_rows<T>(
+    rows: &[DataRowBody],
+    prepared: &Prepared,
+    mut f: impl FnMut(&RowView<'_>) -> Result<T, DbError>,
+) -> Result<Vec<T>, DbError> {
+    let width = prepared.types.len();
+    let mut ranges = Vec::with_capacity(width);
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        ranges.clear();
+        let mut each = row.ranges();
+        while let Some(range) = each.next().map_err(decode_error)? {
+            if ranges.len() == width {
+                return Err(DbError::Decode(format!(
+                    "a row with more than {width} columns"
+                )));
+            }
+            ranges.push(range);
+        }
+        let view = RowView::wire(row.buffer(), &ranges, &prepared.types, &prepared.columns);
+        out.push(f(&view)?);
+    }
+    Ok(out)
 }
 
 pub(super) fn convert_row(row: &DataRowBody, prepared: &Prepared) -> Result<Row, DbError> {

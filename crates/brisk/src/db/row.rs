@@ -33,13 +33,11 @@ impl Row {
     /// assert!(err.contains("\"name\"") && err.contains("text") && err.contains("i64"), "{err}");
     /// ```
     pub fn get<T: FromValue>(&self, index: usize) -> Result<T, DbError> {
-        let v = self.values.get(index).ok_or_else(|| {
-            DbError::Decode(format!(
-                "column {index} of a row of {} columns",
-                self.values.len()
-            ))
-        })?;
-        T::from_value(v).map_err(|e| self.in_column(index, e))
+        let v = self
+            .values
+            .get(index)
+            .ok_or_else(|| no_column(index, self.values.len()))?;
+        T::from_value(v).map_err(|e| in_column(&self.columns, index, e))
     }
 
     /// [`get`](Self::get), taking the value out of the row (NULL is left in its place): text
@@ -62,32 +60,13 @@ impl Row {
                 *slot = Value::Null;
                 Ok(v)
             }
-            Err(e) => Err(self.in_column(index, e)),
-        }
-    }
-
-    /// `e`, naming column `index` if it is a decoding error.
-    fn in_column(&self, index: usize, e: DbError) -> DbError {
-        match e {
-            DbError::Decode(why) => {
-                let name = self.columns.get(index).map_or("?", |c| c.as_str());
-                DbError::Decode(format!("column {name:?}: {why}"))
-            }
-            other => other,
+            Err(e) => Err(in_column(&self.columns, index, e)),
         }
     }
 
     /// The value of the column called `name` (ASCII case aside) as `T`.
     pub fn by_name<T: FromValue>(&self, name: &str) -> Result<T, DbError> {
-        self.get(self.index_of(name)?)
-    }
-
-    /// The index of the column called `name`.
-    fn index_of(&self, name: &str) -> Result<usize, DbError> {
-        self.columns
-            .iter()
-            .position(|c| c.eq_ignore_ascii_case(name))
-            .ok_or_else(|| DbError::Decode(format!("no column {name:?}")))
+        self.get(index_of(&self.columns, name)?)
     }
 
     /// The row as a `T`, its fields filled from the columns of the same name (serde's names:
@@ -114,6 +93,30 @@ impl Row {
     pub fn columns(&self) -> &[String] {
         &self.columns
     }
+}
+
+/// `e`, naming column `index` of `columns` if it is a decoding error.
+pub(super) fn in_column(columns: &[String], index: usize, e: DbError) -> DbError {
+    match e {
+        DbError::Decode(why) => {
+            let name = columns.get(index).map_or("?", |c| c.as_str());
+            DbError::Decode(format!("column {name:?}: {why}"))
+        }
+        other => other,
+    }
+}
+
+/// The index of the column of `columns` called `name` (ASCII case aside).
+pub(super) fn index_of(columns: &[String], name: &str) -> Result<usize, DbError> {
+    columns
+        .iter()
+        .position(|c| c.eq_ignore_ascii_case(name))
+        .ok_or_else(|| DbError::Decode(format!("no column {name:?}")))
+}
+
+/// The error for column `index` of a row of `len` columns, which has no such column.
+pub(super) fn no_column(index: usize, len: usize) -> DbError {
+    DbError::Decode(format!("column {index} of a row of {len} columns"))
 }
 
 /// Each of `rows` as a `T` ([`Row::decode`]).
