@@ -147,7 +147,9 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let local = tokio::task::LocalSet::new();
+    // Also where database drivers go (runtime::local_tasks), for as long as the worker runs.
+    let local = Rc::new(tokio::task::LocalSet::new());
+    crate::runtime::local_tasks::set_worker_set(Some(local.clone()));
     let worker_loop = async move {
         // SAFETY: the master passed this descriptor to us and nothing else owns it.
         let std_ipc = unsafe { std::os::unix::net::UnixStream::from_raw_fd(ipc_fd) };
@@ -347,6 +349,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             },
         }
     });
+    crate::runtime::local_tasks::set_worker_set(None);
     #[cfg(feature = "otel")]
     {
         crate::otel::stop();

@@ -322,7 +322,11 @@ impl Postgres {
                 .map(|_| Arc::new(Slot::default()))
                 .collect();
             for slot in &slots {
-                tokio::spawn(keep_connected(self.inner.clone(), slot.clone()));
+                // In the worker's set: polled in the turn of the requests it serves.
+                crate::runtime::local_tasks::spawn(keep_connected(
+                    self.inner.clone(),
+                    slot.clone(),
+                ));
             }
             slots
         })

@@ -13,6 +13,7 @@ pub(crate) mod context;
 pub(crate) mod handler;
 pub(crate) mod io_counters;
 pub(crate) mod listener;
+pub(crate) mod local_tasks;
 pub(crate) mod loop_lag;
 pub(crate) mod service;
 pub(crate) mod stream;
