@@ -38,6 +38,7 @@
 //!   transaction or change its session for the callers after ([`statement`](super::statement)).
 
 use std::num::NonZeroUsize;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -1019,20 +1020,14 @@ fn map_rows<T>(
     prepared: &Prepared,
     mut f: impl FnMut(&RowView<'_>) -> Result<T, DbError>,
 ) -> Result<Vec<T>, DbError> {
-    let width = prepared.types.len();
-    let mut ranges = Vec::with_capacity(width);
+    let mut ranges = Vec::with_capacity(prepared.types.len());
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
         ranges.clear();
-        let mut each = row.ranges();
-        while let Some(range) = each.next().map_err(decode_error)? {
-            if ranges.len() == width {
-                return Err(DbError::Decode(format!(
-                    "a row with more than {width} columns"
-                )));
-            }
+        each_column(row, prepared, |_, range| {
             ranges.push(range);
-        }
+            Ok(())
+        })?;
         let view = RowView::wire(row.buffer(), &ranges, &prepared.types, &prepared.columns);
         out.push(f(&view)?);
     }
@@ -1041,18 +1036,39 @@ fn map_rows<T>(
 
 pub(super) fn convert_row(row: &DataRowBody, prepared: &Prepared) -> Result<Row, DbError> {
     let mut values = Vec::with_capacity(prepared.types.len());
-    let mut ranges = row.ranges();
-    while let Some(range) = ranges.next().map_err(decode_error)? {
-        let i = values.len();
-        let (Some(ty), Some(column)) = (prepared.types.get(i), prepared.columns.get(i)) else {
-            return Err(DbError::Decode(format!("a row with more than {i} columns")));
-        };
-        values.push(match range {
-            None => Value::Null,
-            Some(r) => postgres_types::decode(ty, &row.buffer()[r], column)?,
-        });
-    }
+    each_column(row, prepared, |i, range| {
+        let raw = range.map(|r| &row.buffer()[r]);
+        values.push(postgres_types::decode_column(
+            &prepared.types[i],
+            raw,
+            &prepared.columns[i],
+        )?);
+        Ok(())
+    })?;
     Ok(Row::new(prepared.columns.clone(), values))
+}
+
+/// Hands `column` each column of `row` in order: its index and its range in the row's
+/// bytes (`None` for NULL). A row with more columns than the statement describes is an
+/// error, so the index is always one of `prepared`'s columns.
+fn each_column(
+    row: &DataRowBody,
+    prepared: &Prepared,
+    mut column: impl FnMut(usize, Option<Range<usize>>) -> Result<(), DbError>,
+) -> Result<(), DbError> {
+    let width = prepared.types.len().min(prepared.columns.len());
+    let mut ranges = row.ranges();
+    let mut i = 0;
+    while let Some(range) = ranges.next().map_err(decode_error)? {
+        if i == width {
+            return Err(DbError::Decode(format!(
+                "a row with more than {width} columns"
+            )));
+        }
+        column(i, range)?;
+        i += 1;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -270,6 +270,14 @@ pub(super) fn is_binary(ty: &Type) -> bool {
     }
 }
 
+/// Column `column`'s value from its bytes `raw` (`None`: NULL), as [`decode`] reads them.
+pub(super) fn decode_column(ty: &Type, raw: Option<&[u8]>, column: &str) -> Result<Value, DbError> {
+    match raw {
+        None => Ok(Value::Null),
+        Some(raw) => decode(ty, raw, column),
+    }
+}
+
 /// One column's value, sent as [`is_binary`] says, as its [`Value`].
 pub(super) fn decode(ty: &Type, raw: &[u8], column: &str) -> Result<Value, DbError> {
     let bad = |e: BoxError| DbError::Decode(format!("column {column:?} ({ty}): {e}"));

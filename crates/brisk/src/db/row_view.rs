@@ -16,8 +16,6 @@ use super::postgres_types;
 #[cfg(feature = "postgres")]
 use super::row::{in_column, no_column};
 use super::row::{index_of, Row};
-#[cfg(feature = "postgres")]
-use super::value::Value;
 
 /// One result row, lent to the closure of [`Db::query_map`](crate::db::Db::query_map):
 /// its values read by index or column name into the app's types ([`FromValue`]), as
@@ -86,10 +84,8 @@ impl<'a> RowView<'a> {
                 else {
                     return Err(no_column(index, ranges.len()));
                 };
-                let mut value = match range {
-                    None => Value::Null,
-                    Some(r) => postgres_types::decode(ty, &bytes[r.clone()], column)?,
-                };
+                let raw = range.as_ref().map(|r| &bytes[r.clone()]);
+                let mut value = postgres_types::decode_column(ty, raw, column)?;
                 // The value is this call's own: its text or bytes move into `T`.
                 T::take_from(&mut value).map_err(|e| in_column(columns, index, e))
             }
