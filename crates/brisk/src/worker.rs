@@ -130,6 +130,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         .enable_all()
         .max_blocking_threads(4)
         .on_thread_unpark(crate::runtime::loop_lag::after_unpark)
+        .on_thread_park(crate::runtime::loop_lag::before_park)
         .build()
     {
         Ok(rt) => rt,

@@ -396,8 +396,8 @@ impl WorkerCtx {
     }
 
     /// Samples how late the event loop gets to what is ready, for as long as the worker
-    /// runs, into `loop_lag` (see [`loop_lag`](super::loop_lag): at the loop's wake-ups, at
-    /// most every 10 ms, with no wake-up of its own while the worker has nothing to do).
+    /// runs, into `loop_lag` (see [`loop_lag`](super::loop_lag): the longest turn of the loop,
+    /// at most every 10 ms, with no wake-up of its own while the worker has nothing to do).
     /// It also looks whether the worker has served its `max_requests` (see
     /// [`recycle_after`](Self::recycle_after)): a busy worker at most every 10 ms.
     pub(crate) async fn watch_loop_lag(self: Rc<Self>) {

@@ -1,19 +1,22 @@
-//! When a worker samples its event-loop lag, without waking an idle loop to do it.
+//! When a worker samples its event-loop lag, without waking an idle loop to do it and without
+//! a task of its own running at every wake-up of a busy one.
 //!
 //! A probe on a 10 ms timer costs a worker that holds quiet connections 100 wake-ups a second
 //! (on a VM about 1 % of a core per worker; 50 workers on one core spent half of it there).
-//! Instead the worker runtime calls [`after_unpark`] each time its loop wakes up, and the probe
-//! looks then: the time from the wake-up to the probe, which runs after the tasks woken with
-//! it, so a handler that blocks the loop shows in full. The worst of these goes out as a sample
-//! at most once per [`BUSY_TICK`]. The probe's timer only covers a loop that stops sleeping: it is due
-//! [`IDLE_TICK`] after the last look, then every [`BUSY_TICK`] for as long as the loop does not
-//! sleep (it wakes nothing then: the loop is awake), and is late by however long the loop kept
-//! it waiting. A quiet loop wakes for the probe every [`IDLE_TICK`].
+//! Instead the worker runtime calls [`after_unpark`] each time its loop wakes up and
+//! [`before_park`] each time it goes back to sleep: the time between the two is one turn of
+//! the loop, which is how long anything that became ready at the wake-up waited at most (a
+//! handler that blocks the loop shows in full). The hooks keep the longest turn; the probe
+//! task hands it out as a sample at most once per [`BUSY_TICK`], woken by the first wake-up
+//! after that (so the probe runs at most 100 times a second, not at every wake-up: on
+//! `/updates?queries=1` a wake-up serves one or two requests). The probe's timer covers a loop
+//! that stops sleeping: due [`IDLE_TICK`] after the last sample, then every [`BUSY_TICK`] for
+//! as long as the loop does not sleep (it wakes nothing then: the loop is awake), and late by
+//! however long the loop kept it waiting. A quiet loop wakes for the probe every
+//! [`IDLE_TICK`].
 //!
-//! What it misses: a stall shorter than [`IDLE_TICK`] in a task that runs after the probe in
-//! the same turn of the loop (woken by another task, or spawned on the runtime rather than the
-//! worker's local set), unless the loop then never sleeps. Without the hook (another runtime),
-//! the timer alone samples every [`BUSY_TICK`].
+//! What it misses: without the hooks (another runtime), the timer alone samples every
+//! [`BUSY_TICK`], and a stall in a turn that ends in sleep is not seen.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -26,67 +29,86 @@ pub(crate) const BUSY_TICK: Duration = Duration::from_millis(10);
 /// The longest time between two samples of a loop that sleeps between its turns.
 pub(crate) const IDLE_TICK: Duration = Duration::from_millis(250);
 
-/// What the hook and the probe share on this thread.
+/// What the hooks and the probe share on this thread.
 #[derive(Default)]
-struct LoopWakes {
-    /// When the loop woke up, for the probe's next look (the earliest wake it has not seen).
-    at: Cell<Option<Instant>>,
+struct LoopTurns {
+    /// When the turn under way began (the loop's last wake-up), until it goes to sleep.
+    began: Cell<Option<Instant>>,
+    /// The longest turn that ended since the probe's last sample.
+    longest: Cell<Duration>,
+    /// When the next sample is due; `None` while the probe is not watching, or once it has
+    /// been woken for that sample.
+    due: Cell<Option<Instant>>,
     /// Wakes the probe.
     probe: Rc<Notify>,
+    /// How many times the probe ran (the tests count them).
+    #[cfg(test)]
+    looks: Cell<u64>,
 }
 
 thread_local! {
-    static WAKES: LoopWakes = LoopWakes::default();
+    static TURNS: LoopTurns = LoopTurns::default();
 }
 
-/// The worker runtime's `on_thread_unpark` hook: the loop just woke up. Notes when, and wakes
-/// the probe to look: it runs after the tasks woken with it.
+/// The worker runtime's `on_thread_unpark` hook: the loop just woke up, a turn begins. Wakes
+/// the probe if a sample is due (it then runs after the tasks woken with it).
 pub(crate) fn after_unpark() {
-    WAKES.with(|w| {
-        if w.at.get().is_none() {
-            w.at.set(Some(Instant::now()));
-            w.probe.notify_one();
+    TURNS.with(|t| {
+        let now = Instant::now();
+        t.began.set(Some(now));
+        if t.due.get().is_some_and(|due| now >= due) {
+            t.due.set(None);
+            t.probe.notify_one();
+        }
+    });
+}
+
+/// The worker runtime's `on_thread_park` hook: the loop is going to sleep, its turn ends.
+pub(crate) fn before_park() {
+    TURNS.with(|t| {
+        if let Some(began) = t.began.take() {
+            t.longest.set(t.longest.get().max(began.elapsed()));
         }
     });
 }
 
 /// Watches the loop for as long as it runs and hands `sample` a lag sample at most once per
-/// [`BUSY_TICK`]: the worst lag it saw since the last one, as the instant the probe should
-/// have run (it ran now, late by that much).
+/// [`BUSY_TICK`]: the longest turn the loop took since the last one (or how late the
+/// probe's timer ran, if more), as the instant the probe should have run (it ran now, late by
+/// that much).
 pub(crate) async fn watch(sample: impl Fn(Instant)) {
-    let probe = WAKES.with(|w| w.probe.clone());
-    let mut last_sample = Instant::now();
-    let mut worst = Duration::ZERO;
+    let probe = TURNS.with(|t| t.probe.clone());
+    TURNS.with(|t| t.due.set(Some(Instant::now() + BUSY_TICK)));
     let timer = tokio::time::sleep(BUSY_TICK);
     tokio::pin!(timer);
     loop {
         let woken = probe.notified();
-        let now = tokio::select! {
+        let (now, late) = tokio::select! {
             biased;
             _ = woken => {
-                // The loop woke up: how long it took to get here. The timer is only for a
-                // loop that stops sleeping, so it waits long: a shorter one would wake the loop.
+                // The loop woke up after a sample came due. The timer is only for a loop that
+                // stops sleeping, so it waits long: a shorter one would wake the loop.
                 let now = Instant::now();
-                let since = WAKES.with(|w| w.at.take()).unwrap_or(now);
-                worst = worst.max(now.saturating_duration_since(since));
                 timer.as_mut().reset((now + IDLE_TICK).into());
-                now
+                (now, Duration::ZERO)
             }
             _ = &mut timer => {
-                // No wake-up since the last look (any would have come first): the loop never
-                // slept, or the hook is not installed. Late by the time it waited for the loop;
-                // looked at every tick from now on.
+                // No wake-up since the last sample (the first would have come first): the
+                // loop never slept, or the hooks are not installed. Late by the time it
+                // waited for the loop; looked at every tick from now on.
                 let now = Instant::now();
-                worst = worst.max(now.saturating_duration_since(timer.deadline().into_std()));
+                let late = now.saturating_duration_since(timer.deadline().into_std());
                 timer.as_mut().reset((now + BUSY_TICK).into());
-                now
+                (now, late)
             }
         };
-        if now >= last_sample + BUSY_TICK {
-            sample(now - worst);
-            worst = Duration::ZERO;
-            last_sample = now;
-        }
+        let longest = TURNS.with(|t| {
+            #[cfg(test)]
+            t.looks.set(t.looks.get() + 1);
+            t.due.set(Some(now + BUSY_TICK));
+            t.longest.replace(Duration::ZERO)
+        });
+        sample(now - longest.max(late));
     }
 }
 
@@ -116,6 +138,7 @@ mod tests {
                 WAKE_UPS.with(|n| n.set(n.get() + 1));
                 after_unpark();
             })
+            .on_thread_park(before_park)
             .build()
             .unwrap();
         let samples = Rc::new(RefCell::new(Vec::new()));
@@ -197,5 +220,56 @@ mod tests {
         assert!(busy >= 15, "{busy} samples in 400 ms of a busy loop");
         let worst = samples.iter().map(|s| s.1).max().unwrap();
         assert!(worst >= Duration::from_millis(90), "{samples:?}");
+    }
+
+    #[test]
+    fn a_busy_loop_that_sleeps_between_turns_runs_the_probe_per_tick_not_per_wake_up() {
+        let woke = Rc::new(Cell::new(0));
+        let looked = Rc::new(Cell::new(0));
+        let (seen_woke, seen_looked) = (woke.clone(), looked.clone());
+        let samples = samples_during(async move {
+            // Another thread wakes the loop 2,000 times in about 200 ms, one message at a time.
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let feeder = std::thread::spawn(move || {
+                for i in 0..2_000u32 {
+                    if tx.send(i).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            });
+            let (before, looks_before) = (wakes(), TURNS.with(|t| t.looks.get()));
+            while rx.recv().await.is_some() {}
+            seen_woke.set(wakes() - before);
+            seen_looked.set(TURNS.with(|t| t.looks.get()) - looks_before);
+            feeder.join().unwrap();
+        });
+        let (woke, looked) = (woke.get(), looked.get());
+        assert!(
+            woke >= 500,
+            "the loop woke only {woke} times: the test did not test"
+        );
+        // One look per 10 ms of the run (at most ~40 on a slow machine), not one per wake-up.
+        assert!(
+            looked <= 60,
+            "the probe ran {looked} times for {woke} wake-ups"
+        );
+        assert!(!samples.is_empty());
+    }
+
+    #[test]
+    fn a_stall_in_a_task_woken_later_in_the_turn_shows_too() {
+        let samples = samples_during(async {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            // Woken by this task during the turn, not by the wake-up: it runs after the probe.
+            tokio::task::spawn_local(async {
+                std::thread::sleep(Duration::from_millis(80));
+            })
+            .await
+            .unwrap();
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        });
+        let worst = samples.iter().map(|s| s.1).max().unwrap();
+        assert!(worst >= Duration::from_millis(75), "{samples:?}");
     }
 }
