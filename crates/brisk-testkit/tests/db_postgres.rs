@@ -334,6 +334,84 @@ fn a_batch_is_one_transaction_answered_in_order_and_a_failing_query_fails_only_i
     });
 }
 
+/// `query_pipelined`: every run ends in a `Sync` of its own (TechEmpower's rule for every
+/// query), so each is a transaction of its own and fails alone, the runs behind a failing
+/// one still run, and all are answered in order; a statement reshaped under them is
+/// prepared again and the runs it failed run once more.
+#[test]
+fn pipelined_runs_are_each_a_transaction_of_their_own_and_fail_alone() {
+    let server = Postgres::start().unwrap();
+    let db = Pg::new(&server.url(), options()).unwrap();
+    worker_runtime().block_on(async {
+        let sql = "SELECT $1::int * 2, txid_current()";
+        let lists: Vec<Vec<Value>> = (0..20).map(|i| vec![i.into()]).collect();
+        let runs = db.query_pipelined(sql, lists).await.unwrap();
+        assert_eq!(runs.len(), 20);
+        let mut transactions: Vec<i64> = Vec::new();
+        for (i, run) in runs.iter().enumerate() {
+            let rows = run.as_ref().unwrap();
+            assert_eq!(rows.len(), 1);
+            assert_eq!(rows[0].get::<i64>(0).unwrap(), 2 * i as i64);
+            transactions.push(rows[0].get(1).unwrap());
+        }
+        transactions.sort_unstable();
+        transactions.dedup();
+        assert_eq!(
+            transactions.len(),
+            20,
+            "a transaction each: {transactions:?}"
+        );
+
+        // 10 / 0 fails its run alone; the runs behind it run.
+        let lists: Vec<Vec<Value>> = [5, 2, 0, 1, 0].map(|d| vec![d.into()]).to_vec();
+        let runs = db
+            .query_pipelined("SELECT 10 / $1::int", lists)
+            .await
+            .unwrap();
+        let quotients: Vec<Option<i64>> = runs
+            .iter()
+            .map(|r| r.as_ref().ok().map(|rows| rows[0].get(0).unwrap()))
+            .collect();
+        assert_eq!(quotients, [Some(2), Some(5), None, Some(10), None]);
+        for failed in [&runs[2], &runs[4]] {
+            let err = failed.as_ref().unwrap_err();
+            assert_eq!(err.code(), Some("22012"), "{err:?}");
+        }
+
+        // A statement whose result changes shape under it is prepared again.
+        db.execute_batch("CREATE TABLE shape (a int); INSERT INTO shape VALUES (1), (2)")
+            .await
+            .unwrap();
+        let sql = "SELECT * FROM shape WHERE a >= $1 ORDER BY a";
+        let lists = || [1, 2].map(|a| vec![a.into()]).to_vec();
+        let runs = db.query_pipelined(sql, lists()).await.unwrap();
+        assert_eq!(runs[0].as_ref().unwrap()[0].values().len(), 1);
+        db.execute_batch("ALTER TABLE shape ADD COLUMN b text DEFAULT 'x'")
+            .await
+            .unwrap();
+        let runs = db.query_pipelined(sql, lists()).await.unwrap();
+        for (run, rows) in runs.iter().zip([2, 1]) {
+            let run = run.as_ref().unwrap();
+            assert_eq!(run.len(), rows);
+            assert_eq!(run[0].get::<String>(1).unwrap(), "x");
+        }
+
+        // What cannot run at all fails the call, and the connection goes on in step.
+        let err = db.query_pipelined(sql, vec![vec![]]).await.unwrap_err();
+        assert!(
+            matches!(&err, DbError::Refused(m) if m.contains("takes 1 parameters, 0 given")),
+            "{err:?}"
+        );
+        assert!(db.query_pipelined(sql, vec![]).await.unwrap().is_empty());
+        let row = db
+            .query_one("SELECT 41 + 1", vec![])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.get::<i64>(0).unwrap(), 42);
+    });
+}
+
 #[test]
 fn columns_decode_to_values_and_parameters_are_read_as_the_columns_type() {
     let server = Postgres::start().unwrap();
@@ -853,6 +931,95 @@ fn a_transaction_left_open_on_the_shared_connection_fails_what_ran_inside_it() {
     let queries = server.join().unwrap();
     assert_eq!(queries[3], "ROLLBACK", "{queries:?}");
     assert_eq!(queries[4], "INSERT INTO w VALUES (4)", "{queries:?}");
+}
+
+/// The same barrier inside one pipelined request: when its first run leaves the shared
+/// connection inside a transaction (a fake server says so), the runs behind it ran inside
+/// that transaction too: the call fails, a ROLLBACK goes next, and what comes after is
+/// answered as usual.
+#[test]
+fn a_pipelined_run_that_leaves_a_transaction_open_fails_the_call_and_is_rolled_back() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || -> Vec<u8> {
+        let (mut tcp, _) = listener.accept().unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut ssl_request = [0u8; 8];
+        tcp.read_exact(&mut ssl_request).unwrap();
+        tcp.write_all(b"N").unwrap();
+        let mut len = [0u8; 4];
+        tcp.read_exact(&mut len).unwrap();
+        let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+        tcp.read_exact(&mut startup).unwrap();
+        let ok = [backend(b'R', &0u32.to_be_bytes()), backend(b'Z', b"I")].concat();
+        tcp.write_all(&ok).unwrap();
+        // The tags of the messages that came, up to the `syncs`-th Sync or a simple query.
+        let mut tags = Vec::new();
+        let mut read_until = |tcp: &mut std::net::TcpStream, syncs: usize| {
+            let mut seen = 0;
+            loop {
+                let mut head = [0u8; 5];
+                tcp.read_exact(&mut head).unwrap();
+                let size = u32::from_be_bytes(head[1..].try_into().unwrap()) as usize - 4;
+                tcp.read_exact(&mut vec![0u8; size]).unwrap();
+                tags.push(head[0]);
+                seen += usize::from(head[0] == b'S');
+                if seen == syncs || head[0] == b'Q' {
+                    return;
+                }
+            }
+        };
+        // The preparation: one int parameter, no rows.
+        read_until(&mut tcp, 1);
+        let params = [&1i16.to_be_bytes()[..], &23u32.to_be_bytes()].concat();
+        let prepared = [
+            backend(b'1', b""),
+            backend(b't', &params),
+            backend(b'n', b""),
+            backend(b'Z', b"I"),
+        ];
+        tcp.write_all(&prepared.concat()).unwrap();
+        // Three runs, each left inside a transaction.
+        read_until(&mut tcp, 3);
+        for _ in 0..3 {
+            let run = [
+                backend(b'2', b""),
+                backend(b'C', b"INSERT 0 1\0"),
+                backend(b'Z', b"T"),
+            ];
+            tcp.write_all(&run.concat()).unwrap();
+        }
+        read_until(&mut tcp, 0);
+        tcp.write_all(&[backend(b'C', b"ROLLBACK\0"), backend(b'Z', b"I")].concat())
+            .unwrap();
+        read_until(&mut tcp, 0);
+        tcp.write_all(&[backend(b'C', b"INSERT 0 1\0"), backend(b'Z', b"I")].concat())
+            .unwrap();
+        tags
+    });
+    let url = format!("postgres://u:p@127.0.0.1:{port}/db?sslmode=prefer");
+    let db = Pg::new(&url, options()).unwrap();
+    worker_runtime().block_on(async {
+        let lists = [1, 2, 3].map(|i| vec![i.into()]).to_vec();
+        let err = db
+            .query_pipelined("INSERT INTO w VALUES ($1)", lists)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, DbError::Refused(m) if m.contains("left the shared connection inside a transaction")),
+            "{err:?}"
+        );
+        db.execute_batch("INSERT INTO w VALUES (4)").await.unwrap();
+    });
+    let tags = server.join().unwrap();
+    // Parse, Describe, Sync; three Bind, Execute, Sync; the ROLLBACK; the last query.
+    assert_eq!(
+        tags,
+        b"PDSBESBESBESQQ",
+        "{:?}",
+        String::from_utf8_lossy(&tags)
+    );
 }
 
 /// A server (or a man in the middle) that says it is ready without authenticating the client

@@ -308,6 +308,62 @@ fn transactions_on_sqlite() {
     worker_runtime().block_on(scenarios(&db));
 }
 
+/// Pipelined runs stand alone on every backend: a key already taken fails its own run, and
+/// every run told `Ok` is stored (on PostgreSQL, where `query_each` is one transaction, the
+/// same lists as one batch store nothing).
+async fn pipelined_writes(db: &Db) {
+    db.execute_batch("CREATE TABLE p (id INT PRIMARY KEY); INSERT INTO p (id) VALUES (2)")
+        .await
+        .unwrap();
+    let insert = "INSERT INTO p (id) VALUES ($1)";
+    let lists = || [1, 2, 3, 4].map(|i| vec![Value::from(i)]).to_vec();
+    let runs = db.query_pipelined(insert, lists()).await.unwrap();
+    assert_eq!(runs.len(), 4);
+    for i in [0, 2, 3] {
+        assert!(
+            runs[i].as_ref().is_ok_and(|rows| rows.is_empty()),
+            "{runs:?}"
+        );
+    }
+    let taken = runs[1].as_ref().unwrap_err();
+    assert_eq!(taken.kind(), ErrorKind::UniqueViolation, "{taken:?}");
+    let stored = db
+        .query("SELECT id FROM p ORDER BY id", vec![])
+        .await
+        .unwrap();
+    let stored: Vec<i64> = stored.iter().map(|r| r.get(0).unwrap()).collect();
+    assert_eq!(stored, [1, 2, 3, 4]);
+    if db.kind() == DbKind::Postgres {
+        db.execute_batch("DELETE FROM p WHERE id <> 2")
+            .await
+            .unwrap();
+        let err = db.query_each(insert, lists()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::UniqueViolation, "{err:?}");
+        let left = db.query("SELECT id FROM p", vec![]).await.unwrap();
+        assert_eq!(
+            left.len(),
+            1,
+            "a failed batch stored {} rows",
+            left.len() - 1
+        );
+    }
+    assert!(db.query_pipelined(insert, vec![]).await.unwrap().is_empty());
+}
+
+#[test]
+fn pipelined_runs_fail_alone_and_each_ok_is_stored_on_every_backend() {
+    let server = Postgres::start().unwrap();
+    let db = Db::open(&server.url(), DbOptions::default()).unwrap();
+    worker_runtime().block_on(pipelined_writes(&db));
+    let server = MariaDb::start().unwrap();
+    let db = Db::open(&server.url(), DbOptions::default()).unwrap();
+    worker_runtime().block_on(pipelined_writes(&db));
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("p.sqlite").display());
+    let db = Db::open(&url, DbOptions::default()).unwrap();
+    worker_runtime().block_on(pipelined_writes(&db));
+}
+
 /// Hundreds of concurrent callers on one worker's PostgreSQL pool: single INSERTs on the
 /// shared pipelined connection, transactions that commit, roll back or are dropped, and
 /// misuses (BEGIN, SET, a batch with its own transaction) that must be refused. Every id a

@@ -217,8 +217,10 @@ impl Db {
     }
 
     /// Runs `sql` once for each parameter list; each run's rows, in order. PostgreSQL sends
-    /// them as one batch (one round trip ending in one `Sync`, so one implicit transaction);
-    /// the other backends run them side by side on their pools.
+    /// them as one batch (one round trip ending in one `Sync`, so one implicit transaction:
+    /// one failing run fails them all, and a write is committed only with the others); the
+    /// other backends run them side by side on their pools. For runs that stand alone, see
+    /// [`query_pipelined`](Self::query_pipelined).
     ///
     /// ```no_run
     /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {
@@ -240,6 +242,42 @@ impl Db {
             _ => {
                 let runs = lists.into_iter().map(|params| self.query(sql, params));
                 futures_util::future::try_join_all(runs).await
+            }
+        }
+    }
+
+    /// Runs `sql` once for each parameter list, each as if it had been sent alone (its own
+    /// implicit transaction: a run that fails, fails alone); each run's rows or error, in
+    /// order. PostgreSQL gets them all in one write, each ending in a `Sync` of its own (as
+    /// TechEmpower's rules ask of every query), runs them in order and answers them in one
+    /// round trip; the other backends run them side by side on their pools (MySQL in no set
+    /// order, SQLite one after another). The call itself fails only when
+    /// nothing could run (on PostgreSQL: no connection, a parameter list of the wrong length).
+    /// Use [`query_each`](Self::query_each) for a batch that must succeed or fail as one.
+    ///
+    /// ```no_run
+    /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {
+    /// let ids = [3, 14, 159].map(|id| vec![id.into()]).to_vec();
+    /// let runs = db.query_pipelined("SELECT id, randomnumber FROM world WHERE id = $1", ids).await?;
+    /// for run in runs {
+    ///     let rows = run?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_pipelined(
+        &self,
+        sql: &str,
+        lists: Vec<Vec<Value>>,
+    ) -> Result<Vec<Result<Vec<Row>, DbError>>, DbError> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Db::Postgres(db) => {
+                crate::otel::call(db.query_pipelined(sql, lists), self.traced(sql)).await
+            }
+            #[allow(unreachable_patterns)]
+            _ => {
+                let runs = lists.into_iter().map(|params| self.query(sql, params));
+                Ok(futures_util::future::join_all(runs).await)
             }
         }
     }

@@ -10,7 +10,9 @@
 //!   semaphore, so a freed place wakes one waiter, not all), up to the acquire timeout.
 //! - **Batches**: [`Postgres::query_each`] sends one statement with many parameter lists as
 //!   one request ending in one `Sync`: one round trip, one implicit transaction and one flush
-//!   on the server for the lot.
+//!   on the server for the lot. [`Postgres::query_pipelined`] sends them in one write too,
+//!   but each ending in a `Sync` of its own: each runs as if it had been sent alone (its own
+//!   implicit transaction, its own error), as TechEmpower's rules ask of every query.
 //! - **Statements** are prepared once per connection and cached by their SQL, up to
 //!   `statement_cache` of them; past it the least recently used is closed on the server.
 //! - **Reconnects** with a back-off of at most `max_backoff`; while no connection is up,
@@ -254,6 +256,20 @@ pub(super) struct Prepared {
     params: Arc<[Type]>,
     columns: Arc<[String]>,
     types: Arc<[Type]>,
+}
+
+impl Prepared {
+    /// A statement of no parameters whose rows have `types` as columns (`c0`, `c1`…), for
+    /// the fuzz targets.
+    #[cfg(feature = "fuzzing")]
+    pub(super) fn of_columns(types: Vec<Type>) -> Prepared {
+        Prepared {
+            name: "f".into(),
+            params: Vec::new().into(),
+            columns: (0..types.len()).map(|i| format!("c{i}")).collect(),
+            types: types.into(),
+        }
+    }
 }
 
 /// One query's answer: its rows and the count its command tag gives.
@@ -582,9 +598,7 @@ impl Postgres {
         let status = answer.status;
         match outcomes(answer, self.timeout()) {
             Ok(outcomes) => Ok((outcomes, prepared, status)),
-            Err(e) if matches!(e.code(), Some("26000" | "0A000")) => {
-                Err(RunError::Reshaped(e, prepared))
-            }
+            Err(e) if is_reshaped(&e) => Err(RunError::Reshaped(e, prepared)),
             Err(e) => Err(RunError::Failed(e)),
         }
     }
@@ -640,6 +654,85 @@ impl Postgres {
             .iter()
             .map(|o| o.rows.iter().map(|r| convert_row(r, &prepared)).collect())
             .collect()
+    }
+
+    /// Runs `sql` once for each parameter list, each as if it had been sent alone: its own
+    /// `Sync`, so its own implicit transaction (a run that fails, fails alone, and one that
+    /// succeeds is committed whatever the others do), yet all written in one write and
+    /// answered in one round trip. Each run's rows or error, in order; the call itself fails
+    /// only when nothing could run (no connection, a parameter list of the wrong length).
+    ///
+    /// ```no_run
+    /// # async fn f(db: brisk::db::Postgres) -> Result<(), brisk::db::DbError> {
+    /// let ids = [3, 14, 0].map(|id| vec![id.into()]).to_vec();
+    /// let runs = db.query_pipelined("SELECT 100 / $1::int", ids).await?;
+    /// assert!(runs[0].is_ok() && runs[1].is_ok());
+    /// assert_eq!(runs[2].as_ref().unwrap_err().code(), Some("22012")); // division by zero
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_pipelined(
+        &self,
+        sql: &str,
+        lists: Vec<Vec<Value>>,
+    ) -> Result<Vec<Result<Vec<Row>, DbError>>, DbError> {
+        if lists.is_empty() {
+            return Ok(Vec::new());
+        }
+        let turn = self.pick().await?;
+        let (runs, name) = self.run_apart_on(&turn.live, sql, lists.iter()).await?;
+        if !runs.iter().any(|r| matches!(r, Err(e) if is_reshaped(e))) {
+            return Ok(runs);
+        }
+        turn.live.forget(sql, &name);
+        drop(turn);
+        // Boxed: the retry's state is not part of every call's future.
+        Box::pin(self.run_reshaped_again(sql, &lists, runs)).await
+    }
+
+    /// Runs again the runs of `runs` that found the statement gone or reshaped (nothing of
+    /// them ran), with the statement prepared again: each run's rows are read with the
+    /// statement it ran under.
+    async fn run_reshaped_again(
+        &self,
+        sql: &str,
+        lists: &[Vec<Value>],
+        mut runs: Vec<Result<Vec<Row>, DbError>>,
+    ) -> Result<Vec<Result<Vec<Row>, DbError>>, DbError> {
+        let again: Vec<usize> = (0..runs.len())
+            .filter(|&i| matches!(&runs[i], Err(e) if is_reshaped(e)))
+            .collect();
+        let turn = self.pick().await?;
+        let retried = again.iter().map(|&i| &lists[i]);
+        let (rows, _) = self.run_apart_on(&turn.live, sql, retried).await?;
+        for (i, run) in again.into_iter().zip(rows) {
+            runs[i] = run;
+        }
+        Ok(runs)
+    }
+
+    /// Runs `sql` once per parameter list on `live`, each list ending in a `Sync` of its own,
+    /// all in one request: each run's rows or error, and the statement's name there.
+    async fn run_apart_on<'a>(
+        &self,
+        live: &Live,
+        sql: &str,
+        lists: impl ExactSizeIterator<Item = &'a Vec<Value>>,
+    ) -> Result<(Vec<Result<Vec<Row>, DbError>>, Arc<str>), DbError> {
+        let prepared = self.prepared(live, sql).await?;
+        let syncs = lists.len();
+        // Room for the Bind, Execute and Sync of each list.
+        let per_list = 69 + 16 * prepared.params.len();
+        let mut out = BytesMut::with_capacity(per_list * syncs);
+        for params in lists {
+            bind(&prepared, params, &mut out)?;
+            frontend::sync(&mut out);
+        }
+        let answer = live
+            .connection
+            .request_runs(out, syncs, self.limit_on(live))
+            .await?;
+        let runs = rows_of_runs(&answer, &prepared, self.timeout());
+        Ok((runs, prepared.name))
     }
 
     /// Runs a statement; returns how many rows it changed.
@@ -985,6 +1078,33 @@ pub(super) fn outcomes(answer: Answer, timeout: Duration) -> Result<Vec<Outcome>
         }
     }
     Ok(outcomes)
+}
+
+/// Each run's rows in an answer of several runs ([`Answer::runs`]), read with `prepared`'s
+/// columns, or the error the server gave that run.
+pub(super) fn rows_of_runs(
+    answer: &Answer,
+    prepared: &Prepared,
+    timeout: Duration,
+) -> Vec<Result<Vec<Row>, DbError>> {
+    let run_rows = |run: &[Message]| {
+        let mut rows = Vec::new();
+        for message in run {
+            match message {
+                Message::DataRow(row) => rows.push(convert_row(row, prepared)?),
+                Message::ErrorResponse(body) => return Err(db_error(body, timeout)),
+                _ => {}
+            }
+        }
+        Ok(rows)
+    };
+    answer.runs().map(run_rows).collect()
+}
+
+/// Whether `e` says a statement is gone or its result changed shape: nothing ran, and it
+/// runs once prepared again.
+fn is_reshaped(e: &DbError) -> bool {
+    matches!(e.code(), Some("26000" | "0A000"))
 }
 
 /// The type of `oid`; one this build does not know reads as text.

@@ -1,6 +1,6 @@
 //! What the fuzz targets run of the PostgreSQL client (feature `fuzzing`): start-up against a
 //! server that sends arbitrary bytes, and an answer's messages read within limits and
-//! decoded.
+//! decoded (as one run, and as several).
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use postgres_protocol::message::backend::Message;
 use tokio::io::AsyncWriteExt;
 use tokio_postgres::types::Type;
 
-use super::postgres::outcomes;
+use super::postgres::{outcomes, rows_of_runs, Prepared};
 use super::postgres_message::next_message;
 use super::postgres_startup::start_session;
 use super::postgres_tls::Opened;
@@ -71,7 +71,7 @@ const TYPES: [Type; 16] = [
 /// gives, with a limit of 4 KiB per message: the messages read are the same however the
 /// stream is cut, the buffer never grows far past the limit (a header announcing more
 /// fails at once), and every row's values decode or fail without a panic, as do the
-/// answer's outcomes.
+/// answer's outcomes, read as one run and as several.
 pub(crate) fn answer(data: &[u8]) {
     let Some((&pick, stream)) = data.split_first() else {
         return;
@@ -113,8 +113,28 @@ pub(crate) fn answer(data: &[u8]) {
         Answer {
             messages,
             status: b'I',
+            ends: Vec::new(),
         },
         Duration::from_secs(1),
+    );
+    // The same messages as the answer of several runs, one ending every few messages.
+    let messages: Vec<Message> = cut.messages.into_iter().map(|(m, _)| m).collect();
+    let every = usize::from(pick % 5) + 1;
+    let ends: Vec<usize> = (every..messages.len()).step_by(every).collect();
+    let runs = ends.len() + 1;
+    let answer = Answer {
+        messages,
+        status: b'I',
+        ends,
+    };
+    // Rows of two columns whose types the first byte picks.
+    let types: Vec<Type> = (0..2)
+        .map(|i| TYPES[(usize::from(pick) + i) % TYPES.len()].clone())
+        .collect();
+    let prepared = Prepared::of_columns(types);
+    assert_eq!(
+        rows_of_runs(&answer, &prepared, Duration::from_secs(1)).len(),
+        runs
     );
 }
 

@@ -55,10 +55,22 @@ use super::postgres_tls::{Opened, PgTls, Socket};
 
 /// What the server answered one request: its messages up to (not including) the
 /// `ReadyForQuery` that ended it, and the transaction status that gave (`I` idle, `T` in a
-/// transaction, `E` in a failed one).
+/// transaction, `E` in a failed one). A request of several runs, each ending in its own
+/// `Sync` ([`Connection::request_runs`]), gets one answer for all of them: `ends` says where
+/// each run but the last ends in `messages` (the `ReadyForQuery` between them left out).
 pub(super) struct Answer {
     pub(super) messages: Vec<Message>,
     pub(super) status: u8,
+    pub(super) ends: Vec<usize>,
+}
+
+impl Answer {
+    /// Each run's messages, in order: one slice for a request of one `Sync`.
+    pub(super) fn runs(&self) -> impl Iterator<Item = &[Message]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        let ends = self.ends.iter().copied().chain([self.messages.len()]);
+        starts.zip(ends).map(|(from, to)| &self.messages[from..to])
+    }
 }
 
 type Reply = oneshot::Sender<Result<Answer, DbError>>;
@@ -69,10 +81,11 @@ pub(super) type Pending = oneshot::Receiver<Result<Answer, DbError>>;
 /// Requests waiting to be written past this many bytes wait in the queue instead.
 const MAX_OUTPUT: usize = 1 << 20;
 
-/// A request: its messages, ending in `Sync` or a simple `Query`, where its answer goes, and
-/// the query timeout it runs under, if any.
+/// A request: its messages, ending in `Sync` or a simple `Query` (`syncs` of them: one
+/// `ReadyForQuery` each), where its answer goes, and the query timeout it runs under, if any.
 struct Request {
     messages: BytesMut,
+    syncs: u32,
     reply: Reply,
     limit: Option<Duration>,
 }
@@ -114,10 +127,23 @@ impl Connection {
         messages: BytesMut,
         limit: Option<Duration>,
     ) -> Result<Answer, DbError> {
+        self.request_runs(messages, 1, limit).await
+    }
+
+    /// [`request_within`](Self::request_within) for `messages` that hold `syncs` runs, each
+    /// ending in its own `Sync` (so in its own implicit transaction: the server skips only
+    /// the rest of a failing run): one answer for all, which [`Answer::runs`] splits.
+    pub(super) async fn request_runs(
+        &self,
+        messages: BytesMut,
+        syncs: usize,
+        limit: Option<Duration>,
+    ) -> Result<Answer, DbError> {
         let (reply, pending) = oneshot::channel();
         self.requests
             .send(Request {
                 messages,
+                syncs: u32::try_from(syncs.max(1)).map_err(|_| too_many_runs())?,
                 reply,
                 limit,
             })
@@ -132,6 +158,7 @@ impl Connection {
         self.requests
             .send(Request {
                 messages,
+                syncs: 1,
                 reply,
                 limit: None,
             })
@@ -153,6 +180,10 @@ impl Connection {
 /// The answer of a request queued with [`Connection::send`].
 pub(super) async fn answer(pending: Pending) -> Result<Answer, DbError> {
     pending.await.map_err(|_| gone())?
+}
+
+fn too_many_runs() -> DbError {
+    DbError::Refused(format!("a request holds at most {} runs", u32::MAX))
 }
 
 fn gone() -> DbError {
@@ -323,8 +354,28 @@ struct Waiting {
     reply: Option<Reply>,
     /// It runs inside a transaction an earlier request left open, which is rolled back.
     doomed: bool,
+    /// It is the driver's own ROLLBACK of such a transaction.
+    rollback: bool,
+    /// One of its runs left the shared connection inside a transaction.
+    left_open: bool,
+    /// `ReadyForQuery`s still to come before its answer is whole.
+    syncs: u32,
     /// When its answer stops being waited for, and the query timeout it ran under.
     deadline: Option<(Instant, Duration)>,
+}
+
+impl Waiting {
+    /// A request of the driver's own (a ROLLBACK) whose answer nobody waits for.
+    fn own() -> Waiting {
+        Waiting {
+            reply: None,
+            doomed: false,
+            rollback: true,
+            left_open: false,
+            syncs: 1,
+            deadline: None,
+        }
+    }
 }
 
 /// A request taken from the queue but not written yet (the output is full, or the connection
@@ -415,6 +466,8 @@ impl Driver {
         let mut output = BytesMut::new();
         let mut waiting: VecDeque<Waiting> = VecDeque::new();
         let mut messages: Vec<Message> = Vec::new();
+        // Where each run of the answer being read ended so far, for a request of several.
+        let mut ends: Vec<usize> = Vec::new();
         let mut deadlines = Deadlines::new();
         // Requests taken from the queue (so their deadlines run) but not written yet.
         let mut backlog: VecDeque<Backlogged> = VecDeque::new();
@@ -436,13 +489,33 @@ impl Driver {
                 match message {
                     Message::ReadyForQuery(body) => {
                         let status = body.status();
+                        let Some(front) = waiting.front_mut() else {
+                            break 'run "an answer nobody asked for".to_string();
+                        };
+                        let left_open = mode == Mode::Shared && status != b'I';
+                        front.left_open |= left_open;
+                        if front.syncs > 1 {
+                            // One run of several ended; the next runs on (in that transaction,
+                            // if this one left it open).
+                            front.syncs -= 1;
+                            ends.push(messages.len());
+                            if left_open && !waiting.iter().any(|w| w.rollback) {
+                                for w in waiting.iter_mut().skip(1) {
+                                    w.doomed = true;
+                                }
+                                let _ = frontend::query("ROLLBACK", &mut output);
+                                waiting.push_back(Waiting::own());
+                            }
+                            continue;
+                        }
                         let messages = std::mem::take(&mut messages);
+                        let run_ends = std::mem::take(&mut ends);
                         let too_large = std::mem::take(&mut oversized);
                         answer_bytes = 0;
                         let Some(done) = waiting.pop_front() else {
                             break 'run "an answer nobody asked for".to_string();
                         };
-                        let left_open = mode == Mode::Shared && status != b'I';
+                        let left_open = done.left_open;
                         if let Some(reply) = done.reply {
                             let answer = if done.doomed {
                                 Err(DbError::Unavailable(
@@ -465,23 +538,23 @@ impl Driver {
                                      or columns"
                                 )))
                             } else {
-                                Ok(Answer { messages, status })
+                                Ok(Answer {
+                                    messages,
+                                    status,
+                                    ends: run_ends,
+                                })
                             };
                             let _ = reply.send(answer);
                         }
                         // A barrier: whatever was sent behind it ran inside the transaction
                         // and fails; the ROLLBACK goes before anything not yet queued. (If
                         // one of ours is on its way, it ends this transaction already.)
-                        if left_open && !waiting.iter().any(|w| w.reply.is_none()) {
+                        if left_open && !waiting.iter().any(|w| w.rollback) {
                             for w in waiting.iter_mut() {
                                 w.doomed = true;
                             }
                             let _ = frontend::query("ROLLBACK", &mut output);
-                            waiting.push_back(Waiting {
-                                reply: None,
-                                doomed: false,
-                                deadline: None,
-                            });
+                            waiting.push_back(Waiting::own());
                         }
                     }
                     // The server would wait for rows that never come, and ignore the Syncs
@@ -518,7 +591,10 @@ impl Driver {
             while output.len() < MAX_OUTPUT && retiring.is_none() {
                 let Some((
                     Request {
-                        messages, reply, ..
+                        messages,
+                        syncs,
+                        reply,
+                        ..
                     },
                     deadline,
                 )) = backlog.pop_front()
@@ -529,6 +605,9 @@ impl Driver {
                 waiting.push_back(Waiting {
                     reply: Some(reply),
                     doomed: false,
+                    rollback: false,
+                    left_open: false,
+                    syncs,
                     deadline,
                 });
             }
