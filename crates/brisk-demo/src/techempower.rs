@@ -236,9 +236,9 @@ impl Techempower {
         self.world(random_id()).await
     }
 
-    /// `n` random rows, one SELECT each, all in flight at once (they pipeline on PostgreSQL).
-    /// `n` random rows, one SELECT each: sent as one batch (on PostgreSQL one round trip
-    /// ending in one `Sync`), or one at a time in blocking mode.
+    /// `n` random rows, one SELECT each, each on its own as TechEmpower's rules ask (on
+    /// PostgreSQL all pipelined in one write, each ending in its own `Sync`), or one at a
+    /// time in blocking mode.
     async fn worlds(&self, n: usize) -> Result<Vec<World>, DbError> {
         if self.blocking_url.is_some() {
             let queries = (0..n).map(|_| self.world(random_id()));
@@ -246,10 +246,10 @@ impl Techempower {
         }
         let ids: Vec<i32> = (0..n).map(|_| random_id()).collect();
         let lists = ids.iter().map(|&id| vec![id.into()]).collect();
-        let runs = self.db.query_each(SELECT_WORLD, lists).await?;
+        let runs = self.db.query_pipelined(SELECT_WORLD, lists).await?;
         ids.iter()
-            .zip(&runs)
-            .map(|(id, rows)| match rows.first() {
+            .zip(runs)
+            .map(|(id, rows)| match rows?.first() {
                 Some(row) => world_of(row),
                 None => Err(DbError::Decode(format!("no world row {id}"))),
             })

@@ -2,6 +2,8 @@
 //! database: SQLite by default (a file under the run directory), and the same checks against
 //! a real PostgreSQL server started for the test.
 
+use std::time::Duration;
+
 use brisk::db::{Db, DbOptions};
 use brisk_testkit::*;
 use serde_json::Value as Json;
@@ -200,11 +202,53 @@ fn a_database_that_cannot_be_opened_fails_the_start_naming_the_file() {
     );
 }
 
+/// TechEmpower's general rule 7: queries pipelined to PostgreSQL must each end in a `Sync`
+/// of their own, so each runs in a transaction of its own. PostgreSQL's log, with the virtual
+/// transaction id of each statement, shows it: the 20 SELECTs of `/queries?queries=20` and
+/// of `/updates?queries=20` run in 20 transactions (one `Sync` for all would show one).
+fn each_query_runs_in_a_transaction_of_its_own(d: &Demo, pg: &Postgres) {
+    for sql in [
+        "ALTER SYSTEM SET log_statement = 'all'",
+        "ALTER SYSTEM SET log_line_prefix = 'vxid=%v '",
+        "SELECT pg_reload_conf()",
+    ] {
+        pg.sql(sql).unwrap();
+    }
+    let select = "execute b";
+    let world = "FROM world WHERE id = $1";
+    wait_until(Duration::from_secs(10), "statements are logged", || {
+        get_json(d.http, "/db");
+        pg.log()
+            .lines()
+            .any(|l| l.starts_with("vxid=") && l.contains(select) && l.contains(world))
+    });
+    for path in ["/queries?queries=20", "/updates?queries=20"] {
+        let from = pg.log().len();
+        assert_eq!(get_json(d.http, path).as_array().unwrap().len(), 20);
+        let log = pg.log();
+        let transactions: Vec<&str> = log[from..]
+            .lines()
+            .filter(|l| l.contains(select) && l.contains(world))
+            .filter_map(|l| l.strip_prefix("vxid=")?.split(' ').next())
+            .collect();
+        assert_eq!(transactions.len(), 20, "{path}: {}", &log[from..]);
+        let mut apart = transactions.clone();
+        apart.sort_unstable();
+        apart.dedup();
+        assert_eq!(
+            apart.len(),
+            20,
+            "{path}: one transaction each: {transactions:?}"
+        );
+    }
+}
+
 #[test]
 fn the_test_set_follows_the_rules_on_postgresql() {
     let pg = Postgres::start().unwrap();
     let d = demo(Some(&pg.url()), 2);
     every_test_follows_the_rules(&d, &pg.url());
+    each_query_runs_in_a_transaction_of_its_own(&d, &pg);
     // R3's ORM and query-builder legs answer rows as they are in the table, through sqlx.
     for path in ["/orm/db", "/qb/db"] {
         for _ in 0..5 {
