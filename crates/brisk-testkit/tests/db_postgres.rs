@@ -1022,6 +1022,93 @@ fn a_pipelined_run_that_leaves_a_transaction_open_fails_the_call_and_is_rolled_b
     );
 }
 
+/// The driver asks the kernel to wake it only once the bytes a pipelined answer must still
+/// hold have come (`SO_RCVLOWAT`): an answer that comes a byte at a time, each run's in its
+/// own pieces, is still read whole and in order, and the next query after it too.
+#[test]
+fn a_pipelined_answer_that_comes_a_byte_at_a_time_is_read_whole() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut tcp, _) = listener.accept().unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        tcp.set_nodelay(true).unwrap();
+        let mut ssl_request = [0u8; 8];
+        tcp.read_exact(&mut ssl_request).unwrap();
+        tcp.write_all(b"N").unwrap();
+        let mut len = [0u8; 4];
+        tcp.read_exact(&mut len).unwrap();
+        let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+        tcp.read_exact(&mut startup).unwrap();
+        let ok = [backend(b'R', &0u32.to_be_bytes()), backend(b'Z', b"I")].concat();
+        tcp.write_all(&ok).unwrap();
+        let read_syncs = |tcp: &mut std::net::TcpStream, syncs: usize| {
+            let mut seen = 0;
+            while seen < syncs {
+                let mut head = [0u8; 5];
+                tcp.read_exact(&mut head).unwrap();
+                let size = u32::from_be_bytes(head[1..].try_into().unwrap()) as usize - 4;
+                tcp.read_exact(&mut vec![0u8; size]).unwrap();
+                seen += usize::from(head[0] == b'S');
+            }
+        };
+        // The preparation: one int parameter, one int column.
+        read_syncs(&mut tcp, 1);
+        let params = [&1i16.to_be_bytes()[..], &23u32.to_be_bytes()].concat();
+        let field = [
+            &b"n\0"[..],
+            &[0; 6],
+            &23u32.to_be_bytes(),
+            &4i16.to_be_bytes(),
+            &[0; 6],
+        ];
+        let columns = [&1i16.to_be_bytes()[..], &field.concat()].concat();
+        let prepared = [
+            backend(b'1', b""),
+            backend(b't', &params),
+            backend(b'T', &columns),
+            backend(b'Z', b"I"),
+        ];
+        tcp.write_all(&prepared.concat()).unwrap();
+        // Four runs, each its row (the number times ten, in binary), a byte per write.
+        for round in 0..2 {
+            read_syncs(&mut tcp, 4);
+            let mut answer = Vec::new();
+            for i in 0..4i32 {
+                let value = (10 * (i + 4 * round)).to_be_bytes();
+                let row = [&1i16.to_be_bytes()[..], &4i32.to_be_bytes(), &value].concat();
+                answer.extend(backend(b'2', b""));
+                answer.extend(backend(b'D', &row));
+                answer.extend(backend(b'C', b"SELECT 1\0"));
+                answer.extend(backend(b'Z', b"I"));
+            }
+            for byte in answer {
+                tcp.write_all(&[byte]).unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    });
+    let url = format!("postgres://u:p@127.0.0.1:{port}/db?sslmode=prefer");
+    let db = Pg::new(&url, options()).unwrap();
+    worker_runtime().block_on(async {
+        for round in 0..2i64 {
+            let lists = (0..4).map(|i| vec![Value::from(i)]).collect();
+            let runs = db
+                .query_pipelined("SELECT $1::int * 10 AS n", lists)
+                .await
+                .unwrap();
+            let got: Vec<i64> = runs
+                .iter()
+                .map(|r| r.as_ref().unwrap()[0].get(0).unwrap())
+                .collect();
+            let want: Vec<i64> = (0..4).map(|i| 10 * (i + 4 * round)).collect();
+            assert_eq!(got, want);
+        }
+    });
+    server.join().unwrap();
+}
+
 /// A server (or a man in the middle) that says it is ready without authenticating the client
 /// is refused, whatever `channel_binding` says: it has not shown it knows the password.
 #[test]

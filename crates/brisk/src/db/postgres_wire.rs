@@ -33,6 +33,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -208,18 +209,25 @@ impl fmt::Display for Target {
 impl Target {
     /// A new connection: TCP with TCP_NODELAY, the keepalives `config` asks for (libpq's
     /// `keepalives`, on by default) and the TLS `tls` asks for; or a Unix socket, plain.
-    async fn open(&self, config: &Config, tls: &PgTls) -> Result<Opened, String> {
+    /// With the TCP socket's descriptor, for [`RcvLowat`].
+    async fn open(&self, config: &Config, tls: &PgTls) -> Result<(Opened, Option<RawFd>), String> {
         let io = |e: std::io::Error| e.to_string();
         match self {
             Target::Tcp(host, port) => {
                 let stream = tcp(config, host, *port).await.map_err(io)?;
+                let fd = stream.as_raw_fd();
                 match tls.start(stream, host).await? {
-                    Some(opened) => Ok(opened),
-                    None => Ok(Opened::plain(tcp(config, host, *port).await.map_err(io)?)),
+                    Some(opened) => Ok((opened, Some(fd))),
+                    None => {
+                        let stream = tcp(config, host, *port).await.map_err(io)?;
+                        let fd = stream.as_raw_fd();
+                        Ok((Opened::plain(stream), Some(fd)))
+                    }
                 }
             }
-            Target::Unix(path) => Ok(Opened::plain(
-                tokio::net::UnixStream::connect(path).await.map_err(io)?,
+            Target::Unix(path) => Ok((
+                Opened::plain(tokio::net::UnixStream::connect(path).await.map_err(io)?),
+                None,
             )),
         }
     }
@@ -286,12 +294,16 @@ async fn start(
     statement_timeout: Duration,
     max_result: usize,
 ) -> Result<(Connection, Driver), String> {
-    let opened = target.open(config, tls).await?;
+    let (opened, tcp_fd) = target.open(config, tls).await?;
+    // Over TLS, bytes read from the socket may wait inside the TLS reader (a record not yet
+    // whole), which the low-water mark would not see: plain TCP only.
+    let tcp_fd = tcp_fd.filter(|_| !opened.encrypted);
     let (socket, input) = start_session(opened, config, statement_timeout).await?;
     let (requests, queue) = mpsc::unbounded_channel();
     let tainted = Arc::new(AtomicBool::new(false));
     let driver = Driver {
         socket,
+        lowat: RcvLowat::of(tcp_fd),
         input,
         queue,
         tainted: tainted.clone(),
@@ -340,6 +352,8 @@ fn is_fatal(body: &ErrorResponseBody) -> bool {
 /// The I/O of one connection: writes queued requests, reads answers, hands them back.
 pub(super) struct Driver {
     socket: Box<dyn Socket>,
+    /// The TCP socket's receive low-water mark (none on a Unix socket or over TLS).
+    lowat: RcvLowat,
     input: BytesMut,
     queue: mpsc::UnboundedReceiver<Request>,
     tainted: Arc<AtomicBool>,
@@ -374,6 +388,63 @@ impl Waiting {
             left_open: false,
             syncs: 1,
             deadline: None,
+        }
+    }
+}
+
+/// The fewest bytes the server has still to send before the oldest request's answer is whole,
+/// beyond the `buffered` bytes read already: for a request of several runs, its current
+/// run's `ReadyForQuery` (6 bytes) and, for each run after it, at least a completion or an
+/// error (5) and its `ReadyForQuery`. Nothing can be answered before that request (answers
+/// come in order), so waking for fewer bytes would only read part of it. 1 for a request of
+/// one run, or none.
+fn bytes_due(waiting: &VecDeque<Waiting>, buffered: usize) -> usize {
+    match waiting.front() {
+        Some(w) if w.syncs > 1 => {
+            let runs_after = w.syncs as usize - 1;
+            (6 + 11 * runs_after).saturating_sub(buffered).max(1)
+        }
+        _ => 1,
+    }
+}
+
+/// A TCP socket's `SO_RCVLOWAT`: the kernel wakes the driver only once that many bytes wait
+/// (or the connection ends). With a `Sync` per run, the server flushes each run's answer on
+/// its own, and without it a request of 20 runs woke the worker up to 20 times to read a
+/// part of the answer each time. Set only when it changes; a socket that refuses it is left
+/// at 1.
+struct RcvLowat {
+    fd: Option<RawFd>,
+    now: usize,
+}
+
+impl RcvLowat {
+    fn of(fd: Option<RawFd>) -> RcvLowat {
+        RcvLowat { fd, now: 1 }
+    }
+
+    fn set(&mut self, bytes: usize) {
+        let Some(fd) = self.fd else {
+            return;
+        };
+        if bytes == self.now {
+            return;
+        }
+        let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `fd` is the TCP socket the driver owns (open as long as it runs); the
+        // option's value is a C int, passed with its size.
+        let done = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&raw const value).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        match done {
+            0 => self.now = bytes,
+            _ => self.fd = None,
         }
     }
 }
@@ -455,6 +526,7 @@ impl Driver {
     pub(super) async fn run(self, mode: Mode) -> String {
         let Driver {
             socket,
+            mut lowat,
             mut input,
             mut queue,
             tainted,
@@ -616,6 +688,7 @@ impl Driver {
                     break why.clone();
                 }
             }
+            lowat.set(bytes_due(&waiting, input.len()));
             tokio::select! {
                 read = reader.read_buf(&mut input) => match read {
                     Ok(0) => break "the server closed the connection".to_string(),
