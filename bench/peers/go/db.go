@@ -3,13 +3,14 @@
 // /updates?queries=N, /cached-queries?count=N and /r5, over PostgreSQL with
 // pgx v5 (pgxpool). pgx prepares each statement once per connection and
 // caches it (its default QueryExecModeCacheStatement); the SELECTs of one
-// request go out as one pgx.Batch, pipelined on one connection. The tables
+// request are pipelined on one connection, each followed by its own Sync. The tables
 // (world, fortune) are not created here.
 package main
 
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -22,7 +23,14 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Formats for the pipelined SELECT: its one parameter and both columns in binary.
+var (
+	binaryFormat  = []int16{1}
+	binaryFormats = []int16{1, 1}
 )
 
 const (
@@ -30,6 +38,7 @@ const (
 	maxQueries = 500
 
 	selectWorld    = "SELECT id, randomnumber FROM world WHERE id = $1"
+	worldStatement = "world"
 	selectTop      = "SELECT id, randomnumber FROM world ORDER BY id LIMIT 5"
 	selectAll      = "SELECT id, randomnumber FROM world"
 	selectFortunes = "SELECT id, message FROM fortune"
@@ -138,20 +147,68 @@ func (t *dbTests) world(ctx context.Context, id int32) (world, error) {
 	return w, err
 }
 
-// worlds reads n random rows, one SELECT each, sent as one pipelined batch.
+// worlds reads n random rows, one SELECT each, pipelined on one connection
+// with a Sync after each (TechEmpower's rule for every query: each runs in an
+// implicit transaction of its own), all flushed in one write.
 func (t *dbTests) worlds(ctx context.Context, n int) ([]world, error) {
-	out := make([]world, n)
-	batch := &pgx.Batch{}
-	for i := range out {
-		i := i
-		batch.Queue(selectWorld, randomID()).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&out[i].ID, &out[i].RandomNumber)
-		})
-	}
-	if err := t.pool.SendBatch(ctx, batch).Close(); err != nil {
+	c, err := t.pool.Acquire(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	defer c.Release()
+	// Prepared once per connection (pgx keeps it by name).
+	if _, err := c.Conn().Prepare(ctx, worldStatement, selectWorld); err != nil {
+		return nil, err
+	}
+	out := make([]world, n)
+	p := c.Conn().PgConn().StartPipeline(ctx)
+	for range out {
+		id := binary.BigEndian.AppendUint32(nil, uint32(randomID()))
+		p.SendQueryPrepared(worldStatement, [][]byte{id}, binaryFormat, binaryFormats)
+		p.SendPipelineSync()
+	}
+	if err := p.Flush(); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if err := readWorld(p, &out[i]); err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
+	return out, p.Close()
+}
+
+// readWorld reads one pipelined SELECT's row into w, then its Sync.
+func readWorld(p *pgconn.Pipeline, w *world) error {
+	res, err := p.GetResults()
+	if err != nil {
+		return err
+	}
+	rows, ok := res.(*pgconn.ResultReader)
+	if !ok {
+		return fmt.Errorf("pipeline: a %T where rows were due", res)
+	}
+	found := false
+	for rows.NextRow() {
+		v := rows.Values()
+		w.ID = int32(binary.BigEndian.Uint32(v[0]))
+		w.RandomNumber = int32(binary.BigEndian.Uint32(v[1]))
+		found = true
+	}
+	if _, err := rows.Close(); err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("no world row")
+	}
+	if res, err = p.GetResults(); err != nil {
+		return err
+	}
+	if _, ok := res.(*pgconn.PipelineSync); !ok {
+		return fmt.Errorf("pipeline: a %T where the Sync was due", res)
+	}
+	return nil
 }
 
 func (t *dbTests) db(w http.ResponseWriter, r *http.Request) error {
