@@ -3,15 +3,20 @@
 //! are counted in the worker's `status` (`cache_hits`, `cache_misses`).
 //!
 //! A cache per worker needs no coordination and no network hop; the price is that each
-//! worker loads an entry once, and an update is seen when the entry expires.
+//! worker loads an entry once, and an update is seen when the entry expires. Within a
+//! worker a key is loaded once however many requests ask for it together, and reloaded by
+//! one of them when it expires while the others are given the expired answer: a cache that
+//! expires under load sends one query, not one per request in flight.
 
 use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use lru::LruCache;
@@ -25,6 +30,12 @@ use crate::stats::Stats;
 
 /// A per-worker cache of query results; cheap to clone (clones share the entries).
 ///
+/// Concurrent lookups of one key load it once: while the first caller's query runs, the
+/// others wait for its answer (or its error) instead of sending the same query again. Once
+/// an answer expires, the first caller after that reloads it while the others are still
+/// given the expired answer, so a busy key never sends a crowd of reloads at once nor makes
+/// every request wait for one.
+///
 /// ```no_run
 /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {
 /// use std::time::Duration;
@@ -35,20 +46,49 @@ use crate::stats::Stats;
 /// ```
 #[derive(Clone)]
 pub struct QueryCache {
-    /// Entries by the hash of their key; a lookup compares the whole key, so two keys with
-    /// one hash only take turns in one place.
-    inner: Arc<Mutex<LruCache<u64, Entry>>>,
+    inner: Arc<Mutex<Entries>>,
     ttl: Duration,
 }
 
-/// One cached answer: the rows as they came, or decoded into a `Vec<T>` ([`QueryCache::query_as`]).
+/// A cached answer's value: a `Vec<Row>`, or the `Vec<T>` of `query_as`.
+type Cached = Arc<dyn Any + Send + Sync>;
+
+/// The answer of a load in flight, once it has come.
+type Landed = Option<Result<Cached, DbError>>;
+
+/// The answers, and the loads on their way.
+struct Entries {
+    /// Answers by the hash of their key; a lookup compares the whole key, so two keys with
+    /// one hash only take turns in one place.
+    answers: LruCache<u64, Entry>,
+    /// Loads of keys not cached yet, by the hash of their key: the callers behind the first
+    /// wait for its answer here.
+    loading: HashMap<u64, Flight>,
+}
+
+/// One cached answer.
 struct Entry {
+    key: Key,
+    value: Cached,
+    loaded: Instant,
+    /// A caller is reloading it (it has expired); the others are given it meanwhile.
+    refreshing: bool,
+}
+
+/// A load on its way: its key and where its answer lands.
+struct Flight {
+    key: Key,
+    landed: watch::Receiver<Landed>,
+}
+
+/// What an answer is cached under, kept to be compared.
+#[derive(Clone, PartialEq)]
+struct Key {
     sql: Box<str>,
     /// The parameters as `Debug` writes them.
     params: Box<str>,
-    /// A `Vec<Row>`, or the `Vec<T>` of `query_as` (its type is part of the key).
-    value: Arc<dyn Any + Send + Sync>,
-    loaded: Instant,
+    /// The type of the cached value (its type is part of the key).
+    of: TypeId,
 }
 
 /// A lookup's key, hashed and compared without allocating.
@@ -68,12 +108,20 @@ impl Lookup<'_> {
         h.finish()
     }
 
-    fn matches(&self, e: &Entry) -> bool {
-        if *e.sql != *self.sql || (*e.value).type_id() != self.of {
+    fn matches(&self, k: &Key) -> bool {
+        if *k.sql != *self.sql || k.of != self.of {
             return false;
         }
-        let mut rest = &*e.params;
+        let mut rest = &*k.params;
         write!(Compare(&mut rest), "{:?}", self.params).is_ok() && rest.is_empty()
+    }
+
+    fn to_key(&self) -> Key {
+        Key {
+            sql: self.sql.into(),
+            params: format!("{:?}", self.params).into_boxed_str(),
+            of: self.of,
+        }
     }
 }
 
@@ -107,7 +155,10 @@ impl QueryCache {
     pub fn new(capacity: usize, ttl: Duration) -> Self {
         let capacity = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
         QueryCache {
-            inner: Arc::new(Mutex::new(LruCache::new(capacity))),
+            inner: Arc::new(Mutex::new(Entries {
+                answers: LruCache::new(capacity),
+                loading: HashMap::new(),
+            })),
             ttl,
         }
     }
@@ -148,7 +199,8 @@ impl QueryCache {
         self.load(db, sql, params, decode_all).await
     }
 
-    /// The cached `Vec<T>` for the key, or the rows from `db` made into one by `make`.
+    /// The cached `Vec<T>` for the key, or the rows from `db` made into one by `make`: the
+    /// caller loads it, reloads it (expired), or waits for another caller's load of it.
     async fn load<T: Send + Sync + 'static>(
         &self,
         db: &Db,
@@ -162,43 +214,76 @@ impl QueryCache {
             of: TypeId::of::<Vec<T>>(),
         };
         let hash = key.hash();
-        let hit = {
-            let mut entries = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            // The key is compared once; an expired answer is dropped.
-            let found = (entries.get(&hash))
-                .filter(|e| key.matches(e))
-                .map(|e| (e.loaded.elapsed() < self.ttl).then(|| e.value.clone()));
-            match found {
-                Some(Some(value)) => value.downcast::<Vec<T>>().ok(),
-                Some(None) => {
-                    entries.pop(&hash);
-                    None
-                }
-                None => None,
+        let landed = loop {
+            let step = self.step(&key, hash);
+            count(matches!(step, Step::Hit(_)));
+            let mut landed = match step {
+                Step::Hit(value) => return downcast(value),
+                Step::Load(flight) => break flight,
+                Step::Wait(landed) => landed,
+            };
+            // Another caller's load: its answer, or, if that caller went away before it
+            // came (its request was dropped), a look at the cache again.
+            let answer = match landed.wait_for(Option::is_some).await {
+                Ok(answer) => answer.clone(),
+                Err(_) => None,
+            };
+            if let Some(answer) = answer {
+                return answer.and_then(downcast);
             }
         };
-        count(hit.is_some());
-        if let Some(value) = hit {
-            return Ok(value);
+        let answer = db.query(sql, params).await.and_then(make).map(Arc::new);
+        landed.finish(answer.clone().map(|v| v as Cached));
+        answer
+    }
+
+    /// What a lookup of `key` does now: a fresh (or being reloaded) answer is a hit; an
+    /// expired one is this caller's to reload; a key being loaded is waited for; else this
+    /// caller loads it.
+    fn step(&self, key: &Lookup<'_>, hash: u64) -> Step {
+        let mut entries = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let Entries { answers, loading } = &mut *entries;
+        if let Some(e) = answers.get_mut(&hash).filter(|e| key.matches(&e.key)) {
+            if e.refreshing || e.loaded.elapsed() < self.ttl {
+                return Step::Hit(e.value.clone());
+            }
+            e.refreshing = true;
+            return Step::Load(self.landing(hash, e.key.clone(), None));
         }
-        let params_text = format!("{params:?}").into_boxed_str();
-        let value = Arc::new(make(db.query(sql, params).await?)?);
-        let entry = Entry {
-            sql: sql.into(),
-            params: params_text,
-            value: value.clone(),
-            loaded: Instant::now(),
+        if let Some(f) = loading.get(&hash) {
+            if key.matches(&f.key) {
+                return Step::Wait(f.landed.clone());
+            }
+            // Another key with the same hash is on its way: this one loads apart, unshared.
+            return Step::Load(self.landing(hash, key.to_key(), None));
+        }
+        let (tx, rx) = watch::channel(None);
+        let flight = Flight {
+            key: key.to_key(),
+            landed: rx,
         };
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .put(hash, entry);
-        Ok(value)
+        let landing = self.landing(hash, flight.key.clone(), Some(tx));
+        loading.insert(hash, flight);
+        Step::Load(landing)
+    }
+
+    fn landing(&self, hash: u64, key: Key, waiting: Option<watch::Sender<Landed>>) -> Landing {
+        Landing {
+            cache: self.clone(),
+            hash,
+            key,
+            waiting,
+            finished: false,
+        }
     }
 
     /// How many answers are cached now (expired ones included until looked up or evicted).
     pub fn len(&self) -> usize {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .answers
+            .len()
     }
 
     /// Whether nothing is cached.
@@ -208,8 +293,95 @@ impl QueryCache {
 
     /// Forgets every answer (after a write the application knows about).
     pub fn clear(&self) {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .answers
+            .clear();
     }
+}
+
+/// What a lookup does ([`QueryCache::step`]).
+enum Step {
+    Hit(Cached),
+    Load(Landing),
+    Wait(watch::Receiver<Landed>),
+}
+
+/// A caller's load of one key, from the lookup that made it the loader to its answer. Dropped
+/// unfinished (the caller's request went away), it undoes what the lookup set: the key is no
+/// longer loading, an expired answer no longer being reloaded, and the callers waiting look
+/// at the cache again.
+struct Landing {
+    cache: QueryCache,
+    hash: u64,
+    key: Key,
+    /// For a key others wait for: where they get the answer.
+    waiting: Option<watch::Sender<Landed>>,
+    finished: bool,
+}
+
+impl Landing {
+    /// The answer goes where it is due: cached if it is one (an error is not: an expired
+    /// answer whose reload failed goes, and the next caller loads the key again), and given
+    /// to the callers waiting for it.
+    fn finish(mut self, answer: Result<Cached, DbError>) {
+        self.finished = true;
+        let mut entries = self.cache.inner.lock().unwrap_or_else(|p| p.into_inner());
+        self.unmark(&mut entries);
+        let hash = self.hash;
+        match &answer {
+            Ok(value) => {
+                let entry = Entry {
+                    key: self.key.clone(),
+                    value: value.clone(),
+                    loaded: Instant::now(),
+                    refreshing: false,
+                };
+                entries.answers.put(hash, entry);
+            }
+            Err(_) => {
+                if (entries.answers.peek(&hash)).is_some_and(|e| e.key == self.key) {
+                    entries.answers.pop(&hash);
+                }
+            }
+        }
+        drop(entries);
+        if let Some(tx) = self.waiting.take() {
+            tx.send_replace(Some(answer));
+        }
+    }
+
+    /// Undoes the lookup's marks: the key is no longer loading, nor being reloaded.
+    fn unmark(&self, entries: &mut Entries) {
+        if self.waiting.is_some()
+            && (entries.loading.get(&self.hash)).is_some_and(|f| f.key == self.key)
+        {
+            entries.loading.remove(&self.hash);
+        }
+        if let Some(e) = entries.answers.peek_mut(&self.hash) {
+            if e.key == self.key {
+                e.refreshing = false;
+            }
+        }
+    }
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        if !self.finished {
+            let mut entries = self.cache.inner.lock().unwrap_or_else(|p| p.into_inner());
+            self.unmark(&mut entries);
+        }
+        // The sender goes with `self`: callers still waiting wake and look again.
+    }
+}
+
+/// A cached value as the `Vec<T>` it was made as (the type is part of the key).
+fn downcast<T: Send + Sync + 'static>(value: Cached) -> Result<Arc<Vec<T>>, DbError> {
+    value
+        .downcast::<Vec<T>>()
+        .map_err(|_| DbError::Decode("a cached answer of another type".into()))
 }
 
 /// Counts a lookup in the worker's stats (outside a worker, nowhere).
@@ -313,5 +485,99 @@ mod tests {
         let wrong = cache.query_as::<Wrong>(&db, sql, vec![1.into()]).await;
         assert!(matches!(wrong, Err(DbError::Decode(_))), "{wrong:?}");
         assert_eq!(cache.len(), 3);
+    }
+
+    /// `n` lookups of one key, polled together.
+    async fn together(
+        cache: &QueryCache,
+        db: &Db,
+        sql: &str,
+        n: usize,
+    ) -> Vec<Result<Arc<Vec<Row>>, DbError>> {
+        let lookups = (0..n).map(|_| cache.query(db, sql, vec![1.into()]));
+        futures_util::future::join_all(lookups).await
+    }
+
+    #[tokio::test]
+    async fn lookups_of_a_key_not_cached_yet_share_one_load() {
+        let (_dir, db) = table().await;
+        let cache = QueryCache::new(8, Duration::from_secs(60));
+        let sql = "SELECT v FROM t WHERE id = $1";
+        let answers = together(&cache, &db, sql, 50).await;
+        let first = answers[0].as_ref().unwrap().clone();
+        assert_eq!(first[0].get::<i64>(0).unwrap(), 10);
+        // One load: every caller holds the very rows it read.
+        for a in &answers {
+            assert!(Arc::ptr_eq(a.as_ref().unwrap(), &first));
+        }
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_expired_answer_is_reloaded_by_one_caller_while_the_others_get_it() {
+        let (_dir, db) = table().await;
+        let ttl = Duration::from_millis(300);
+        let cache = QueryCache::new(8, ttl);
+        let sql = "SELECT v FROM t WHERE id = $1";
+        let old = cache.query(&db, sql, vec![1.into()]).await.unwrap();
+        db.execute("UPDATE t SET v = 11 WHERE id = 1", vec![])
+            .await
+            .unwrap();
+        tokio::time::pause();
+        tokio::time::advance(ttl + Duration::from_millis(1)).await;
+        tokio::time::resume();
+        let answers = together(&cache, &db, sql, 20).await;
+        let v = |rows: &Arc<Vec<Row>>| rows[0].get::<i64>(0).unwrap();
+        let reloaded: Vec<_> = answers.iter().map(|a| v(a.as_ref().unwrap())).collect();
+        // The first caller reloaded; the 19 polled while it did were given the old answer.
+        assert_eq!(
+            reloaded.iter().filter(|&&n| n == 11).count(),
+            1,
+            "{reloaded:?}"
+        );
+        for a in &answers[1..] {
+            assert!(Arc::ptr_eq(a.as_ref().unwrap(), &old));
+        }
+        // The reloaded answer is the cached one now.
+        assert_eq!(v(&cache.query(&db, sql, vec![1.into()]).await.unwrap()), 11);
+    }
+
+    #[tokio::test]
+    async fn callers_waiting_for_a_load_get_its_error_and_nothing_is_cached() {
+        let (_dir, db) = table().await;
+        let cache = QueryCache::new(8, Duration::from_secs(60));
+        let answers = together(&cache, &db, "SELECT nope FROM t WHERE id = $1", 10).await;
+        for a in &answers {
+            assert!(matches!(a, Err(DbError::Query(_))), "{a:?}");
+        }
+        assert!(cache.is_empty());
+        assert!(cache.inner.lock().unwrap().loading.is_empty());
+    }
+
+    /// Polls `f` once: whether it is still pending.
+    async fn pending<F: std::future::Future + Unpin>(f: &mut F) -> bool {
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::pin::Pin::new(&mut *f).poll(cx).is_pending())
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_load_dropped_half_way_leaves_its_waiters_to_load_for_themselves() {
+        let (_dir, db) = table().await;
+        let cache = QueryCache::new(8, Duration::from_secs(60));
+        let sql = "SELECT v FROM t WHERE id = $1";
+        let mut first = Box::pin(cache.query(&db, sql, vec![1.into()]));
+        assert!(pending(&mut first).await, "the load is on its way");
+        let mut second = Box::pin(cache.query(&db, sql, vec![1.into()]));
+        assert!(pending(&mut second).await, "waiting for the first");
+        drop(first);
+        let rows = tokio::time::timeout(Duration::from_secs(10), second)
+            .await
+            .expect("a waiter is not stranded by a dropped load")
+            .unwrap();
+        assert_eq!(rows[0].get::<i64>(0).unwrap(), 10);
+        assert_eq!(cache.len(), 1);
+        assert!(cache.inner.lock().unwrap().loading.is_empty());
     }
 }
