@@ -398,6 +398,9 @@ fn count(hit: bool) {
 mod tests {
     use super::*;
     use crate::db::DbOptions;
+    use futures_util::FutureExt;
+    use std::future::Future;
+    use std::pin::Pin;
 
     /// A database with table `t`: (1, 10) and (2, 20).
     async fn table() -> (tempfile::TempDir, Db) {
@@ -485,15 +488,55 @@ mod tests {
         assert_eq!(cache.len(), 3);
     }
 
-    /// `n` lookups of one key, polled together.
+    /// `db`'s one SQLite thread, kept busy until [`release`](Held::release): a load asked for
+    /// meanwhile waits in its queue. Without it a test cannot tell a load on its way: a free
+    /// thread may answer before the future that asked is first polled to its end (on a loaded
+    /// machine, CI saw a reload land before the next caller looked).
+    struct Held {
+        release: std::sync::mpsc::Sender<()>,
+        job: Pin<Box<dyn Future<Output = Result<(), DbError>> + Send>>,
+    }
+
+    fn hold(db: &Db) -> Held {
+        #[allow(unreachable_patterns)]
+        let sqlite = match db {
+            Db::Sqlite(sqlite) => sqlite.clone(),
+            _ => panic!("the tests' database is SQLite"),
+        };
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let mut job: Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(async move {
+            sqlite
+                .call(move |_| {
+                    let _ = released.recv();
+                    Ok(())
+                })
+                .await
+        });
+        assert!(job.as_mut().now_or_never().is_none(), "the thread is held");
+        Held { release, job }
+    }
+
+    impl Held {
+        async fn release(self) {
+            drop(self.release);
+            self.job.await.unwrap();
+        }
+    }
+
+    /// `n` lookups of one key, all polled once while `db`'s thread is held (so the first
+    /// one's load is on its way while the others look), then to their ends.
     async fn together(
         cache: &QueryCache,
         db: &Db,
         sql: &str,
         n: usize,
     ) -> Vec<Result<Arc<Vec<Row>>, DbError>> {
+        let held = hold(db);
         let lookups = (0..n).map(|_| cache.query(db, sql, vec![1.into()]));
-        futures_util::future::join_all(lookups).await
+        let mut lookups = Box::pin(futures_util::future::join_all(lookups));
+        assert!(lookups.as_mut().now_or_never().is_none(), "a load is due");
+        held.release().await;
+        lookups.await
     }
 
     #[tokio::test]
@@ -554,10 +597,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_load_dropped_half_way_leaves_its_waiters_to_load_for_themselves() {
-        use futures_util::FutureExt;
         let (_dir, db) = table().await;
         let cache = QueryCache::new(8, Duration::from_secs(60));
         let sql = "SELECT v FROM t WHERE id = $1";
+        let held = hold(&db);
         let mut first = Box::pin(cache.query(&db, sql, vec![1.into()]));
         assert!(
             first.as_mut().now_or_never().is_none(),
@@ -569,6 +612,7 @@ mod tests {
             "waiting for the first"
         );
         drop(first);
+        held.release().await;
         let rows = tokio::time::timeout(Duration::from_secs(10), second)
             .await
             .expect("a waiter is not stranded by a dropped load")
