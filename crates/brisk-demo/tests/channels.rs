@@ -95,14 +95,7 @@ impl Client {
                     return Read::Closed(f.map(|f| (u16::from(f.code), f.reason.to_string())))
                 }
                 Ok(_) => {}
-                Err(tungstenite::Error::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Read::Nothing
-                }
+                Err(e) if timed_out(&e) => return Read::Nothing,
                 Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
                     return Read::Closed(None)
                 }

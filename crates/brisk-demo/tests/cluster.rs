@@ -20,26 +20,6 @@ fn chat(d: &Demo) -> WebSocket<TcpStream> {
     ws
 }
 
-/// The next text message, or `None` if none comes within `limit`.
-fn next_text(ws: &mut WebSocket<TcpStream>, limit: Duration) -> Option<String> {
-    ws.get_ref().set_read_timeout(Some(limit)).unwrap();
-    loop {
-        match ws.read() {
-            Ok(Message::Text(t)) => return Some(t.to_string()),
-            Ok(_) => {}
-            Err(tungstenite::Error::Io(e))
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return None
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
-}
-
 /// A member of the default room named `name` in its presence.
 fn named(d: &Demo, name: &str) -> WebSocket<TcpStream> {
     let url = format!("ws://127.0.0.1:{}/chat?name={name}", d.http);

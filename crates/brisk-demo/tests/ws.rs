@@ -56,19 +56,6 @@ fn client(port: u16, path: &str) -> WebSocket<TcpStream> {
     ws
 }
 
-/// The next text message on `ws`, past the pings the server sends to a connection that has
-/// been quiet for its ping interval (and pongs). Panics on anything else, or if none comes
-/// within the read timeout.
-fn next_text(ws: &mut WebSocket<TcpStream>) -> String {
-    loop {
-        match ws.read().expect("messages keep coming") {
-            Message::Text(t) => return t.to_string(),
-            Message::Ping(_) | Message::Pong(_) => {}
-            other => panic!("a text message was due, not {other:?}"),
-        }
-    }
-}
-
 /// A raw, already-handshaken connection for sending hand-made frames.
 fn raw(port: u16) -> TcpStream {
     raw_with(port, "/", None).0
@@ -406,7 +393,8 @@ fn a_member_gets_every_broadcast_sent_after_its_handshake_was_answered() {
                 // Its own message comes back: wait for it before the next. A publisher that
                 // outran a loaded server would pile seconds of messages in the socket, each
                 // broadcast long after its `sent_at`, and the joiners would wait that long.
-                assert_eq!(next_text(&mut publisher), n.to_string(), "its own echo");
+                let echo = next_text(&mut publisher, Duration::from_secs(10));
+                assert_eq!(echo, Some(n.to_string()), "its own echo");
                 n += 1;
                 std::thread::sleep(Duration::from_micros(200));
             }
@@ -422,14 +410,12 @@ fn a_member_gets_every_broadcast_sent_after_its_handshake_was_answered() {
                 for _ in 0..200 {
                     let mut ws = client(port, "/chat?room=joiners");
                     let answered = start.elapsed();
-                    ws.get_mut()
-                        .set_read_timeout(Some(Duration::from_secs(10)))
-                        .unwrap();
                     let first_due = sent_at.lock().unwrap().partition_point(|&t| t <= answered);
                     let mut got = std::collections::BTreeSet::new();
                     // Read until a message sent 5 ms after the answer has come.
                     loop {
-                        let n: usize = next_text(&mut ws).parse().unwrap();
+                        let text = next_text(&mut ws, Duration::from_secs(10));
+                        let n: usize = text.expect("messages keep coming").parse().unwrap();
                         assert!(got.insert(n), "message {n} came twice");
                         if sent_at.lock().unwrap()[n] > answered + Duration::from_millis(5) {
                             break;

@@ -19,6 +19,7 @@ pub mod jwks;
 pub mod notify_socket;
 pub mod servers;
 pub mod tcp_proxy;
+pub mod websocket;
 pub use chromium::{Chromium, Page};
 pub use exposition::{promtool_check, samples, scrape};
 pub use notify_socket::{next_state, systemd_at};
@@ -27,6 +28,7 @@ pub use servers::{
     SmtpSecurity, SmtpSink,
 };
 pub use tcp_proxy::TcpProxy;
+pub use websocket::{next_text, timed_out};
 
 /// A fresh, empty directory under the system temp dir (`brisk-test-TAG-…`), removed when the
 /// returned guard is dropped.

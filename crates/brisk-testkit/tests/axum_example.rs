@@ -355,12 +355,7 @@ fn with_a_jwt_secret_the_chat_takes_the_user_from_a_bearer_token() {
             req.headers_mut().insert(*name, value.parse().unwrap());
         }
         match tungstenite::client(req, connect(port)) {
-            Ok((mut ws, _)) => {
-                ws.get_ref()
-                    .set_read_timeout(Some(Duration::from_secs(10)))
-                    .unwrap();
-                Ok(next_text(&mut ws))
-            }
+            Ok((mut ws, _)) => Ok(read_text(&mut ws)),
             Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => {
                 let body = String::from_utf8_lossy(r.body().as_deref().unwrap_or_default());
                 Err((r.status().as_u16(), body.into_owned()))
@@ -448,7 +443,7 @@ fn the_fanout_route_and_its_plain_listener_reach_every_socket() {
             .send(tungstenite::Message::text(text.clone()))
             .unwrap();
         for ws in sockets.iter_mut() {
-            let got = std::iter::repeat_with(|| next_text(ws))
+            let got = std::iter::repeat_with(|| read_text(ws))
                 .find(|t| t != "probe")
                 .unwrap();
             assert_eq!(got, text);
@@ -456,9 +451,9 @@ fn the_fanout_route_and_its_plain_listener_reach_every_socket() {
     }
 }
 
-/// The next text message on `ws`.
-fn next_text(ws: &mut tungstenite::WebSocket<TcpStream>) -> String {
-    ws.read().unwrap().into_text().unwrap().to_string()
+/// The next text message on `ws`, within 10 s.
+fn read_text(ws: &mut tungstenite::WebSocket<TcpStream>) -> String {
+    next_text(ws, Duration::from_secs(10)).expect("a text message within 10 s")
 }
 
 #[test]
@@ -481,8 +476,8 @@ fn a_websocket_route_in_the_router_knows_its_user_and_reaches_every_worker() {
 
     // What ada says reaches the room on both workers, signed with who the route said she is.
     ada.send(tungstenite::Message::text("hi")).unwrap();
-    assert_eq!(next_text(&mut ada), "ada: hi");
-    assert_eq!(next_text(&mut bob), "ada: hi");
+    assert_eq!(read_text(&mut ada), "ada: hi");
+    assert_eq!(read_text(&mut bob), "ada: hi");
 
     // A message to bob's key reaches his socket, whichever worker takes the POST.
     for i in 0..4 {
@@ -496,7 +491,7 @@ fn a_websocket_route_in_the_router_knows_its_user_and_reaches_every_worker() {
             body.as_bytes(),
         );
         assert_eq!(r.status, 200, "{r:?}");
-        assert_eq!(next_text(&mut bob), body);
+        assert_eq!(read_text(&mut bob), body);
     }
 
     // Bob removed: his sockets close with the app's code wherever they are; ada's stays.
@@ -511,7 +506,7 @@ fn a_websocket_route_in_the_router_knows_its_user_and_reaches_every_worker() {
         other => panic!("bob's socket was not closed with 4003: {other:?}"),
     }
     ada.send(tungstenite::Message::text("still here")).unwrap();
-    assert_eq!(next_text(&mut ada), "ada: still here");
+    assert_eq!(read_text(&mut ada), "ada: still here");
 
     // The same room and key as server-sent events, from a route of the router: what the
     // room says and what is sent to the user arrive as `data:` events, on whichever worker
@@ -531,7 +526,7 @@ fn a_websocket_route_in_the_router_knows_its_user_and_reaches_every_worker() {
     );
     ada.send(tungstenite::Message::text("to the stream"))
         .unwrap();
-    assert_eq!(next_text(&mut ada), "ada: to the stream");
+    assert_eq!(read_text(&mut ada), "ada: to the stream");
     // The broadcast ada sent just before may still be on its way to the stream's worker
     // (through the master) and arrive first: a subscriber that joins while a message travels
     // may get it.
