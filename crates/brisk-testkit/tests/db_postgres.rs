@@ -869,17 +869,7 @@ fn a_transaction_left_open_on_the_shared_connection_fails_what_ran_inside_it() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = std::thread::spawn(move || -> Vec<String> {
-        let (mut tcp, _) = listener.accept().unwrap();
-        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut ssl_request = [0u8; 8];
-        tcp.read_exact(&mut ssl_request).unwrap();
-        tcp.write_all(b"N").unwrap();
-        let mut len = [0u8; 4];
-        tcp.read_exact(&mut len).unwrap();
-        let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
-        tcp.read_exact(&mut startup).unwrap();
-        let ok = [backend(b'R', &0u32.to_be_bytes()), backend(b'Z', b"I")].concat();
-        tcp.write_all(&ok).unwrap();
+        let mut tcp = accept_unauthenticated(&listener);
         // Each simple query's text, in the order they came.
         let mut queries = Vec::new();
         let next_query = |tcp: &mut std::net::TcpStream| loop {
@@ -943,17 +933,7 @@ fn a_pipelined_run_that_leaves_a_transaction_open_fails_the_call_and_is_rolled_b
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = std::thread::spawn(move || -> Vec<u8> {
-        let (mut tcp, _) = listener.accept().unwrap();
-        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut ssl_request = [0u8; 8];
-        tcp.read_exact(&mut ssl_request).unwrap();
-        tcp.write_all(b"N").unwrap();
-        let mut len = [0u8; 4];
-        tcp.read_exact(&mut len).unwrap();
-        let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
-        tcp.read_exact(&mut startup).unwrap();
-        let ok = [backend(b'R', &0u32.to_be_bytes()), backend(b'Z', b"I")].concat();
-        tcp.write_all(&ok).unwrap();
+        let mut tcp = accept_unauthenticated(&listener);
         // The tags of the messages that came, up to the `syncs`-th Sync or a simple query.
         let mut tags = Vec::new();
         let mut read_until = |tcp: &mut std::net::TcpStream, syncs: usize| {
@@ -1027,50 +1007,14 @@ fn a_pipelined_run_that_leaves_a_transaction_open_fails_the_call_and_is_rolled_b
 /// own pieces, is still read whole and in order, and the next query after it too.
 #[test]
 fn a_pipelined_answer_that_comes_a_byte_at_a_time_is_read_whole() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = std::thread::spawn(move || {
-        let (mut tcp, _) = listener.accept().unwrap();
-        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        tcp.set_nodelay(true).unwrap();
-        let mut ssl_request = [0u8; 8];
-        tcp.read_exact(&mut ssl_request).unwrap();
-        tcp.write_all(b"N").unwrap();
-        let mut len = [0u8; 4];
-        tcp.read_exact(&mut len).unwrap();
-        let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
-        tcp.read_exact(&mut startup).unwrap();
-        let ok = [backend(b'R', &0u32.to_be_bytes()), backend(b'Z', b"I")].concat();
-        tcp.write_all(&ok).unwrap();
-        let read_syncs = |tcp: &mut std::net::TcpStream, syncs: usize| {
-            let mut seen = 0;
-            while seen < syncs {
-                let mut head = [0u8; 5];
-                tcp.read_exact(&mut head).unwrap();
-                let size = u32::from_be_bytes(head[1..].try_into().unwrap()) as usize - 4;
-                tcp.read_exact(&mut vec![0u8; size]).unwrap();
-                seen += usize::from(head[0] == b'S');
-            }
-        };
+        let mut tcp = accept_unauthenticated(&listener);
         // The preparation: one int parameter, one int column.
         read_syncs(&mut tcp, 1);
-        let params = [&1i16.to_be_bytes()[..], &23u32.to_be_bytes()].concat();
-        let field = [
-            &b"n\0"[..],
-            &[0; 6],
-            &23u32.to_be_bytes(),
-            &4i16.to_be_bytes(),
-            &[0; 6],
-        ];
-        let columns = [&1i16.to_be_bytes()[..], &field.concat()].concat();
-        let prepared = [
-            backend(b'1', b""),
-            backend(b't', &params),
-            backend(b'T', &columns),
-            backend(b'Z', b"I"),
-        ];
-        tcp.write_all(&prepared.concat()).unwrap();
+        tcp.write_all(&prepared_int_statement(1)).unwrap();
         // Four runs, each its row (the number times ten, in binary), a byte per write.
         for round in 0..2 {
             read_syncs(&mut tcp, 4);
@@ -1104,6 +1048,214 @@ fn a_pipelined_answer_that_comes_a_byte_at_a_time_is_read_whole() {
                 .collect();
             let want: Vec<i64> = (0..4).map(|i| 10 * (i + 4 * round)).collect();
             assert_eq!(got, want);
+        }
+    });
+    server.join().unwrap();
+}
+
+/// The server's side of a new connection on `listener`: refuses TLS, takes the start-up
+/// message and says the client is in (no password asked) and ready.
+fn accept_unauthenticated(listener: &std::net::TcpListener) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let (mut tcp, _) = listener.accept().unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let mut ssl_request = [0u8; 8];
+    tcp.read_exact(&mut ssl_request).unwrap();
+    tcp.write_all(b"N").unwrap();
+    let mut len = [0u8; 4];
+    tcp.read_exact(&mut len).unwrap();
+    let mut startup = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+    tcp.read_exact(&mut startup).unwrap();
+    let ok = [backend(b'R', &0u32.to_be_bytes()), backend(b'Z', b"I")].concat();
+    tcp.write_all(&ok).unwrap();
+    tcp
+}
+
+/// Reads the client's messages up to its `syncs`-th `Sync`.
+fn read_syncs(tcp: &mut std::net::TcpStream, syncs: usize) {
+    use std::io::Read;
+    let mut seen = 0;
+    while seen < syncs {
+        let mut head = [0u8; 5];
+        tcp.read_exact(&mut head).unwrap();
+        let size = u32::from_be_bytes(head[1..].try_into().unwrap()) as usize - 4;
+        tcp.read_exact(&mut vec![0u8; size]).unwrap();
+        seen += usize::from(head[0] == b'S');
+    }
+}
+
+/// The answer to preparing a statement of one int parameter and `columns` int columns
+/// (none: it returns no rows).
+fn prepared_int_statement(columns: i16) -> Vec<u8> {
+    let params = [&1i16.to_be_bytes()[..], &23u32.to_be_bytes()].concat();
+    let description = if columns == 0 {
+        backend(b'n', b"")
+    } else {
+        let field = [
+            &b"n\0"[..],
+            &[0; 6],
+            &23u32.to_be_bytes(),
+            &4i16.to_be_bytes(),
+            &[0; 6],
+        ]
+        .concat();
+        let fields = (0..columns).flat_map(|_| field.iter().copied());
+        let body: Vec<u8> = columns.to_be_bytes().into_iter().chain(fields).collect();
+        backend(b'T', &body)
+    };
+    [
+        backend(b'1', b""),
+        backend(b't', &params),
+        description,
+        backend(b'Z', b"I"),
+    ]
+    .concat()
+}
+
+/// What a pipelined request's answer holds is never taken for more than it can be: after a
+/// long run (a row) come the shortest runs the protocol allows for the same statement (no
+/// row; an error with only its required fields; a completion whose count has fewer digits),
+/// each in a write of its own, and the driver still wakes for the last of them at once.
+#[test]
+fn the_shortest_runs_after_long_ones_are_read_without_waiting() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let mut tcp = accept_unauthenticated(&listener);
+        let row = [
+            &1i16.to_be_bytes()[..],
+            &4i32.to_be_bytes(),
+            &10i32.to_be_bytes(),
+        ]
+        .concat();
+        let one_row = [
+            backend(b'2', b""),
+            backend(b'D', &row),
+            backend(b'C', b"SELECT 1\0"),
+        ]
+        .concat();
+        let no_row = [backend(b'2', b""), backend(b'C', b"SELECT 0\0")].concat();
+        let error = backend(b'E', b"SE\0C22012\0M\0\0");
+        let moved = |count: &[u8]| [backend(b'2', b""), backend(b'C', count)].concat();
+        // A notice makes the first run long enough to be read on its own, so that what it
+        // shows bounds the runs still due.
+        let notice = backend(
+            b'N',
+            &[&b"SNOTICE\0C00000\0M"[..], &[b'.'; 100], b"\0\0"].concat(),
+        );
+        let rounds = [
+            (1, vec![one_row, no_row.clone(), error, no_row]),
+            (
+                0,
+                vec![
+                    [notice, moved(b"MOVE 10\0")].concat(),
+                    moved(b"MOVE 0\0"),
+                    moved(b"MOVE 0\0"),
+                ],
+            ),
+        ];
+        for (columns, runs) in rounds {
+            read_syncs(&mut tcp, 1);
+            tcp.write_all(&prepared_int_statement(columns)).unwrap();
+            read_syncs(&mut tcp, runs.len());
+            for run in runs {
+                // Each run on its own, after the driver has read the one before.
+                std::thread::sleep(Duration::from_millis(30));
+                tcp.write_all(&[run, backend(b'Z', b"I")].concat()).unwrap();
+            }
+        }
+        // Open until the client has had every answer (a close would wake it anyway).
+        let mut query = [0u8; 5];
+        tcp.read_exact(&mut query).unwrap();
+        let size = u32::from_be_bytes(query[1..].try_into().unwrap()) as usize - 4;
+        tcp.read_exact(&mut vec![0u8; size]).unwrap();
+        let done = [backend(b'C', b"SELECT 1\0"), backend(b'Z', b"I")].concat();
+        tcp.write_all(&done).unwrap();
+    });
+    let url = format!("postgres://u:p@127.0.0.1:{port}/db?sslmode=prefer");
+    let db = Pg::new(&url, options()).unwrap();
+    worker_runtime().block_on(async {
+        let within = |sql: &'static str, n: i64| {
+            let lists = (0..n).map(|i| vec![Value::from(i)]).collect();
+            let runs = db.query_pipelined(sql, lists);
+            async move {
+                tokio::time::timeout(Duration::from_secs(3), runs)
+                    .await
+                    .expect("the whole answer came but the driver did not wake for it")
+                    .unwrap()
+            }
+        };
+        let runs = within("SELECT $1::int * 10 AS n", 4).await;
+        assert_eq!(runs[0].as_ref().unwrap()[0].get::<i64>(0).unwrap(), 10);
+        assert!(runs[1].as_ref().unwrap().is_empty(), "{:?}", runs[1]);
+        assert_eq!(runs[2].as_ref().unwrap_err().code(), Some("22012"));
+        assert!(runs[3].as_ref().unwrap().is_empty(), "{:?}", runs[3]);
+        let moves = within("MOVE FORWARD $1 IN c", 3).await;
+        assert!(
+            moves.iter().all(|run| run.as_ref().unwrap().is_empty()),
+            "{moves:?}"
+        );
+        db.execute_batch("SELECT 1").await.unwrap();
+    });
+    server.join().unwrap();
+}
+
+/// With many pipelined requests in flight the driver waits for several answers per wake-up,
+/// but never long: here a fake server answers only the oldest of nine (two runs each) until
+/// the client, having had that answer, sends one more query; the oldest is handed over within
+/// a couple of milliseconds, not when the others come.
+#[test]
+fn the_oldest_answer_does_not_wait_for_the_ones_behind_it() {
+    use futures_util::StreamExt;
+    use std::io::{Read, Write};
+    const REQUESTS: usize = 9;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let mut tcp = accept_unauthenticated(&listener);
+        read_syncs(&mut tcp, 1);
+        tcp.write_all(&prepared_int_statement(0)).unwrap();
+        read_syncs(&mut tcp, 2 * REQUESTS);
+        let run = [
+            backend(b'2', b""),
+            backend(b'C', b"INSERT 0 1\0"),
+            backend(b'Z', b"I"),
+        ];
+        let answer = run.concat().repeat(2);
+        tcp.write_all(&answer).unwrap();
+        // The rest once the client, answered, sends its next query.
+        let mut query = [0u8; 5];
+        tcp.read_exact(&mut query).unwrap();
+        assert_eq!(query[0], b'Q');
+        let size = u32::from_be_bytes(query[1..].try_into().unwrap()) as usize - 4;
+        tcp.read_exact(&mut vec![0u8; size]).unwrap();
+        let mut rest = answer.repeat(REQUESTS - 1);
+        rest.extend([backend(b'C', b"SELECT 1\0"), backend(b'Z', b"I")].concat());
+        tcp.write_all(&rest).unwrap();
+    });
+    let url = format!("postgres://u:p@127.0.0.1:{port}/db?sslmode=prefer");
+    let db = Pg::new(&url, options()).unwrap();
+    worker_runtime().block_on(async {
+        let sql = "INSERT INTO w VALUES ($1)";
+        let lists = |i: i64| vec![vec![Value::from(i)], vec![Value::from(-i)]];
+        let mut inserts: futures_util::stream::FuturesUnordered<_> = (0..REQUESTS as i64)
+            .map(|i| db.query_pipelined(sql, lists(i)))
+            .collect();
+        let first = tokio::time::timeout(Duration::from_secs(3), inserts.next())
+            .await
+            .expect("the oldest answer came but was held for the ones behind it");
+        let runs = first.unwrap().unwrap();
+        assert!(
+            runs.iter().all(|r| r.as_ref().unwrap().is_empty()),
+            "{runs:?}"
+        );
+        let (next, rest) = tokio::join!(db.execute_batch("SELECT 1"), inserts.collect::<Vec<_>>());
+        next.unwrap();
+        assert_eq!(rest.len(), REQUESTS - 1);
+        for runs in rest {
+            assert_eq!(runs.unwrap().len(), 2);
         }
     });
     server.join().unwrap();

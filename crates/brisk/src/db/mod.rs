@@ -37,6 +37,8 @@ mod postgres;
 #[cfg(all(feature = "postgres", feature = "fuzzing"))]
 pub(crate) mod postgres_fuzzing;
 #[cfg(feature = "postgres")]
+mod postgres_lowat;
+#[cfg(feature = "postgres")]
 mod postgres_message;
 #[cfg(feature = "postgres")]
 mod postgres_startup;

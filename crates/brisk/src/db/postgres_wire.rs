@@ -14,6 +14,9 @@
 //!   request queued since its last write in one write and hands the answers back in order. A
 //!   request may hold many `Bind`/`Execute` pairs before its one `Sync`, so a batch of
 //!   queries costs the server one implicit transaction and one flush.
+//! - **Wake-ups** ([`postgres_lowat`](super::postgres_lowat)): the kernel wakes the driver
+//!   only once the fewest bytes the oldest answer must still hold have come (and, with many
+//!   requests in flight, the next few answers' too, for at most a millisecond or two).
 //! - **Timeouts** are the server's: the session's `statement_timeout` ends a statement that
 //!   runs too long (a cancel request would stop whichever query runs at that moment, maybe
 //!   another caller's). An answer that does not come at all (a server that stopped, a
@@ -50,6 +53,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::Config;
 
 use super::error::{postgres_kind, DbError, ServerError};
+use super::postgres_lowat::{answer_floor, Coalescing, RcvLowat, RunBound, COALESCE_MAX};
 use super::postgres_message::{error_text, next_message};
 use super::postgres_startup::start_session;
 use super::postgres_tls::{Opened, PgTls, Socket};
@@ -374,6 +378,8 @@ struct Waiting {
     left_open: bool,
     /// `ReadyForQuery`s still to come before its answer is whole.
     syncs: u32,
+    /// The fewest bytes each of its runs still due takes (for the receive low-water mark).
+    bound: RunBound,
     /// When its answer stops being waited for, and the query timeout it ran under.
     deadline: Option<(Instant, Duration)>,
 }
@@ -387,64 +393,8 @@ impl Waiting {
             rollback: true,
             left_open: false,
             syncs: 1,
+            bound: RunBound::new(),
             deadline: None,
-        }
-    }
-}
-
-/// The fewest bytes the server has still to send before the oldest request's answer is whole,
-/// beyond the `buffered` bytes read already: for a request of several runs, its current
-/// run's `ReadyForQuery` (6 bytes) and, for each run after it, at least a completion or an
-/// error (5) and its `ReadyForQuery`. Nothing can be answered before that request (answers
-/// come in order), so waking for fewer bytes would only read part of it. 1 for a request of
-/// one run, or none.
-fn bytes_due(waiting: &VecDeque<Waiting>, buffered: usize) -> usize {
-    match waiting.front() {
-        Some(w) if w.syncs > 1 => {
-            let runs_after = w.syncs as usize - 1;
-            (6 + 11 * runs_after).saturating_sub(buffered).max(1)
-        }
-        _ => 1,
-    }
-}
-
-/// A TCP socket's `SO_RCVLOWAT`: the kernel wakes the driver only once that many bytes wait
-/// (or the connection ends). With a `Sync` per run, the server flushes each run's answer on
-/// its own, and without it a request of 20 runs woke the worker up to 20 times to read a
-/// part of the answer each time. Set only when it changes; a socket that refuses it is left
-/// at 1.
-struct RcvLowat {
-    fd: Option<RawFd>,
-    now: usize,
-}
-
-impl RcvLowat {
-    fn of(fd: Option<RawFd>) -> RcvLowat {
-        RcvLowat { fd, now: 1 }
-    }
-
-    fn set(&mut self, bytes: usize) {
-        let Some(fd) = self.fd else {
-            return;
-        };
-        if bytes == self.now {
-            return;
-        }
-        let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-        // SAFETY: `fd` is the TCP socket the driver owns (open as long as it runs); the
-        // option's value is a C int, passed with its size.
-        let done = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVLOWAT,
-                (&raw const value).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        match done {
-            0 => self.now = bytes,
-            _ => self.fd = None,
         }
     }
 }
@@ -546,6 +496,9 @@ impl Driver {
         // The answer being read: its size so far, and whether it went past `max_result`
         // (then its messages are read and dropped).
         let (mut answer_bytes, mut oversized) = (0usize, false);
+        // Whether some messages of the run being read have come.
+        let mut run_started = false;
+        let mut coalescing = Coalescing::new();
         let why = 'run: loop {
             loop {
                 let (message, size) = match next_message(&mut input, max_result) {
@@ -554,12 +507,14 @@ impl Driver {
                     Err(e) => break 'run format!("{e} (PostgresOptions::max_result_bytes)"),
                 };
                 answer_bytes += size;
+                run_started = true;
                 if answer_bytes > max_result && !oversized {
                     oversized = true;
                     messages = Vec::new();
                 }
                 match message {
                     Message::ReadyForQuery(body) => {
+                        run_started = false;
                         let status = body.status();
                         let Some(front) = waiting.front_mut() else {
                             break 'run "an answer nobody asked for".to_string();
@@ -587,6 +542,7 @@ impl Driver {
                         let Some(done) = waiting.pop_front() else {
                             break 'run "an answer nobody asked for".to_string();
                         };
+                        coalescing.next_oldest();
                         let left_open = done.left_open;
                         if let Some(reply) = done.reply {
                             let answer = if done.doomed {
@@ -655,6 +611,16 @@ impl Driver {
                     Message::ErrorResponse(body) if is_fatal(&body) => {
                         break 'run error_text(&body)
                     }
+                    Message::CommandComplete(body) => {
+                        // (Only a request of several runs has later runs to bound.)
+                        let front = waiting.front_mut().filter(|w| w.syncs > 1);
+                        if let (Some(front), Ok(tag)) = (front, body.tag()) {
+                            front.bound.learn(tag);
+                        }
+                        if !oversized {
+                            messages.push(Message::CommandComplete(body));
+                        }
+                    }
                     _ if oversized => {}
                     other => messages.push(other),
                 }
@@ -680,6 +646,7 @@ impl Driver {
                     rollback: false,
                     left_open: false,
                     syncs,
+                    bound: RunBound::new(),
                     deadline,
                 });
             }
@@ -688,7 +655,22 @@ impl Driver {
                     break why.clone();
                 }
             }
-            lowat.set(bytes_due(&waiting, input.len()));
+            lowat.set(match waiting.front() {
+                None => 1,
+                // An answer of one run: any byte may end it.
+                Some(front) if front.syncs == 1 => 1,
+                Some(front) => {
+                    let own = front.bound.still_due(front.syncs as usize, run_started);
+                    let due =
+                        if lowat.works() && coalescing.applies(waiting.len(), output.is_empty()) {
+                            let behind = waiting.iter().skip(1).take(COALESCE_MAX - 1);
+                            own + behind.map(|w| answer_floor(w.syncs)).sum::<usize>()
+                        } else {
+                            own
+                        };
+                    due.saturating_sub(input.len()).max(1)
+                }
+            });
             tokio::select! {
                 read = reader.read_buf(&mut input) => match read {
                     Ok(0) => break "the server closed the connection".to_string(),
@@ -721,6 +703,7 @@ impl Driver {
                 () = &mut deadlines.timer, if deadlines.armed => {
                     deadlines.expire(&mut waiting, &mut backlog)
                 }
+                () = coalescing.timer(), if coalescing.armed() => coalescing.expire(),
                 written = writer.write(&output), if !output.is_empty() => match written {
                     Ok(0) => break "the server stopped reading".to_string(),
                     Ok(n) => output.advance(n),

@@ -1,0 +1,253 @@
+//! How many bytes the PostgreSQL driver waits for before the kernel wakes it: the socket's
+//! `SO_RCVLOWAT`, set from the fewest bytes the oldest request's answer must still hold.
+//!
+//! With a `Sync` per run (TechEmpower's rule for many queries), the server flushes each
+//! run's answer on its own; a request of ten runs could wake the worker ten times to read a
+//! part of its answer each time, and in a VM each wake of a halted core is an interrupt the
+//! server's core pays for. Nothing can be answered before the oldest request (answers come in
+//! order), so waking for fewer bytes than its answer must still hold only reads part of it.
+//!
+//! The bound has to be one the answer can never fall short of, or the worker would sleep
+//! with the answer whole in its socket. A request of several runs runs one statement once
+//! per parameter list (`Bind`, `Execute`, `Sync` each), so every run is answered with
+//! `BindComplete` (5 bytes), its rows, a completion and `ReadyForQuery` (6), or with an
+//! `ErrorResponse` (after a `BindComplete` or not) and `ReadyForQuery`:
+//!
+//! - before any run of the request has ended, a run takes at least [`RUN_FLOOR`] bytes (the
+//!   shortest completion, `EmptyQueryResponse`, is 5);
+//! - once one has ended with a completion, every later run does too, or fails: the runs share
+//!   the statement and so the completion's tag (`SELECT 1`, `UPDATE 3`), of which only the
+//!   count can change, down to one digit ([`RunBound::learn`]); a failing run takes at least
+//!   [`ERROR_RUN_FLOOR`] bytes.
+//!
+//! **Many requests in flight** ([`Coalescing`]): when the oldest request is one of several
+//! runs and at least [`COALESCE_DEPTH`] requests wait for their answers, the mark also counts
+//! the fewest bytes of the answers of the next few (up to [`COALESCE_MAX`] requests in all),
+//! so that one wake-up reads several answers. It makes the oldest answer wait for the next
+//! ones, which the server is busy with anyway (a request that deep in the pipeline waits
+//! behind the others); a timer of [`COALESCE_WAIT`] for each oldest request bounds that wait
+//! if one of them is slow: the mark then falls back to that request's own bytes. (An answer
+//! of one run is read as soon as a byte of it comes: those are many and short, the worker is
+//! seldom asleep for them, and a mark that changes at every answer would cost a system call
+//! each.)
+
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+/// The fewest bytes any run of a request of several is answered with: `BindComplete`, an
+/// `EmptyQueryResponse` (the shortest completion) and `ReadyForQuery`, 5 bytes each but the
+/// last (6). (A run whose `Bind` fails is answered with an `ErrorResponse`, longer.)
+pub(super) const RUN_FLOOR: usize = 16;
+
+/// The fewest bytes a failing run is answered with: an `ErrorResponse` holding only the
+/// fields the protocol says are always there (a severity of one letter, the five-character
+/// SQLSTATE, an empty message: 5 + 3 + 7 + 2 + 1 bytes) and `ReadyForQuery` (6).
+pub(super) const ERROR_RUN_FLOOR: usize = 24;
+
+/// `ReadyForQuery`'s size: what a run of which some messages came may still hold.
+const READY_FOR_QUERY: usize = 6;
+
+/// The fewest bytes any request's answer takes: the shortest completion
+/// (`EmptyQueryResponse`, 5 bytes) and `ReadyForQuery` (6). Errors are longer.
+const ANSWER_FLOOR: usize = 11;
+
+/// Requests in flight (written, not answered) from which one wake-up waits for several
+/// answers.
+pub(super) const COALESCE_DEPTH: usize = 8;
+
+/// The most requests whose answers one wake-up waits for.
+pub(super) const COALESCE_MAX: usize = 8;
+
+/// How long the oldest request's answer may wait for the answers behind it. (Tokio's timers
+/// count whole milliseconds: it fires 1 to 2 ms after it is set.)
+pub(super) const COALESCE_WAIT: Duration = Duration::from_millis(1);
+
+/// The fewest bytes the answer of a request not being read yet takes: `syncs` runs of one
+/// statement, or one answer of any kind.
+pub(super) fn answer_floor(syncs: u32) -> usize {
+    match syncs {
+        0 | 1 => ANSWER_FLOOR,
+        runs => RUN_FLOOR * runs as usize,
+    }
+}
+
+/// What the driver knows of the size of the runs of the request whose answer it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RunBound {
+    /// The fewest bytes each run still due takes, learnt from a completion: none yet.
+    learnt: Option<usize>,
+}
+
+impl RunBound {
+    /// A request none of whose runs has ended yet.
+    pub(super) fn new() -> RunBound {
+        RunBound { learnt: None }
+    }
+
+    /// The fewest bytes each run still due takes.
+    fn per_run(&self) -> usize {
+        self.learnt.unwrap_or(RUN_FLOOR)
+    }
+
+    /// A run of the request ended with a completion whose `tag` the server sent in a
+    /// `CommandComplete`: later runs of the same statement end with the same tag but for its
+    /// count, or fail. After `MOVE 10`, a later run takes at least 23 bytes (`MOVE 0`:
+    /// `BindComplete` 5, `CommandComplete` 12, `ReadyForQuery` 6). Were two tags to differ
+    /// beyond their counts, the smaller bound holds.
+    pub(super) fn learn(&mut self, tag: &str) {
+        let digits = tag.bytes().rev().take_while(u8::is_ascii_digit).count();
+        // The message: its type, length, the tag with its count of one digit, a NUL.
+        let completion = 5 + tag.len() - digits.saturating_sub(1) + 1;
+        let success = 5 + completion + READY_FOR_QUERY;
+        let floor = success.min(ERROR_RUN_FLOOR);
+        self.learnt = Some(self.learnt.map_or(floor, |learnt| learnt.min(floor)));
+    }
+
+    /// The fewest bytes still to come of the answer being read, of which `runs_due` runs are
+    /// still due (counting the current one): `started` says whether some messages of the
+    /// current run have come (then it holds at least its `ReadyForQuery` more).
+    pub(super) fn still_due(&self, runs_due: usize, started: bool) -> usize {
+        let current = match (started, runs_due > 1) {
+            (true, _) => READY_FOR_QUERY,
+            (false, true) => self.per_run(),
+            (false, false) => ANSWER_FLOOR,
+        };
+        current + self.per_run() * runs_due.saturating_sub(1)
+    }
+}
+
+/// Whether the mark counts the answers behind the oldest request's, and the timer that
+/// bounds how long the oldest waits for them.
+pub(super) struct Coalescing {
+    timer: Pin<Box<Sleep>>,
+    /// The timer runs for the oldest request.
+    armed: bool,
+    /// The timer fired for the oldest request: its mark is its own answer's until it is whole.
+    expired: bool,
+}
+
+impl Coalescing {
+    /// No oldest request yet.
+    pub(super) fn new() -> Coalescing {
+        Coalescing {
+            timer: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
+            armed: false,
+            expired: false,
+        }
+    }
+
+    /// Whether the mark may count the answers behind the oldest, with `in_flight` requests
+    /// written and not answered (`written`: none of them waits in the output, so the server
+    /// has them all). Arms the timer the first time for the oldest request.
+    pub(super) fn applies(&mut self, in_flight: usize, written: bool) -> bool {
+        if self.expired || !written || in_flight < COALESCE_DEPTH {
+            return false;
+        }
+        if !self.armed {
+            self.timer.as_mut().reset(Instant::now() + COALESCE_WAIT);
+            self.armed = true;
+        }
+        true
+    }
+
+    /// The oldest request's answer is whole: the next one starts afresh.
+    pub(super) fn next_oldest(&mut self) {
+        self.armed = false;
+        self.expired = false;
+    }
+
+    /// Whether the timer runs (then [`timer`](Self::timer) is worth waiting for).
+    pub(super) fn armed(&self) -> bool {
+        self.armed
+    }
+
+    /// The timer, to wait for while [`armed`](Self::armed).
+    pub(super) fn timer(&mut self) -> Pin<&mut Sleep> {
+        self.timer.as_mut()
+    }
+
+    /// The timer fired: the oldest request waits for its own answer only.
+    pub(super) fn expire(&mut self) {
+        self.armed = false;
+        self.expired = true;
+    }
+}
+
+/// A TCP socket's `SO_RCVLOWAT`: the kernel wakes the driver only once that many bytes wait
+/// (or the connection ends). Set only when it changes; a socket that refuses it is left at 1.
+pub(super) struct RcvLowat {
+    fd: Option<RawFd>,
+    now: usize,
+}
+
+impl RcvLowat {
+    /// The mark of the TCP socket `fd` (none on a Unix socket or under TLS: nothing is set).
+    pub(super) fn of(fd: Option<RawFd>) -> RcvLowat {
+        RcvLowat { fd, now: 1 }
+    }
+
+    /// Whether the mark can be set (a TCP socket that took it so far).
+    pub(super) fn works(&self) -> bool {
+        self.fd.is_some()
+    }
+
+    /// Asks the kernel to wake the driver once `bytes` wait.
+    pub(super) fn set(&mut self, bytes: usize) {
+        let Some(fd) = self.fd else {
+            return;
+        };
+        if bytes == self.now {
+            return;
+        }
+        let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `fd` is the TCP socket the driver owns (open as long as it runs); the
+        // option's value is a C int, passed with its size.
+        let done = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&raw const value).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        match done {
+            0 => self.now = bytes,
+            _ => self.fd = None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_not_seen_counts_its_floor_and_a_started_run_its_ready_for_query() {
+        let bound = RunBound::new();
+        assert_eq!(bound.still_due(1, false), 11);
+        assert_eq!(bound.still_due(1, true), 6);
+        assert_eq!(bound.still_due(10, false), 10 * RUN_FLOOR);
+        assert_eq!(bound.still_due(10, true), 6 + 9 * RUN_FLOOR);
+        assert_eq!(answer_floor(1), 11);
+        assert_eq!(answer_floor(20), 20 * RUN_FLOOR);
+    }
+
+    #[test]
+    fn a_completion_raises_the_floor_to_its_tag_with_a_count_of_one_digit() {
+        let mut bound = RunBound::new();
+        bound.learn("MOVE 10");
+        // `MOVE 0`: BindComplete 5, CommandComplete 5 + 7, ReadyForQuery 6.
+        assert_eq!(bound.still_due(2, false), 2 * 23);
+        // No longer than the shortest failing run, whatever the tag.
+        let mut insert = RunBound::new();
+        insert.learn("INSERT 0 12345");
+        assert_eq!(insert.still_due(2, false), 2 * ERROR_RUN_FLOOR);
+        // Tags that differ beyond their counts (not one statement's): the smaller holds.
+        bound.learn("DO");
+        assert_eq!(bound.still_due(2, false), 2 * (5 + 8 + 6));
+    }
+}
