@@ -1085,6 +1085,16 @@ fn read_syncs(tcp: &mut std::net::TcpStream, syncs: usize) {
     }
 }
 
+/// Reads the client's next message, which must be a simple query.
+fn read_simple_query(tcp: &mut std::net::TcpStream) {
+    use std::io::Read;
+    let mut head = [0u8; 5];
+    tcp.read_exact(&mut head).unwrap();
+    assert_eq!(head[0], b'Q', "a simple query");
+    let size = u32::from_be_bytes(head[1..].try_into().unwrap()) as usize - 4;
+    tcp.read_exact(&mut vec![0u8; size]).unwrap();
+}
+
 /// The answer to preparing a statement of one int parameter and `columns` int columns
 /// (none: it returns no rows).
 fn prepared_int_statement(columns: i16) -> Vec<u8> {
@@ -1119,7 +1129,7 @@ fn prepared_int_statement(columns: i16) -> Vec<u8> {
 /// each in a write of its own, and the driver still wakes for the last of them at once.
 #[test]
 fn the_shortest_runs_after_long_ones_are_read_without_waiting() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = std::thread::spawn(move || {
@@ -1167,10 +1177,7 @@ fn the_shortest_runs_after_long_ones_are_read_without_waiting() {
             }
         }
         // Open until the client has had every answer (a close would wake it anyway).
-        let mut query = [0u8; 5];
-        tcp.read_exact(&mut query).unwrap();
-        let size = u32::from_be_bytes(query[1..].try_into().unwrap()) as usize - 4;
-        tcp.read_exact(&mut vec![0u8; size]).unwrap();
+        read_simple_query(&mut tcp);
         let done = [backend(b'C', b"SELECT 1\0"), backend(b'Z', b"I")].concat();
         tcp.write_all(&done).unwrap();
     });
@@ -1209,7 +1216,7 @@ fn the_shortest_runs_after_long_ones_are_read_without_waiting() {
 #[test]
 fn the_oldest_answer_does_not_wait_for_the_ones_behind_it() {
     use futures_util::StreamExt;
-    use std::io::{Read, Write};
+    use std::io::Write;
     const REQUESTS: usize = 9;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -1226,11 +1233,7 @@ fn the_oldest_answer_does_not_wait_for_the_ones_behind_it() {
         let answer = run.concat().repeat(2);
         tcp.write_all(&answer).unwrap();
         // The rest once the client, answered, sends its next query.
-        let mut query = [0u8; 5];
-        tcp.read_exact(&mut query).unwrap();
-        assert_eq!(query[0], b'Q');
-        let size = u32::from_be_bytes(query[1..].try_into().unwrap()) as usize - 4;
-        tcp.read_exact(&mut vec![0u8; size]).unwrap();
+        read_simple_query(&mut tcp);
         let mut rest = answer.repeat(REQUESTS - 1);
         rest.extend([backend(b'C', b"SELECT 1\0"), backend(b'Z', b"I")].concat());
         tcp.write_all(&rest).unwrap();

@@ -59,7 +59,7 @@ const ANSWER_FLOOR: usize = 11;
 pub(super) const COALESCE_DEPTH: usize = 8;
 
 /// The most requests whose answers one wake-up waits for.
-pub(super) const COALESCE_MAX: usize = 8;
+const COALESCE_MAX: usize = 8;
 
 /// How long the oldest request's answer may wait for the answers behind it. (Tokio's timers
 /// count whole milliseconds: it fires 1 to 2 ms after it is set.)
@@ -67,7 +67,7 @@ pub(super) const COALESCE_WAIT: Duration = Duration::from_millis(1);
 
 /// The fewest bytes the answer of a request not being read yet takes: `syncs` runs of one
 /// statement, or one answer of any kind.
-pub(super) fn answer_floor(syncs: u32) -> usize {
+fn answer_floor(syncs: u32) -> usize {
     match syncs {
         0 | 1 => ANSWER_FLOOR,
         runs => RUN_FLOOR * runs as usize,
@@ -76,14 +76,14 @@ pub(super) fn answer_floor(syncs: u32) -> usize {
 
 /// What the driver knows of the size of the runs of the request whose answer it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct RunBound {
+struct RunBound {
     /// The fewest bytes each run still due takes, learnt from a completion: none yet.
     learnt: Option<usize>,
 }
 
 impl RunBound {
     /// A request none of whose runs has ended yet.
-    pub(super) fn new() -> RunBound {
+    fn new() -> RunBound {
         RunBound { learnt: None }
     }
 
@@ -97,7 +97,7 @@ impl RunBound {
     /// count, or fail. After `MOVE 10`, a later run takes at least 23 bytes (`MOVE 0`:
     /// `BindComplete` 5, `CommandComplete` 12, `ReadyForQuery` 6). Were two tags to differ
     /// beyond their counts, the smaller bound holds.
-    pub(super) fn learn(&mut self, tag: &str) {
+    fn learn(&mut self, tag: &str) {
         let digits = tag.bytes().rev().take_while(u8::is_ascii_digit).count();
         // The message: its type, length, the tag with its count of one digit, a NUL.
         let completion = 5 + tag.len() - digits.saturating_sub(1) + 1;
@@ -109,7 +109,7 @@ impl RunBound {
     /// The fewest bytes still to come of the answer being read, of which `runs_due` runs are
     /// still due (counting the current one): `started` says whether some messages of the
     /// current run have come (then it holds at least its `ReadyForQuery` more).
-    pub(super) fn still_due(&self, runs_due: usize, started: bool) -> usize {
+    fn still_due(&self, runs_due: usize, started: bool) -> usize {
         let current = match (started, runs_due > 1) {
             (true, _) => READY_FOR_QUERY,
             (false, true) => self.per_run(),
@@ -121,7 +121,7 @@ impl RunBound {
 
 /// Whether the mark counts the answers behind the oldest request's, and the timer that
 /// bounds how long the oldest waits for them.
-pub(super) struct Coalescing {
+struct Coalescing {
     timer: Pin<Box<Sleep>>,
     /// The timer runs for the oldest request.
     armed: bool,
@@ -131,7 +131,7 @@ pub(super) struct Coalescing {
 
 impl Coalescing {
     /// No oldest request yet.
-    pub(super) fn new() -> Coalescing {
+    fn new() -> Coalescing {
         Coalescing {
             timer: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
             armed: false,
@@ -142,7 +142,7 @@ impl Coalescing {
     /// Whether the mark may count the answers behind the oldest, with `in_flight` requests
     /// written and not answered (`written`: none of them waits in the output, so the server
     /// has them all). Arms the timer the first time for the oldest request.
-    pub(super) fn applies(&mut self, in_flight: usize, written: bool) -> bool {
+    fn applies(&mut self, in_flight: usize, written: bool) -> bool {
         if self.expired || !written || in_flight < COALESCE_DEPTH {
             return false;
         }
@@ -154,48 +154,134 @@ impl Coalescing {
     }
 
     /// The oldest request's answer is whole: the next one starts afresh.
-    pub(super) fn next_oldest(&mut self) {
+    fn next_oldest(&mut self) {
         self.armed = false;
         self.expired = false;
     }
 
     /// Whether the timer runs (then [`timer`](Self::timer) is worth waiting for).
-    pub(super) fn armed(&self) -> bool {
+    fn armed(&self) -> bool {
         self.armed
     }
 
     /// The timer, to wait for while [`armed`](Self::armed).
-    pub(super) fn timer(&mut self) -> Pin<&mut Sleep> {
+    fn timer(&mut self) -> Pin<&mut Sleep> {
         self.timer.as_mut()
     }
 
     /// The timer fired: the oldest request waits for its own answer only.
-    pub(super) fn expire(&mut self) {
+    fn expire(&mut self) {
         self.armed = false;
         self.expired = true;
     }
 }
 
+/// The driver's receive low-water mark and what it is set from: whether some messages of the
+/// current run of the oldest answer have come, the floor its runs showed, and whether the
+/// answers behind it are counted too.
+pub(super) struct Wakeups {
+    lowat: RcvLowat,
+    started: bool,
+    bound: RunBound,
+    coalescing: Coalescing,
+}
+
+impl Wakeups {
+    /// The mark of the TCP socket `fd` (none on a Unix socket or under TLS: nothing is set).
+    pub(super) fn of(fd: Option<RawFd>) -> Wakeups {
+        Wakeups {
+            lowat: RcvLowat::of(fd),
+            started: false,
+            bound: RunBound::new(),
+            coalescing: Coalescing::new(),
+        }
+    }
+
+    /// A message of the oldest answer came.
+    pub(super) fn message(&mut self) {
+        self.started = true;
+    }
+
+    /// A run of the oldest answer ended (its `ReadyForQuery` came).
+    pub(super) fn run_ended(&mut self) {
+        self.started = false;
+    }
+
+    /// A run of the oldest answer, a request of several runs, ended with a completion whose
+    /// tag the server sent: see [`RunBound::learn`].
+    pub(super) fn completion(&mut self, tag: &str) {
+        self.bound.learn(tag);
+    }
+
+    /// The oldest answer is whole: the next one starts afresh.
+    pub(super) fn answer_ended(&mut self) {
+        self.started = false;
+        self.bound = RunBound::new();
+        self.coalescing.next_oldest();
+    }
+
+    /// Sets the mark for the requests in flight, given by the `ReadyForQuery`s each still
+    /// awaits, oldest first, with `buffered` bytes read but not parsed; `written`: none of
+    /// them waits in the output.
+    pub(super) fn set_mark(
+        &mut self,
+        mut in_flight: impl ExactSizeIterator<Item = u32>,
+        buffered: usize,
+        written: bool,
+    ) {
+        let count = in_flight.len();
+        let mark = match in_flight.next() {
+            // No answer, or one of one run: any byte may end it.
+            None | Some(0 | 1) => 1,
+            Some(runs) => {
+                let own = self.bound.still_due(runs as usize, self.started);
+                let behind = if self.lowat.works() && self.coalescing.applies(count, written) {
+                    in_flight.take(COALESCE_MAX - 1).map(answer_floor).sum()
+                } else {
+                    0
+                };
+                (own + behind).saturating_sub(buffered).max(1)
+            }
+        };
+        self.lowat.set(mark);
+    }
+
+    /// Whether the timer for the answers behind the oldest runs.
+    pub(super) fn timer_armed(&self) -> bool {
+        self.coalescing.armed()
+    }
+
+    /// That timer, to wait for while [`timer_armed`](Self::timer_armed).
+    pub(super) fn timer(&mut self) -> Pin<&mut Sleep> {
+        self.coalescing.timer()
+    }
+
+    /// The timer fired: the oldest request waits for its own answer only.
+    pub(super) fn timer_fired(&mut self) {
+        self.coalescing.expire();
+    }
+}
+
 /// A TCP socket's `SO_RCVLOWAT`: the kernel wakes the driver only once that many bytes wait
 /// (or the connection ends). Set only when it changes; a socket that refuses it is left at 1.
-pub(super) struct RcvLowat {
+struct RcvLowat {
     fd: Option<RawFd>,
     now: usize,
 }
 
 impl RcvLowat {
     /// The mark of the TCP socket `fd` (none on a Unix socket or under TLS: nothing is set).
-    pub(super) fn of(fd: Option<RawFd>) -> RcvLowat {
+    fn of(fd: Option<RawFd>) -> RcvLowat {
         RcvLowat { fd, now: 1 }
     }
 
     /// Whether the mark can be set (a TCP socket that took it so far).
-    pub(super) fn works(&self) -> bool {
+    fn works(&self) -> bool {
         self.fd.is_some()
     }
 
     /// Asks the kernel to wake the driver once `bytes` wait.
-    pub(super) fn set(&mut self, bytes: usize) {
+    fn set(&mut self, bytes: usize) {
         let Some(fd) = self.fd else {
             return;
         };

@@ -53,7 +53,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::Config;
 
 use super::error::{postgres_kind, DbError, ServerError};
-use super::postgres_lowat::{answer_floor, Coalescing, RcvLowat, RunBound, COALESCE_MAX};
+use super::postgres_lowat::Wakeups;
 use super::postgres_message::{error_text, next_message};
 use super::postgres_startup::start_session;
 use super::postgres_tls::{Opened, PgTls, Socket};
@@ -213,7 +213,7 @@ impl fmt::Display for Target {
 impl Target {
     /// A new connection: TCP with TCP_NODELAY, the keepalives `config` asks for (libpq's
     /// `keepalives`, on by default) and the TLS `tls` asks for; or a Unix socket, plain.
-    /// With the TCP socket's descriptor, for [`RcvLowat`].
+    /// With the TCP socket's descriptor, for [`Wakeups`].
     async fn open(&self, config: &Config, tls: &PgTls) -> Result<(Opened, Option<RawFd>), String> {
         let io = |e: std::io::Error| e.to_string();
         match self {
@@ -307,7 +307,7 @@ async fn start(
     let tainted = Arc::new(AtomicBool::new(false));
     let driver = Driver {
         socket,
-        lowat: RcvLowat::of(tcp_fd),
+        wakeups: Wakeups::of(tcp_fd),
         input,
         queue,
         tainted: tainted.clone(),
@@ -357,7 +357,7 @@ fn is_fatal(body: &ErrorResponseBody) -> bool {
 pub(super) struct Driver {
     socket: Box<dyn Socket>,
     /// The TCP socket's receive low-water mark (none on a Unix socket or over TLS).
-    lowat: RcvLowat,
+    wakeups: Wakeups,
     input: BytesMut,
     queue: mpsc::UnboundedReceiver<Request>,
     tainted: Arc<AtomicBool>,
@@ -378,8 +378,6 @@ struct Waiting {
     left_open: bool,
     /// `ReadyForQuery`s still to come before its answer is whole.
     syncs: u32,
-    /// The fewest bytes each of its runs still due takes (for the receive low-water mark).
-    bound: RunBound,
     /// When its answer stops being waited for, and the query timeout it ran under.
     deadline: Option<(Instant, Duration)>,
 }
@@ -393,7 +391,6 @@ impl Waiting {
             rollback: true,
             left_open: false,
             syncs: 1,
-            bound: RunBound::new(),
             deadline: None,
         }
     }
@@ -476,7 +473,7 @@ impl Driver {
     pub(super) async fn run(self, mode: Mode) -> String {
         let Driver {
             socket,
-            mut lowat,
+            mut wakeups,
             mut input,
             mut queue,
             tainted,
@@ -496,9 +493,6 @@ impl Driver {
         // The answer being read: its size so far, and whether it went past `max_result`
         // (then its messages are read and dropped).
         let (mut answer_bytes, mut oversized) = (0usize, false);
-        // Whether some messages of the run being read have come.
-        let mut run_started = false;
-        let mut coalescing = Coalescing::new();
         let why = 'run: loop {
             loop {
                 let (message, size) = match next_message(&mut input, max_result) {
@@ -507,14 +501,14 @@ impl Driver {
                     Err(e) => break 'run format!("{e} (PostgresOptions::max_result_bytes)"),
                 };
                 answer_bytes += size;
-                run_started = true;
+                wakeups.message();
                 if answer_bytes > max_result && !oversized {
                     oversized = true;
                     messages = Vec::new();
                 }
                 match message {
                     Message::ReadyForQuery(body) => {
-                        run_started = false;
+                        wakeups.run_ended();
                         let status = body.status();
                         let Some(front) = waiting.front_mut() else {
                             break 'run "an answer nobody asked for".to_string();
@@ -542,7 +536,7 @@ impl Driver {
                         let Some(done) = waiting.pop_front() else {
                             break 'run "an answer nobody asked for".to_string();
                         };
-                        coalescing.next_oldest();
+                        wakeups.answer_ended();
                         let left_open = done.left_open;
                         if let Some(reply) = done.reply {
                             let answer = if done.doomed {
@@ -613,9 +607,9 @@ impl Driver {
                     }
                     Message::CommandComplete(body) => {
                         // (Only a request of several runs has later runs to bound.)
-                        let front = waiting.front_mut().filter(|w| w.syncs > 1);
-                        if let (Some(front), Ok(tag)) = (front, body.tag()) {
-                            front.bound.learn(tag);
+                        let several = waiting.front().is_some_and(|w| w.syncs > 1);
+                        if let (true, Ok(tag)) = (several, body.tag()) {
+                            wakeups.completion(tag);
                         }
                         if !oversized {
                             messages.push(Message::CommandComplete(body));
@@ -646,7 +640,6 @@ impl Driver {
                     rollback: false,
                     left_open: false,
                     syncs,
-                    bound: RunBound::new(),
                     deadline,
                 });
             }
@@ -655,22 +648,8 @@ impl Driver {
                     break why.clone();
                 }
             }
-            lowat.set(match waiting.front() {
-                None => 1,
-                // An answer of one run: any byte may end it.
-                Some(front) if front.syncs == 1 => 1,
-                Some(front) => {
-                    let own = front.bound.still_due(front.syncs as usize, run_started);
-                    let due =
-                        if lowat.works() && coalescing.applies(waiting.len(), output.is_empty()) {
-                            let behind = waiting.iter().skip(1).take(COALESCE_MAX - 1);
-                            own + behind.map(|w| answer_floor(w.syncs)).sum::<usize>()
-                        } else {
-                            own
-                        };
-                    due.saturating_sub(input.len()).max(1)
-                }
-            });
+            let in_flight = waiting.iter().map(|w| w.syncs);
+            wakeups.set_mark(in_flight, input.len(), output.is_empty());
             tokio::select! {
                 read = reader.read_buf(&mut input) => match read {
                     Ok(0) => break "the server closed the connection".to_string(),
@@ -703,7 +682,7 @@ impl Driver {
                 () = &mut deadlines.timer, if deadlines.armed => {
                     deadlines.expire(&mut waiting, &mut backlog)
                 }
-                () = coalescing.timer(), if coalescing.armed() => coalescing.expire(),
+                () = wakeups.timer(), if wakeups.timer_armed() => wakeups.timer_fired(),
                 written = writer.write(&output), if !output.is_empty() => match written {
                     Ok(0) => break "the server stopped reading".to_string(),
                     Ok(n) => output.advance(n),
