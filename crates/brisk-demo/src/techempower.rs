@@ -207,11 +207,15 @@ impl Techempower {
     }
 
     async fn world(&self, id: i32) -> Result<World, DbError> {
-        let rows = self.rows(SELECT_WORLD, vec![id.into()]).await?;
-        let row = rows
-            .first()
-            .ok_or_else(|| DbError::Decode(format!("no world row {id}")))?;
-        world_of(row)
+        let world = if self.blocking_url.is_some() {
+            let rows = self.rows(SELECT_WORLD, vec![id.into()]).await?;
+            rows.first().map(world_of).transpose()?
+        } else {
+            // Read where it lies in the answer, straight into a `World`.
+            let worlds = self.db.query_map(SELECT_WORLD, vec![id.into()], read_world);
+            worlds.await?.into_iter().next()
+        };
+        world.ok_or_else(|| DbError::Decode(format!("no world row {id}")))
     }
 
     /// Report R5's request: two rows by id and a `LIMIT 5` list, one query after another.
@@ -246,11 +250,11 @@ impl Techempower {
         }
         let ids: Vec<i32> = (0..n).map(|_| random_id()).collect();
         let lists = ids.iter().map(|&id| vec![id.into()]).collect();
-        let runs = self.db.query_pipelined(SELECT_WORLD, lists).await?;
+        let runs = self.db.query_pipelined_map(SELECT_WORLD, lists, read_world);
         ids.iter()
-            .zip(runs)
-            .map(|(id, rows)| match rows?.first() {
-                Some(row) => world_of(row),
+            .zip(runs.await?)
+            .map(|(id, worlds)| match worlds?.into_iter().next() {
+                Some(world) => Ok(world),
                 None => Err(DbError::Decode(format!("no world row {id}"))),
             })
             .collect()
@@ -284,8 +288,7 @@ impl Techempower {
             self.db
                 .execute(
                     "UPDATE world SET randomnumber = v.r \
-                     FROM (SELECT unnest($1::int[]) AS id, unnest($2::int[]) AS r) AS v \
-                     WHERE world.id = v.id",
+                     FROM unnest($1::int[], $2::int[]) AS v(id, r) WHERE world.id = v.id",
                     vec![list(|w| w.id), list(|w| w.random_number)],
                 )
                 .await?;
@@ -404,6 +407,13 @@ impl Techempower {
         .map_err(|e| DbError::Decode(format!("fortunes template: {e}")))?;
         Ok(typed(html, "text/html; charset=utf-8"))
     }
+}
+
+fn read_world(row: &RowView<'_>) -> Result<World, DbError> {
+    Ok(World {
+        id: row.get(0)?,
+        random_number: row.get(1)?,
+    })
 }
 
 fn world_of(row: &Row) -> Result<World, DbError> {

@@ -396,6 +396,15 @@ fn pipelined_runs_are_each_a_transaction_of_their_own_and_fail_alone() {
             assert_eq!(run[0].get::<String>(1).unwrap(), "x");
         }
 
+        // Read in place, the same: a reshape under the statement prepares it again.
+        db.execute_batch("ALTER TABLE shape ADD COLUMN c int DEFAULT 7")
+            .await
+            .unwrap();
+        let read = |row: &brisk::db::RowView<'_>| Ok((row.get::<i32>(0)?, row.get::<i32>(2)?));
+        let runs = db.query_pipelined_map(sql, lists(), read).await.unwrap();
+        let runs: Vec<Vec<(i32, i32)>> = runs.into_iter().map(Result::unwrap).collect();
+        assert_eq!(runs, [vec![(1, 7), (2, 7)], vec![(2, 7)]]);
+
         // What cannot run at all fails the call, and the connection goes on in step.
         let err = db.query_pipelined(sql, vec![vec![]]).await.unwrap_err();
         assert!(

@@ -254,6 +254,32 @@ async fn round_trip(db: &Db) {
     );
     assert_eq!(seen, 1, "{kind:?}: the first error stops the reading");
 
+    // Pipelined, each run read in place (`query_pipelined_map`): a run's rows, a run of no
+    // rows, and a run whose row the closure refuses, which fails alone.
+    let by_id = "SELECT id, i4 FROM typed WHERE id = $1";
+    let lists = [1i64, 3, 2, 1].map(|id| vec![Value::from(id)]).to_vec();
+    let read = |row: &RowView<'_>| -> Result<(i64, Option<i32>), DbError> {
+        let id: i64 = row.get(0)?;
+        if id == 2 {
+            return Err(DbError::Decode("row 2 refused".into()));
+        }
+        Ok((id, row.get(1)?))
+    };
+    let runs = db
+        .query_pipelined_map(by_id, lists, read)
+        .await
+        .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+    assert_eq!(runs.len(), 4, "{kind:?}");
+    for first in [&runs[0], &runs[3]] {
+        assert_eq!(first.as_ref().unwrap(), &[(1, Some(i32::MIN))], "{kind:?}");
+    }
+    assert!(runs[1].as_ref().unwrap().is_empty(), "{kind:?}");
+    assert!(
+        matches!(&runs[2], Err(DbError::Decode(m)) if m == "row 2 refused"),
+        "{kind:?}: {:?}",
+        runs[2]
+    );
+
     // Parameters compared in SQL find their rows: the server read them as the same values.
     let found: Option<i64> = db
         .query_scalar(

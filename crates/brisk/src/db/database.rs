@@ -282,6 +282,53 @@ impl Db {
         }
     }
 
+    /// [`query_pipelined`](Self::query_pipelined) with each row read by `f` into what the app
+    /// keeps, as [`query_map`](Self::query_map) reads them (on PostgreSQL where they lie in
+    /// the server's answer, no [`Row`] built). A run whose rows `f` refuses fails with `f`'s
+    /// error; the others are read on.
+    ///
+    /// ```no_run
+    /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {
+    /// let ids = [3, 14, 159].map(|id| vec![id.into()]).to_vec();
+    /// let read = |row: &brisk::db::RowView<'_>| Ok((row.get::<i32>(0)?, row.get::<i32>(1)?));
+    /// let runs = db
+    ///     .query_pipelined_map("SELECT id, randomnumber FROM world WHERE id = $1", ids, read)
+    ///     .await?;
+    /// for run in runs {
+    ///     let worlds: Vec<(i32, i32)> = run?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_pipelined_map<T, F>(
+        &self,
+        sql: &str,
+        lists: Vec<Vec<Value>>,
+        f: F,
+    ) -> Result<Vec<Result<Vec<T>, DbError>>, DbError>
+    where
+        F: FnMut(&RowView<'_>) -> Result<T, DbError>,
+    {
+        match self {
+            #[cfg(feature = "postgres")]
+            Db::Postgres(db) => {
+                let run = db.query_pipelined_map(sql, lists, f);
+                crate::otel::call(run, self.traced(sql)).await
+            }
+            // The other backends run the lists side by side, then `f` reads each run's rows.
+            #[cfg(any(feature = "sqlite", feature = "mysql"))]
+            #[allow(unreachable_patterns)]
+            _ => {
+                let mut f = f;
+                let runs = lists.into_iter().map(|params| self.query(sql, params));
+                let runs = futures_util::future::join_all(runs).await;
+                Ok(runs
+                    .into_iter()
+                    .map(|run| map_each(&run?, &mut f))
+                    .collect())
+            }
+        }
+    }
+
     /// How a traced call of `statement` is described (see [`crate::otel`]).
     fn traced<'a>(&self, statement: &'a str) -> crate::otel::Op<'a> {
         let system = match self.kind() {

@@ -675,35 +675,68 @@ impl Postgres {
         sql: &str,
         lists: Vec<Vec<Value>>,
     ) -> Result<Vec<Result<Vec<Row>, DbError>>, DbError> {
+        self.pipelined(sql, lists, &mut convert_row).await
+    }
+
+    /// [`query_pipelined`](Self::query_pipelined) with each row read by `f` where it lies in
+    /// the server's answer (see [`Db::query_map`](super::Db::query_map)): no [`Row`] is built.
+    ///
+    /// ```no_run
+    /// # async fn f(db: brisk::db::Postgres) -> Result<(), brisk::db::DbError> {
+    /// let ids = [3, 14].map(|id| vec![id.into()]).to_vec();
+    /// let read = |row: &brisk::db::RowView<'_>| row.get::<i32>(1);
+    /// let runs = db.query_pipelined_map("SELECT id, randomnumber FROM world WHERE id = $1", ids, read).await?;
+    /// assert_eq!(runs.len(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_pipelined_map<T>(
+        &self,
+        sql: &str,
+        lists: Vec<Vec<Value>>,
+        f: impl FnMut(&RowView<'_>) -> Result<T, DbError>,
+    ) -> Result<Vec<Result<Vec<T>, DbError>>, DbError> {
+        self.pipelined(sql, lists, &mut in_place(f)).await
+    }
+
+    /// [`query_pipelined`](Self::query_pipelined), each row read by `read`.
+    async fn pipelined<T>(
+        &self,
+        sql: &str,
+        lists: Vec<Vec<Value>>,
+        read: &mut impl FnMut(&DataRowBody, &Prepared) -> Result<T, DbError>,
+    ) -> Result<Vec<Result<Vec<T>, DbError>>, DbError> {
         if lists.is_empty() {
             return Ok(Vec::new());
         }
         let turn = self.pick().await?;
-        let (runs, name) = self.run_apart_on(&turn.live, sql, lists.iter()).await?;
+        let (runs, name) = self
+            .run_apart_on(&turn.live, sql, lists.iter(), read)
+            .await?;
         if !runs.iter().any(|r| matches!(r, Err(e) if is_reshaped(e))) {
             return Ok(runs);
         }
         turn.live.forget(sql, &name);
         drop(turn);
         // Boxed: the retry's state is not part of every call's future.
-        Box::pin(self.run_reshaped_again(sql, &lists, runs)).await
+        Box::pin(self.run_reshaped_again(sql, &lists, runs, read)).await
     }
 
     /// Runs again the runs of `runs` that found the statement gone or reshaped (nothing of
     /// them ran), with the statement prepared again: each run's rows are read with the
     /// statement it ran under.
-    async fn run_reshaped_again(
+    async fn run_reshaped_again<T>(
         &self,
         sql: &str,
         lists: &[Vec<Value>],
-        mut runs: Vec<Result<Vec<Row>, DbError>>,
-    ) -> Result<Vec<Result<Vec<Row>, DbError>>, DbError> {
+        mut runs: Vec<Result<Vec<T>, DbError>>,
+        read: &mut impl FnMut(&DataRowBody, &Prepared) -> Result<T, DbError>,
+    ) -> Result<Vec<Result<Vec<T>, DbError>>, DbError> {
         let again: Vec<usize> = (0..runs.len())
             .filter(|&i| matches!(&runs[i], Err(e) if is_reshaped(e)))
             .collect();
         let turn = self.pick().await?;
         let retried = again.iter().map(|&i| &lists[i]);
-        let (rows, _) = self.run_apart_on(&turn.live, sql, retried).await?;
+        let (rows, _) = self.run_apart_on(&turn.live, sql, retried, read).await?;
         for (i, run) in again.into_iter().zip(rows) {
             runs[i] = run;
         }
@@ -711,13 +744,15 @@ impl Postgres {
     }
 
     /// Runs `sql` once per parameter list on `live`, each list ending in a `Sync` of its own,
-    /// all in one request: each run's rows or error, and the statement's name there.
-    async fn run_apart_on<'a>(
+    /// all in one request: each run's rows (each read by `read`) or error, and the
+    /// statement's name there.
+    async fn run_apart_on<'a, T>(
         &self,
         live: &Live,
         sql: &str,
         lists: impl ExactSizeIterator<Item = &'a Vec<Value>>,
-    ) -> Result<(Vec<Result<Vec<Row>, DbError>>, Arc<str>), DbError> {
+        read: &mut impl FnMut(&DataRowBody, &Prepared) -> Result<T, DbError>,
+    ) -> Result<(Vec<Result<Vec<T>, DbError>>, Arc<str>), DbError> {
         let prepared = self.prepared(live, sql).await?;
         let syncs = lists.len();
         // Room for the Bind, Execute and Sync of each list.
@@ -731,7 +766,7 @@ impl Postgres {
             .connection
             .request_runs(out, syncs, self.limit_on(live))
             .await?;
-        let runs = rows_of_runs(&answer, &prepared, self.timeout());
+        let runs = rows_of_runs(&answer, &prepared, self.timeout(), read);
         Ok((runs, prepared.name))
     }
 
@@ -1080,25 +1115,26 @@ pub(super) fn outcomes(answer: Answer, timeout: Duration) -> Result<Vec<Outcome>
     Ok(outcomes)
 }
 
-/// Each run's rows in an answer of several runs ([`Answer::runs`]), read with `prepared`'s
-/// columns, or the error the server gave that run.
-pub(super) fn rows_of_runs(
+/// Each run's rows in an answer of several runs ([`Answer::runs`]), each read by `read`
+/// with `prepared`'s columns, or the error the server gave that run.
+pub(super) fn rows_of_runs<T>(
     answer: &Answer,
     prepared: &Prepared,
     timeout: Duration,
-) -> Vec<Result<Vec<Row>, DbError>> {
-    let run_rows = |run: &[Message]| {
+    read: &mut impl FnMut(&DataRowBody, &Prepared) -> Result<T, DbError>,
+) -> Vec<Result<Vec<T>, DbError>> {
+    let mut run_rows = |run: &[Message]| {
         let mut rows = Vec::new();
         for message in run {
             match message {
-                Message::DataRow(row) => rows.push(convert_row(row, prepared)?),
+                Message::DataRow(row) => rows.push(read(row, prepared)?),
                 Message::ErrorResponse(body) => return Err(db_error(body, timeout)),
                 _ => {}
             }
         }
         Ok(rows)
     };
-    answer.runs().map(run_rows).collect()
+    answer.runs().map(&mut run_rows).collect()
 }
 
 /// Whether `e` says a statement is gone or its result changed shape: nothing ran, and it
@@ -1134,24 +1170,39 @@ pub(super) fn db_error(body: &ErrorResponseBody, timeout: Duration) -> DbError {
     DbError::Query(error)
 }
 
-/// Each of `rows` through `f`, read in place: one list of column ranges serves every row.
+/// Each of `rows` through `f`, read in place.
 fn map_rows<T>(
     rows: &[DataRowBody],
     prepared: &Prepared,
-    mut f: impl FnMut(&RowView<'_>) -> Result<T, DbError>,
+    f: impl FnMut(&RowView<'_>) -> Result<T, DbError>,
 ) -> Result<Vec<T>, DbError> {
-    let mut ranges = Vec::with_capacity(prepared.types.len());
+    let mut read = in_place(f);
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
+        out.push(read(row, prepared)?);
+    }
+    Ok(out)
+}
+
+/// A reader of rows that hands `f` each row where it lies in the answer: one list of column
+/// ranges serves every row.
+fn in_place<T>(
+    mut f: impl FnMut(&RowView<'_>) -> Result<T, DbError>,
+) -> impl FnMut(&DataRowBody, &Prepared) -> Result<T, DbError> {
+    let mut ranges = Vec::new();
+    move |row, prepared| {
         ranges.clear();
         each_column(row, prepared, |_, range| {
             ranges.push(range);
             Ok(())
         })?;
-        let view = RowView::wire(row.buffer(), &ranges, &prepared.types, &prepared.columns);
-        out.push(f(&view)?);
+        f(&RowView::wire(
+            row.buffer(),
+            &ranges,
+            &prepared.types,
+            &prepared.columns,
+        ))
     }
-    Ok(out)
 }
 
 pub(super) fn convert_row(row: &DataRowBody, prepared: &Prepared) -> Result<Row, DbError> {

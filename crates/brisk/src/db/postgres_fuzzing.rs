@@ -10,7 +10,7 @@ use postgres_protocol::message::backend::Message;
 use tokio::io::AsyncWriteExt;
 use tokio_postgres::types::Type;
 
-use super::postgres::{outcomes, rows_of_runs, Prepared};
+use super::postgres::{convert_row, outcomes, rows_of_runs, Prepared};
 use super::postgres_message::next_message;
 use super::postgres_startup::start_session;
 use super::postgres_tls::Opened;
@@ -133,7 +133,7 @@ pub(crate) fn answer(data: &[u8]) {
         .collect();
     let prepared = Prepared::of_columns(types);
     assert_eq!(
-        rows_of_runs(&answer, &prepared, Duration::from_secs(1)).len(),
+        rows_of_runs(&answer, &prepared, Duration::from_secs(1), &mut convert_row).len(),
         runs
     );
 }
