@@ -404,6 +404,24 @@ fn pipelined_runs_are_each_a_transaction_of_their_own_and_fail_alone() {
         let runs = db.query_pipelined_map(sql, lists(), read).await.unwrap();
         let runs: Vec<Vec<(i32, i32)>> = runs.into_iter().map(Result::unwrap).collect();
         assert_eq!(runs, [vec![(1, 7), (2, 7)], vec![(2, 7)]]);
+        // Only the server says a statement was reshaped: a closure's error that reads like it
+        // fails its run, which is not run again (the server did run it).
+        let mut reads = 0;
+        let as_if_reshaped = |_: &brisk::db::RowView<'_>| -> Result<(), DbError> {
+            reads += 1;
+            Err(DbError::Query(brisk::db::ServerError {
+                code: "0A000".into(),
+                message: "the app's own error".into(),
+                constraint: None,
+                kind: brisk::db::ErrorKind::Other,
+            }))
+        };
+        let runs = db.query_pipelined_map(sql, lists(), as_if_reshaped).await;
+        let runs = runs.unwrap();
+        assert!(runs
+            .iter()
+            .all(|r| r.as_ref().unwrap_err().code() == Some("0A000")));
+        assert_eq!(reads, 2, "one read per run, none run again");
 
         // What cannot run at all fails the call, and the connection goes on in step.
         let err = db.query_pipelined(sql, vec![vec![]]).await.unwrap_err();

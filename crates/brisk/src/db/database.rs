@@ -285,7 +285,7 @@ impl Db {
     /// [`query_pipelined`](Self::query_pipelined) with each row read by `f` into what the app
     /// keeps, as [`query_map`](Self::query_map) reads them (on PostgreSQL where they lie in
     /// the server's answer, no [`Row`] built). A run whose rows `f` refuses fails with `f`'s
-    /// error; the others are read on.
+    /// error (the server still ran it: a write in it is committed); the others are read on.
     ///
     /// ```no_run
     /// # async fn f(db: brisk::db::Db) -> Result<(), brisk::db::DbError> {

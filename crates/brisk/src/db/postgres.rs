@@ -680,12 +680,14 @@ impl Postgres {
 
     /// [`query_pipelined`](Self::query_pipelined) with each row read by `f` where it lies in
     /// the server's answer (see [`Db::query_map`](super::Db::query_map)): no [`Row`] is built.
+    /// A run whose rows `f` refuses fails with `f`'s error (the server still ran it).
     ///
     /// ```no_run
     /// # async fn f(db: brisk::db::Postgres) -> Result<(), brisk::db::DbError> {
     /// let ids = [3, 14].map(|id| vec![id.into()]).to_vec();
     /// let read = |row: &brisk::db::RowView<'_>| row.get::<i32>(1);
-    /// let runs = db.query_pipelined_map("SELECT id, randomnumber FROM world WHERE id = $1", ids, read).await?;
+    /// let sql = "SELECT id, randomnumber FROM world WHERE id = $1";
+    /// let runs = db.query_pipelined_map(sql, ids, read).await?;
     /// assert_eq!(runs.len(), 2);
     /// # Ok(()) }
     /// ```
@@ -709,34 +711,32 @@ impl Postgres {
             return Ok(Vec::new());
         }
         let turn = self.pick().await?;
-        let (runs, name) = self
+        let (runs, again, name) = self
             .run_apart_on(&turn.live, sql, lists.iter(), read)
             .await?;
-        if !runs.iter().any(|r| matches!(r, Err(e) if is_reshaped(e))) {
+        if again.is_empty() {
             return Ok(runs);
         }
         turn.live.forget(sql, &name);
         drop(turn);
         // Boxed: the retry's state is not part of every call's future.
-        Box::pin(self.run_reshaped_again(sql, &lists, runs, read)).await
+        Box::pin(self.run_reshaped_again(sql, &lists, runs, again, read)).await
     }
 
-    /// Runs again the runs of `runs` that found the statement gone or reshaped (nothing of
-    /// them ran), with the statement prepared again: each run's rows are read with the
-    /// statement it ran under.
+    /// Runs again the runs of `runs` the server said found the statement gone or reshaped
+    /// (`again`: nothing of them ran), with the statement prepared again: each run's rows are
+    /// read with the statement it ran under.
     async fn run_reshaped_again<T>(
         &self,
         sql: &str,
         lists: &[Vec<Value>],
         mut runs: Vec<Result<Vec<T>, DbError>>,
+        again: Vec<usize>,
         read: &mut impl FnMut(&DataRowBody, &Prepared) -> Result<T, DbError>,
     ) -> Result<Vec<Result<Vec<T>, DbError>>, DbError> {
-        let again: Vec<usize> = (0..runs.len())
-            .filter(|&i| matches!(&runs[i], Err(e) if is_reshaped(e)))
-            .collect();
         let turn = self.pick().await?;
         let retried = again.iter().map(|&i| &lists[i]);
-        let (rows, _) = self.run_apart_on(&turn.live, sql, retried, read).await?;
+        let (rows, _, _) = self.run_apart_on(&turn.live, sql, retried, read).await?;
         for (i, run) in again.into_iter().zip(rows) {
             runs[i] = run;
         }
@@ -744,15 +744,16 @@ impl Postgres {
     }
 
     /// Runs `sql` once per parameter list on `live`, each list ending in a `Sync` of its own,
-    /// all in one request: each run's rows (each read by `read`) or error, and the
-    /// statement's name there.
+    /// all in one request: each run's rows (each read by `read`) or error, the runs the
+    /// server said found the statement gone or reshaped (told apart from errors of `read`,
+    /// which may say anything), and the statement's name there.
     async fn run_apart_on<'a, T>(
         &self,
         live: &Live,
         sql: &str,
         lists: impl ExactSizeIterator<Item = &'a Vec<Value>>,
         read: &mut impl FnMut(&DataRowBody, &Prepared) -> Result<T, DbError>,
-    ) -> Result<(Vec<Result<Vec<T>, DbError>>, Arc<str>), DbError> {
+    ) -> Result<RunsApart<T>, DbError> {
         let prepared = self.prepared(live, sql).await?;
         let syncs = lists.len();
         // Room for the Bind, Execute and Sync of each list.
@@ -767,7 +768,15 @@ impl Postgres {
             .request_runs(out, syncs, self.limit_on(live))
             .await?;
         let runs = rows_of_runs(&answer, &prepared, self.timeout(), read);
-        Ok((runs, prepared.name))
+        let reshaped = |(i, run): (usize, &[Message])| {
+            let reshaped = run.iter().any(|m| {
+                matches!(m, Message::ErrorResponse(body)
+                    if is_reshaped(&db_error(body, self.timeout())))
+            });
+            reshaped.then_some(i)
+        };
+        let again = answer.runs().enumerate().filter_map(reshaped).collect();
+        Ok((runs, again, prepared.name))
     }
 
     /// Runs a statement; returns how many rows it changed.
@@ -1115,6 +1124,10 @@ pub(super) fn outcomes(answer: Answer, timeout: Duration) -> Result<Vec<Outcome>
     Ok(outcomes)
 }
 
+/// What `Postgres::run_apart_on` gives back: each run's rows or error, the runs to run again
+/// (the statement was gone or reshaped), the statement's name.
+type RunsApart<T> = (Vec<Result<Vec<T>, DbError>>, Vec<usize>, Arc<str>);
+
 /// Each run's rows in an answer of several runs ([`Answer::runs`]), each read by `read`
 /// with `prepared`'s columns, or the error the server gave that run.
 pub(super) fn rows_of_runs<T>(
@@ -1123,7 +1136,7 @@ pub(super) fn rows_of_runs<T>(
     timeout: Duration,
     read: &mut impl FnMut(&DataRowBody, &Prepared) -> Result<T, DbError>,
 ) -> Vec<Result<Vec<T>, DbError>> {
-    let mut run_rows = |run: &[Message]| {
+    let run_rows = |run: &[Message]| {
         let mut rows = Vec::new();
         for message in run {
             match message {
@@ -1134,7 +1147,7 @@ pub(super) fn rows_of_runs<T>(
         }
         Ok(rows)
     };
-    answer.runs().map(&mut run_rows).collect()
+    answer.runs().map(run_rows).collect()
 }
 
 /// Whether `e` says a statement is gone or its result changed shape: nothing ran, and it
@@ -1192,6 +1205,7 @@ fn in_place<T>(
     let mut ranges = Vec::new();
     move |row, prepared| {
         ranges.clear();
+        ranges.reserve(prepared.types.len());
         each_column(row, prepared, |_, range| {
             ranges.push(range);
             Ok(())
