@@ -20,16 +20,16 @@
 //!   count can change, down to one digit ([`RunBound::learn`]); a failing run takes at least
 //!   [`ERROR_RUN_FLOOR`] bytes.
 //!
-//! **Many requests in flight** ([`Coalescing`]): when the oldest request is one of several
-//! runs and at least [`COALESCE_DEPTH`] requests wait for their answers, the mark also counts
-//! the fewest bytes of the answers of the next few (up to [`COALESCE_MAX`] requests in all),
-//! so that one wake-up reads several answers. It makes the oldest answer wait for the next
-//! ones, which the server is busy with anyway (a request that deep in the pipeline waits
-//! behind the others); a timer of [`COALESCE_WAIT`] for each oldest request bounds that wait
-//! if one of them is slow: the mark then falls back to that request's own bytes. (An answer
-//! of one run is read as soon as a byte of it comes: those are many and short, the worker is
-//! seldom asleep for them, and a mark that changes at every answer would cost a system call
-//! each.)
+//! **Many requests in flight** ([`Coalescing`]): when at least [`COALESCE_DEPTH`] requests the
+//! server has (written whole) wait for their answers, the mark also counts the fewest bytes
+//! of the answers of the next few (up to [`COALESCE_MAX`] requests in all), so that one
+//! wake-up reads several answers. It makes the oldest answer wait for the next ones, which
+//! the server is busy with anyway (a request that deep in the pipeline waits behind the
+//! others); a timer of [`COALESCE_WAIT`] bounds that wait if one of them is slow: when it
+//! fires, the mark falls back to the oldest request's own bytes until that answer is whole.
+//! For answers of one run (`/db`'s: many and short) the mark is then the same from one
+//! answer to the next, so it costs a system call only when the pipeline's depth crosses
+//! [`COALESCE_DEPTH`]; below it, such an answer is read as soon as a byte of it comes.
 
 use std::os::fd::RawFd;
 use std::pin::Pin;
@@ -123,10 +123,12 @@ impl RunBound {
 /// bounds how long the oldest waits for them.
 struct Coalescing {
     timer: Pin<Box<Sleep>>,
-    /// The timer runs for the oldest request.
+    /// The timer runs.
     armed: bool,
     /// The timer fired for the oldest request: its mark is its own answer's until it is whole.
     expired: bool,
+    /// The oldest request is new: the mark has not counted the answers behind it yet.
+    fresh: bool,
 }
 
 impl Coalescing {
@@ -136,27 +138,33 @@ impl Coalescing {
             timer: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
             armed: false,
             expired: false,
+            fresh: true,
         }
     }
 
-    /// Whether the mark may count the answers behind the oldest, with `in_flight` requests
-    /// written and not answered (`written`: none of them waits in the output, so the server
-    /// has them all). Arms the timer the first time for the oldest request.
-    fn applies(&mut self, in_flight: usize, written: bool) -> bool {
-        if self.expired || !written || in_flight < COALESCE_DEPTH {
+    /// Whether the mark may count the answers behind the oldest, of `runs` runs, with
+    /// `written` requests the server has (written whole) and not answered. Arms the timer if
+    /// it is not running, and afresh for each oldest request of several runs (those take
+    /// long enough to answer that each gets the whole wait). Answers of one run share a
+    /// running timer: the oldest waits less than [`COALESCE_WAIT`] since the mark first
+    /// counted answers behind an earlier one, and a stream of short answers costs a clock
+    /// reading per timer, not per answer.
+    fn applies(&mut self, written: usize, runs: u32) -> bool {
+        if self.expired || written < COALESCE_DEPTH {
             return false;
         }
-        if !self.armed {
+        if !self.armed || (self.fresh && runs > 1) {
             self.timer.as_mut().reset(Instant::now() + COALESCE_WAIT);
             self.armed = true;
         }
+        self.fresh = false;
         true
     }
 
-    /// The oldest request's answer is whole: the next one starts afresh.
+    /// The oldest request's answer is whole: the next one may count the answers behind it.
     fn next_oldest(&mut self) {
-        self.armed = false;
         self.expired = false;
+        self.fresh = true;
     }
 
     /// Whether the timer runs (then [`timer`](Self::timer) is worth waiting for).
@@ -221,26 +229,30 @@ impl Wakeups {
     }
 
     /// Sets the mark for the requests in flight, given by the `ReadyForQuery`s each still
-    /// awaits, oldest first, with `buffered` bytes read but not parsed; `written`: none of
-    /// them waits in the output.
+    /// awaits, oldest first, with `buffered` bytes read but not parsed; the last `unwritten`
+    /// of them may still wait in the output (the server does not have them yet).
     pub(super) fn set_mark(
         &mut self,
         mut in_flight: impl ExactSizeIterator<Item = u32>,
         buffered: usize,
-        written: bool,
+        unwritten: usize,
     ) {
-        let count = in_flight.len();
+        let written = in_flight.len().saturating_sub(unwritten);
         let mark = match in_flight.next() {
-            // No answer, or one of one run: any byte may end it.
-            None | Some(0 | 1) => 1,
+            None | Some(0) => 1,
             Some(runs) => {
                 let own = self.bound.still_due(runs as usize, self.started);
-                let behind = if self.lowat.works() && self.coalescing.applies(count, written) {
-                    in_flight.take(COALESCE_MAX - 1).map(answer_floor).sum()
+                let behind = if self.lowat.works() && self.coalescing.applies(written, runs) {
+                    let next = written.min(COALESCE_MAX) - 1;
+                    in_flight.take(next).map(answer_floor).sum()
                 } else {
                     0
                 };
-                (own + behind).saturating_sub(buffered).max(1)
+                match (runs, behind) {
+                    // An answer of one run, alone: any byte may end it.
+                    (1, 0) => 1,
+                    _ => (own + behind).saturating_sub(buffered).max(1),
+                }
             }
         };
         self.lowat.set(mark);

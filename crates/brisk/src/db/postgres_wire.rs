@@ -483,6 +483,9 @@ impl Driver {
         let mut retiring: Option<String> = None;
         let (mut reader, mut writer) = tokio::io::split(socket);
         let mut output = BytesMut::new();
+        // How many of the requests at the back of `waiting` may still be in `output` (all
+        // those added since it was last empty).
+        let mut unwritten = 0usize;
         let mut waiting: VecDeque<Waiting> = VecDeque::new();
         let mut messages: Vec<Message> = Vec::new();
         // Where each run of the answer being read ended so far, for a request of several.
@@ -526,6 +529,7 @@ impl Driver {
                                 }
                                 let _ = frontend::query("ROLLBACK", &mut output);
                                 waiting.push_back(Waiting::own());
+                                unwritten += 1;
                             }
                             continue;
                         }
@@ -577,6 +581,7 @@ impl Driver {
                             }
                             let _ = frontend::query("ROLLBACK", &mut output);
                             waiting.push_back(Waiting::own());
+                            unwritten += 1;
                         }
                     }
                     // The server would wait for rows that never come, and ignore the Syncs
@@ -634,6 +639,7 @@ impl Driver {
                     break;
                 };
                 output.extend_from_slice(&messages);
+                unwritten += 1;
                 waiting.push_back(Waiting {
                     reply: Some(reply),
                     doomed: false,
@@ -649,7 +655,7 @@ impl Driver {
                 }
             }
             let in_flight = waiting.iter().map(|w| w.syncs);
-            wakeups.set_mark(in_flight, input.len(), output.is_empty());
+            wakeups.set_mark(in_flight, input.len(), unwritten);
             tokio::select! {
                 read = reader.read_buf(&mut input) => match read {
                     Ok(0) => break "the server closed the connection".to_string(),
@@ -685,7 +691,12 @@ impl Driver {
                 () = wakeups.timer(), if wakeups.timer_armed() => wakeups.timer_fired(),
                 written = writer.write(&output), if !output.is_empty() => match written {
                     Ok(0) => break "the server stopped reading".to_string(),
-                    Ok(n) => output.advance(n),
+                    Ok(n) => {
+                        output.advance(n);
+                        if output.is_empty() {
+                            unwritten = 0;
+                        }
+                    }
                     Err(e) => break e.to_string(),
                 },
             }
