@@ -767,15 +767,7 @@ impl Postgres {
             .connection
             .request_runs(out, syncs, self.limit_on(live))
             .await?;
-        let runs = rows_of_runs(&answer, &prepared, self.timeout(), read);
-        let reshaped = |(i, run): (usize, &[Message])| {
-            let reshaped = run.iter().any(|m| {
-                matches!(m, Message::ErrorResponse(body)
-                    if is_reshaped(&db_error(body, self.timeout())))
-            });
-            reshaped.then_some(i)
-        };
-        let again = answer.runs().enumerate().filter_map(reshaped).collect();
+        let (runs, again) = rows_of_runs(&answer, &prepared, self.timeout(), read);
         Ok((runs, again, prepared.name))
     }
 
@@ -1129,25 +1121,42 @@ pub(super) fn outcomes(answer: Answer, timeout: Duration) -> Result<Vec<Outcome>
 type RunsApart<T> = (Vec<Result<Vec<T>, DbError>>, Vec<usize>, Arc<str>);
 
 /// Each run's rows in an answer of several runs ([`Answer::runs`]), each read by `read`
-/// with `prepared`'s columns, or the error the server gave that run.
+/// with `prepared`'s columns, or the error the server (or `read`) gave that run; and the
+/// runs the server said found the statement gone or reshaped (nothing of them ran: they run
+/// again once it is prepared again), told apart from errors of `read`, which may say anything.
 pub(super) fn rows_of_runs<T>(
     answer: &Answer,
     prepared: &Prepared,
     timeout: Duration,
     read: &mut impl FnMut(&DataRowBody, &Prepared) -> Result<T, DbError>,
-) -> Vec<Result<Vec<T>, DbError>> {
-    let run_rows = |run: &[Message]| {
+) -> (Vec<Result<Vec<T>, DbError>>, Vec<usize>) {
+    let mut runs = Vec::with_capacity(answer.ends.len() + 1);
+    let mut again = Vec::new();
+    'runs: for (i, run) in answer.runs().enumerate() {
         let mut rows = Vec::new();
         for message in run {
             match message {
-                Message::DataRow(row) => rows.push(read(row, prepared)?),
-                Message::ErrorResponse(body) => return Err(db_error(body, timeout)),
+                Message::DataRow(row) => match read(row, prepared) {
+                    Ok(value) => rows.push(value),
+                    Err(e) => {
+                        runs.push(Err(e));
+                        continue 'runs;
+                    }
+                },
+                Message::ErrorResponse(body) => {
+                    let e = db_error(body, timeout);
+                    if is_reshaped(&e) {
+                        again.push(i);
+                    }
+                    runs.push(Err(e));
+                    continue 'runs;
+                }
                 _ => {}
             }
         }
-        Ok(rows)
-    };
-    answer.runs().map(run_rows).collect()
+        runs.push(Ok(rows));
+    }
+    (runs, again)
 }
 
 /// Whether `e` says a statement is gone or its result changed shape: nothing ran, and it

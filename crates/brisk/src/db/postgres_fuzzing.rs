@@ -133,7 +133,9 @@ pub(crate) fn answer(data: &[u8]) {
         .collect();
     let prepared = Prepared::of_columns(types);
     assert_eq!(
-        rows_of_runs(&answer, &prepared, Duration::from_secs(1), &mut convert_row).len(),
+        rows_of_runs(&answer, &prepared, Duration::from_secs(1), &mut convert_row)
+            .0
+            .len(),
         runs
     );
 }
