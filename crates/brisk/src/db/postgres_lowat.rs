@@ -30,6 +30,13 @@
 //! For answers of one run (`/db`'s: many and short) the mark is then the same from one
 //! answer to the next, so it costs a system call only when the pipeline's depth crosses
 //! [`COALESCE_DEPTH`]; below it, such an answer is read as soon as a byte of it comes.
+//!
+//! **A system call only when it pays.** A read often ends inside a message (`/fortunes`'
+//! answers of ~900 bytes are cut where the kernel's buffer ended); once its header is in, the
+//! mark counts a byte of it and what must follow it, not how much of it came, so it does not
+//! move with the cut. And a mark a little under the bound only wakes the driver a little
+//! early: it is lowered whenever the bound falls under it, raised only by [`RAISE_STEP`] or
+//! more.
 
 use std::os::fd::RawFd;
 use std::pin::Pin;
@@ -60,6 +67,10 @@ pub(super) const COALESCE_DEPTH: usize = 8;
 
 /// The most requests whose answers one wake-up waits for.
 const COALESCE_MAX: usize = 8;
+
+/// The least a mark is raised by: the shortest answer. (Lowering is never skipped: a mark
+/// over what can still come would sleep with the answer whole in the socket.)
+const RAISE_STEP: usize = ANSWER_FLOOR;
 
 /// How long the oldest request's answer may wait for the answers behind it. (Tokio's timers
 /// count whole milliseconds: it fires 1 to 2 ms after it is set.)
@@ -229,19 +240,20 @@ impl Wakeups {
     }
 
     /// Sets the mark for the requests in flight, given by the `ReadyForQuery`s each still
-    /// awaits, oldest first, with `buffered` bytes read but not parsed; the last `unwritten`
-    /// of them may still wait in the output (the server does not have them yet).
+    /// awaits, oldest first, with `partial` read but not parsed (the start of a message);
+    /// the last `unwritten` of them may still wait in the output (the server does not have
+    /// them yet).
     pub(super) fn set_mark(
         &mut self,
         mut in_flight: impl ExactSizeIterator<Item = u32>,
-        buffered: usize,
+        partial: &[u8],
         unwritten: usize,
     ) {
         let written = in_flight.len().saturating_sub(unwritten);
         let mark = match in_flight.next() {
             None | Some(0) => 1,
             Some(runs) => {
-                let own = self.bound.still_due(runs as usize, self.started);
+                let own = self.own_still_due(runs as usize, partial);
                 let behind = if self.lowat.works() && self.coalescing.applies(written, runs) {
                     let next = written.min(COALESCE_MAX) - 1;
                     in_flight.take(next).map(answer_floor).sum()
@@ -251,11 +263,25 @@ impl Wakeups {
                 match (runs, behind) {
                     // An answer of one run, alone: any byte may end it.
                     (1, 0) => 1,
-                    _ => (own + behind).saturating_sub(buffered).max(1),
+                    _ => (own + behind).max(1),
                 }
             }
         };
         self.lowat.set(mark);
+    }
+
+    /// The fewest bytes still to come of the oldest answer, of which `runs_due` runs are
+    /// still due, with `partial` (the start of its next message) read already. Once some of
+    /// the current run came, a partial message whose header shows it is not the run's
+    /// `ReadyForQuery` is followed by that `ReadyForQuery` (and the runs after it), so at
+    /// least a byte of it and all of those are still to come, however much of it is read:
+    /// the mark does not move with where the kernel happened to cut the answer.
+    fn own_still_due(&self, runs_due: usize, partial: &[u8]) -> usize {
+        let due = self.bound.still_due(runs_due, self.started);
+        match partial.first() {
+            Some(&kind) if self.started && partial.len() >= 5 && kind != b'Z' => due + 1,
+            _ => due.saturating_sub(partial.len()),
+        }
     }
 
     /// Whether the timer for the answers behind the oldest runs.
@@ -292,12 +318,14 @@ impl RcvLowat {
         self.fd.is_some()
     }
 
-    /// Asks the kernel to wake the driver once `bytes` wait.
+    /// Asks the kernel to wake the driver once `bytes` wait, or fewer: a mark under
+    /// `bytes` only wakes the driver earlier, so it is kept unless `bytes` is at least
+    /// [`RAISE_STEP`] more (a system call to wait for a few bytes more is not worth it).
     fn set(&mut self, bytes: usize) {
         let Some(fd) = self.fd else {
             return;
         };
-        if bytes == self.now {
+        if bytes == self.now || (bytes > self.now && bytes < self.now + RAISE_STEP) {
             return;
         }
         let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
@@ -347,5 +375,65 @@ mod tests {
         // Tags that differ beyond their counts (not one statement's): the smaller holds.
         bound.learn("DO");
         assert_eq!(bound.still_due(2, false), 2 * (5 + 8 + 6));
+    }
+    // (A runtime for the coalescing timer the wake-ups hold.)
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_partial_message_after_the_runs_start_counts_what_must_follow_it() {
+        let mut wakeups = Wakeups::of(None);
+        // Nothing of the answer yet: its floor, less what is read of its first message.
+        assert_eq!(wakeups.own_still_due(1, b""), ANSWER_FLOOR);
+        assert_eq!(wakeups.own_still_due(1, b"D\0\0"), ANSWER_FLOOR - 3);
+        wakeups.message();
+        // A DataRow cut anywhere past its header: a byte of it and the ReadyForQuery.
+        let row = b"D\0\0\0\x40\0\x02abcdefgh";
+        for cut in 5..row.len() {
+            assert_eq!(wakeups.own_still_due(1, &row[..cut]), READY_FOR_QUERY + 1);
+            assert_eq!(
+                wakeups.own_still_due(3, &row[..cut]),
+                READY_FOR_QUERY + 1 + 2 * RUN_FLOOR
+            );
+        }
+        // The ReadyForQuery itself, or a header not whole yet: only what is left of it.
+        assert_eq!(wakeups.own_still_due(1, b"Z\0\0\0\x05"), 1);
+        assert_eq!(wakeups.own_still_due(1, b"D\0"), READY_FOR_QUERY - 2);
+    }
+
+    #[test]
+    fn the_mark_is_lowered_whenever_needed_and_raised_only_by_a_whole_step() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let socket = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let mut lowat = RcvLowat::of(Some(std::os::fd::AsRawFd::as_raw_fd(&socket)));
+        let kernel = || {
+            let mut value: libc::c_int = 0;
+            let mut size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: the socket is open; value and size are a C int and its size.
+            let done = unsafe {
+                libc::getsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&socket),
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVLOWAT,
+                    (&raw mut value).cast(),
+                    &mut size,
+                )
+            };
+            assert_eq!(done, 0);
+            value
+        };
+        let steps = [
+            (88, 88),
+            (84, 84),
+            (88, 84),
+            (84 + RAISE_STEP, 95),
+            (1, 1),
+            (5, 1),
+        ];
+        for (asked, set) in steps {
+            lowat.set(asked);
+            assert_eq!(
+                (lowat.now, kernel()),
+                (set, set as libc::c_int),
+                "asked {asked}"
+            );
+        }
     }
 }

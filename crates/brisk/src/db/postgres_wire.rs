@@ -655,7 +655,7 @@ impl Driver {
                 }
             }
             let in_flight = waiting.iter().map(|w| w.syncs);
-            wakeups.set_mark(in_flight, input.len(), unwritten);
+            wakeups.set_mark(in_flight, &input, unwritten);
             tokio::select! {
                 read = reader.read_buf(&mut input) => match read {
                     Ok(0) => break "the server closed the connection".to_string(),
