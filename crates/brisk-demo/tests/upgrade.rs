@@ -128,8 +128,18 @@ fn point(link: &Path, target: &Path) {
 
 /// A shell script at `path`.
 fn script(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let draft = path.with_extension("draft");
+    std::fs::write(&draft, text).unwrap();
+    install(&draft, path);
+}
+
+/// An executable copy of `from` at `to`, written by a `cp` of its own: a file this process
+/// wrote itself could be run while another test's thread forks with it open for writing
+/// (the child holds the descriptor until it execs), and fail with "Text file busy".
+fn install(from: &Path, to: &Path) {
+    let copied = std::process::Command::new("cp").arg(from).arg(to).status();
+    assert!(copied.unwrap().success(), "cp {from:?} {to:?}");
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 #[test]
@@ -226,7 +236,7 @@ fn a_new_build_that_fails_or_never_gets_ready_leaves_the_running_master_serving(
     // through the link (another file than the running master's) finds the master.
     let release = dir.path().join("release-2");
     std::fs::create_dir(&release).unwrap();
-    std::fs::copy(DEMO, release.join("brisk-demo")).unwrap();
+    install(Path::new(DEMO), &release.join("brisk-demo"));
     point(&link, &release.join("brisk-demo"));
     let out = server.cli(&["upgrade"]);
     let said =
