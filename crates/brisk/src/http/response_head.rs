@@ -6,7 +6,7 @@
 //! `connection: keep-alive` when the connection stays open.
 
 use std::cell::RefCell;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
@@ -180,18 +180,35 @@ thread_local! {
 
 /// Calls `f` with the current time as an HTTP date (`Sun, 22 Nov 2026 08:00:00 GMT`).
 fn with_http_date<R>(f: impl FnOnce(&[u8]) -> R) -> R {
-    let now = SystemTime::now();
-    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let secs = unix_secs();
     DATE.with(|cell| {
         let mut date = cell.borrow_mut();
         if date.0 != secs {
-            let text = httpdate::fmt_http_date(now);
+            let text = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs));
             if let Ok(bytes) = <[u8; 29]>::try_from(text.as_bytes()) {
                 *date = (secs, bytes);
             }
         }
         f(&date.1)
     })
+}
+
+/// Whole seconds since the Unix epoch, from the kernel's coarse clock
+/// (`CLOCK_REALTIME_COARSE`): the time of the last timer tick, read from memory the kernel
+/// shares (a few nanoseconds), where the precise clock reads the TSC and scales it (~25 ns,
+/// once per response). A second shows at most a tick (1 to 4 ms) late.
+fn unix_secs() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a timespec the call may write.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut now) } == 0 {
+        return u64::try_from(now.tv_sec).unwrap_or(0);
+    }
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]
@@ -270,6 +287,23 @@ mod tests {
             "{h}"
         );
         assert_eq!(o.framing, Framing::NoBody);
+    }
+
+    #[test]
+    fn the_date_is_the_current_second() {
+        let precise = SystemTime::now();
+        let (h, _) = head(StatusCode::OK, &[], Method::GET, Some(0));
+        let date = h
+            .lines()
+            .find_map(|l| l.strip_prefix("date: "))
+            .unwrap_or_else(|| panic!("no date in {h}"));
+        let sent = httpdate::parse_http_date(date).unwrap();
+        // The coarse clock may show the second before, for a tick after it turned.
+        let apart = match sent.duration_since(precise) {
+            Ok(ahead) => ahead,
+            Err(behind) => behind.duration(),
+        };
+        assert!(apart < Duration::from_secs(2), "{date} against {precise:?}");
     }
 
     #[test]
