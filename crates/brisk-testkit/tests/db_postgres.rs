@@ -1298,6 +1298,82 @@ fn the_oldest_of_nine_is_answered_alone(runs: usize) {
     server.join().unwrap();
 }
 
+/// Waits until the fake server says it has read `what`.
+async fn server_read(said: &mut tokio::sync::mpsc::UnboundedReceiver<()>, what: &str) {
+    let read = tokio::time::timeout(Duration::from_secs(10), said.recv()).await;
+    assert!(matches!(read, Ok(Some(()))), "{what} never came");
+}
+
+/// A busy connection takes new requests in batches: with 32 written requests awaiting their
+/// answers, one more waits in the driver (the fake server gets nothing) until an answer
+/// comes, then goes; 32 more at once go without waiting for any answer. Every request is
+/// answered.
+#[test]
+fn requests_behind_a_deep_pipeline_wait_for_an_answer_or_a_batch() {
+    use std::io::{ErrorKind, Read, Write};
+    // `HOLD_DEPTH` and `HOLD_BATCH` (brisk's `db/postgres_write_batch.rs`).
+    const DEPTH: usize = 32;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // The server says when it has read what it waited for.
+    let (read_tx, mut read_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let server = std::thread::spawn(move || {
+        let mut tcp = accept_unauthenticated(&listener);
+        read_syncs(&mut tcp, 1);
+        tcp.write_all(&prepared_int_statement(0)).unwrap();
+        read_syncs(&mut tcp, DEPTH);
+        read_tx.send(()).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        match tcp.read(&mut [0u8; 1]) {
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            other => panic!("a request came behind {DEPTH} unanswered ones: {other:?}"),
+        }
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let answer = [
+            backend(b'2', b""),
+            backend(b'C', b"INSERT 0 1\0"),
+            backend(b'Z', b"I"),
+        ]
+        .concat();
+        // The oldest answered: the one held comes.
+        tcp.write_all(&answer).unwrap();
+        read_syncs(&mut tcp, 1);
+        read_tx.send(()).unwrap();
+        // A batch comes though none of the 32 before it is answered.
+        read_syncs(&mut tcp, DEPTH);
+        tcp.write_all(&answer.repeat(2 * DEPTH)).unwrap();
+        // Open until the client has had every answer.
+        read_simple_query(&mut tcp);
+        let done = [backend(b'C', b"SELECT 1\0"), backend(b'Z', b"I")].concat();
+        tcp.write_all(&done).unwrap();
+    });
+    let url = format!("postgres://u:p@127.0.0.1:{port}/db?sslmode=prefer");
+    let db = Pg::new(&url, options()).unwrap();
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&worker_runtime(), async {
+        let insert = |i: usize| {
+            let db = db.clone();
+            tokio::task::spawn_local(async move {
+                db.execute("INSERT INTO w VALUES ($1)", vec![Value::from(i as i64)])
+                    .await
+            })
+        };
+        let mut inserts: Vec<_> = (0..DEPTH).map(insert).collect();
+        server_read(&mut read_rx, "the first requests").await;
+        inserts.push(insert(DEPTH));
+        server_read(&mut read_rx, "the request held").await;
+        inserts.extend((DEPTH + 1..=2 * DEPTH).map(insert));
+        for (i, inserted) in inserts.into_iter().enumerate() {
+            let inserted = tokio::time::timeout(Duration::from_secs(10), inserted).await;
+            let changed = inserted.unwrap_or_else(|_| panic!("request {i} unanswered"));
+            assert_eq!(changed.unwrap().unwrap(), 1, "request {i}");
+        }
+        db.execute_batch("SELECT 1").await.unwrap();
+    });
+    server.join().unwrap();
+}
+
 /// A server (or a man in the middle) that says it is ready without authenticating the client
 /// is refused, whatever `channel_binding` says: it has not shown it knows the password.
 #[test]

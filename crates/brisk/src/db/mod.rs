@@ -50,6 +50,8 @@ mod postgres_tx;
 mod postgres_types;
 #[cfg(feature = "postgres")]
 mod postgres_wire;
+#[cfg(feature = "postgres")]
+mod postgres_write_batch;
 mod row;
 mod row_decode;
 mod row_view;

@@ -11,9 +11,11 @@
 //! - **The pipeline**: a request is a run of frontend messages ending in one `Sync` (or one
 //!   simple `Query`), and its answer is every message up to the `ReadyForQuery` that ends it,
 //!   with the transaction status that `ReadyForQuery` gives. The [`Driver`] writes every
-//!   request queued since its last write in one write and hands the answers back in order. A
-//!   request may hold many `Bind`/`Execute` pairs before its one `Sync`, so a batch of
-//!   queries costs the server one implicit transaction and one flush.
+//!   request queued since its last write in one write and hands the answers back in order;
+//!   while the server has many requests to answer, new ones wait to go together
+//!   ([`postgres_write_batch`](super::postgres_write_batch)). A request may hold many
+//!   `Bind`/`Execute` pairs before its one `Sync`, so a batch of queries costs the server one
+//!   implicit transaction and one flush.
 //! - **Wake-ups** ([`postgres_lowat`](super::postgres_lowat)): the kernel wakes the driver
 //!   only once the fewest bytes the oldest answer must still hold have come (and, with many
 //!   requests in flight, the next few answers' too, for at most a millisecond or two).
@@ -57,6 +59,7 @@ use super::postgres_lowat::Wakeups;
 use super::postgres_message::{error_text, next_message};
 use super::postgres_startup::start_session;
 use super::postgres_tls::{Opened, PgTls, Socket};
+use super::postgres_write_batch as write_batch;
 
 /// What the server answered one request: its messages up to (not including) the
 /// `ReadyForQuery` that ended it, and the transaction status that gave (`I` idle, `T` in a
@@ -625,7 +628,11 @@ impl Driver {
                 }
             }
             // Write what the output has room for; a retiring connection takes no more.
-            while output.len() < MAX_OUTPUT && retiring.is_none() {
+            // (Requests of one run wait while the server is busy: `postgres_write_batch`.)
+            let written = waiting.len().saturating_sub(unwritten);
+            let first_runs = backlog.front().map_or(0, |(request, _)| request.syncs);
+            let holding = write_batch::holds(written, backlog.len(), first_runs);
+            while output.len() < MAX_OUTPUT && retiring.is_none() && !holding {
                 let Some((
                     Request {
                         messages,
