@@ -25,9 +25,10 @@ pub(super) const HOLD_DEPTH: usize = 32;
 pub(super) const HOLD_BATCH: usize = 32;
 
 /// Whether requests not written yet wait, with `written` requests awaiting their answers
-/// and `waiting` requests not written yet, the first of which holds `first_runs` runs.
-pub(super) fn holds(written: usize, waiting: usize, first_runs: u32) -> bool {
-    written >= HOLD_DEPTH && waiting < HOLD_BATCH && first_runs == 1
+/// and `backlog` requests not written yet, the first of which holds `first_runs` runs (none
+/// when the backlog is empty).
+pub(super) fn holds(written: usize, backlog: usize, first_runs: u32) -> bool {
+    written >= HOLD_DEPTH && backlog < HOLD_BATCH && first_runs == 1
 }
 
 #[cfg(test)]
