@@ -89,6 +89,10 @@ pub(super) type Pending = oneshot::Receiver<Result<Answer, DbError>>;
 /// Requests waiting to be written past this many bytes wait in the queue instead.
 const MAX_OUTPUT: usize = 1 << 20;
 
+/// The most messages an answer's vector is made ready for before they come (the count of
+/// the answer before it, or this): beyond it the vector grows as they come.
+const ANSWER_ROOM: usize = 64;
+
 /// A request: its messages, ending in `Sync` or a simple `Query` (`syncs` of them: one
 /// `ReadyForQuery` each), where its answer goes, and the query timeout it runs under, if any.
 struct Request {
@@ -536,7 +540,12 @@ impl Driver {
                             }
                             continue;
                         }
-                        let messages = std::mem::take(&mut messages);
+                        // The next answer starts with room for as many messages (up to
+                        // a bound): answers of a kind come in a row, and a vector grown
+                        // message by message is allocated and copied five times for a
+                        // dozen rows.
+                        let room = messages.len().min(ANSWER_ROOM);
+                        let messages = std::mem::replace(&mut messages, Vec::with_capacity(room));
                         let run_ends = std::mem::take(&mut ends);
                         let too_large = std::mem::take(&mut oversized);
                         answer_bytes = 0;
