@@ -234,8 +234,9 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                     stamp,
                     frames,
                 })) => {
+                    let group = crate::ws::group_key::GroupKey::from_wire(&group);
                     crate::ws::replay::note_relayed(stamp, &group, &frames);
-                    crate::ws::deliver_local(&group, &frames);
+                    crate::ws::deliver_local(group.wire(), &frames);
                     continue;
                 }
                 Ok(Some(Packet::Msg(m))) => Ok(Some(m)),

@@ -16,31 +16,32 @@ use super::wire::{self, Data, ErrorCode, Format, Publication};
 use crate::jwks_url::JwksUrl;
 use crate::jwt::{Jwt, JwtError};
 use crate::redis::RedisError;
+use crate::ws::group_key::{ChannelFormat, GroupKey, Space};
 use crate::ws::{self, Kept, Message, Position};
 
-/// The prefix of the WebSocket group of a channel's JSON subscribers.
-const GROUP_PREFIX: &str = "brisk.ch:";
-
-/// The prefix of the WebSocket group of a channel's MessagePack subscribers.
-const MSGPACK_GROUP_PREFIX: &str = "brisk.chm:";
-
 /// The group of `channel`'s JSON subscribers (sockets and event streams).
-pub(crate) fn group_of(channel: &str) -> String {
+pub(crate) fn group_of(channel: &str) -> GroupKey {
     group_in(Format::Json, channel)
 }
 
 /// The group of `channel`'s subscribers that speak `format`: each gets pushes encoded once
-/// for all of them.
-pub(crate) fn group_in(format: Format, channel: &str) -> String {
+/// for all of them. A group of the channel protocol's own: no group the app joins by name is
+/// one of them.
+pub(crate) fn group_in(format: Format, channel: &str) -> GroupKey {
+    GroupKey::channel(channel_format(format), channel)
+}
+
+/// The space of a format's subscriber groups.
+fn channel_format(format: Format) -> ChannelFormat {
     match format {
-        Format::Json => format!("{GROUP_PREFIX}{channel}"),
-        Format::MsgPack => format!("{MSGPACK_GROUP_PREFIX}{channel}"),
+        Format::Json => ChannelFormat::Json,
+        Format::MsgPack => ChannelFormat::MsgPack,
     }
 }
 
-/// The key a user's connections are tagged with.
-pub(crate) fn user_key(user: &str) -> String {
-    format!("brisk.ch.user:{user}")
+/// The group of a user's connections (its sockets and streams are tagged with it).
+pub(crate) fn user_key(user: &str) -> GroupKey {
+    GroupKey::channel_user(user)
 }
 
 /// A command or server call that failed: its code and what was wrong.
@@ -256,7 +257,7 @@ impl Channels {
     /// every worker and instance.
     pub(crate) fn broadcast_push(&self, channel: &str, push: impl Fn(Format) -> Message) {
         for &format in self.formats() {
-            ws::broadcast(&group_in(format, channel), push(format));
+            ws::broadcast_to(&group_in(format, channel), push(format));
         }
     }
 
@@ -344,7 +345,7 @@ impl Channels {
                 format!("a disconnect code is 4000 to 4999, not {code}"),
             ));
         }
-        Ok(ws::close_where(&user_key(user), code, reason))
+        Ok(ws::close_members(&user_key(user), code, reason))
     }
 
     /// Who is subscribed to `channel` (a namespace with presence on).
@@ -359,10 +360,10 @@ impl Channels {
         let (mut clients, mut users) = (0, Vec::new());
         for &format in self.formats() {
             let group = group_in(format, channel);
-            clients += (ws::presence(&group).await)
+            clients += (ws::members_of(&group).await)
                 .map_err(|e| ChannelError::unavailable("presence", &e))?;
             users.extend(
-                (ws::presence_ids(&group).await)
+                (ws::ids_of(&group).await)
                     .map_err(|e| ChannelError::unavailable("presence", &e))?,
             );
         }
@@ -394,14 +395,11 @@ impl Channels {
     pub async fn active(&self) -> Result<Vec<(String, u64)>, ChannelError> {
         let mut active = std::collections::BTreeMap::new();
         for &format in self.formats() {
-            let prefix = match format {
-                Format::Json => GROUP_PREFIX,
-                Format::MsgPack => MSGPACK_GROUP_PREFIX,
-            };
-            let groups = (ws::groups_with_prefix(prefix).await)
+            let space = Space::Channel(channel_format(format));
+            let groups = (ws::groups_in(space, "").await)
                 .map_err(|e| ChannelError::unavailable("channels", &e))?;
-            for (group, n) in groups {
-                *active.entry(group[prefix.len()..].to_owned()).or_insert(0) += n;
+            for (channel, n) in groups {
+                *active.entry(channel).or_insert(0) += n;
             }
         }
         Ok(active.into_iter().collect())

@@ -178,7 +178,7 @@ impl Channels {
                 if !was {
                     return Err(not_subscribed(&channel));
                 }
-                ws.leave(&group_in(format_of(ws), &channel));
+                ws.leave_group(&group_in(format_of(ws), &channel));
                 self.announce(&channel, false, &subject.user, &client);
                 answer(ws, &json!({}))
             }
@@ -237,7 +237,7 @@ impl Channels {
             }
         };
         ws.set_presence_id(&subject.user);
-        ws.tag(&user_key(&subject.user));
+        ws.join_group(&user_key(&subject.user));
         let client = with_session(ws, |s| {
             s.subject = Some(Rc::new(subject.clone()));
             s.client.clone()
@@ -332,7 +332,7 @@ impl Channels {
         });
         if let Some((true, Some(user), client)) = ended {
             let format = format_of(ws);
-            ws.leave(&group_in(format, channel));
+            ws.leave_group(&group_in(format, channel));
             reply(
                 ws,
                 wire::unsubscribe_push(
@@ -383,12 +383,12 @@ impl Channels {
             (self.may_subscribe(subject, &channel, ns.access, s.token.as_deref())).await?;
         // Join before reading the history, so that no publication falls between the two.
         let group = group_in(format_of(ws), &channel);
-        ws.join(&group);
+        ws.join_group(&group);
         let replay = match &ns.history {
             Some(history) => match Replay::read(history, &channel, since.as_ref()).await {
                 Ok(r) => Some(r),
                 Err(e) => {
-                    ws.leave(&group);
+                    ws.leave_group(&group);
                     return Err(e);
                 }
             },

@@ -113,8 +113,10 @@ impl Channels {
             namespaces.push(ns);
         }
         // Subscribed before the histories are read, so that nothing falls between the two.
-        let groups: Vec<String> = channels.iter().map(|c| group_of(c)).collect();
-        let (stream, response) = ws::owned_event_stream(&groups, &[user_key(&subject.user)]);
+        let groups = (channels.iter().map(|c| group_of(c)))
+            .chain([user_key(&subject.user)])
+            .collect::<Vec<_>>();
+        let (stream, response) = ws::owned_event_stream(&groups);
         let connected = json!({ "connected": {
             "user": subject.user,
             "expires": subject.expires,

@@ -11,9 +11,11 @@ use http::{header, HeaderValue, Request, Response, StatusCode};
 
 use super::codec::{Attached, Handshake, WsCodec, WsFrame};
 use super::deflate::{self, Agreement};
+use super::group::{self, Member};
+use super::group_key::GroupKey;
 use super::origin::OriginPolicy;
 use super::replay::OpenWindow;
-use super::{group, Message, Utf8Bytes};
+use super::{Message, Utf8Bytes};
 use crate::error::Result;
 use crate::http::{has_token, take_upgraded, Body};
 use crate::limits::Limits;
@@ -528,7 +530,7 @@ impl WsEndpoint {
         }
         let ep = self.clone();
         cb.on_close = Some(Rc::new(move |conn: Connection<WsCodec>| {
-            group::leave_all(conn.id());
+            group::leave_all(Member::Socket(conn.id()));
             let ep = ep.clone();
             Box::pin(async move {
                 match &ep.inner.on_close {
@@ -867,14 +869,20 @@ impl WsConnection {
         self.conn.destroy();
     }
 
-    /// Joins a group (see [`broadcast`](super::broadcast)); a connection that is closing
-    /// joins nothing.
+    /// Joins the app's group `group` (see [`broadcast`](super::broadcast)); a connection that
+    /// is closing joins nothing. Whatever the name (one its client chose, say), the group is
+    /// the app's: never a key's ([`tag`](Self::tag)) nor one the channel protocol keeps.
     pub fn join(&self, group: &str) {
+        self.join_group(&GroupKey::app(group));
+    }
+
+    /// Joins `group`, of any space; a connection that is closing joins nothing.
+    pub(crate) fn join_group(&self, group: &GroupKey) {
         if self.conn.is_closed() {
             return;
         }
         let deflate = self.conn.protocol().deflate();
-        group::join(self.id(), group, deflate);
+        group::join(Member::Socket(self.id()), group, deflate);
     }
 
     /// Names this member in the presence of its groups (`ws::presence_ids`, feature `redis`),
@@ -890,12 +898,17 @@ impl WsConnection {
     /// [`key`](super::WebSocketUpgrade::key) does: [`send_to`](super::send_to) and
     /// [`close_where`](super::close_where) reach it on every worker and instance.
     pub fn tag(&self, key: &str) {
-        self.join(&super::group::key_group(key));
+        self.join_group(&GroupKey::key(key));
     }
 
-    /// Leaves a group.
+    /// Leaves the app's group `group`.
     pub fn leave(&self, group: &str) {
-        group::leave(self.id(), group);
+        self.leave_group(&GroupKey::app(group));
+    }
+
+    /// Leaves `group`, of any space.
+    pub(crate) fn leave_group(&self, group: &GroupKey) {
+        group::leave(Member::Socket(self.id()), group);
     }
 
     /// Attaches a value to the connection (see [`Connection::set_data`]).

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use http::Response;
 
-use super::group::{self, key_group};
+use super::group;
+use super::group_key::GroupKey;
 use crate::http::sse::EventStream;
 
 /// The comment a quiet stream sends, so that proxies do not close it.
@@ -44,20 +45,18 @@ impl OwnedStream {
     }
 }
 
-/// As [`event_stream`], with the handle that feeds and ends it.
+/// An event stream subscribed to `groups` (of any space), with the handle that feeds and
+/// ends it.
 #[cfg(feature = "channels")]
-pub(crate) fn owned_event_stream<G: AsRef<str>, K: AsRef<str>>(
-    groups: &[G],
-    keys: &[K],
-) -> (OwnedStream, Response<EventStream>) {
-    let (id, response) = group::add_stream_with_id(&all_groups(groups, keys), Some(KEEP_ALIVE));
+pub(crate) fn owned_event_stream(groups: &[GroupKey]) -> (OwnedStream, Response<EventStream>) {
+    let (id, response) = group::add_stream_with_id(groups, Some(KEEP_ALIVE));
     (OwnedStream { id }, response)
 }
 
-/// `groups` and the groups of `keys`.
-fn all_groups<G: AsRef<str>, K: AsRef<str>>(groups: &[G], keys: &[K]) -> Vec<String> {
-    (groups.iter().map(|g| g.as_ref().to_string()))
-        .chain(keys.iter().map(|k| key_group(k.as_ref())))
+/// The app's `groups` and the groups of its `keys`.
+fn all_groups<G: AsRef<str>, K: AsRef<str>>(groups: &[G], keys: &[K]) -> Vec<GroupKey> {
+    (groups.iter().map(|g| GroupKey::app(g.as_ref())))
+        .chain(keys.iter().map(|k| GroupKey::key(k.as_ref())))
         .collect()
 }
 

@@ -6,8 +6,11 @@
 //! is on, the message is also compressed once (no context takeover, full window) for the
 //! members that negotiated it: at most two encodings, whatever the number of members.
 //!
-//! Event streams (SSE responses of `brisk::ws::event_stream`) are members too, with ids of their
-//! own ([`STREAM`] set): a text message reaches them as one `data:` event, encoded once per
+//! Groups are named by [`GroupKey`]s: the app's groups, its keys and the channel protocol's
+//! groups are apart, whatever names the app or its clients choose.
+//!
+//! Event streams (SSE responses of `brisk::ws::event_stream`) are members too
+//! ([`Member::Stream`]): a text message reaches them as one `data:` event, encoded once per
 //! broadcast; a close frame ends them; binary messages pass them by.
 
 use std::cell::{Cell, RefCell};
@@ -19,65 +22,66 @@ use tokio::sync::mpsc;
 
 use super::codec::{encode_message, server_frame_payload};
 use super::deflate::{self, Agreement, MAX_WINDOW_BITS};
+use super::group_key::GroupKey;
 use super::Message;
 use crate::http::sse;
 use crate::ipc::BroadcastFrames;
 use crate::runtime::context::{self as worker, WorkerCtx};
 use crate::stats::Stats;
 
+/// A member of a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Member {
+    /// A WebSocket connection, by its id.
+    Socket(u64),
+    /// An event stream, by its own number (see [`add_stream_with_id`]).
+    Stream(u64),
+}
+
 #[derive(Default)]
 struct Groups {
-    members: HashMap<Rc<str>, HashSet<u64>>,
-    /// Each connection that joined any group.
-    joined: HashMap<u64, Joined>,
-    /// The presence ids of connections that have one.
+    members: HashMap<GroupKey, HashSet<Member>>,
+    /// Each member that joined any group.
+    joined: HashMap<Member, Joined>,
+    /// The presence ids of sockets that have one.
     ids: HashMap<u64, Rc<str>>,
 }
 
-/// A connection that joined groups.
+/// A member that joined groups.
 struct Joined {
     /// Its groups, to leave them all on close.
-    groups: Vec<Rc<str>>,
+    groups: Vec<GroupKey>,
     /// It takes the compressed frame of a broadcast.
     deflate: bool,
 }
 
-/// Whether connection `conn` is in any group or has a presence id.
+/// Whether socket `conn` is in any group or has a presence id.
 pub(crate) fn is_member(conn: u64) -> bool {
     GROUPS.with(|g| {
         let g = g.borrow();
-        g.joined.contains_key(&conn) || g.ids.contains_key(&conn)
+        g.joined.contains_key(&Member::Socket(conn)) || g.ids.contains_key(&conn)
     })
 }
 
-/// The group that holds the sockets (and event streams) tagged with `key`.
-pub(crate) fn key_group(key: &str) -> String {
-    format!("brisk.key:{key}")
-}
-
-/// The bit that marks an event stream's member id (connection ids count up from 0 and never
-/// reach it).
-const STREAM: u64 = 1 << 63;
-
 thread_local! {
     static GROUPS: RefCell<Groups> = RefCell::new(Groups::default());
-    static ON_CHANGE: Cell<Option<fn(&str)>> = const { Cell::new(None) };
-    /// Each event stream's queue, by its member id.
+    static ON_CHANGE: Cell<Option<fn(&GroupKey)>> = const { Cell::new(None) };
+    /// Each event stream's queue, by its number.
     static STREAMS: RefCell<HashMap<u64, mpsc::Sender<Bytes>>> = RefCell::new(HashMap::new());
     static NEXT_STREAM: Cell<u64> = const { Cell::new(0) };
 }
 
-/// A new event stream, a member of each of `groups`: its member id and the response that
+/// A new event stream, a member of each of `groups`: its number and the response that
 /// carries it.
 pub(crate) fn add_stream_with_id(
-    groups: &[String],
+    groups: &[GroupKey],
     keep_alive: Option<std::time::Duration>,
 ) -> (u64, http::Response<sse::EventStream>) {
-    let id = STREAM | NEXT_STREAM.replace(NEXT_STREAM.get() + 1);
+    let id = NEXT_STREAM.replace(NEXT_STREAM.get() + 1);
     let (tx, rx) = mpsc::channel(sse::QUEUE);
     STREAMS.with(|s| s.borrow_mut().insert(id, tx));
     for group in groups {
-        join(id, group, None);
+        join(Member::Stream(id), group, None);
     }
     let release = sse::Release {
         id,
@@ -103,7 +107,7 @@ pub(crate) fn end_stream(id: u64) {
 fn release_stream(id: u64) {
     let removed = STREAMS.try_with(|s| s.borrow_mut().remove(&id).is_some());
     if removed == Ok(true) && GROUPS.try_with(|_| ()).is_ok() {
-        leave_all(id);
+        leave_all(Member::Stream(id));
     }
 }
 
@@ -122,7 +126,7 @@ fn send_to_stream(id: u64, event: Option<&Bytes>) -> bool {
         sent
     });
     if !sent {
-        leave_all(id);
+        leave_all(Member::Stream(id));
     }
     sent
 }
@@ -162,52 +166,48 @@ pub(crate) fn close_event(payload: &[u8]) -> Bytes {
 /// Has `f` called with the name of each group whose members, or their presence ids, change
 /// in this worker (presence keeps its counts with it).
 #[cfg(feature = "redis")]
-pub(crate) fn on_change(f: fn(&str)) {
+pub(crate) fn on_change(f: fn(&GroupKey)) {
     ON_CHANGE.set(Some(f));
 }
 
-fn changed(group: &str) {
+fn changed(group: &GroupKey) {
     if let Some(f) = ON_CHANGE.get() {
         f(group);
     }
 }
 
-/// Adds `conn` (which agreed to `deflate`, if any) to `group`.
-pub(crate) fn join(conn: u64, group: &str, deflate: Option<Agreement>) {
+/// Adds `member` (which agreed to `deflate`, if any) to `group`.
+pub(crate) fn join(member: Member, group: &GroupKey, deflate: Option<Agreement>) {
     // The compressed frame suits members whose server window is the full one.
     let takes_deflated = deflate.is_some_and(|a| a.server_window_bits() == MAX_WINDOW_BITS);
     let joined_now = GROUPS.with(|g| {
         let mut g = g.borrow_mut();
-        let name: Rc<str> = match g.members.get_key_value(group) {
-            Some((k, _)) => k.clone(),
-            None => Rc::from(group),
-        };
-        let set = g.members.entry(name.clone()).or_default();
+        let set = g.members.entry(group.clone()).or_default();
         let first = set.is_empty();
-        if !set.insert(conn) {
+        if !set.insert(member) {
             return false;
         }
         if first {
             if let Some(w) = worker::current() {
-                w.group_membership(group, true);
+                w.group_membership(group.wire(), true);
             }
         }
         changed(group);
-        let joined = g.joined.entry(conn).or_insert_with(|| Joined {
+        let joined = g.joined.entry(member).or_insert_with(|| Joined {
             groups: Vec::new(),
             deflate: takes_deflated,
         });
-        joined.groups.push(name);
+        joined.groups.push(group.clone());
         true
     });
-    if joined_now {
+    if let (true, Member::Socket(conn)) = (joined_now, member) {
         catch_up(conn, group);
     }
 }
 
 /// Sends `conn`, joining `group` in its `on_open`, the broadcasts of `group` it missed since
 /// its handshake was answered (`replay::OpenWindow`), before any that come after.
-fn catch_up(conn: u64, group: &str) {
+fn catch_up(conn: u64, group: &GroupKey) {
     match super::replay::catch_up(conn, group) {
         Some(missed) => {
             for frames in &missed {
@@ -220,7 +220,7 @@ fn catch_up(conn: u64, group: &str) {
             }
             tracing::warn!(
                 conn,
-                group,
+                %group,
                 "a WebSocket connection joining in its on_open misses the broadcasts of its \
                  group since its handshake: its on_open took over {} s to join, or over {} \
                  MiB of broadcasts came meanwhile",
@@ -231,11 +231,12 @@ fn catch_up(conn: u64, group: &str) {
     }
 }
 
-pub(crate) fn leave(conn: u64, group: &str) {
+/// Takes `member` out of `group`.
+pub(crate) fn leave(member: Member, group: &GroupKey) {
     GROUPS.with(|g| {
         let mut g = g.borrow_mut();
         if let Some(set) = g.members.get_mut(group) {
-            if set.remove(&conn) {
+            if set.remove(&member) {
                 changed(group);
             }
             if set.is_empty() {
@@ -243,36 +244,39 @@ pub(crate) fn leave(conn: u64, group: &str) {
                 emptied(group);
             }
         }
-        if let Some(joined) = g.joined.get_mut(&conn) {
-            joined.groups.retain(|n| &**n != group);
+        if let Some(joined) = g.joined.get_mut(&member) {
+            joined.groups.retain(|n| n != group);
             if joined.groups.is_empty() {
-                g.joined.remove(&conn);
+                g.joined.remove(&member);
             }
         }
     });
 }
 
-pub(crate) fn leave_all(conn: u64) {
-    remove_member(conn);
+/// Takes `member` out of all its groups, and forgets its presence id.
+pub(crate) fn leave_all(member: Member) {
+    remove_member(member);
 }
 
-/// Takes `conn` out of all its groups, as [`leave_all`] does, and returns them and its
-/// presence id (for the worker it moves to).
-pub(crate) fn take_membership(conn: u64) -> (Vec<String>, Option<String>) {
-    let (groups, id) = remove_member(conn);
-    let names = groups.iter().map(|n| n.to_string()).collect();
-    (names, id.map(|id| id.to_string()))
+/// Takes socket `conn` out of all its groups, as [`leave_all`] does, and returns them and
+/// its presence id (for the worker it moves to).
+pub(crate) fn take_membership(conn: u64) -> (Vec<GroupKey>, Option<String>) {
+    let (groups, id) = remove_member(Member::Socket(conn));
+    (groups, id.map(|id| id.to_string()))
 }
 
-/// Takes `conn` out of all its groups and forgets its presence id; returns both.
-fn remove_member(conn: u64) -> (Vec<Rc<str>>, Option<Rc<str>>) {
+/// Takes `member` out of all its groups and forgets its presence id; returns both.
+fn remove_member(member: Member) -> (Vec<GroupKey>, Option<Rc<str>>) {
     GROUPS.with(|g| {
         let mut g = g.borrow_mut();
-        let id = g.ids.remove(&conn);
-        let groups = g.joined.remove(&conn).map(|j| j.groups).unwrap_or_default();
+        let id = match member {
+            Member::Socket(conn) => g.ids.remove(&conn),
+            Member::Stream(_) => None,
+        };
+        let groups = (g.joined.remove(&member).map(|j| j.groups)).unwrap_or_default();
         for name in &groups {
             if let Some(set) = g.members.get_mut(name) {
-                if set.remove(&conn) {
+                if set.remove(&member) {
                     changed(name);
                 }
                 if set.is_empty() {
@@ -285,12 +289,13 @@ fn remove_member(conn: u64) -> (Vec<Rc<str>>, Option<Rc<str>>) {
     })
 }
 
-/// Gives `conn` the presence id `id` in every group it is or will be in.
+/// Gives socket `conn` the presence id `id` in every group it is or will be in.
 pub(crate) fn set_presence_id(conn: u64, id: &str) {
     GROUPS.with(|g| {
         let mut g = g.borrow_mut();
         g.ids.insert(conn, Rc::from(id.replace('\n', " ")));
-        for name in g.joined.get(&conn).map_or(&[][..], |j| &j.groups[..]) {
+        let member = Member::Socket(conn);
+        for name in g.joined.get(&member).map_or(&[][..], |j| &j.groups[..]) {
             changed(name);
         }
     });
@@ -298,11 +303,14 @@ pub(crate) fn set_presence_id(conn: u64, id: &str) {
 
 /// The presence ids of `group`'s members in this worker (each once, sorted).
 #[cfg(feature = "redis")]
-pub(crate) fn local_ids(group: &str) -> Vec<String> {
+pub(crate) fn local_ids(group: &GroupKey) -> Vec<String> {
     GROUPS.with(|g| {
         let g = g.borrow();
         let mut ids: Vec<String> = (g.members.get(group).into_iter().flatten())
-            .filter_map(|conn| g.ids.get(conn).map(|id| id.to_string()))
+            .filter_map(|member| match member {
+                Member::Socket(conn) => g.ids.get(conn).map(|id| id.to_string()),
+                Member::Stream(_) => None,
+            })
             .collect();
         ids.sort_unstable();
         ids.dedup();
@@ -310,13 +318,19 @@ pub(crate) fn local_ids(group: &str) -> Vec<String> {
     })
 }
 
-/// The groups of this worker whose names start with `prefix`, with their members, sorted.
+/// The groups of this worker in `space` whose names start with `prefix`, by name with their
+/// members, sorted.
 #[cfg(feature = "redis")]
-pub(crate) fn local_groups(prefix: &str) -> Vec<(String, u64)> {
+pub(crate) fn local_groups(space: super::group_key::Space, prefix: &str) -> Vec<(String, u64)> {
     GROUPS.with(|g| {
         let mut groups: Vec<(String, u64)> = (g.borrow().members.iter())
-            .filter(|(name, set)| name.starts_with(prefix) && !set.is_empty())
-            .map(|(name, set)| (name.to_string(), set.len() as u64))
+            .filter(|(_, set)| !set.is_empty())
+            .filter_map(|(key, set)| match key.parts() {
+                (s, name) if s == space && name.starts_with(prefix) => {
+                    Some((name.to_string(), set.len() as u64))
+                }
+                _ => None,
+            })
             .collect();
         groups.sort_unstable();
         groups
@@ -324,15 +338,20 @@ pub(crate) fn local_groups(prefix: &str) -> Vec<(String, u64)> {
 }
 
 /// The last member of `group` in this worker left.
-fn emptied(group: &str) {
+fn emptied(group: &GroupKey) {
     if let Some(w) = worker::current() {
-        w.group_membership(group, false);
+        w.group_membership(group.wire(), false);
     }
 }
 
 /// Members of `group` in this worker.
-pub fn local_members(group: &str) -> usize {
+pub(crate) fn members_here(group: &GroupKey) -> usize {
     GROUPS.with(|g| g.borrow().members.get(group).map_or(0, HashSet::len))
+}
+
+/// Members of the app's group `group` in this worker.
+pub fn local_members(group: &str) -> usize {
+    members_here(&GroupKey::app(group))
 }
 
 /// The first byte of a final close frame.
@@ -357,14 +376,15 @@ fn frames_of(msg: &Message) -> BroadcastFrames {
 }
 
 /// Writes a broadcast's frames to every local member of `group` (the compressed one to those
-/// that take it); returns how many members took theirs.
+/// that take it); returns how many members took theirs. `group` is a key's wire form (a
+/// topic the master relayed), or a key.
 pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
-    let members: Vec<(u64, bool)> = GROUPS.with(|g| {
+    let members: Vec<(Member, bool)> = GROUPS.with(|g| {
         let g = g.borrow();
-        let takes_deflated = |id: &u64| g.joined.get(id).is_some_and(|j| j.deflate);
+        let takes_deflated = |m: &Member| g.joined.get(m).is_some_and(|j| j.deflate);
         g.members
             .get(group)
-            .map(|s| s.iter().map(|id| (*id, takes_deflated(id))).collect())
+            .map(|s| s.iter().map(|m| (*m, takes_deflated(m))).collect())
             .unwrap_or_default()
     });
     let Some(w) = worker::current() else {
@@ -375,19 +395,17 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
     let mut for_streams: Option<ForStreams> = None;
     let delivered = members
         .into_iter()
-        .filter(|&(id, deflate)| {
-            if id & STREAM != 0 {
-                return match for_streams.get_or_insert_with(|| stream_event(frames)) {
-                    ForStreams::Data(event) => send_to_stream(id, Some(event)),
-                    ForStreams::Close(last) => {
-                        let sent = send_to_stream(id, Some(last));
-                        end_stream(id);
-                        sent
-                    }
-                    ForStreams::Nothing => false,
-                };
-            }
-            to_socket(&w, id, deflate, frames, closing)
+        .filter(|&(member, deflate)| match member {
+            Member::Stream(id) => match for_streams.get_or_insert_with(|| stream_event(frames)) {
+                ForStreams::Data(event) => send_to_stream(id, Some(event)),
+                ForStreams::Close(last) => {
+                    let sent = send_to_stream(id, Some(last));
+                    end_stream(id);
+                    sent
+                }
+                ForStreams::Nothing => false,
+            },
+            Member::Socket(id) => to_socket(&w, id, deflate, frames, closing),
         })
         .count();
     Stats::add(&w.stats.broadcast_deliveries, delivered as u64);
@@ -397,7 +415,8 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
 /// Writes a broadcast's frames to member socket `id` alone (a connection handed over, which
 /// missed it); false if it could not take them.
 pub(crate) fn deliver_to(id: u64, frames: &BroadcastFrames) -> bool {
-    let deflate = GROUPS.with(|g| g.borrow().joined.get(&id).is_some_and(|j| j.deflate));
+    let member = Member::Socket(id);
+    let deflate = GROUPS.with(|g| g.borrow().joined.get(&member).is_some_and(|j| j.deflate));
     let closing = frames.plain.first() == Some(&CLOSE_FRAME);
     worker::current().is_some_and(|w| to_socket(&w, id, deflate, frames, closing))
 }
@@ -433,15 +452,20 @@ fn to_socket(
 /// # }
 /// ```
 pub fn broadcast(group: &str, msg: Message) -> usize {
+    broadcast_to(&GroupKey::app(group), msg)
+}
+
+/// Sends `msg` to every member of `group`, as [`broadcast`] does.
+pub(crate) fn broadcast_to(group: &GroupKey, msg: Message) -> usize {
     broadcast_frames(group, frames_of(&msg))
 }
 
 /// Hands `frames` to the members of `group` here and, through the master, everywhere else.
-pub(crate) fn broadcast_frames(group: &str, frames: BroadcastFrames) -> usize {
+pub(crate) fn broadcast_frames(group: &GroupKey, frames: BroadcastFrames) -> usize {
     let stamp = super::replay::stamp_own(group, &frames);
-    let delivered = deliver_local(group, &frames);
+    let delivered = deliver_local(group.wire(), &frames);
     if let Some(w) = worker::current() {
-        w.relay_broadcast(group, stamp, frames);
+        w.relay_broadcast(group.wire(), stamp, frames);
     }
     delivered
 }
@@ -452,14 +476,14 @@ mod tests {
 
     #[test]
     fn an_event_stream_is_a_member_until_its_response_is_dropped() {
-        let groups = ["room:a".to_string(), "brisk.key:user:ada".to_string()];
+        let groups = [GroupKey::app("room:a"), GroupKey::key("user:ada")];
         let first = add_stream_with_id(&groups, None).1;
         let second = add_stream_with_id(&groups[..1], None).1;
         assert_eq!(local_members("room:a"), 2);
-        assert_eq!(local_members("brisk.key:user:ada"), 1);
+        assert_eq!(members_here(&GroupKey::key("user:ada")), 1);
         drop(first);
         assert_eq!(local_members("room:a"), 1);
-        assert_eq!(local_members("brisk.key:user:ada"), 0);
+        assert_eq!(members_here(&GroupKey::key("user:ada")), 0);
         assert_eq!(STREAMS.with(|s| s.borrow().len()), 1);
         drop(second);
         assert_eq!(local_members("room:a"), 0);

@@ -32,7 +32,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use super::codec::{CodecState, WsCodec, WsFrame};
-use super::{group, replay, WsEndpoint};
+use super::group::{self, Member};
+use super::group_key::GroupKey;
+use super::{replay, WsEndpoint};
 use crate::ipc::clock::monotonic_ns;
 use crate::ipc::{fds, memfd};
 use crate::limits::Limits;
@@ -122,7 +124,7 @@ struct Record {
     bytes_out: u64,
     /// Its id in the worker it left.
     previous_id: u64,
-    /// Its groups (keys included) and presence id.
+    /// Its groups (keys included), in their wire form ([`GroupKey::wire`]), and presence id.
     groups: Vec<String>,
     presence: Option<String>,
     /// The last broadcast of each origin it has had ([`replay::watermark`]).
@@ -229,6 +231,7 @@ impl HandOver<WsCodec> for Hook {
         let (codec, fragment) = protocol.into_carried();
         let endpoint = self.key.borrow().as_deref().unwrap_or_default().to_string();
         let (groups, presence) = group::take_membership(id);
+        let groups = groups.iter().map(|g| g.wire().to_owned()).collect();
         let record = Record {
             endpoint,
             codec,
@@ -527,15 +530,20 @@ fn resume(
     if let Some(data) = data {
         conn.set_data_boxed(data);
     }
-    for g in &record.groups {
-        group::join(id, g, agreement);
+    let groups: Vec<GroupKey> = record
+        .groups
+        .iter()
+        .map(|g| GroupKey::from_wire(g))
+        .collect();
+    for g in &groups {
+        group::join(Member::Socket(id), g, agreement);
     }
     if let Some(presence) = &record.presence {
         group::set_presence_id(id, presence);
     }
     let mut outcome = Ok(());
-    if !record.groups.is_empty() {
-        match replay::missed(&record.groups, &record.watermark) {
+    if !groups.is_empty() {
+        match replay::missed(&groups, &record.watermark) {
             Some(missed) => {
                 for frames in &missed {
                     group::deliver_to(id, frames);

@@ -3,12 +3,13 @@
 //! [`WsConnection::with_data`](super::WsConnection::with_data), no reparsing) and the keys it
 //! is tagged with (a user id), which [`send_to`] reaches on every worker and every instance.
 //!
-//! A key is a group of its own (named `brisk.key:` and the key, a prefix the app's groups must
-//! not use), so a message to it travels as a broadcast does: to the other workers through the
+//! A key is a group of its own ([`GroupKey::key`], apart from the app's groups whatever their
+//! names), so a message to it travels as a broadcast does: to the other workers through the
 //! master, to the other instances through the cluster bus; so does [`close_where`], as a
 //! close frame.
 
-use super::group::{self, key_group};
+use super::group;
+use super::group_key::GroupKey;
 use super::Message;
 
 /// Sends `msg` to every socket tagged with `key` (by an upgrade route's
@@ -20,7 +21,7 @@ use super::Message;
 /// brisk::ws::send_to("user:42", brisk::ws::Message::text(r#"{"mentioned_in":"ops"}"#));
 /// ```
 pub fn send_to(key: &str, msg: Message) -> usize {
-    group::broadcast(&key_group(key), msg)
+    group::broadcast_to(&GroupKey::key(key), msg)
 }
 
 /// Closes every socket tagged with `key`, on every worker and every instance, with close
@@ -33,6 +34,11 @@ pub fn send_to(key: &str, msg: Message) -> usize {
 /// brisk::ws::close_where("user:42", 4003, "access revoked");
 /// ```
 pub fn close_where(key: &str, code: u16, reason: &str) -> usize {
+    close_members(&GroupKey::key(key), code, reason)
+}
+
+/// Closes every member of `group`, on every worker and instance, as [`close_where`] does.
+pub(crate) fn close_members(group: &GroupKey, code: u16, reason: &str) -> usize {
     let mut payload = code.to_be_bytes().to_vec();
     payload.extend_from_slice(super::codec::cut_close_reason(reason).as_bytes());
     let mut frame = bytes::BytesMut::new();
@@ -41,7 +47,7 @@ pub fn close_where(key: &str, code: u16, reason: &str) -> usize {
         plain: frame.freeze(),
         deflated: None,
     };
-    group::broadcast_frames(&key_group(key), frames)
+    group::broadcast_frames(group, frames)
 }
 
 /// Sockets tagged with `key` on every instance of the app (with `App::cluster`; feature
@@ -56,5 +62,5 @@ pub fn close_where(key: &str, code: u16, reason: &str) -> usize {
 /// ```
 #[cfg(feature = "redis")]
 pub async fn sockets_of(key: &str) -> Result<u64, crate::redis::RedisError> {
-    super::presence(&key_group(key)).await
+    super::presence::members_of(&GroupKey::key(key)).await
 }

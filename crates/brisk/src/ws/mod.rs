@@ -21,6 +21,7 @@ pub(crate) mod deflate;
 mod endpoint;
 mod event_stream;
 mod group;
+pub(crate) mod group_key;
 pub(crate) mod handover;
 #[cfg(feature = "redis")]
 mod history;
@@ -39,15 +40,21 @@ pub use endpoint::{Resumed, SlowConsumer, WsConnection, WsEndpoint, SLOW_CLOSE_G
 pub use event_stream::event_stream;
 #[cfg(feature = "channels")]
 pub(crate) use event_stream::owned_event_stream;
+#[cfg(feature = "channels")]
+pub(crate) use group::broadcast_to;
 pub(crate) use group::deliver_local;
 pub use group::{broadcast, local_members};
 #[cfg(feature = "redis")]
 pub use history::{BadPosition, History, HistoryOptions, Kept, Lost, Position, Recovery};
+#[cfg(feature = "channels")]
+pub(crate) use identity::close_members;
 #[cfg(feature = "redis")]
 pub use identity::sockets_of;
 pub use identity::{close_where, send_to};
 #[cfg(feature = "redis")]
 pub(crate) use presence::start as start_presence;
+#[cfg(feature = "channels")]
+pub(crate) use presence::{groups_in, ids_of, members_of};
 #[cfg(feature = "redis")]
 pub use presence::{groups_with_prefix, presence, presence_ids};
 pub use server::WsServer;

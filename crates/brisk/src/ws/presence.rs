@@ -15,6 +15,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::group_key::{GroupKey, Space};
 use crate::redis::{cmd, pipe, Redis, RedisError, RedisOptions};
 
 /// How often every count is written again, and the worker marked alive.
@@ -47,9 +48,9 @@ struct Presence {
     /// This worker's field in every group's hash.
     id: String,
     /// Groups whose count changed since the last write.
-    dirty: HashSet<String>,
+    dirty: HashSet<GroupKey>,
     /// Groups this worker wrote a count for (to write 0, then forget them).
-    written: HashSet<String>,
+    written: HashSet<GroupKey>,
     flushing: bool,
 }
 
@@ -101,7 +102,7 @@ pub(crate) fn start() {
 }
 
 /// The count of `group` in this worker changed (a member joined or left).
-fn changed(group: &str) {
+fn changed(group: &GroupKey) {
     if redis().is_none() {
         return;
     }
@@ -110,7 +111,7 @@ fn changed(group: &str) {
         let Some(p) = p.as_mut() else {
             return false;
         };
-        p.dirty.insert(group.to_owned());
+        p.dirty.insert(group.clone());
         !std::mem::replace(&mut p.flushing, true)
     });
     if start {
@@ -130,7 +131,7 @@ async fn flush() {
         let mut batch = pipe();
         let groups = std::mem::take(&mut p.dirty);
         for group in groups.iter().cloned() {
-            let n = super::local_members(&group);
+            let n = super::group::members_here(&group);
             let ids = super::group::local_ids(&group).join("\n");
             for (key, value) in [(count_key(&group), n.to_string()), (ids_key(&group), ids)] {
                 if n == 0 || value.is_empty() {
@@ -180,7 +181,7 @@ async fn refresh_loop() {
         tokio::time::sleep(REFRESH).await;
         PRESENCE.with(|p| {
             if let Some(p) = p.borrow_mut().as_mut() {
-                let written: Vec<String> = p.written.iter().cloned().collect();
+                let written: Vec<GroupKey> = p.written.iter().cloned().collect();
                 p.dirty.extend(written);
             }
         });
@@ -198,8 +199,13 @@ async fn refresh_loop() {
 /// # Ok(()) }
 /// ```
 pub async fn presence(group: &str) -> Result<u64, RedisError> {
+    members_of(&GroupKey::app(group)).await
+}
+
+/// The members of `group`, of any space, as [`presence`] counts them.
+pub(crate) async fn members_of(group: &GroupKey) -> Result<u64, RedisError> {
     let Some(counts) = live_values(&count_key(group)).await? else {
-        return Ok(super::local_members(group) as u64);
+        return Ok(super::group::members_here(group) as u64);
     };
     Ok(counts.iter().filter_map(|c| c.parse::<u64>().ok()).sum())
 }
@@ -215,6 +221,11 @@ pub async fn presence(group: &str) -> Result<u64, RedisError> {
 /// # Ok(()) }
 /// ```
 pub async fn presence_ids(group: &str) -> Result<Vec<String>, RedisError> {
+    ids_of(&GroupKey::app(group)).await
+}
+
+/// The presence ids of `group`'s members, of any space, as [`presence_ids`] lists them.
+pub(crate) async fn ids_of(group: &GroupKey) -> Result<Vec<String>, RedisError> {
     let Some(lists) = live_values(&ids_key(group)).await? else {
         return Ok(super::group::local_ids(group));
     };
@@ -240,10 +251,20 @@ pub async fn presence_ids(group: &str) -> Result<Vec<String>, RedisError> {
 /// # Ok(()) }
 /// ```
 pub async fn groups_with_prefix(prefix: &str) -> Result<Vec<(String, u64)>, RedisError> {
+    groups_in(Space::App, prefix).await
+}
+
+/// The groups of `space` whose names start with `prefix` that have members, by name, as
+/// [`groups_with_prefix`] lists the app's.
+pub(crate) async fn groups_in(
+    space: Space,
+    prefix: &str,
+) -> Result<Vec<(String, u64)>, RedisError> {
     let Some(redis) = presence_redis()? else {
-        return Ok(super::group::local_groups(prefix));
+        return Ok(super::group::local_groups(space, prefix));
     };
-    let pattern = format!("{}*", count_key(&glob_escape(prefix)));
+    let wire_prefix = GroupKey::wire_prefix(space, prefix);
+    let pattern = format!("{COUNT_PREFIX}{}*", glob_escape(&wire_prefix));
     let mut cursor = 0u64;
     let mut keys = Vec::new();
     loop {
@@ -267,10 +288,16 @@ pub async fn groups_with_prefix(prefix: &str) -> Result<Vec<(String, u64)>, Redi
     keys.dedup();
     let mut groups = Vec::with_capacity(keys.len());
     for key in keys {
-        let group = &key[count_key("").len()..];
-        let members = presence(group).await?;
-        if members > 0 {
-            groups.push((group.to_owned(), members));
+        let group = GroupKey::from_wire(&key[COUNT_PREFIX.len()..]);
+        // The pattern also finds other spaces' groups whose wire form starts alike.
+        match group.parts() {
+            (s, name) if s == space && name.starts_with(prefix) => {
+                let members = members_of(&group).await?;
+                if members > 0 {
+                    groups.push((name.to_owned(), members));
+                }
+            }
+            _ => {}
         }
     }
     Ok(groups)
@@ -317,14 +344,17 @@ fn presence_redis() -> Result<Option<Redis>, RedisError> {
     Ok(redis())
 }
 
+/// The prefix of the hashes of each worker's counts, before a group's wire form.
+const COUNT_PREFIX: &str = "brisk:presence:count:";
+
 /// The hash of each worker's count of `group`'s members.
-fn count_key(group: &str) -> String {
-    format!("brisk:presence:count:{group}")
+fn count_key(group: &GroupKey) -> String {
+    format!("{COUNT_PREFIX}{}", group.wire())
 }
 
 /// The hash of each worker's presence ids of `group` (one per line).
-fn ids_key(group: &str) -> String {
-    format!("brisk:presence:ids:{group}")
+fn ids_key(group: &GroupKey) -> String {
+    format!("brisk:presence:ids:{}", group.wire())
 }
 
 fn now_ms() -> u64 {

@@ -20,9 +20,9 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use super::group_key::GroupKey;
 use crate::ipc::{BroadcastFrames, Stamp};
 
 /// The most bytes of broadcasts a worker keeps; past them it keeps none: group members
@@ -43,14 +43,14 @@ struct Kept {
     /// Its place among all broadcasts this worker has seen.
     index: u64,
     stamp: Stamp,
-    group: Rc<str>,
+    group: GroupKey,
     frames: BroadcastFrames,
 }
 
 /// A connection in its `on_open`: its window and the groups it was caught up on.
 struct Opening {
     window: WindowKey,
-    caught_up: Vec<String>,
+    caught_up: Vec<GroupKey>,
 }
 
 struct Replay {
@@ -94,7 +94,7 @@ thread_local! {
 }
 
 impl Replay {
-    fn note(&mut self, stamp: Stamp, group: &str, frames: &BroadcastFrames) {
+    fn note(&mut self, stamp: Stamp, group: &GroupKey, frames: &BroadcastFrames) {
         if stamp != Stamp::NONE {
             let seen = self.seen.entry(stamp.origin).or_default();
             *seen = (*seen).max(stamp.seq);
@@ -125,7 +125,7 @@ impl Replay {
         self.kept.push_back(Kept {
             index,
             stamp,
-            group: Rc::from(group),
+            group: group.clone(),
             frames: frames.clone(),
         });
     }
@@ -167,7 +167,7 @@ impl Replay {
 }
 
 /// Stamps a broadcast of this worker (the next number of its own) and notes it.
-pub(crate) fn stamp_own(group: &str, frames: &BroadcastFrames) -> Stamp {
+pub(crate) fn stamp_own(group: &GroupKey, frames: &BroadcastFrames) -> Stamp {
     REPLAY.with(|r| {
         let mut r = r.borrow_mut();
         r.own += 1;
@@ -181,7 +181,7 @@ pub(crate) fn stamp_own(group: &str, frames: &BroadcastFrames) -> Stamp {
 }
 
 /// Notes a broadcast relayed from another worker (or instance), before it is delivered here.
-pub(crate) fn note_relayed(stamp: Stamp, group: &str, frames: &BroadcastFrames) {
+pub(crate) fn note_relayed(stamp: Stamp, group: &GroupKey, frames: &BroadcastFrames) {
     REPLAY.with(|r| r.borrow_mut().note(stamp, group, frames));
 }
 
@@ -204,7 +204,10 @@ pub(crate) fn stop_keeping() {
 /// The broadcasts of `groups` that a connection with `watermark` has not had, in the order
 /// this worker saw them; `None` if they cannot be known (too many came, or this worker
 /// stopped keeping them).
-pub(crate) fn missed(groups: &[String], watermark: &[(u32, u64)]) -> Option<Vec<BroadcastFrames>> {
+pub(crate) fn missed(
+    groups: &[GroupKey],
+    watermark: &[(u32, u64)],
+) -> Option<Vec<BroadcastFrames>> {
     REPLAY.with(|r| {
         let r = r.borrow();
         if r.overflowed || !r.keeping {
@@ -216,7 +219,7 @@ pub(crate) fn missed(groups: &[String], watermark: &[(u32, u64)]) -> Option<Vec<
             .iter()
             // Broadcasts not numbered (`Stamp::NONE`) are never replayed.
             .filter(|k| k.stamp.seq > had.get(&k.stamp.origin).copied().unwrap_or(0))
-            .filter(|k| groups.iter().any(|g| **g == *k.group))
+            .filter(|k| groups.contains(&k.group))
             .map(|k| k.frames.clone())
             .collect();
         Some(missed)
@@ -276,7 +279,7 @@ impl Drop for OpenWindow {
 /// What connection `conn`, joining `group`, missed of it since its window opened, in order:
 /// empty when it has no window or was caught up on `group` already; `None` when what was
 /// kept for it is gone ([`MAX_KEPT`], [`MAX_WINDOW_AGE`]).
-pub(crate) fn catch_up(conn: u64, group: &str) -> Option<Vec<BroadcastFrames>> {
+pub(crate) fn catch_up(conn: u64, group: &GroupKey) -> Option<Vec<BroadcastFrames>> {
     REPLAY.with(|r| {
         let mut r = r.borrow_mut();
         if !r.opening.contains_key(&conn) {
@@ -288,7 +291,7 @@ pub(crate) fn catch_up(conn: u64, group: &str) -> Option<Vec<BroadcastFrames>> {
         if opening.caught_up.iter().any(|g| g == group) {
             return Some(Vec::new());
         }
-        opening.caught_up.push(group.to_owned());
+        opening.caught_up.push(group.clone());
         if !r.windows.contains_key(&opening.window) {
             return None;
         }
@@ -296,7 +299,7 @@ pub(crate) fn catch_up(conn: u64, group: &str) -> Option<Vec<BroadcastFrames>> {
         let missed = r
             .kept
             .iter()
-            .filter(|k| k.index >= from && *k.group == *group)
+            .filter(|k| k.index >= from && k.group == *group)
             .map(|k| k.frames.clone())
             .collect();
         Some(missed)
@@ -307,6 +310,14 @@ pub(crate) fn catch_up(conn: u64, group: &str) -> Option<Vec<BroadcastFrames>> {
 mod tests {
     use super::*;
     use bytes::Bytes;
+
+    fn room() -> GroupKey {
+        GroupKey::app("room")
+    }
+
+    fn other_room() -> GroupKey {
+        GroupKey::app("other room")
+    }
 
     fn frames(text: &'static str) -> BroadcastFrames {
         BroadcastFrames {
@@ -327,21 +338,21 @@ mod tests {
         // In a thread of its own: a fresh worker's state.
         std::thread::spawn(|| {
             let other = Stamp { origin: 7, seq: 0 };
-            note_relayed(Stamp { seq: 1, ..other }, "room", &frames("o1"));
-            let mine = stamp_own("room", &frames("m1"));
+            note_relayed(Stamp { seq: 1, ..other }, &room(), &frames("o1"));
+            let mine = stamp_own(&room(), &frames("m1"));
             assert_eq!(mine.seq, 1);
-            note_relayed(Stamp { seq: 2, ..other }, "other room", &frames("x"));
-            note_relayed(Stamp { seq: 3, ..other }, "room", &frames("o3"));
-            stamp_own("room", &frames("m2"));
+            note_relayed(Stamp { seq: 2, ..other }, &other_room(), &frames("x"));
+            note_relayed(Stamp { seq: 3, ..other }, &room(), &frames("o3"));
+            stamp_own(&room(), &frames("m2"));
             // From another instance: not numbered, not kept.
-            note_relayed(Stamp::NONE, "room", &frames("bus"));
+            note_relayed(Stamp::NONE, &room(), &frames("bus"));
 
             let mut seen = watermark();
             seen.sort();
             assert_eq!(seen, [(7, 3), (mine.origin, 2)]);
             // A connection that had o1 and m1 (and x, not its group).
             let had = [(7, 2), (mine.origin, 1)];
-            let groups = ["room".to_string()];
+            let groups = [room()];
             assert_eq!(plain(missed(&groups, &had)), [&b"o3"[..], b"m2"]);
             // One that had nothing of this worker's own.
             assert_eq!(plain(missed(&groups, &[(7, 3)])), [&b"m1"[..], b"m2"]);
@@ -362,21 +373,21 @@ mod tests {
             // A worker past its start: nothing kept for handovers.
             stop_keeping();
             let other = Stamp { origin: 7, seq: 0 };
-            note_relayed(Stamp { seq: 1, ..other }, "room", &frames("before"));
+            note_relayed(Stamp { seq: 1, ..other }, &room(), &frames("before"));
             assert_eq!(kept_len(), 0, "no window open: nothing kept");
 
             let mut first = OpenWindow::begin();
-            note_relayed(Stamp { seq: 2, ..other }, "room", &frames("a1"));
-            stamp_own("other room", &frames("x"));
+            note_relayed(Stamp { seq: 2, ..other }, &room(), &frames("a1"));
+            stamp_own(&other_room(), &frames("x"));
             let mut second = OpenWindow::begin();
-            note_relayed(Stamp::NONE, "room", &frames("bus"));
+            note_relayed(Stamp::NONE, &room(), &frames("bus"));
             first.attach(1);
             second.attach(2);
-            let room = "room";
-            assert_eq!(plain(catch_up(1, room)), [&b"a1"[..], b"bus"]);
-            assert_eq!(plain(catch_up(1, room)), Vec::<&[u8]>::new(), "once");
-            assert_eq!(plain(catch_up(2, room)), [&b"bus"[..]]);
-            assert_eq!(plain(catch_up(3, room)), Vec::<&[u8]>::new(), "no window");
+            let group = room();
+            assert_eq!(plain(catch_up(1, &group)), [&b"a1"[..], b"bus"]);
+            assert_eq!(plain(catch_up(1, &group)), Vec::<&[u8]>::new(), "once");
+            assert_eq!(plain(catch_up(2, &group)), [&b"bus"[..]]);
+            assert_eq!(plain(catch_up(3, &group)), Vec::<&[u8]>::new(), "no window");
             drop(first);
             assert_eq!(kept_len(), 1, "only what the second window needs");
             drop(second);
@@ -389,25 +400,25 @@ mod tests {
                 plain: Bytes::from(vec![0u8; MAX_KEPT + 1]),
                 deflated: None,
             };
-            note_relayed(Stamp { seq: 3, ..other }, "room", &huge);
-            assert!(catch_up(4, room).is_none());
+            note_relayed(Stamp { seq: 3, ..other }, &group, &huge);
+            assert!(catch_up(4, &group).is_none());
             drop(late);
             // Too old: an on_open that has not joined in time.
             let mut slow = OpenWindow::begin();
             slow.attach(6);
-            note_relayed(Stamp { seq: 4, ..other }, "room", &frames("meanwhile"));
+            note_relayed(Stamp { seq: 4, ..other }, &group, &frames("meanwhile"));
             assert_eq!(kept_len(), 1);
             REPLAY.with(|r| {
                 r.borrow_mut()
                     .expire_windows(Instant::now() + MAX_WINDOW_AGE)
             });
             assert_eq!(kept_len(), 0, "nothing kept for an expired window");
-            assert!(catch_up(6, room).is_none());
+            assert!(catch_up(6, &group).is_none());
             drop(slow);
             let mut next = OpenWindow::begin();
-            note_relayed(Stamp { seq: 5, ..other }, "room", &frames("after"));
+            note_relayed(Stamp { seq: 5, ..other }, &group, &frames("after"));
             next.attach(5);
-            assert_eq!(plain(catch_up(5, room)), [&b"after"[..]]);
+            assert_eq!(plain(catch_up(5, &group)), [&b"after"[..]]);
         })
         .join()
         .unwrap();
