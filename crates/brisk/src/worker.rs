@@ -230,13 +230,11 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             };
             let msg = match msg {
                 Ok(Some(Packet::Broadcast {
-                    group,
+                    topic,
                     stamp,
-                    frames,
+                    broadcast,
                 })) => {
-                    let group = crate::ws::group_key::GroupKey::from_wire(&group);
-                    crate::ws::replay::note_relayed(stamp, &group, &frames);
-                    crate::ws::deliver_local(group.wire(), &frames);
+                    crate::ws::deliver_relayed(&topic, stamp, broadcast);
                     continue;
                 }
                 Ok(Some(Packet::Msg(m))) => Ok(Some(m)),
@@ -420,10 +418,10 @@ async fn hand_over_connections<W>(
 async fn relay<W: tokio::io::AsyncWrite + Unpin>(
     worker: &WorkerCtx,
     tx: &mut ipc::codec::ChannelWriter<W>,
-    (group, stamp, frames): Relayed,
+    (topic, stamp, broadcast): Relayed,
 ) {
-    let _ = write_broadcast(tx, &group, stamp, &frames).await;
-    worker.relay_sent(frames.len());
+    let _ = write_broadcast(tx, &topic, stamp, &broadcast).await;
+    worker.relay_sent(broadcast.len());
 }
 
 /// Runs job `job` (one of the service's schedules) as its own task, and reports how it ended

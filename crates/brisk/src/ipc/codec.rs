@@ -1,7 +1,9 @@
 //! Framing of the control channels, on tokio-util's [`LengthDelimitedCodec`]: each packet is a
 //! 4-byte big-endian length, then that many bytes. A packet is a JSON message, or a broadcast
-//! (first byte 0, which no JSON text starts with) carrying its [`Stamp`] and frame bytes as
-//! they are.
+//! (first byte 1, which no JSON text starts with) carrying its [`Stamp`], its topic and its
+//! [`Broadcast`] as they are. A master of an earlier build speaks broadcasts of frames on the
+//! bridge of an upgrade ([`legacy_frames`](super::legacy_frames), first byte 0): they are read
+//! as broadcasts too, and [`write_broadcast_as_frames`] writes them for such a master.
 //!
 //! Reading goes through a [`FramedRead`], which keeps a half-read packet in its own buffer:
 //! the worker's control loop may race a read against other events in a `select!` without
@@ -9,20 +11,22 @@
 
 use std::io;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes};
 use futures_util::{SinkExt, StreamExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
-use super::wire::{BroadcastFrames, Packet, Stamp};
+use super::legacy_frames;
+use super::packet_head::{bad_broadcast, broadcast_head, decode_head};
+use super::wire::{Broadcast, BroadcastKind, Packet, Stamp};
 
 /// Largest packet accepted on a control channel (a `connections` listing of 100,000 rows fits).
 const MAX_PACKET: usize = 256 << 20;
 
 /// First byte of a broadcast packet (a JSON message never starts with it).
-const BROADCAST: u8 = 0;
+const BROADCAST: u8 = 1;
 
 /// The reading half of a control channel.
 pub(crate) type ChannelReader<R> = FramedRead<R, LengthDelimitedCodec>;
@@ -57,35 +61,42 @@ where
     w.send(Bytes::from(body)).await
 }
 
-/// Writes a broadcast packet: its stamp (origin, then number), the group name, the plain
-/// frame's length, the plain frame, then the compressed frame if there is one.
+/// Writes a broadcast packet: its stamp (origin, then number), its topic, then the kind of its
+/// message and the message.
 pub(crate) async fn write_broadcast<W: AsyncWrite + Unpin>(
     w: &mut ChannelWriter<W>,
-    group: &str,
+    topic: &str,
     stamp: Stamp,
-    frames: &BroadcastFrames,
+    broadcast: &Broadcast,
 ) -> io::Result<()> {
-    w.send(encode_broadcast(group, stamp, frames)?).await
+    w.send(encode_broadcast(topic, stamp, broadcast)?).await
 }
 
-/// Bytes of a broadcast packet before its group name: the tag, the stamp, the name's length.
-const BROADCAST_HEAD: usize = 1 + 4 + 8 + 2;
+/// Writes a broadcast as a master of an earlier build reads it (on the bridge of an upgrade
+/// from it): as a frame.
+pub(crate) async fn write_broadcast_as_frames<W: AsyncWrite + Unpin>(
+    w: &mut ChannelWriter<W>,
+    topic: &str,
+    stamp: Stamp,
+    broadcast: &Broadcast,
+) -> io::Result<()> {
+    w.send(legacy_frames::encode(topic, stamp, broadcast)?)
+        .await
+}
 
-fn encode_broadcast(group: &str, stamp: Stamp, frames: &BroadcastFrames) -> io::Result<Bytes> {
-    let group_len = u16::try_from(group.len())
-        .map_err(|_| io::Error::other(format!("group name of {} bytes", group.len())))?;
-    let deflated = frames.deflated.as_deref().unwrap_or_default();
-    let mut out = BytesMut::with_capacity(
-        BROADCAST_HEAD + group.len() + 4 + frames.plain.len() + deflated.len(),
-    );
-    out.put_u8(BROADCAST);
-    out.put_u32(stamp.origin);
-    out.put_u64(stamp.seq);
-    out.put_u16(group_len);
-    out.extend_from_slice(group.as_bytes());
-    out.put_u32(frames.plain.len() as u32);
-    out.extend_from_slice(&frames.plain);
-    out.extend_from_slice(deflated);
+/// The kind's byte in a broadcast packet.
+fn kind_byte(kind: BroadcastKind) -> u8 {
+    match kind {
+        BroadcastKind::Text => 1,
+        BroadcastKind::Binary => 2,
+        BroadcastKind::Close => 8,
+    }
+}
+
+fn encode_broadcast(topic: &str, stamp: Stamp, broadcast: &Broadcast) -> io::Result<Bytes> {
+    let mut out = broadcast_head(BROADCAST, topic, stamp, 1 + broadcast.payload.len())?;
+    out.put_u8(kind_byte(broadcast.kind));
+    out.extend_from_slice(&broadcast.payload);
     Ok(out.freeze())
 }
 
@@ -121,47 +132,35 @@ where
 
 /// A packet from its body (what follows the length).
 fn decode_packet<T: DeserializeOwned>(body: Bytes) -> io::Result<Packet<T>> {
-    if body.first() == Some(&BROADCAST) {
-        return decode_broadcast(body);
+    match body.first() {
+        Some(&BROADCAST) => return decode_broadcast(body),
+        Some(&legacy_frames::TAG) => return legacy_frames::decode(body),
+        _ => {}
     }
     serde_json::from_slice(&body)
         .map(Packet::Msg)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-/// The group and frames of a broadcast packet's body (see [`encode_broadcast`]); the frames
-/// are slices of the body, not copies.
+/// The topic and message of a broadcast packet's body (see [`encode_broadcast`]); the
+/// payload is a slice of the body, not a copy.
 fn decode_broadcast<T>(body: Bytes) -> io::Result<Packet<T>> {
-    let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, format!("broadcast: {why}"));
-    let head = body
-        .get(..BROADCAST_HEAD)
-        .ok_or_else(|| bad("short header"))?;
-    let stamp = Stamp {
-        origin: u32::from_be_bytes(head[1..5].try_into().expect("4 bytes")),
-        seq: u64::from_be_bytes(head[5..13].try_into().expect("8 bytes")),
+    let (stamp, topic, rest) = decode_head(&body)?;
+    let kind = match rest.first() {
+        Some(1) => BroadcastKind::Text,
+        Some(2) => BroadcastKind::Binary,
+        Some(8) => BroadcastKind::Close,
+        Some(other) => return Err(bad_broadcast(&format!("unknown kind {other}"))),
+        None => return Err(bad_broadcast("no kind")),
     };
-    let group_len = u16::from_be_bytes([head[13], head[14]]) as usize;
-    let group = body
-        .get(BROADCAST_HEAD..BROADCAST_HEAD + group_len)
-        .ok_or_else(|| bad("short group"))?;
-    let group = std::str::from_utf8(group)
-        .map_err(|_| bad("group is not UTF-8"))?
-        .to_string();
-    let at = BROADCAST_HEAD + group_len;
-    let plain_len = body.get(at..at + 4).ok_or_else(|| bad("short length"))?;
-    let plain_len = u32::from_be_bytes(plain_len.try_into().expect("4 bytes")) as usize;
-    let plain_end = at + 4 + plain_len;
-    if plain_end > body.len() {
-        return Err(bad("short frame"));
-    }
-    let frames = BroadcastFrames {
-        plain: body.slice(at + 4..plain_end),
-        deflated: (plain_end < body.len()).then(|| body.slice(plain_end..)),
+    let broadcast = Broadcast {
+        kind,
+        payload: rest.slice(1..),
     };
     Ok(Packet::Broadcast {
-        group,
+        topic,
         stamp,
-        frames,
+        broadcast,
     })
 }
 
@@ -194,38 +193,43 @@ mod tests {
         assert!(eof.is_none());
     }
 
+    fn broadcasts() -> [Broadcast; 4] {
+        let of = |kind, payload: &'static [u8]| Broadcast {
+            kind,
+            payload: Bytes::from_static(payload),
+        };
+        [
+            of(BroadcastKind::Text, b"hi"),
+            of(BroadcastKind::Binary, &[0, 1, 2]),
+            of(BroadcastKind::Close, b"\x0f\xa3gone"),
+            of(BroadcastKind::Text, b""),
+        ]
+    }
+
     #[tokio::test]
-    async fn broadcast_packets_carry_group_and_frame_bytes() {
+    async fn broadcast_packets_carry_topic_kind_and_payload() {
         let (a, b) = tokio::io::duplex(1024);
         let (mut a, mut b) = (writer(a), reader(b));
-        let plain_only = BroadcastFrames {
-            plain: Bytes::from_static(&[0x81, 2, b'h', b'i']),
-            deflated: None,
-        };
-        let both = BroadcastFrames {
-            deflated: Some(Bytes::from_static(&[0xc1, 1, 0])),
-            ..plain_only.clone()
-        };
         let stamp = Stamp {
             origin: 4_000_000,
             seq: u64::MAX - 1,
         };
-        for frames in [&plain_only, &both] {
-            write_broadcast(&mut a, "lobby", stamp, frames)
+        for broadcast in &broadcasts() {
+            write_broadcast(&mut a, "lobby", stamp, broadcast)
                 .await
                 .unwrap();
         }
         write_msg(&mut a, &ToWorker::ReopenLogs).await.unwrap();
-        for sent in [plain_only, both] {
+        for sent in broadcasts() {
             match read_packet::<_, ToWorker>(&mut b).await.unwrap() {
                 Some(Packet::Broadcast {
-                    group,
+                    topic,
                     stamp: got,
-                    frames,
+                    broadcast,
                 }) => {
-                    assert_eq!(group, "lobby");
+                    assert_eq!(topic, "lobby");
                     assert_eq!(got, stamp);
-                    assert_eq!(frames, sent);
+                    assert_eq!(broadcast, sent);
                 }
                 other => panic!("{other:?}"),
             }
@@ -242,9 +246,9 @@ mod tests {
     async fn a_read_cancelled_half_way_loses_no_bytes() {
         let (a, b) = tokio::io::duplex(4096);
         let (mut a, mut b) = (writer(a), reader(b));
-        let big = BroadcastFrames {
-            plain: Bytes::from((0..1 << 20).map(|i| i as u8).collect::<Vec<u8>>()),
-            deflated: None,
+        let big = Broadcast {
+            kind: BroadcastKind::Binary,
+            payload: Bytes::from((0..1 << 20).map(|i| i as u8).collect::<Vec<u8>>()),
         };
         let sent = big.clone();
         let write = tokio::spawn(async move {
@@ -273,9 +277,11 @@ mod tests {
         );
         for pair in packets.chunks(2) {
             match &pair[0] {
-                Packet::Broadcast { group, frames, .. } => {
-                    assert_eq!(group, "big");
-                    assert_eq!(frames, &big);
+                Packet::Broadcast {
+                    topic, broadcast, ..
+                } => {
+                    assert_eq!(topic, "big");
+                    assert_eq!(broadcast, &big);
                 }
                 other => panic!("{other:?}"),
             }

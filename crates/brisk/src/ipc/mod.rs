@@ -6,12 +6,14 @@
 pub(crate) mod clock;
 pub(crate) mod codec;
 pub(crate) mod fds;
+mod legacy_frames;
 pub(crate) mod memfd;
+mod packet_head;
 pub(crate) mod wire;
 
 pub(crate) use codec::{reader, writer};
 pub(crate) use wire::{
-    Answer, BroadcastFrames, ControlReply, ControlRequest, Packet, Question, Stamp, ToMaster,
-    ToWorker, IPC_VERSION,
+    Answer, Broadcast, BroadcastKind, ControlReply, ControlRequest, Packet, Question, Stamp,
+    ToMaster, ToWorker, IPC_VERSION,
 };
 pub use wire::{MasterStatus, ScheduleStatus};

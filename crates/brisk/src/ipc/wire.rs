@@ -10,8 +10,9 @@ use crate::stats::{ConnectionInfo, RetiredTotals, WorkerStatus};
 /// in it cannot understand each other (a `reload` after a new binary replaced one that spoke
 /// another; the worker says so and exits, and the app needs a restart or an upgrade). 2:
 /// questions carry ids. 3: WebSocket connections handed over on a reload. 4: the worker
-/// says when it stopped keeping broadcasts ([`ToMaster::KeepingStopped`]).
-pub(crate) const IPC_VERSION: u32 = 4;
+/// says when it stopped keeping broadcasts ([`ToMaster::KeepingStopped`]). 5: broadcasts carry
+/// their message ([`Broadcast`]), not frames.
+pub(crate) const IPC_VERSION: u32 = 5;
 
 /// Master to worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -177,22 +178,30 @@ pub struct ScheduleStatus {
     pub running: u64,
 }
 
-/// A broadcast message already encoded for every member of a group: as it is, and compressed
-/// for the members that negotiated compression (WebSocket permessage-deflate).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BroadcastFrames {
-    /// The frame as it is.
-    pub plain: Bytes,
-    /// The frame compressed with no context takeover and the full window, for members that
-    /// negotiated permessage-deflate with that window (those that asked for a smaller one get
-    /// `plain`); None when no endpoint of this process offers compression.
-    pub deflated: Option<Bytes>,
+/// What a broadcast says, whatever the protocol of the members that get it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BroadcastKind {
+    /// A text message (UTF-8).
+    Text,
+    /// A binary message.
+    Binary,
+    /// The members' end: a close code (two bytes, big-endian) and a reason in UTF-8.
+    Close,
 }
 
-impl BroadcastFrames {
-    /// Bytes of both forms together.
+/// A message for the members of a group, as it travels between the processes of an app: the
+/// workers, the master and the bridge of an upgrade carry it as it is, and the protocol of
+/// each member encodes it for that member (a WebSocket frame, an event stream's event).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Broadcast {
+    pub kind: BroadcastKind,
+    pub payload: Bytes,
+}
+
+impl Broadcast {
+    /// Bytes it holds.
     pub(crate) fn len(&self) -> usize {
-        self.plain.len() + self.deflated.as_ref().map_or(0, |d| d.len())
+        self.payload.len()
     }
 }
 
@@ -213,13 +222,14 @@ impl Stamp {
     pub(crate) const NONE: Stamp = Stamp { origin: 0, seq: 0 };
 }
 
-/// What arrives on a master-worker channel: a JSON message, or a broadcast's frames.
+/// What arrives on a master-worker channel: a JSON message, or a broadcast to a topic (a
+/// group's name in the form it travels in, which only the workers' protocols read).
 #[derive(Debug)]
 pub(crate) enum Packet<T> {
     Msg(T),
     Broadcast {
-        group: String,
+        topic: String,
         stamp: Stamp,
-        frames: BroadcastFrames,
+        broadcast: Broadcast,
     },
 }

@@ -13,14 +13,14 @@
 //! no members of.
 //!
 //! **Messages are authenticated** ([`cluster_message`](super::cluster_message)): each carries
-//! the opcode and payload of the broadcast (not a frame to pass on), the sending instance's
-//! id, the group's sequence number on that instance and the time it was sent, sealed with an
-//! HMAC of the cluster's secret (`App::cluster_secret`). A receiving master delivers nothing
-//! of a message whose HMAC does not match (forged, or another app's), that is older than
-//! [`MAX_AGE`] or repeats a sequence number it saw (replayed), or that is not text in UTF-8 or
-//! binary: those are counted as `rejected`. It encodes the frame once for its workers
-//! (members that negotiated permessage-deflate take it uncompressed, which RFC 7692 allows),
-//! and skips its own messages, which its workers already delivered.
+//! the broadcast (its kind and payload), the sending instance's id, the group's sequence
+//! number on that instance and the time it was sent, sealed with an HMAC of the cluster's
+//! secret (`App::cluster_secret`). A receiving master delivers nothing of a message whose
+//! HMAC does not match (forged, or another app's), that is older than [`MAX_AGE`] or repeats
+//! a sequence number it saw (replayed), or that is not text in UTF-8, binary or a close:
+//! those are counted as `rejected`. It hands the broadcast to its workers as it is (their
+//! protocols encode it for their members), and skips its own messages, which its workers
+//! already delivered.
 //!
 //! **Failures are counted, never silent.** While Redis is unreachable, local broadcast goes on;
 //! a publish that fails is counted (`publish_failed`: those messages reached no other
@@ -38,13 +38,13 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::cluster_link::{Event, Link};
-use super::cluster_message::{frame_parts, BusKey, BusMessage, Refused};
-use crate::ipc::BroadcastFrames;
+use super::cluster_message::{BusKey, BusMessage, Refused};
+use crate::ipc::Broadcast;
 use crate::redact::{redacted, redacted_each};
 use crate::stats::ClusterStatus;
 
@@ -163,7 +163,7 @@ impl ClusterBus {
 
     /// Starts the subscription and the publisher on the master's runtime; `deliver` hands a
     /// broadcast from another instance to this instance's workers.
-    pub(crate) fn start(self: &Rc<Self>, deliver: impl Fn(&str, &BroadcastFrames) + 'static) {
+    pub(crate) fn start(self: &Rc<Self>, deliver: impl Fn(&str, &Broadcast) + 'static) {
         let changes = self.changes_rx.borrow_mut().take().expect("started once");
         let outgoing = self.outgoing_rx.borrow_mut().take().expect("started once");
         tokio::task::spawn_local(self.clone().subscribe_loop(changes, deliver));
@@ -222,20 +222,11 @@ impl ClusterBus {
     }
 
     /// Publishes a broadcast of this instance for the others.
-    pub(crate) fn publish(&self, group: &str, frames: &BroadcastFrames) {
+    pub(crate) fn publish(&self, group: &str, broadcast: &Broadcast) {
         if self.queued.get() >= MAX_QUEUED {
             self.count(|s| s.publish_failed += 1);
             return;
         }
-        let Some((opcode, payload)) = frame_parts(&frames.plain) else {
-            // Workers encode broadcasts as plain final frames: this is a bug, said loudly.
-            tracing::error!(
-                group,
-                "cluster: a broadcast that is not a plain frame, not published"
-            );
-            self.count(|s| s.publish_failed += 1);
-            return;
-        };
         let seq = {
             let mut next = self.next_seq.borrow_mut();
             if next.len() >= MAX_SEQUENCES && !next.contains_key(group) {
@@ -258,8 +249,7 @@ impl ClusterBus {
             instance: self.instance.get(),
             seq,
             sent_ms: unix_ms(),
-            opcode,
-            payload,
+            broadcast: broadcast.clone(),
         };
         let sealed = self.key.seal(&channel, &message);
         let _ = self.outgoing.send((channel, sealed));
@@ -334,7 +324,7 @@ impl ClusterBus {
     async fn subscribe_loop(
         self: Rc<Self>,
         mut changes: mpsc::UnboundedReceiver<Change>,
-        deliver: impl Fn(&str, &BroadcastFrames),
+        deliver: impl Fn(&str, &Broadcast),
     ) {
         let mut backoff = Duration::from_millis(100);
         let mut ever_connected = false;
@@ -425,7 +415,7 @@ impl ClusterBus {
     }
 
     /// A message from the channel of a group: delivered once checked, else counted.
-    fn receive(&self, channel: &str, payload: &Bytes, deliver: &impl Fn(&str, &BroadcastFrames)) {
+    fn receive(&self, channel: &str, payload: &Bytes, deliver: &impl Fn(&str, &Broadcast)) {
         let Some(group) = channel.strip_prefix(PREFIX) else {
             return;
         };
@@ -450,13 +440,7 @@ impl ClusterBus {
             s.received += 1;
             s.lost += missed;
         });
-        let mut frame = BytesMut::new();
-        crate::ws::codec::encode_frame(message.opcode, &message.payload, &mut frame);
-        let frames = BroadcastFrames {
-            plain: frame.freeze(),
-            deflated: None,
-        };
-        deliver(group, &frames);
+        deliver(group, &message.broadcast);
     }
 
     /// Records `message`'s sequence number: how many of its sender's messages for `group`
@@ -525,7 +509,7 @@ fn why_text(why: Refused) -> &'static str {
     match why {
         Refused::Malformed => "not a Brisk broadcast",
         Refused::BadMac => "its HMAC does not match (forged, or sealed with another secret)",
-        Refused::BadOpcode => "neither text, binary nor a close",
+        Refused::BadKind => "neither text, binary nor a close",
         Refused::BadText => "text that is not UTF-8",
     }
 }

@@ -3,14 +3,14 @@
 
 use std::rc::Rc;
 
-use crate::ipc::BroadcastFrames;
+use crate::ipc::Broadcast;
 use crate::stats::ClusterStatus;
 
 /// Never made: see the [module](self).
 pub(crate) enum ClusterBus {}
 
 impl ClusterBus {
-    pub(crate) fn start(self: &Rc<Self>, _deliver: impl Fn(&str, &BroadcastFrames) + 'static) {
+    pub(crate) fn start(self: &Rc<Self>, _deliver: impl Fn(&str, &Broadcast) + 'static) {
         match **self {}
     }
     pub(crate) fn holders(&self, _group: &str) -> std::collections::HashSet<i32> {
@@ -25,7 +25,7 @@ impl ClusterBus {
     pub(crate) fn worker_gone(&self, _pid: i32) {
         match *self {}
     }
-    pub(crate) fn publish(&self, _group: &str, _frames: &BroadcastFrames) {
+    pub(crate) fn publish(&self, _group: &str, _broadcast: &Broadcast) {
         match *self {}
     }
     pub(crate) fn status(&self) -> ClusterStatus {

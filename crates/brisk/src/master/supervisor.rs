@@ -51,7 +51,7 @@ use crate::env::{
 use crate::error::{Error, Result};
 use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
 use crate::ipc::{
-    self, Answer, BroadcastFrames, MasterStatus, Packet, Question, Stamp, ToMaster, ToWorker,
+    self, Answer, Broadcast, MasterStatus, Packet, Question, Stamp, ToMaster, ToWorker,
 };
 use crate::runtime::listener::Listener;
 use crate::stats::{ConnectionInfo, WorkerStatus};
@@ -209,17 +209,17 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             // broadcast for them), numbered in this master's name: a member handed to a new
             // worker is sent those it missed, as with the workers' own.
             let weak = Rc::downgrade(&sup);
-            bus.start(move |group, frames| {
+            bus.start(move |topic, broadcast| {
                 if let Some(sup) = weak.upgrade() {
                     if let Some(bus) = &sup.cluster {
-                        let holders = bus.holders(group);
+                        let holders = bus.holders(topic);
                         let seq = sup.bus_seq.get() + 1;
                         sup.bus_seq.set(seq);
                         let stamp = Stamp {
                             origin: std::process::id(),
                             seq,
                         };
-                        sup.relay_to(group, stamp, frames, |w| {
+                        sup.relay_to(topic, stamp, broadcast, |w| {
                             w.keeping.get() || holders.contains(&w.pid)
                         });
                     }
@@ -231,7 +231,7 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
         let predecessor = match predecessor {
             Some(p) => {
                 if let Some(bridge) = p.bridge {
-                    sup.open_bridge(bridge, true)
+                    sup.open_bridge(bridge, true, p.bridge_speaks_frames)
                         .map_err(|e| Error::io("upgrade: the bridge", e))?;
                     sup.awaiting_predecessor.set(true);
                 }

@@ -30,8 +30,11 @@ use crate::error::{Error, Result};
 use crate::ipc::fds::{recv_fds, send_fds, seqpacket_pair};
 
 /// The version of the handover message; a new master refuses one of another version but
-/// [`BRIDGELESS_VERSION`].
-const HANDOVER_VERSION: u32 = 2;
+/// [`FRAMES_BRIDGE_VERSION`] and [`BRIDGELESS_VERSION`].
+const HANDOVER_VERSION: u32 = 3;
+/// The version whose bridge carries broadcasts as WebSocket frames (`ipc/legacy_frames.rs`):
+/// such an old master is bridged in its own form, the rest is the same.
+const FRAMES_BRIDGE_VERSION: u32 = 2;
 /// The version before the bridge: such an old master's WebSocket connections close as they
 /// did, the rest is the same.
 const BRIDGELESS_VERSION: u32 = 1;
@@ -280,6 +283,8 @@ pub(crate) struct Predecessor {
     metrics: Option<OwnedFd>,
     listeners: Vec<(String, bool, OwnedFd)>,
     bridge: Option<OwnedFd>,
+    /// The old master writes and reads broadcasts as frames on the bridge.
+    bridge_speaks_frames: bool,
 }
 
 /// What the new master keeps of the old one once it has taken its sockets.
@@ -288,6 +293,9 @@ pub(crate) struct Inherited {
     pub link: OwnedFd,
     /// The bridge (`None` from an old master of [`BRIDGELESS_VERSION`]).
     pub bridge: Option<OwnedFd>,
+    /// The old master is of [`FRAMES_BRIDGE_VERSION`]: its bridge carries broadcasts as
+    /// frames.
+    pub bridge_speaks_frames: bool,
     /// The old master's pid.
     pub old_pid: u32,
 }
@@ -311,7 +319,8 @@ impl Predecessor {
         let (header, fds) = receive_handover(&link).map_err(|e| bad(e.to_string()))?;
         let header: Header = serde_json::from_slice(&header)
             .map_err(|e| bad(format!("the old master's message: {e}")))?;
-        if header.version != HANDOVER_VERSION && header.version != BRIDGELESS_VERSION {
+        let known = [HANDOVER_VERSION, FRAMES_BRIDGE_VERSION, BRIDGELESS_VERSION];
+        if !known.contains(&header.version) {
             return Err(bad(format!(
                 "the old master speaks handover version {}, this build {HANDOVER_VERSION}: \
                  restart instead",
@@ -333,6 +342,7 @@ impl Predecessor {
             metrics: None,
             listeners: Vec::new(),
             bridge: None,
+            bridge_speaks_frames: header.version == FRAMES_BRIDGE_VERSION,
         };
         for (held, fd) in header.held.into_iter().zip(fds) {
             match held {
@@ -394,6 +404,7 @@ impl Predecessor {
         Inherited {
             link: self.link,
             bridge: self.bridge,
+            bridge_speaks_frames: self.bridge_speaks_frames,
             old_pid: self.old_pid,
         }
     }

@@ -17,10 +17,10 @@ use tokio::sync::{mpsc, watch, Notify};
 use super::conn_view::ConnView;
 use super::handler::HandlerFuture;
 use super::io_counters::WorkerIo;
-use crate::ipc::{BroadcastFrames, Stamp};
+use crate::ipc::{Broadcast, Stamp};
 
-/// A broadcast for the other workers: its group, stamp and frames.
-pub(crate) type Relayed = (String, Stamp, BroadcastFrames);
+/// A broadcast for the other workers: its topic, stamp and message.
+pub(crate) type Relayed = (String, Stamp, Broadcast);
 use crate::limits::Limits;
 use crate::stats::{self, ConnectionInfo, Stats, WorkerStatus};
 
@@ -190,11 +190,11 @@ impl WorkerCtx {
         conn.is_some_and(|c| c.send_last(bytes))
     }
 
-    /// Hands a broadcast's frames to the master for the other workers. Past
+    /// Hands a broadcast to `topic` to the master for the other workers. Past
     /// [`RELAY_LIMIT`] bytes waiting for the master (it is not reading), the broadcast is
     /// dropped for the other workers, counted and logged (at most every 10 s).
-    pub(crate) fn relay_broadcast(&self, group: &str, stamp: Stamp, frames: BroadcastFrames) {
-        let size = frames.len();
+    pub(crate) fn relay_broadcast(&self, topic: &str, stamp: Stamp, broadcast: Broadcast) {
+        let size = broadcast.len();
         if self.relay_queued.get() + size > RELAY_LIMIT {
             Stats::add(&self.stats.broadcasts_dropped, 1);
             let now = Instant::now();
@@ -212,14 +212,14 @@ impl WorkerCtx {
             return;
         }
         self.relay_queued.set(self.relay_queued.get() + size);
-        let _ = self.relay.send((group.to_string(), stamp, frames));
+        let _ = self.relay.send((topic.to_string(), stamp, broadcast));
     }
 
     /// Tells the master (when the app spans machines) that this worker now holds members of
-    /// `group` (`joined`), or none any more.
-    pub(crate) fn group_membership(&self, group: &str, joined: bool) {
+    /// the group of `topic` (`joined`), or none any more.
+    pub(crate) fn group_membership(&self, topic: &str, joined: bool) {
         if self.cluster {
-            let group = group.to_string();
+            let group = topic.to_string();
             let msg = match joined {
                 true => crate::ipc::ToMaster::GroupJoined(group),
                 false => crate::ipc::ToMaster::GroupLeft(group),

@@ -9,7 +9,7 @@
 //! compressed and inflated (up to the size limit) once complete; outgoing messages are
 //! compressed (see [`super::deflate`]).
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::Utf8Bytes;
 
@@ -27,8 +27,7 @@ pub(crate) mod close {
     pub(crate) const TOO_BIG: u16 = 1009;
 }
 
-/// RSV1: set on the first frame of a compressed message.
-pub(crate) const RSV1: u8 = 0x40;
+pub(crate) use super::frame_write::{cut_close_reason, encode_frame, encode_message, RSV1};
 
 /// Largest request head accepted in the opening handshake.
 const MAX_HANDSHAKE: usize = 16 * 1024;
@@ -490,73 +489,6 @@ fn unmask(data: &mut [u8], mask: [u8; 4]) {
     }
 }
 
-/// Appends a data message as a server frame to `dst`: compressed (RSV1 set) with the
-/// server window `deflate_bits` of a negotiated permessage-deflate, else as it is.
-pub(crate) fn encode_message(
-    opcode: u8,
-    payload: &[u8],
-    deflate_bits: Option<u8>,
-    dst: &mut BytesMut,
-) {
-    match deflate_bits {
-        Some(bits) => {
-            deflate::deflate_message(payload, bits, |c| encode_frame(RSV1 | opcode, c, dst))
-        }
-        None => encode_frame(opcode, payload, dst),
-    }
-}
-
-/// The most bytes of a close frame's reason (125 bytes of payload, less the code).
-pub(crate) const MAX_CLOSE_REASON: usize = 123;
-
-/// `reason` cut to [`MAX_CLOSE_REASON`] bytes on a character boundary.
-pub(crate) fn cut_close_reason(reason: &str) -> &str {
-    let mut cut = reason.len().min(MAX_CLOSE_REASON);
-    while !reason.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &reason[..cut]
-}
-
-/// Appends a server frame (unmasked, final) with `opcode` (which may carry [`RSV1`]) and
-/// `payload` to `dst`.
-pub(crate) fn encode_frame(opcode: u8, payload: &[u8], dst: &mut BytesMut) {
-    let len = payload.len();
-    dst.reserve(len + 10);
-    dst.put_u8(0x80 | opcode);
-    match len {
-        0..=125 => dst.put_u8(len as u8),
-        126..=65535 => {
-            dst.put_u8(126);
-            dst.put_u16(len as u16);
-        }
-        _ => {
-            dst.put_u8(127);
-            dst.put_u64(len as u64);
-        }
-    }
-    dst.extend_from_slice(payload);
-}
-
-/// The opcode and payload of a whole frame [`encode_frame`] made (uncompressed); `None` for
-/// bytes that are not one.
-pub(crate) fn server_frame_payload(frame: &[u8]) -> Option<(u8, &[u8])> {
-    let (&first, rest) = frame.split_first()?;
-    let (&len, rest) = rest.split_first()?;
-    let (len, rest) = match len {
-        126 => (
-            u16::from_be_bytes(rest.get(..2)?.try_into().ok()?) as usize,
-            &rest[2..],
-        ),
-        127 => (
-            u64::from_be_bytes(rest.get(..8)?.try_into().ok()?) as usize,
-            &rest[8..],
-        ),
-        n => (n as usize, rest),
-    };
-    (first & RSV1 == 0 && rest.len() == len).then_some((first & 0x0f, rest))
-}
-
 impl Protocol for WsCodec {
     type Message = WsFrame;
 
@@ -631,29 +563,6 @@ impl WsCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_server_frame_gives_back_its_payload() {
-        for len in [0, 5, 125, 126, 300, 65535, 65536, 70_000] {
-            let payload = vec![b'x'; len];
-            let mut frame = BytesMut::new();
-            encode_frame(0x1, &payload, &mut frame);
-            assert_eq!(
-                server_frame_payload(&frame),
-                Some((0x1, &payload[..])),
-                "{len}"
-            );
-            assert_eq!(
-                server_frame_payload(&frame[..frame.len() - 1]),
-                None,
-                "cut: {len}"
-            );
-        }
-        let mut compressed = BytesMut::new();
-        encode_frame(RSV1 | 0x1, b"zz", &mut compressed);
-        assert_eq!(server_frame_payload(&compressed), None);
-        assert_eq!(server_frame_payload(&[]), None);
-    }
 
     fn client_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
         let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode];

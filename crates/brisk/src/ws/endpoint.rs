@@ -269,9 +269,6 @@ impl WsEndpoint {
     /// 20 KiB of RSS was measured after one short message), unless the endpoint holds every
     /// client to [`client_no_context_takeover`](Self::client_no_context_takeover).
     pub fn permessage_deflate(self, on: bool) -> Self {
-        if on {
-            deflate::enable();
-        }
         self.edit(|e| e.deflate = on)
     }
 

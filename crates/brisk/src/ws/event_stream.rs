@@ -40,7 +40,7 @@ impl OwnedStream {
     pub(crate) fn close(&self, code: u16, reason: &str) {
         let mut payload = code.to_be_bytes().to_vec();
         payload.extend_from_slice(reason.as_bytes());
-        group::stream_event_to(self.id, &group::close_event(&payload));
+        group::stream_event_to(self.id, &super::delivery::close_event(&payload));
         group::end_stream(self.id);
     }
 }

@@ -1,10 +1,11 @@
 //! Named groups of WebSocket connections and broadcast.
 //!
 //! A group lives in each worker: it holds the ids of that worker's members. A broadcast
-//! encodes the frame once, writes the same bytes to every local member, and sends them to the
-//! master, which hands them to every other worker for their members. When permessage-deflate
-//! is on, the message is also compressed once (no context takeover, full window) for the
-//! members that negotiated it: at most two encodings, whatever the number of members.
+//! goes to the master as the message it is ([`Broadcast`](crate::ipc::Broadcast)), which
+//! hands it to every other worker for their members; each worker encodes the frame once and
+//! writes the same bytes to every member it holds, and compresses it once (no context
+//! takeover, full window) if members that negotiated permessage-deflate are among them: at
+//! most two encodings per worker, whatever the number of members ([`Delivery`]).
 //!
 //! Groups are named by [`GroupKey`]s: the app's groups, its keys and the channel protocol's
 //! groups are apart, whatever names the app or its clients choose.
@@ -17,15 +18,15 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::codec::{encode_message, server_frame_payload};
-use super::deflate::{self, Agreement, MAX_WINDOW_BITS};
+use super::deflate::{Agreement, MAX_WINDOW_BITS};
+use super::delivery::{Delivery, ForStreams};
 use super::group_key::GroupKey;
 use super::Message;
 use crate::http::sse;
-use crate::ipc::BroadcastFrames;
+use crate::ipc::{Broadcast, Stamp};
 use crate::runtime::context::{self as worker, WorkerCtx};
 use crate::stats::Stats;
 
@@ -131,38 +132,6 @@ fn send_to_stream(id: u64, event: Option<&Bytes>) -> bool {
     sent
 }
 
-/// What a broadcast's frame is to event streams.
-enum ForStreams {
-    /// A text message: one `data:` event.
-    Data(Bytes),
-    /// A close frame: the stream's last event, `event: close` with
-    /// `{"code":N,"reason":"…"}`, then its end.
-    Close(Bytes),
-    /// Nothing at all (a binary message).
-    Nothing,
-}
-
-fn stream_event(frames: &BroadcastFrames) -> ForStreams {
-    match server_frame_payload(&frames.plain) {
-        Some((0x1, text)) => {
-            ForStreams::Data(sse::Event::new(String::from_utf8_lossy(text)).encode())
-        }
-        Some((0x8, payload)) => ForStreams::Close(close_event(payload)),
-        _ => ForStreams::Nothing,
-    }
-}
-
-/// The `event: close` an event stream ends with, from a close frame's payload (code 1005,
-/// "no status", without one).
-pub(crate) fn close_event(payload: &[u8]) -> Bytes {
-    let (code, reason) = match payload {
-        [hi, lo, reason @ ..] => (u16::from_be_bytes([*hi, *lo]), reason),
-        _ => (1005, &[][..]),
-    };
-    let data = serde_json::json!({ "code": code, "reason": String::from_utf8_lossy(reason) });
-    sse::Event::new(data.to_string()).event("close").encode()
-}
-
 /// Has `f` called with the name of each group whose members, or their presence ids, change
 /// in this worker (presence keeps its counts with it).
 #[cfg(feature = "redis")]
@@ -210,8 +179,8 @@ pub(crate) fn join(member: Member, group: &GroupKey, deflate: Option<Agreement>)
 fn catch_up(conn: u64, group: &GroupKey) {
     match super::replay::catch_up(conn, group) {
         Some(missed) => {
-            for frames in &missed {
-                deliver_to(conn, frames);
+            for delivery in &missed {
+                deliver_to(conn, delivery);
             }
         }
         None => {
@@ -354,31 +323,10 @@ pub fn local_members(group: &str) -> usize {
     members_here(&GroupKey::app(group))
 }
 
-/// The first byte of a final close frame.
-pub(crate) const CLOSE_FRAME: u8 = 0x88;
-
-/// Encodes `msg` as a frame once, and once more compressed if any endpoint offers
-/// permessage-deflate.
-fn frames_of(msg: &Message) -> BroadcastFrames {
-    let opcode = match msg {
-        Message::Text(_) => 0x1,
-        Message::Binary(_) => 0x2,
-    };
-    let encode = |bits| {
-        let mut buf = BytesMut::new();
-        encode_message(opcode, msg.as_bytes(), bits, &mut buf);
-        buf.freeze()
-    };
-    BroadcastFrames {
-        plain: encode(None),
-        deflated: deflate::enabled().then(|| encode(Some(MAX_WINDOW_BITS))),
-    }
-}
-
-/// Writes a broadcast's frames to every local member of `group` (the compressed one to those
-/// that take it); returns how many members took theirs. `group` is a key's wire form (a
-/// topic the master relayed), or a key.
-pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
+/// Writes a broadcast to every local member of `group` (the compressed frame to sockets that
+/// take it, an event to event streams); returns how many members took theirs. `group` is a
+/// key's wire form (a topic the master relayed), or a key.
+pub(crate) fn deliver_local(group: &str, delivery: &Delivery) -> usize {
     let members: Vec<(Member, bool)> = GROUPS.with(|g| {
         let g = g.borrow();
         let takes_deflated = |m: &Member| g.joined.get(m).is_some_and(|j| j.deflate);
@@ -390,13 +338,10 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
     let Some(w) = worker::current() else {
         return 0;
     };
-    let closing = frames.plain.first() == Some(&CLOSE_FRAME);
-    // Encoded for event streams when the first one is met.
-    let mut for_streams: Option<ForStreams> = None;
     let delivered = members
         .into_iter()
         .filter(|&(member, deflate)| match member {
-            Member::Stream(id) => match for_streams.get_or_insert_with(|| stream_event(frames)) {
+            Member::Stream(id) => match delivery.for_streams() {
                 ForStreams::Data(event) => send_to_stream(id, Some(event)),
                 ForStreams::Close(last) => {
                     let sent = send_to_stream(id, Some(last));
@@ -405,45 +350,36 @@ pub(crate) fn deliver_local(group: &str, frames: &BroadcastFrames) -> usize {
                 }
                 ForStreams::Nothing => false,
             },
-            Member::Socket(id) => to_socket(&w, id, deflate, frames, closing),
+            Member::Socket(id) => to_socket(&w, id, deflate, delivery),
         })
         .count();
     Stats::add(&w.stats.broadcast_deliveries, delivered as u64);
     delivered
 }
 
-/// Writes a broadcast's frames to member socket `id` alone (a connection handed over, which
-/// missed it); false if it could not take them.
-pub(crate) fn deliver_to(id: u64, frames: &BroadcastFrames) -> bool {
+/// Writes a broadcast to member socket `id` alone (a connection handed over, or joining in
+/// its `on_open`, which missed it); false if it could not take it.
+pub(crate) fn deliver_to(id: u64, delivery: &Delivery) -> bool {
     let member = Member::Socket(id);
     let deflate = GROUPS.with(|g| g.borrow().joined.get(&member).is_some_and(|j| j.deflate));
-    let closing = frames.plain.first() == Some(&CLOSE_FRAME);
-    worker::current().is_some_and(|w| to_socket(&w, id, deflate, frames, closing))
+    worker::current().is_some_and(|w| to_socket(&w, id, deflate, delivery))
 }
 
 /// Writes one member socket's frame of a broadcast: the compressed one if it takes it, and a
 /// close frame as its last.
-fn to_socket(
-    w: &WorkerCtx,
-    id: u64,
-    deflate: bool,
-    frames: &BroadcastFrames,
-    closing: bool,
-) -> bool {
-    if closing {
-        // A close frame (`close_where`): the member's last, never compressed.
-        return w.send_last_to(id, &frames.plain);
+fn to_socket(w: &WorkerCtx, id: u64, deflate: bool, delivery: &Delivery) -> bool {
+    let frame = delivery.frame(deflate);
+    match delivery.is_close() {
+        // A close (`close_where`): the member's last frame.
+        true => w.send_last_to(id, frame),
+        false => w.send_raw_to(id, frame),
     }
-    let frame = match &frames.deflated {
-        Some(deflated) if deflate => deflated,
-        _ => &frames.plain,
-    };
-    w.send_raw_to(id, frame)
 }
 
 /// Sends `msg` to every member of `group`, in this worker and in all others (through the
-/// master). Returns how many members of this worker took it. The frame is encoded once, and
-/// once more compressed if permessage-deflate is on, whatever the number of members.
+/// master). Returns how many members of this worker took it. Each worker encodes the frame
+/// once, and once more compressed if members that negotiated permessage-deflate are among
+/// its members, whatever their number.
 ///
 /// ```no_run
 /// # async fn f(ws: brisk::ws::WsConnection) {
@@ -457,17 +393,26 @@ pub fn broadcast(group: &str, msg: Message) -> usize {
 
 /// Sends `msg` to every member of `group`, as [`broadcast`] does.
 pub(crate) fn broadcast_to(group: &GroupKey, msg: Message) -> usize {
-    broadcast_frames(group, frames_of(&msg))
+    broadcast_delivery(group, Rc::new(Delivery::of_message(msg)))
 }
 
-/// Hands `frames` to the members of `group` here and, through the master, everywhere else.
-pub(crate) fn broadcast_frames(group: &GroupKey, frames: BroadcastFrames) -> usize {
-    let stamp = super::replay::stamp_own(group, &frames);
-    let delivered = deliver_local(group.wire(), &frames);
+/// Hands `delivery` to the members of `group` here and, through the master, everywhere else.
+pub(crate) fn broadcast_delivery(group: &GroupKey, delivery: Rc<Delivery>) -> usize {
+    let stamp = super::replay::stamp_own(group, &delivery);
+    let delivered = deliver_local(group.wire(), &delivery);
     if let Some(w) = worker::current() {
-        w.relay_broadcast(group.wire(), stamp, frames);
+        w.relay_broadcast(group.wire(), stamp, delivery.broadcast().clone());
     }
     delivered
+}
+
+/// Delivers a broadcast another worker (or instance) made to `topic` to this worker's members
+/// of that group, noted first for the connections still to come.
+pub(crate) fn deliver_relayed(topic: &str, stamp: Stamp, broadcast: Broadcast) {
+    let group = GroupKey::from_wire(topic);
+    let delivery = Rc::new(Delivery::new(broadcast));
+    super::replay::note_relayed(stamp, &group, &delivery);
+    deliver_local(topic, &delivery);
 }
 
 #[cfg(test)]

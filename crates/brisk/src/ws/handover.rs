@@ -545,8 +545,8 @@ fn resume(
     if !groups.is_empty() {
         match replay::missed(&groups, &record.watermark) {
             Some(missed) => {
-                for frames in &missed {
-                    group::deliver_to(id, frames);
+                for delivery in &missed {
+                    group::deliver_to(id, delivery);
                 }
             }
             None => {

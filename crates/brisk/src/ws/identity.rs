@@ -8,6 +8,7 @@
 //! master, to the other instances through the cluster bus; so does [`close_where`], as a
 //! close frame.
 
+use super::delivery::Delivery;
 use super::group;
 use super::group_key::GroupKey;
 use super::Message;
@@ -39,15 +40,8 @@ pub fn close_where(key: &str, code: u16, reason: &str) -> usize {
 
 /// Closes every member of `group`, on every worker and instance, as [`close_where`] does.
 pub(crate) fn close_members(group: &GroupKey, code: u16, reason: &str) -> usize {
-    let mut payload = code.to_be_bytes().to_vec();
-    payload.extend_from_slice(super::codec::cut_close_reason(reason).as_bytes());
-    let mut frame = bytes::BytesMut::new();
-    super::codec::encode_frame(0x8, &payload, &mut frame);
-    let frames = crate::ipc::BroadcastFrames {
-        plain: frame.freeze(),
-        deflated: None,
-    };
-    group::broadcast_frames(group, frames)
+    let close = Delivery::of_close(code, reason);
+    group::broadcast_delivery(group, std::rc::Rc::new(close))
 }
 
 /// Sockets tagged with `key` on every instance of the app (with `App::cluster`; feature

@@ -18,8 +18,10 @@
 mod axum_upgrade;
 pub(crate) mod codec;
 pub(crate) mod deflate;
+mod delivery;
 mod endpoint;
 mod event_stream;
+mod frame_write;
 mod group;
 pub(crate) mod group_key;
 pub(crate) mod handover;
@@ -42,7 +44,7 @@ pub use event_stream::event_stream;
 pub(crate) use event_stream::owned_event_stream;
 #[cfg(feature = "channels")]
 pub(crate) use group::broadcast_to;
-pub(crate) use group::deliver_local;
+pub(crate) use group::deliver_relayed;
 pub use group::{broadcast, local_members};
 #[cfg(feature = "redis")]
 pub use history::{BadPosition, History, HistoryOptions, Kept, Lost, Position, Recovery};

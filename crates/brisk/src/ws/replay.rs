@@ -22,8 +22,11 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use std::rc::Rc;
+
+use super::delivery::Delivery;
 use super::group_key::GroupKey;
-use crate::ipc::{BroadcastFrames, Stamp};
+use crate::ipc::Stamp;
 
 /// The most bytes of broadcasts a worker keeps; past them it keeps none: group members
 /// handed to it are closed (1012) rather than served with a gap, and connections opening
@@ -44,7 +47,7 @@ struct Kept {
     index: u64,
     stamp: Stamp,
     group: GroupKey,
-    frames: BroadcastFrames,
+    delivery: Rc<Delivery>,
 }
 
 /// A connection in its `on_open`: its window and the groups it was caught up on.
@@ -94,7 +97,7 @@ thread_local! {
 }
 
 impl Replay {
-    fn note(&mut self, stamp: Stamp, group: &GroupKey, frames: &BroadcastFrames) {
+    fn note(&mut self, stamp: Stamp, group: &GroupKey, delivery: &Rc<Delivery>) {
         if stamp != Stamp::NONE {
             let seen = self.seen.entry(stamp.origin).or_default();
             *seen = (*seen).max(stamp.seq);
@@ -107,7 +110,7 @@ impl Replay {
         if !self.keeping && self.windows.is_empty() {
             return;
         }
-        self.kept_bytes += frames.len();
+        self.kept_bytes += delivery.broadcast().len();
         if self.kept_bytes > MAX_KEPT {
             tracing::warn!(
                 "more than {} MiB of broadcasts kept for WebSocket connections opening or \
@@ -126,7 +129,7 @@ impl Replay {
             index,
             stamp,
             group: group.clone(),
-            frames: frames.clone(),
+            delivery: delivery.clone(),
         });
     }
 
@@ -142,7 +145,7 @@ impl Replay {
             .map_or(u64::MAX, |&(from, _)| from);
         while self.kept.front().is_some_and(|k| k.index < needed_from) {
             let k = self.kept.pop_front().expect("checked");
-            self.kept_bytes -= k.frames.len();
+            self.kept_bytes -= k.delivery.broadcast().len();
         }
     }
 
@@ -167,7 +170,7 @@ impl Replay {
 }
 
 /// Stamps a broadcast of this worker (the next number of its own) and notes it.
-pub(crate) fn stamp_own(group: &GroupKey, frames: &BroadcastFrames) -> Stamp {
+pub(crate) fn stamp_own(group: &GroupKey, delivery: &Rc<Delivery>) -> Stamp {
     REPLAY.with(|r| {
         let mut r = r.borrow_mut();
         r.own += 1;
@@ -175,14 +178,14 @@ pub(crate) fn stamp_own(group: &GroupKey, frames: &BroadcastFrames) -> Stamp {
             origin: r.origin,
             seq: r.own,
         };
-        r.note(stamp, group, frames);
+        r.note(stamp, group, delivery);
         stamp
     })
 }
 
 /// Notes a broadcast relayed from another worker (or instance), before it is delivered here.
-pub(crate) fn note_relayed(stamp: Stamp, group: &GroupKey, frames: &BroadcastFrames) {
-    REPLAY.with(|r| r.borrow_mut().note(stamp, group, frames));
+pub(crate) fn note_relayed(stamp: Stamp, group: &GroupKey, delivery: &Rc<Delivery>) {
+    REPLAY.with(|r| r.borrow_mut().note(stamp, group, delivery));
 }
 
 /// The last number this worker has seen of each origin: a connection that leaves now has
@@ -204,10 +207,7 @@ pub(crate) fn stop_keeping() {
 /// The broadcasts of `groups` that a connection with `watermark` has not had, in the order
 /// this worker saw them; `None` if they cannot be known (too many came, or this worker
 /// stopped keeping them).
-pub(crate) fn missed(
-    groups: &[GroupKey],
-    watermark: &[(u32, u64)],
-) -> Option<Vec<BroadcastFrames>> {
+pub(crate) fn missed(groups: &[GroupKey], watermark: &[(u32, u64)]) -> Option<Vec<Rc<Delivery>>> {
     REPLAY.with(|r| {
         let r = r.borrow();
         if r.overflowed || !r.keeping {
@@ -220,7 +220,7 @@ pub(crate) fn missed(
             // Broadcasts not numbered (`Stamp::NONE`) are never replayed.
             .filter(|k| k.stamp.seq > had.get(&k.stamp.origin).copied().unwrap_or(0))
             .filter(|k| groups.contains(&k.group))
-            .map(|k| k.frames.clone())
+            .map(|k| k.delivery.clone())
             .collect();
         Some(missed)
     })
@@ -279,7 +279,7 @@ impl Drop for OpenWindow {
 /// What connection `conn`, joining `group`, missed of it since its window opened, in order:
 /// empty when it has no window or was caught up on `group` already; `None` when what was
 /// kept for it is gone ([`MAX_KEPT`], [`MAX_WINDOW_AGE`]).
-pub(crate) fn catch_up(conn: u64, group: &GroupKey) -> Option<Vec<BroadcastFrames>> {
+pub(crate) fn catch_up(conn: u64, group: &GroupKey) -> Option<Vec<Rc<Delivery>>> {
     REPLAY.with(|r| {
         let mut r = r.borrow_mut();
         if !r.opening.contains_key(&conn) {
@@ -300,7 +300,7 @@ pub(crate) fn catch_up(conn: u64, group: &GroupKey) -> Option<Vec<BroadcastFrame
             .kept
             .iter()
             .filter(|k| k.index >= from && k.group == *group)
-            .map(|k| k.frames.clone())
+            .map(|k| k.delivery.clone())
             .collect();
         Some(missed)
     })
@@ -319,17 +319,14 @@ mod tests {
         GroupKey::app("other room")
     }
 
-    fn frames(text: &'static str) -> BroadcastFrames {
-        BroadcastFrames {
-            plain: Bytes::from_static(text.as_bytes()),
-            deflated: None,
-        }
+    fn text(text: &'static str) -> Rc<Delivery> {
+        Rc::new(Delivery::of_message(super::super::Message::text(text)))
     }
 
-    fn plain(list: Option<Vec<BroadcastFrames>>) -> Vec<&'static [u8]> {
+    fn plain(list: Option<Vec<Rc<Delivery>>>) -> Vec<&'static [u8]> {
         list.unwrap()
             .into_iter()
-            .map(|f| &*Box::leak(f.plain.to_vec().into_boxed_slice()))
+            .map(|d| &*Box::leak(d.broadcast().payload.to_vec().into_boxed_slice()))
             .collect()
     }
 
@@ -338,14 +335,14 @@ mod tests {
         // In a thread of its own: a fresh worker's state.
         std::thread::spawn(|| {
             let other = Stamp { origin: 7, seq: 0 };
-            note_relayed(Stamp { seq: 1, ..other }, &room(), &frames("o1"));
-            let mine = stamp_own(&room(), &frames("m1"));
+            note_relayed(Stamp { seq: 1, ..other }, &room(), &text("o1"));
+            let mine = stamp_own(&room(), &text("m1"));
             assert_eq!(mine.seq, 1);
-            note_relayed(Stamp { seq: 2, ..other }, &other_room(), &frames("x"));
-            note_relayed(Stamp { seq: 3, ..other }, &room(), &frames("o3"));
-            stamp_own(&room(), &frames("m2"));
+            note_relayed(Stamp { seq: 2, ..other }, &other_room(), &text("x"));
+            note_relayed(Stamp { seq: 3, ..other }, &room(), &text("o3"));
+            stamp_own(&room(), &text("m2"));
             // From another instance: not numbered, not kept.
-            note_relayed(Stamp::NONE, &room(), &frames("bus"));
+            note_relayed(Stamp::NONE, &room(), &text("bus"));
 
             let mut seen = watermark();
             seen.sort();
@@ -373,14 +370,14 @@ mod tests {
             // A worker past its start: nothing kept for handovers.
             stop_keeping();
             let other = Stamp { origin: 7, seq: 0 };
-            note_relayed(Stamp { seq: 1, ..other }, &room(), &frames("before"));
+            note_relayed(Stamp { seq: 1, ..other }, &room(), &text("before"));
             assert_eq!(kept_len(), 0, "no window open: nothing kept");
 
             let mut first = OpenWindow::begin();
-            note_relayed(Stamp { seq: 2, ..other }, &room(), &frames("a1"));
-            stamp_own(&other_room(), &frames("x"));
+            note_relayed(Stamp { seq: 2, ..other }, &room(), &text("a1"));
+            stamp_own(&other_room(), &text("x"));
             let mut second = OpenWindow::begin();
-            note_relayed(Stamp::NONE, &room(), &frames("bus"));
+            note_relayed(Stamp::NONE, &room(), &text("bus"));
             first.attach(1);
             second.attach(2);
             let group = room();
@@ -396,17 +393,16 @@ mod tests {
             // Too much for one window: it is told, not given a gap.
             let mut late = OpenWindow::begin();
             late.attach(4);
-            let huge = BroadcastFrames {
-                plain: Bytes::from(vec![0u8; MAX_KEPT + 1]),
-                deflated: None,
-            };
+            let huge = Rc::new(Delivery::of_message(super::super::Message::binary(
+                Bytes::from(vec![0u8; MAX_KEPT + 1]),
+            )));
             note_relayed(Stamp { seq: 3, ..other }, &group, &huge);
             assert!(catch_up(4, &group).is_none());
             drop(late);
             // Too old: an on_open that has not joined in time.
             let mut slow = OpenWindow::begin();
             slow.attach(6);
-            note_relayed(Stamp { seq: 4, ..other }, &group, &frames("meanwhile"));
+            note_relayed(Stamp { seq: 4, ..other }, &group, &text("meanwhile"));
             assert_eq!(kept_len(), 1);
             REPLAY.with(|r| {
                 r.borrow_mut()
@@ -416,7 +412,7 @@ mod tests {
             assert!(catch_up(6, &group).is_none());
             drop(slow);
             let mut next = OpenWindow::begin();
-            note_relayed(Stamp { seq: 5, ..other }, &group, &frames("after"));
+            note_relayed(Stamp { seq: 5, ..other }, &group, &text("after"));
             next.attach(5);
             assert_eq!(plain(catch_up(5, &group)), [&b"after"[..]]);
         })

@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 
 use super::conn_handover::{pass_on, Forward};
 use super::*;
-use crate::ipc::codec::{reader, writer};
+use crate::ipc::codec::{reader, write_broadcast_as_frames, writer};
 use crate::ipc::fds::recv_fds_now;
 use crate::master::upgrade::Link;
 
@@ -46,10 +46,10 @@ enum Notice {
 
 /// What goes onto the bridge, in order.
 enum Out {
-    Frames {
-        group: String,
+    Broadcast {
+        topic: String,
         stamp: Stamp,
-        frames: BroadcastFrames,
+        broadcast: Broadcast,
     },
     Notice(Notice),
 }
@@ -70,7 +70,7 @@ type Passing = (mpsc::UnboundedSender<Option<Batch>>, JoinHandle<()>);
 /// This master's end of the bridge.
 pub(super) struct Bridge {
     out: mpsc::UnboundedSender<Out>,
-    /// Bytes of broadcast frames queued on the bridge and not yet written.
+    /// Bytes of broadcasts queued on the bridge and not yet written.
     queued: Rc<Cell<usize>>,
     /// The new master's end: the link connections come in on, once it serves.
     link: RefCell<Option<Link>>,
@@ -81,11 +81,14 @@ pub(super) struct Bridge {
 
 impl Supervisor {
     /// Serves `socket` as this master's end of the bridge: as the old master (`new_side`
-    /// false) from the start of an upgrade, as the new one from its own start.
+    /// false) from the start of an upgrade, as the new one from its own start. An old master
+    /// of an earlier build (`peer_speaks_frames`) reads broadcasts as frames: they are
+    /// written so for it.
     pub(super) fn open_bridge(
         self: &Rc<Self>,
         socket: OwnedFd,
         new_side: bool,
+        peer_speaks_frames: bool,
     ) -> std::io::Result<()> {
         let stream = std::os::unix::net::UnixStream::from(socket);
         stream.set_nonblocking(true)?;
@@ -97,13 +100,18 @@ impl Supervisor {
         let writer_task = tokio::task::spawn_local(async move {
             while let Some(o) = rx.recv().await {
                 let sent = match o {
-                    Out::Frames {
-                        group,
+                    Out::Broadcast {
+                        topic,
                         stamp,
-                        frames,
+                        broadcast,
                     } => {
-                        let sent = write_broadcast(&mut wr, &group, stamp, &frames).await;
-                        written.set(written.get().saturating_sub(frames.len()));
+                        let sent = match peer_speaks_frames {
+                            true => {
+                                write_broadcast_as_frames(&mut wr, &topic, stamp, &broadcast).await
+                            }
+                            false => write_broadcast(&mut wr, &topic, stamp, &broadcast).await,
+                        };
+                        written.set(written.get().saturating_sub(broadcast.len()));
                         sent
                     }
                     Out::Notice(n) => write_msg(&mut wr, &n).await,
@@ -128,12 +136,12 @@ impl Supervisor {
                 let Some(sup) = me.upgrade() else { return };
                 match packet {
                     Ok(Some(Packet::Broadcast {
-                        group,
+                        topic,
                         stamp,
-                        frames,
+                        broadcast,
                     })) => {
                         if sup.cluster.is_none() {
-                            sup.relay_to(&group, stamp, &frames, |_| true);
+                            sup.relay_to(&topic, stamp, &broadcast, |_| true);
                         }
                     }
                     Ok(Some(Packet::Msg(Notice::Connections {
@@ -163,12 +171,12 @@ impl Supervisor {
     /// cluster bus, which carries it to the other master already);
     /// past [`MAX_QUEUED_BROADCASTS`] queued (the other master is stalled) it is dropped and
     /// counted.
-    pub(super) fn bridge_broadcast(&self, group: &str, stamp: Stamp, frames: &BroadcastFrames) {
+    pub(super) fn bridge_broadcast(&self, topic: &str, stamp: Stamp, broadcast: &Broadcast) {
         let bridge = self.bridge.borrow();
         let Some(b) = bridge.as_ref().filter(|_| self.cluster.is_none()) else {
             return;
         };
-        if b.queued.get() + frames.len() > MAX_QUEUED_BROADCASTS {
+        if b.queued.get() + broadcast.len() > MAX_QUEUED_BROADCASTS {
             let dropped = self.dropped_broadcasts.get() + 1;
             self.dropped_broadcasts.set(dropped);
             if dropped.is_power_of_two() {
@@ -179,11 +187,11 @@ impl Supervisor {
             }
             return;
         }
-        b.queued.set(b.queued.get() + frames.len());
-        let _ = b.out.send(Out::Frames {
-            group: group.to_string(),
+        b.queued.set(b.queued.get() + broadcast.len());
+        let _ = b.out.send(Out::Broadcast {
+            topic: topic.to_string(),
             stamp,
-            frames: frames.clone(),
+            broadcast: broadcast.clone(),
         });
     }
 

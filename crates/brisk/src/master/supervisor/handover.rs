@@ -36,7 +36,7 @@ impl Supervisor {
             Ok(pair) => pair,
             Err(e) => return failed(format!("cannot make the bridge: {e}")),
         };
-        if let Err(e) = self.open_bridge(ours.into(), false) {
+        if let Err(e) = self.open_bridge(ours.into(), false, false) {
             return failed(format!("cannot use the bridge: {e}"));
         }
         let handover = self.handover(theirs.as_raw_fd());

@@ -4,25 +4,25 @@
 use super::*;
 
 impl Supervisor {
-    /// Hands a broadcast's frames from worker `from` to every other current worker; a
+    /// Hands a broadcast to `topic` from worker `from` to every other current worker; a
     /// worker that has [`MAX_QUEUED_BROADCASTS`] waiting already (it is stalled) misses it.
     pub(super) fn relay_broadcast(
         &self,
         from: i32,
-        group: &str,
+        topic: &str,
         stamp: Stamp,
-        frames: &BroadcastFrames,
+        broadcast: &Broadcast,
     ) {
-        self.relay_to(group, stamp, frames, |w| w.pid != from);
-        self.bridge_broadcast(group, stamp, frames);
+        self.relay_to(topic, stamp, broadcast, |w| w.pid != from);
+        self.bridge_broadcast(topic, stamp, broadcast);
     }
 
-    /// Hands a broadcast's frames to the current workers that `takes`.
+    /// Hands a broadcast to `topic` to the current workers that `takes`.
     pub(super) fn relay_to(
         &self,
-        group: &str,
+        topic: &str,
         stamp: Stamp,
-        frames: &BroadcastFrames,
+        broadcast: &Broadcast,
         takes: impl Fn(&Worker) -> bool,
     ) {
         for w in self.current_workers() {
@@ -30,7 +30,7 @@ impl Supervisor {
                 continue;
             }
             let queued = &w.channel.queued;
-            if queued.get() + frames.len() > MAX_QUEUED_BROADCASTS {
+            if queued.get() + broadcast.len() > MAX_QUEUED_BROADCASTS {
                 let dropped = self.dropped_broadcasts.get() + 1;
                 self.dropped_broadcasts.set(dropped);
                 if dropped.is_power_of_two() {
@@ -43,11 +43,11 @@ impl Supervisor {
                 }
                 continue;
             }
-            queued.set(queued.get() + frames.len());
-            let _ = w.channel.tx.send(Outgoing::Frames {
-                group: group.to_string(),
+            queued.set(queued.get() + broadcast.len());
+            let _ = w.channel.tx.send(Outgoing::Broadcast {
+                topic: topic.to_string(),
                 stamp,
-                frames: frames.clone(),
+                broadcast: broadcast.clone(),
             });
         }
     }

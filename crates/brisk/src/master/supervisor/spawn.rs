@@ -111,13 +111,13 @@ impl Supervisor {
         tokio::task::spawn_local(async move {
             while let Some(msg) = rx.recv().await {
                 let written = match msg {
-                    Outgoing::Frames {
-                        group,
+                    Outgoing::Broadcast {
+                        topic,
                         stamp,
-                        frames,
+                        broadcast,
                     } => {
-                        let written = write_broadcast(&mut wr, &group, stamp, &frames).await;
-                        queued.set(queued.get().saturating_sub(frames.len()));
+                        let written = write_broadcast(&mut wr, &topic, stamp, &broadcast).await;
+                        queued.set(queued.get().saturating_sub(broadcast.len()));
                         written
                     }
                     Outgoing::Msg(msg) => write_msg(&mut wr, &msg).await,
@@ -132,13 +132,13 @@ impl Supervisor {
             while let Ok(Some(packet)) = read_packet::<_, ToMaster>(&mut rd).await {
                 let msg = match packet {
                     Packet::Broadcast {
-                        group,
+                        topic,
                         stamp,
-                        frames,
+                        broadcast,
                     } => {
-                        sup.relay_broadcast(pid, &group, stamp, &frames);
+                        sup.relay_broadcast(pid, &topic, stamp, &broadcast);
                         if let Some(bus) = &sup.cluster {
-                            bus.publish(&group, &frames);
+                            bus.publish(&topic, &broadcast);
                         }
                         continue;
                     }

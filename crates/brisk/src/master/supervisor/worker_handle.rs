@@ -3,20 +3,20 @@
 
 use super::*;
 
-/// What the master writes to a worker: a message, or a broadcast's frames (a binary packet).
+/// What the master writes to a worker: a message, or a broadcast (a binary packet).
 pub(super) enum Outgoing {
     Msg(ToWorker),
-    Frames {
-        group: String,
+    Broadcast {
+        topic: String,
         stamp: Stamp,
-        frames: BroadcastFrames,
+        broadcast: Broadcast,
     },
 }
 
 /// The master's end of one worker's control channel.
 pub(super) struct Channel {
     pub(super) tx: mpsc::UnboundedSender<Outgoing>,
-    /// Bytes of broadcast frames queued for the worker and not yet written to it.
+    /// Bytes of broadcasts queued for the worker and not yet written to it.
     pub(super) queued: Rc<Cell<usize>>,
     /// Who waits for the answer to each question asked, by the question's id.
     pub(super) replies: RefCell<HashMap<u64, oneshot::Sender<Answer>>>,

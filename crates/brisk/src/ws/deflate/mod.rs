@@ -21,24 +21,8 @@
 mod offer;
 mod zlib;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 pub(crate) use offer::{negotiate, Agreement, MAX_WINDOW_BITS};
 pub(crate) use zlib::{deflate_message, inflate_message, ClientContext, InflateError};
-
-/// Set once any endpoint of this process turns permessage-deflate on: broadcasts then also
-/// prepare a compressed frame.
-static ENABLED: AtomicBool = AtomicBool::new(false);
-
-/// Records that an endpoint of this process offers permessage-deflate.
-pub(crate) fn enable() {
-    ENABLED.store(true, Ordering::Relaxed);
-}
-
-/// Whether any endpoint of this process offers permessage-deflate.
-pub(crate) fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
-}
 
 /// Largest compressed message accepted for messages of at most `max` bytes once inflated:
 /// incompressible data grows when deflated, by up to an eighth with fixed Huffman codes.
