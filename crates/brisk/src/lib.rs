@@ -39,14 +39,16 @@
 //!                   turns into a runtime Service; schedule.rs (Schedule)
 //!  protocols        protocol/text, protocol/frame, protocol/raw (on the Protocol trait of
 //!                   protocol/mod.rs), http/ (own HTTP/1.1 path, hyper glue, static files,
-//!                   SSE), ws/ (codec, deflate, endpoint, groups): each owns its set-up and
-//!                   its sweeps; and the application layer beside them: db/, redis.rs,
+//!                   SSE), ws/ (codec, frames, deflate, endpoint, groups by typed keys,
+//!                   broadcasts and their encodings): each owns its set-up and its sweeps;
+//!                   and the application layer beside them: db/, redis.rs,
 //!                   queue/, mail.rs, template/, jwks_url (token keys from a URL, on
 //!                   the HTTP client), channels/ (the channel protocol and its server API,
 //!                   on ws/, jwt and jwks_url)
-//!  worker runtime   runtime/ (worker context and registry, streams and TLS sessions,
-//!                   connections, accept loops, sweeps, UDP, Service), timer.rs,
-//!                   protocol (the Protocol trait the runtime drives)
+//!  worker runtime   runtime/ (worker context and registry, the parts the layers above
+//!                   keep per worker, timers, streams and TLS sessions, connections,
+//!                   accept loops, sweeps, UDP, Service), timer.rs (the worker's timers
+//!                   from anywhere it runs), protocol (the Protocol trait the runtime drives)
 //!  core types       address, error, limits, listen, stats, env, run_paths, tls (config),
 //!                   ipc/ (wire types and codec), log, log_file, latency, response_counts,
 //!                   process_sample, alerts (thresholds and their hysteresis), redact,
@@ -59,6 +61,13 @@
 //!                   (tokens checked at connect time), otel/ (each worker's tracer and
 //!                   its spans)
 //! ```
+//!
+//! A worker's state is one value, its context: its own fields, and one value of each type the
+//! layers above keep per worker (WebSocket's groups, replay, handover bookkeeping, named
+//! endpoints, presence). Code reaches it through the connection or context it is given; the
+//! free functions (`ws::broadcast`, `timer::add`) through the worker the thread runs, and
+//! they panic, saying so, anywhere else. Broadcasts cross IPC, the master and the cluster bus
+//! as messages under an opaque topic; only `ws/` builds WebSocket frames.
 //!
 //! Protocol-specific behaviour reaches the runtime through traits the protocol implements:
 //! [`protocol::Protocol`] (decode, encode, heartbeat, handshake state) for connections the

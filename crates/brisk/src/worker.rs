@@ -150,7 +150,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
     }
     // Also where database drivers go (runtime::local_tasks), for as long as the worker runs.
     let local = Rc::new(tokio::task::LocalSet::new());
-    crate::runtime::local_tasks::set_worker_set(Some(local.clone()));
+    let task_set = local.clone();
     let worker_loop = async move {
         // SAFETY: the master passed this descriptor to us and nothing else owns it.
         let std_ipc = unsafe { std::os::unix::net::UnixStream::from_raw_fd(ipc_fd) };
@@ -173,9 +173,10 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             relay_tx,
             done_tx.clone(),
         ));
+        worker.set_task_set(task_set);
         context::set_current(Some(worker.clone()));
         #[cfg(feature = "redis")]
-        crate::ws::start_presence();
+        crate::ws::start_presence(&worker);
         let lag = tokio::task::spawn_local(worker.clone().watch_loop_lag());
         let limits = svc.limits.apply(defaults);
         // A custom process has no listener: nothing to start but its callbacks.
@@ -234,7 +235,7 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                     stamp,
                     broadcast,
                 })) => {
-                    crate::ws::deliver_relayed(&topic, stamp, broadcast);
+                    crate::ws::deliver_relayed(&worker, &topic, stamp, broadcast);
                     continue;
                 }
                 Ok(Some(Packet::Msg(m))) => Ok(Some(m)),
@@ -261,11 +262,11 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
                     hand_over,
                     to_another_master,
                 })) => {
-                    crate::ws::handover::members_stay(to_another_master);
+                    crate::ws::handover::members_stay(&worker, to_another_master);
                     break (Duration::from_millis(drain_ms), hand_over);
                 }
                 Ok(Some(ToWorker::NoMoreHandovers)) => {
-                    crate::ws::replay::stop_keeping();
+                    worker.part::<crate::ws::replay::Replay>().stop_keeping();
                     // Behind the groups its restored connections joined, on the same queue.
                     let _ = done_tx.send(ToMaster::KeepingStopped);
                 }
@@ -329,13 +330,18 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         }
         crate::log_file::flush_all();
         let _ = write_msg(&mut tx, &ToMaster::Final(Box::new(worker.snapshot()))).await;
-        context::set_current(None);
-        crate::timer::del_all();
+        worker.timers.del_all();
+        // Still this thread's worker: what on_worker_stop calls (a timer, a broadcast to
+        // the members it still has) finds it, as every callback does.
         if let Some(cb) = &svc.worker_callbacks.on_worker_stop {
             if let Err(e) = cb(info.clone()).await {
                 tracing::error!(error = %e, "on_worker_stop failed");
             }
         }
+        context::set_current(None);
+        // What the worker's parts hold that holds the worker (endpoints, their per-worker
+        // state) goes now.
+        worker.drop_parts();
         ExitCode::SUCCESS
     };
     // The worker's loop is a task of the local set, not the future `block_on` polls: that one
@@ -349,7 +355,6 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
             },
         }
     });
-    crate::runtime::local_tasks::set_worker_set(None);
     #[cfg(feature = "otel")]
     {
         crate::otel::stop();

@@ -16,6 +16,7 @@ use super::wire::{self, Data, ErrorCode, Format, Publication};
 use crate::jwks_url::JwksUrl;
 use crate::jwt::{Jwt, JwtError};
 use crate::redis::RedisError;
+use crate::runtime::context::running;
 use crate::ws::group_key::{ChannelFormat, GroupKey, Space};
 use crate::ws::{self, Kept, Message, Position};
 
@@ -256,8 +257,9 @@ impl Channels {
     /// Sends `push` (made in each format) to `channel`'s subscribers of every format, on
     /// every worker and instance.
     pub(crate) fn broadcast_push(&self, channel: &str, push: impl Fn(Format) -> Message) {
+        let w = running("brisk::channels::Channels (a publication)");
         for &format in self.formats() {
-            ws::broadcast_to(&group_in(format, channel), push(format));
+            ws::broadcast_to(&w, &group_in(format, channel), push(format));
         }
     }
 
@@ -345,7 +347,8 @@ impl Channels {
                 format!("a disconnect code is 4000 to 4999, not {code}"),
             ));
         }
-        Ok(ws::close_members(&user_key(user), code, reason))
+        let w = running("brisk::channels::Channels::disconnect");
+        Ok(ws::close_members(&w, &user_key(user), code, reason))
     }
 
     /// Who is subscribed to `channel` (a namespace with presence on).
@@ -357,13 +360,14 @@ impl Channels {
                 format!("presence is off for {:?}'s namespace", channel),
             ));
         }
+        let w = running("brisk::channels::Channels::presence");
         let (mut clients, mut users) = (0, Vec::new());
         for &format in self.formats() {
             let group = group_in(format, channel);
-            clients += (ws::members_of(&group).await)
+            clients += (ws::members_of(&w, &group).await)
                 .map_err(|e| ChannelError::unavailable("presence", &e))?;
             users.extend(
-                (ws::ids_of(&group).await)
+                (ws::ids_of(&w, &group).await)
                     .map_err(|e| ChannelError::unavailable("presence", &e))?,
             );
         }
@@ -393,10 +397,11 @@ impl Channels {
     /// The channels with subscribers, and how many each has: on every instance with
     /// `App::cluster`, else in this worker.
     pub async fn active(&self) -> Result<Vec<(String, u64)>, ChannelError> {
+        let w = running("brisk::channels::Channels::active");
         let mut active = std::collections::BTreeMap::new();
         for &format in self.formats() {
             let space = Space::Channel(channel_format(format));
-            let groups = (ws::groups_in(space, "").await)
+            let groups = (ws::groups_in(&w, space, "").await)
                 .map_err(|e| ChannelError::unavailable("channels", &e))?;
             for (channel, n) in groups {
                 *active.entry(channel).or_insert(0) += n;

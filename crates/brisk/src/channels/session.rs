@@ -565,15 +565,14 @@ fn close_after(ws: &WsConnection, delay: Duration, code: u16, reason: &'static s
     timer::add(delay, false, move || ws.close(code, reason))
 }
 
-/// A connection id unique across workers and instances: a random prefix per worker and the
-/// connection's id.
+/// A connection id unique across workers and instances: a random prefix per worker process
+/// and the connection's id.
 fn client_id(conn: u64) -> String {
-    thread_local! {
-        static PREFIX: String = {
-            let mut bytes = [0u8; 6];
-            getrandom::fill(&mut bytes).expect("the operating system's random source");
-            bytes.iter().map(|b| format!("{b:02x}")).collect()
-        };
-    }
-    PREFIX.with(|p| format!("{p}-{conn:x}"))
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let prefix = PREFIX.get_or_init(|| {
+        let mut bytes = [0u8; 6];
+        getrandom::fill(&mut bytes).expect("the operating system's random source");
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    });
+    format!("{prefix}-{conn:x}")
 }

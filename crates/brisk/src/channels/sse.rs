@@ -116,7 +116,8 @@ impl Channels {
         let groups = (channels.iter().map(|c| group_of(c)))
             .chain([user_key(&subject.user)])
             .collect::<Vec<_>>();
-        let (stream, response) = ws::owned_event_stream(&groups);
+        let worker = crate::runtime::context::running("brisk::channels::Channels::event_stream");
+        let (stream, response) = ws::owned_event_stream(worker, &groups);
         let connected = json!({ "connected": {
             "user": subject.user,
             "expires": subject.expires,

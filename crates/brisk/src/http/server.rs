@@ -39,6 +39,8 @@ pub struct HttpServer {
     pub(crate) access_log: Option<super::access_log::AccessLog>,
     pub(crate) request_spans: bool,
     pub(crate) latency_histograms: bool,
+    /// Its named WebSocket endpoints, registered in each worker when the server starts there.
+    pub(crate) ws_endpoints: Vec<(String, crate::ws::WsEndpoint)>,
 }
 
 impl HttpServer {
@@ -63,6 +65,7 @@ impl HttpServer {
             access_log: None,
             request_spans: true,
             latency_histograms: true,
+            ws_endpoints: Vec::new(),
         })
     }
 
@@ -140,8 +143,8 @@ impl HttpServer {
     ///     .unwrap()
     ///     .ws_endpoint("echo", echo);
     /// ```
-    pub fn ws_endpoint(self, name: &str, endpoint: crate::ws::WsEndpoint) -> Self {
-        crate::ws::named::register(name, endpoint);
+    pub fn ws_endpoint(mut self, name: &str, endpoint: crate::ws::WsEndpoint) -> Self {
+        self.ws_endpoints.push((name.to_string(), endpoint));
         self
     }
 
@@ -353,6 +356,7 @@ impl From<HttpServer> for Service {
             access_log,
             request_spans,
             latency_histograms,
+            ws_endpoints,
         } = server;
         let alpn: &[&[u8]] = if http2 {
             &[b"h2", b"http/1.1"]
@@ -375,6 +379,9 @@ impl From<HttpServer> for Service {
                     unreachable!("HttpServer only takes http:// and https:// addresses")
                 };
                 let l = tokio::net::TcpListener::from_std(l)?;
+                for (name, endpoint) in &ws_endpoints {
+                    crate::ws::named::register(&worker, name, endpoint.clone());
+                }
                 let access_log = match &access_log {
                     Some(log) => Some(log.open().map_err(|e| {
                         std::io::Error::new(

@@ -1,6 +1,7 @@
 //! The control socket: the CLI's way into a running master. It knows the master only through
 //! [`Controlled`], so the supervisor can be read (and changed) without it.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -49,13 +50,18 @@ pub(crate) fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener> {
     Ok(listener)
 }
 
+/// Control connections being answered, counted by [`serve`] for [`answered`].
+#[derive(Default)]
+pub(crate) struct InFlight(Cell<usize>);
+
 /// Answers on `listener` (from [`bind`], or handed over by the master an `upgrade`
-/// replaces) until the returned handle is aborted or dropped with the runtime. Each
-/// connection's peer must run as this process's user or as root (`SO_PEERCRED`), whatever
-/// the file's mode.
+/// replaces) until the returned handle is aborted or dropped with the runtime, counting in
+/// `in_flight` the connections being answered. Each connection's peer must run as this
+/// process's user or as root (`SO_PEERCRED`), whatever the file's mode.
 pub(crate) fn serve<C: Controlled>(
     master: Rc<C>,
     listener: std::os::unix::net::UnixListener,
+    in_flight: Rc<InFlight>,
 ) -> Result<tokio::task::JoinHandle<()>> {
     let cannot = |e| Error::io("cannot serve the control socket", e);
     listener.set_nonblocking(true).map_err(cannot)?;
@@ -67,8 +73,9 @@ pub(crate) fn serve<C: Controlled>(
                 continue;
             };
             let master = master.clone();
+            let in_flight = in_flight.clone();
             tokio::task::spawn_local(async move {
-                let _counted = InFlight::begin();
+                let _counted = Counted::begin(in_flight);
                 let peer = stream.peer_cred().map(|c| c.uid());
                 let (rd, wr) = stream.into_split();
                 let (mut rd, mut wr) = (ipc::reader(rd), ipc::writer(wr));
@@ -93,32 +100,28 @@ pub(crate) fn serve<C: Controlled>(
     }))
 }
 
-thread_local! {
-    /// Control connections being answered (the master has one thread).
-    static IN_FLIGHT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
 /// Counts one control connection while it lives.
-struct InFlight;
+struct Counted(Rc<InFlight>);
 
-impl InFlight {
-    fn begin() -> InFlight {
-        IN_FLIGHT.with(|n| n.set(n.get() + 1));
-        InFlight
+impl Counted {
+    fn begin(in_flight: Rc<InFlight>) -> Counted {
+        in_flight.0.set(in_flight.0.get() + 1);
+        Counted(in_flight)
     }
 }
 
-impl Drop for InFlight {
+impl Drop for Counted {
     fn drop(&mut self) {
-        IN_FLIGHT.with(|n| n.set(n.get() - 1));
+        self.0 .0.set(self.0 .0.get() - 1);
     }
 }
 
-/// Waits (up to `limit`) until every control connection accepted so far has its answer: a
-/// master that exits after an upgrade does not cut off a request it took just before.
-pub(crate) async fn answered(limit: std::time::Duration) {
+/// Waits (up to `limit`) until every control connection counted in `in_flight` has its
+/// answer: a master that exits after an upgrade does not cut off a request it took just
+/// before.
+pub(crate) async fn answered(in_flight: &InFlight, limit: std::time::Duration) {
     let deadline = tokio::time::Instant::now() + limit;
-    while IN_FLIGHT.with(|n| n.get()) > 0 && tokio::time::Instant::now() < deadline {
+    while in_flight.0.get() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }

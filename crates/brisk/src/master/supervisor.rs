@@ -138,6 +138,8 @@ struct Supervisor {
     awaiting_predecessor: Cell<bool>,
     /// The control socket's listener, once it is served (for an `upgrade` to hand over).
     control_fd: Cell<RawFd>,
+    /// Control connections being answered, on whichever listener.
+    control_in_flight: Rc<control::InFlight>,
     /// The metrics listener's socket, if there is one.
     metrics_fd: Cell<Option<RawFd>>,
     started: Instant,
@@ -198,6 +200,7 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             bridge: RefCell::new(None),
             awaiting_predecessor: Cell::new(false),
             control_fd: Cell::new(-1),
+            control_in_flight: Rc::default(),
             metrics_fd: Cell::new(metrics_fd),
             started: Instant::now(),
             exited: Notify::new(),
@@ -259,7 +262,8 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             None => control::bind(&sup.plan.control_socket)?,
         };
         sup.control_fd.set(control_socket.as_raw_fd());
-        let mut control = control::serve(sup.clone(), control_socket)?;
+        let in_flight = sup.control_in_flight.clone();
+        let mut control = control::serve(sup.clone(), control_socket, in_flight)?;
         let mut metrics_server = match metrics_socket {
             Some(socket) => Some(sup.serve_metrics(socket)?),
             None => None,
@@ -387,7 +391,7 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             let _ = std::fs::remove_file(&sup.plan.control_socket);
         }
         // (The `upgrade` that handed over among them.)
-        control::answered(Duration::from_secs(5)).await;
+        control::answered(&sup.control_in_flight, Duration::from_secs(5)).await;
         tracing::info!("{} stopped", sup.plan.name);
         Ok(())
     })

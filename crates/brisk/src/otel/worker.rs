@@ -31,6 +31,9 @@ pub(super) struct Active {
     threshold: u64,
 }
 
+// The tracer is the thread's, as a tracing subscriber is: spans are opened where no worker
+// context reaches (a database driver's task, the HTTP client), and it is built before the
+// worker's runtime exists.
 thread_local! {
     /// Whether this thread traces: read first by every request, and without a destructor
     /// (unlike `ACTIVE`'s), so the read is a plain load.

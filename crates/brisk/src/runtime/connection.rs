@@ -45,6 +45,8 @@ const READ_CHUNK: usize = 64 * 1024;
 const LINGER: Duration = Duration::from_secs(2);
 
 thread_local! {
+    /// Scratch buffers every connection task of the thread reads into and encodes into: a
+    /// cache, no connection's state.
     static READ_SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_CHUNK]);
     static WRITE_SCRATCH: RefCell<BytesMut> = RefCell::new(BytesMut::with_capacity(READ_CHUNK));
 }
@@ -284,6 +286,11 @@ impl<P: Protocol> Connection<P> {
     /// The connection's protocol state (crate-internal protocols keep flags there).
     pub(crate) fn protocol(&self) -> std::cell::RefMut<'_, P> {
         self.inner.protocol.borrow_mut()
+    }
+
+    /// The worker that holds the connection.
+    pub(crate) fn worker(&self) -> &Rc<WorkerCtx> {
+        &self.inner.server.worker
     }
 
     /// The counters of the worker that holds the connection.

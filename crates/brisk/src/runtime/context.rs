@@ -1,5 +1,9 @@
 //! [`WorkerCtx`]: what every part of one worker shares — who it is, its counters, the registry
-//! of its open connections, its stop signal — and [`WorkerInfo`], what callbacks are told.
+//! of its open connections, its stop signal, its timers, and the [`Parts`] the layers above
+//! keep per worker (WebSocket's groups, replay and handover…) — and [`WorkerInfo`], what
+//! callbacks are told. A worker's state is this one value: code reaches it through the
+//! connection or context it was given, and Brisk's free functions (`ws::broadcast`,
+//! `timer::add`) through [`running`], the worker this thread runs.
 //!
 //! The registry holds each connection as a [`ConnView`], the runtime's protocol-neutral view:
 //! `status`, `connections`, sweeps and graceful stops go through it. A protocol that needs
@@ -17,6 +21,8 @@ use tokio::sync::{mpsc, watch, Notify};
 use super::conn_view::ConnView;
 use super::handler::HandlerFuture;
 use super::io_counters::WorkerIo;
+use super::parts::Parts;
+use super::timers::Timers;
 use crate::ipc::{Broadcast, Stamp};
 
 /// A broadcast for the other workers: its topic, stamp and message.
@@ -80,15 +86,37 @@ pub(crate) struct WorkerCtx {
     /// Requests after which this worker asks the master for a replacement (its server's
     /// `max_requests` and its share of the jitter); `None` once asked, or without a limit.
     recycle_after: Cell<Option<u64>>,
+    /// The worker's timers (`brisk::timer`).
+    pub timers: Rc<Timers>,
+    /// What the layers above the runtime keep for this worker.
+    parts: Parts,
+    /// The task set the worker's tasks run in, once it runs (`local_tasks::spawn`).
+    task_set: RefCell<Option<Rc<tokio::task::LocalSet>>>,
 }
 
 thread_local! {
+    /// The worker this thread runs: the one way in for Brisk's free functions, which are
+    /// given no context (`ws::broadcast`, `timer::add`). Its state is the context's, not
+    /// this thread's.
     static CURRENT: RefCell<Option<Rc<WorkerCtx>>> = const { RefCell::new(None) };
 }
 
 /// The worker running on this thread, if any.
 pub(crate) fn current() -> Option<Rc<WorkerCtx>> {
     CURRENT.with(|c| c.borrow().clone())
+}
+
+/// The worker running on this thread, for `what` (a free function of Brisk's API); a panic
+/// that names `what` and the mistake when it runs anywhere else.
+#[track_caller]
+pub(crate) fn running(what: &str) -> Rc<WorkerCtx> {
+    current().unwrap_or_else(|| {
+        panic!(
+            "{what} was called outside a Brisk worker: call it from code a worker runs (a \
+             handler, a callback, a task spawned there), not from a thread of your own or \
+             before App::run"
+        )
+    })
 }
 
 /// Runs `f` on the counters of the worker running the caller (nothing outside a worker).
@@ -169,7 +197,34 @@ impl WorkerCtx {
             closed: Notify::new(),
             drain_started: Cell::new(None),
             io: Arc::new(WorkerIo::new()),
+            timers: Rc::default(),
+            parts: Parts::default(),
+            task_set: RefCell::new(None),
         }
+    }
+
+    /// The task set this worker's tasks run in (the runtime's tasks spawn into it through
+    /// `local_tasks::spawn`).
+    pub(crate) fn set_task_set(&self, set: Rc<tokio::task::LocalSet>) {
+        *self.task_set.borrow_mut() = Some(set);
+    }
+
+    /// The task set this worker's tasks run in, once it runs.
+    pub(crate) fn task_set(&self) -> Option<Rc<tokio::task::LocalSet>> {
+        self.task_set.borrow().clone()
+    }
+
+    /// This worker's `T`, one of the [`Parts`] the layers above keep (made on first use).
+    pub(crate) fn part<T: Default + 'static>(&self) -> Rc<T> {
+        self.parts.get()
+    }
+
+    /// Drops the [`Parts`] and lets go of the task set, as the worker ends: some parts hold
+    /// what holds the context (an endpoint and its per-worker state), which would keep both
+    /// alive.
+    pub(crate) fn drop_parts(&self) {
+        self.parts.clear();
+        self.task_set.borrow_mut().take();
     }
 
     /// The app's default limits.
@@ -340,7 +395,7 @@ impl WorkerCtx {
             connections: s.connections.get(),
             accepted: s.accepted.get(),
             total_request: s.total_request.get(),
-            throw_exception: s.throw_exception.get() + crate::timer::panics(),
+            throw_exception: s.throw_exception.get() + self.timers.panics(),
             rejected: s.rejected.get(),
             buffer_full: s.buffer_full.get(),
             sends_dropped: s.sends_dropped.get(),
@@ -348,7 +403,7 @@ impl WorkerCtx {
             log_lines_dropped: crate::log_file::dropped_lines(),
             cache_hits: s.cache_hits.get(),
             cache_misses: s.cache_misses.get(),
-            timers: crate::timer::count() as u64,
+            timers: self.timers.count() as u64,
             bytes_in: s.bytes_in.get()
                 + self.io.bytes_in.load(std::sync::atomic::Ordering::Relaxed),
             bytes_out: s.bytes_out.get()
@@ -527,6 +582,22 @@ impl WorkerCtx {
         }
         tokio::task::yield_now().await;
     }
+}
+
+/// A worker of its own for a test, this thread's ([`current`]) until the test's thread ends;
+/// the master it would talk to is nobody.
+#[cfg(test)]
+pub(crate) fn test_worker() -> Rc<WorkerCtx> {
+    let info = WorkerInfo {
+        server: "test".into(),
+        id: 0,
+        pid: std::process::id() as i32,
+    };
+    let (relay, _) = mpsc::unbounded_channel();
+    let (to_master, _) = mpsc::unbounded_channel();
+    let worker = Rc::new(WorkerCtx::new(info, Limits::default(), relay, to_master));
+    set_current(Some(worker.clone()));
+    worker
 }
 
 /// Marks an accept loop as running (see [`WorkerCtx::accepting`]).

@@ -47,6 +47,8 @@ struct LoopTurns {
 }
 
 thread_local! {
+    /// Per thread, not per worker: tokio's park and unpark hooks are given no context, and
+    /// they run on the runtime's one thread.
     static TURNS: LoopTurns = LoopTurns::default();
 }
 

@@ -15,10 +15,12 @@ pub(crate) mod io_counters;
 pub(crate) mod listener;
 pub(crate) mod local_tasks;
 pub(crate) mod loop_lag;
+pub(crate) mod parts;
 pub(crate) mod service;
 pub(crate) mod stream;
 pub(crate) mod sweep;
 pub(crate) mod tcp_read;
+pub(crate) mod timers;
 pub(crate) mod tls_stream;
 pub(crate) mod udp;
 

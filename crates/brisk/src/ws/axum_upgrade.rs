@@ -100,7 +100,8 @@ impl WebSocketUpgrade {
     /// ([`HttpServer::ws_endpoint`](crate::http::HttpServer::ws_endpoint)); an unknown name is
     /// a 500 that says so.
     pub fn on(self, endpoint: &str) -> Response {
-        let Some(ep) = named::get(endpoint) else {
+        let worker = crate::runtime::context::running("brisk::ws::WebSocketUpgrade::on");
+        let Some(ep) = named::get(&worker, endpoint) else {
             tracing::error!(
                 endpoint,
                 "no WebSocket endpoint of that name: register it with HttpServer::ws_endpoint"

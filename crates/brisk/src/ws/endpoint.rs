@@ -14,7 +14,7 @@ use super::deflate::{self, Agreement};
 use super::group::{self, Member};
 use super::group_key::GroupKey;
 use super::origin::OriginPolicy;
-use super::replay::OpenWindow;
+use super::replay::{OpenWindow, Replay};
 use super::{Message, Utf8Bytes};
 use crate::error::Result;
 use crate::http::{has_token, take_upgraded, Body};
@@ -527,7 +527,7 @@ impl WsEndpoint {
         }
         let ep = self.clone();
         cb.on_close = Some(Rc::new(move |conn: Connection<WsCodec>| {
-            group::leave_all(Member::Socket(conn.id()));
+            group::leave_all(conn.worker(), Member::Socket(conn.id()));
             let ep = ep.clone();
             Box::pin(async move {
                 match &ep.inner.on_close {
@@ -567,7 +567,8 @@ impl WsEndpoint {
                 }
                 reply += "\r\n";
                 // Until `on_open` ends: its joins catch up on what came meanwhile.
-                let mut window = self.inner.on_open.as_ref().map(|_| OpenWindow::begin());
+                let replay = || conn.worker().part::<Replay>();
+                let mut window = (self.inner.on_open.as_ref()).map(|_| OpenWindow::begin(replay()));
                 if let Some(w) = &mut window {
                     w.attach(conn.id());
                 }
@@ -618,10 +619,9 @@ impl WsEndpoint {
             size: msg.as_bytes().len(),
             text: matches!(msg, Message::Text(_)),
         };
+        let worker = conn.worker().clone();
         let result = crate::otel::root(f(WsConnection { conn }, msg), traced).await;
-        if let Some(worker) = crate::runtime::context::current() {
-            worker.record_latency(&worker.stats.ws_latency, began);
-        }
+        worker.record_latency(&worker.stats.ws_latency, began);
         result
     }
 
@@ -727,7 +727,7 @@ impl WsEndpoint {
         // The client may act on the answer before `on_open` (or the route's keys) has
         // joined its groups; without either, it joins none before its first message.
         if self.inner.on_open.is_some() || !attached.keys.is_empty() {
-            attached.window = Some(OpenWindow::begin());
+            attached.window = Some(OpenWindow::begin(worker.part::<Replay>()));
         }
         tokio::task::spawn_local(async move {
             let upgraded = match on_upgrade.await {
@@ -879,7 +879,12 @@ impl WsConnection {
             return;
         }
         let deflate = self.conn.protocol().deflate();
-        group::join(Member::Socket(self.id()), group, deflate);
+        group::join(
+            self.conn.worker(),
+            Member::Socket(self.id()),
+            group,
+            deflate,
+        );
     }
 
     /// Names this member in the presence of its groups (`ws::presence_ids`, feature `redis`),
@@ -887,7 +892,7 @@ impl WsConnection {
     /// are counted but not listed.
     pub fn set_presence_id(&self, id: &str) {
         if !self.conn.is_closed() {
-            group::set_presence_id(self.id(), id);
+            group::set_presence_id(self.conn.worker(), self.id(), id);
         }
     }
 
@@ -905,7 +910,7 @@ impl WsConnection {
 
     /// Leaves `group`, of any space.
     pub(crate) fn leave_group(&self, group: &GroupKey) {
-        group::leave(Member::Socket(self.id()), group);
+        group::leave(self.conn.worker(), Member::Socket(self.id()), group);
     }
 
     /// Attaches a value to the connection (see [`Connection::set_data`]).

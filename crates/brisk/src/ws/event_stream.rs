@@ -17,6 +17,11 @@ use http::Response;
 use super::group;
 use super::group_key::GroupKey;
 use crate::http::sse::EventStream;
+use crate::runtime::context::running;
+#[cfg(feature = "channels")]
+use crate::runtime::context::WorkerCtx;
+#[cfg(feature = "channels")]
+use std::rc::Rc;
 
 /// The comment a quiet stream sends, so that proxies do not close it.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -26,13 +31,15 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 #[cfg(feature = "channels")]
 pub(crate) struct OwnedStream {
     id: u64,
+    worker: Rc<WorkerCtx>,
 }
 
 #[cfg(feature = "channels")]
 impl OwnedStream {
     /// Queues `text` as one `data:` event; false when the stream has ended.
     pub(crate) fn send_text(&self, text: &str) -> bool {
-        group::stream_event_to(self.id, &crate::http::sse::Event::new(text).encode())
+        let event = crate::http::sse::Event::new(text).encode();
+        group::stream_event_to(&self.worker, self.id, &event)
     }
 
     /// Ends the stream with a last `event: close` saying why, as
@@ -40,17 +47,21 @@ impl OwnedStream {
     pub(crate) fn close(&self, code: u16, reason: &str) {
         let mut payload = code.to_be_bytes().to_vec();
         payload.extend_from_slice(reason.as_bytes());
-        group::stream_event_to(self.id, &super::delivery::close_event(&payload));
-        group::end_stream(self.id);
+        let last = super::delivery::close_event(&payload);
+        group::stream_event_to(&self.worker, self.id, &last);
+        group::end_stream(&self.worker, self.id);
     }
 }
 
-/// An event stream subscribed to `groups` (of any space), with the handle that feeds and
-/// ends it.
+/// An event stream of worker `worker` subscribed to `groups` (of any space), with the
+/// handle that feeds and ends it.
 #[cfg(feature = "channels")]
-pub(crate) fn owned_event_stream(groups: &[GroupKey]) -> (OwnedStream, Response<EventStream>) {
-    let (id, response) = group::add_stream_with_id(groups, Some(KEEP_ALIVE));
-    (OwnedStream { id }, response)
+pub(crate) fn owned_event_stream(
+    worker: Rc<WorkerCtx>,
+    groups: &[GroupKey],
+) -> (OwnedStream, Response<EventStream>) {
+    let (id, response) = group::add_stream_with_id(&worker, groups, Some(KEEP_ALIVE));
+    (OwnedStream { id, worker }, response)
 }
 
 /// The app's `groups` and the groups of its `keys`.
@@ -62,7 +73,8 @@ fn all_groups<G: AsRef<str>, K: AsRef<str>>(groups: &[G], keys: &[K]) -> Vec<Gro
 
 /// A `text/event-stream` response subscribed to `groups` and to the sockets' `keys` (as an
 /// upgrade route's [`key`](super::WebSocketUpgrade::key) tags a socket). Its body is `Send`:
-/// an axum handler returns it as it is, a Brisk handler with `.map(Body::new)`.
+/// an axum handler returns it as it is, a Brisk handler with `.map(Body::new)`. Panics off a
+/// worker, saying so.
 ///
 /// ```no_run
 /// use axum::{extract::Path, routing::get, Router};
@@ -79,5 +91,6 @@ pub fn event_stream<G: AsRef<str>, K: AsRef<str>>(
     groups: &[G],
     keys: &[K],
 ) -> Response<EventStream> {
-    group::add_stream_with_id(&all_groups(groups, keys), Some(KEEP_ALIVE)).1
+    let w = running("brisk::ws::event_stream");
+    group::add_stream_with_id(&w, &all_groups(groups, keys), Some(KEEP_ALIVE)).1
 }

@@ -34,7 +34,8 @@ use tokio::sync::Notify;
 use super::codec::{CodecState, WsCodec, WsFrame};
 use super::group::{self, Member};
 use super::group_key::GroupKey;
-use super::{replay, WsEndpoint};
+use super::replay::Replay;
+use super::WsEndpoint;
 use crate::ipc::clock::monotonic_ns;
 use crate::ipc::{fds, memfd};
 use crate::limits::Limits;
@@ -68,35 +69,63 @@ struct Registered {
     limits: Option<Limits>,
 }
 
-thread_local! {
+/// A worker's handovers, one of its context's parts: the endpoints its connections can be
+/// handed to and from, and the state of a handover under way.
+#[derive(Default)]
+pub(crate) struct Handover {
     /// Endpoints that survive reloads, by key: `listener:<address>` for a `websocket://`
     /// listener's, `route:<name>` for one an HTTP server names.
-    static ENDPOINTS: RefCell<HashMap<String, Registered>> = RefCell::new(HashMap::new());
+    endpoints: RefCell<HashMap<String, Registered>>,
     /// Connections that left, waiting to be sent.
-    static OUTBOX: RefCell<Vec<Leaving>> = const { RefCell::new(Vec::new()) };
+    outbox: RefCell<Vec<Leaving>>,
     /// Connections of endpoints that survive reloads, not yet flagged.
-    static WAITING: RefCell<Vec<Rc<dyn ConnView>>> = const { RefCell::new(Vec::new()) };
+    waiting: RefCell<Vec<Rc<dyn ConnView>>>,
     /// Connections flagged, to cancel at the deadline those that have not decided.
-    static FLAGGED: RefCell<Vec<Rc<dyn ConnView>>> = const { RefCell::new(Vec::new()) };
+    flagged: RefCell<Vec<Rc<dyn ConnView>>>,
     /// Connections flagged that have not yet left or stayed.
-    static UNDECIDED: Cell<usize> = const { Cell::new(0) };
+    undecided: Cell<usize>,
     /// Whether group members of an app that spans machines stay (an upgrade).
-    static MEMBERS_STAY: Cell<bool> = const { Cell::new(false) };
+    members_stay: Cell<bool>,
     /// Whether the warning about an endpoint without a name was logged.
-    static UNNAMED_WARNED: Cell<bool> = const { Cell::new(false) };
+    unnamed_warned: Cell<bool>,
     /// Fired when a flagged connection leaves or stays.
-    static DECIDED: Rc<Notify> = Rc::new(Notify::new());
+    decided: Notify,
 }
 
-/// Makes `endpoint` findable under `key` in this process (every worker builds the same app,
-/// so the new worker finds it under the same key), if it survives reloads.
-pub(crate) fn register(key: String, endpoint: &WsEndpoint, limits: Option<Limits>) {
+impl Handover {
+    /// One flagged connection has left or stays.
+    fn decided(&self) {
+        self.undecided.set(self.undecided.get().saturating_sub(1));
+        self.decided.notify_one();
+    }
+
+    /// Flags connections from the waiting list until a wave's worth have not yet decided.
+    fn top_up(&self) {
+        while self.undecided.get() < BATCH {
+            let Some(next) = self.waiting.borrow_mut().pop() else {
+                return;
+            };
+            if next.hand_over() {
+                self.undecided.set(self.undecided.get() + 1);
+                self.flagged.borrow_mut().push(next);
+            }
+        }
+    }
+}
+
+/// Makes `endpoint` findable under `key` in worker `w` (every worker builds the same app, so
+/// the new worker finds it under the same key), if it survives reloads.
+pub(crate) fn register(w: &WorkerCtx, key: String, endpoint: &WsEndpoint, limits: Option<Limits>) {
     if !endpoint.survives_reload() {
         return;
     }
     endpoint.set_handover_key(&key);
     let endpoint = endpoint.clone();
-    ENDPOINTS.with(|e| e.borrow_mut().insert(key, Registered { endpoint, limits }));
+    let registered = Registered { endpoint, limits };
+    w.part::<Handover>()
+        .endpoints
+        .borrow_mut()
+        .insert(key, registered);
 }
 
 /// A connection that left, with its state in the form it travels in.
@@ -127,7 +156,7 @@ struct Record {
     /// Its groups (keys included), in their wire form ([`GroupKey::wire`]), and presence id.
     groups: Vec<String>,
     presence: Option<String>,
-    /// The last broadcast of each origin it has had ([`replay::watermark`]).
+    /// The last broadcast of each origin it has had ([`Replay::watermark`]).
     watermark: Vec<(u32, u64)>,
     /// Its data, in JSON ([`WsEndpoint::carry_data`]).
     data: Option<String>,
@@ -191,8 +220,10 @@ impl Hook {
 
 impl HandOver<WsCodec> for Hook {
     fn can_detach(&self, conn: &Connection<WsCodec>) -> bool {
+        let w = conn.worker();
+        let handover = w.part::<Handover>();
         if self.key.borrow().is_none() {
-            if !UNNAMED_WARNED.replace(true) {
+            if !handover.unnamed_warned.replace(true) {
                 tracing::warn!(
                     "a WebSocket endpoint that survives reloads is served from an HTTP route \
                      but has no name (HttpServer::ws_endpoint): its connections are closed"
@@ -204,8 +235,8 @@ impl HandOver<WsCodec> for Hook {
         // a member moving to another master (an upgrade) could not be told which of them
         // it missed on the way.
         let spans_machines = crate::cluster_setting::get().is_some();
-        let members_stay = spans_machines && MEMBERS_STAY.with(Cell::get);
-        if !conn.protocol().can_carry() || (members_stay && group::is_member(conn.id())) {
+        let members_stay = spans_machines && handover.members_stay.get();
+        if !conn.protocol().can_carry() || (members_stay && group::is_member(w, conn.id())) {
             return false;
         }
         match self.data_json(conn) {
@@ -230,7 +261,8 @@ impl HandOver<WsCodec> for Hook {
         } = state;
         let (codec, fragment) = protocol.into_carried();
         let endpoint = self.key.borrow().as_deref().unwrap_or_default().to_string();
-        let (groups, presence) = group::take_membership(id);
+        let w = conn.worker();
+        let (groups, presence) = group::take_membership(w, id);
         let groups = groups.iter().map(|g| g.wire().to_owned()).collect();
         let record = Record {
             endpoint,
@@ -245,39 +277,32 @@ impl HandOver<WsCodec> for Hook {
             previous_id: id,
             groups,
             presence,
-            watermark: replay::watermark(),
+            watermark: w.part::<Replay>().watermark(),
             data: self.staged.borrow_mut().take(),
             left_ns: monotonic_ns(),
         };
         // Handles the app keeps see it closed: no value of it stays here.
         drop(conn.take_data());
         Stats::add(&conn.worker_stats().ws_handed_over, 1);
-        OUTBOX.with(|o| {
-            o.borrow_mut().push(Leaving {
-                record,
-                bytes: vec![received, unsent, fragment],
-                socket,
-            })
+        let handover = w.part::<Handover>();
+        handover.outbox.borrow_mut().push(Leaving {
+            record,
+            bytes: vec![received, unsent, fragment],
+            socket,
         });
-        decided();
+        handover.decided();
     }
 
     fn declined(&self, conn: &Connection<WsCodec>) {
         Stats::add(&conn.worker_stats().ws_handover_skipped, 1);
-        decided();
+        conn.worker().part::<Handover>().decided();
     }
 }
 
-/// One flagged connection has left or stays.
-fn decided() {
-    UNDECIDED.with(|u| u.set(u.get().saturating_sub(1)));
-    DECIDED.with(|d| d.notify_one());
-}
-
-/// Whether the stop under way keeps group members of an app that spans machines here (to be
-/// closed): an upgrade's, whose new master is another instance of the cluster bus.
-pub(crate) fn members_stay(stay: bool) {
-    MEMBERS_STAY.with(|m| m.set(stay));
+/// Whether the stop under way keeps group members of an app that spans machines in worker
+/// `w` (to be closed): an upgrade's, whose new master is another instance of the cluster bus.
+pub(crate) fn members_stay(w: &WorkerCtx, stay: bool) {
+    w.part::<Handover>().members_stay.set(stay);
 }
 
 /// Lists the connections of `worker` whose endpoints survive reloads, to leave a wave of
@@ -286,21 +311,8 @@ pub(crate) fn members_stay(stay: bool) {
 pub(crate) fn begin(worker: &WorkerCtx) -> usize {
     let candidates = worker.connections_where(|c| c.can_hand_over());
     let n = candidates.len();
-    WAITING.with(|w| *w.borrow_mut() = candidates);
+    *worker.part::<Handover>().waiting.borrow_mut() = candidates;
     n
-}
-
-/// Flags connections from the waiting list until a wave's worth have not yet decided.
-fn top_up() {
-    while UNDECIDED.with(Cell::get) < BATCH {
-        let Some(next) = WAITING.with(|w| w.borrow_mut().pop()) else {
-            return;
-        };
-        if next.hand_over() {
-            UNDECIDED.with(|u| u.set(u.get() + 1));
-            FLAGGED.with(|f| f.borrow_mut().push(next));
-        }
-    }
 }
 
 /// The next handover message: the connections of a wave that have left (at most
@@ -311,32 +323,30 @@ pub(crate) async fn next_batch(
     worker: &WorkerCtx,
     deadline: tokio::time::Instant,
 ) -> Option<Batch> {
+    let h = worker.part::<Handover>();
     loop {
-        top_up();
-        let notified = DECIDED.with(|d| d.clone());
-        let notified = notified.notified();
-        if OUTBOX.with(|o| !o.borrow().is_empty()) {
+        h.top_up();
+        let notified = h.decided.notified();
+        if !h.outbox.borrow().is_empty() {
             // The wave's connections were woken together: let them all leave first, for
             // one full message.
             tokio::task::yield_now().await;
-            let leaving = OUTBOX.with(|o| {
-                let mut o = o.borrow_mut();
+            let leaving = {
+                let mut o = h.outbox.borrow_mut();
                 let n = o.len().min(BATCH);
                 o.drain(..n).collect()
-            });
+            };
             return Some(Batch { leaving });
         }
-        if UNDECIDED.with(Cell::get) == 0 && WAITING.with(|w| w.borrow().is_empty()) {
-            FLAGGED.with(|f| f.borrow_mut().clear());
+        if h.undecided.get() == 0 && h.waiting.borrow().is_empty() {
+            h.flagged.borrow_mut().clear();
             return None;
         }
         if tokio::time::timeout_at(deadline, notified).await.is_err() {
-            let cancelled = FLAGGED.with(|f| {
-                let flagged = std::mem::take(&mut *f.borrow_mut());
-                flagged.iter().filter(|c| c.cancel_hand_over()).count()
-            });
-            let unflagged = WAITING.with(|w| std::mem::take(&mut *w.borrow_mut()).len());
-            UNDECIDED.with(|u| u.set(0));
+            let flagged = std::mem::take(&mut *h.flagged.borrow_mut());
+            let cancelled = flagged.iter().filter(|c| c.cancel_hand_over()).count();
+            let unflagged = std::mem::take(&mut *h.waiting.borrow_mut()).len();
+            h.undecided.set(0);
             let late = cancelled + unflagged;
             Stats::add(&worker.stats.ws_handover_skipped, late as u64);
             tracing::warn!(
@@ -345,7 +355,7 @@ pub(crate) async fn next_batch(
                  running): the stop closes them"
             );
             // Those that left before it still go.
-            if OUTBOX.with(|o| o.borrow().is_empty()) {
+            if h.outbox.borrow().is_empty() {
                 return None;
             }
         }
@@ -480,7 +490,9 @@ fn resume(
     [received, unsent, fragment]: [BytesMut; 3],
     socket: OwnedFd,
 ) -> Result<(), String> {
-    let found = ENDPOINTS.with(|e| e.borrow().get(&record.endpoint).cloned());
+    let found = (worker.part::<Handover>().endpoints.borrow())
+        .get(&record.endpoint)
+        .cloned();
     let Some(Registered { endpoint, limits }) = found else {
         close_unserved(socket, &unsent);
         return Err(format!("no endpoint {} in this build", record.endpoint));
@@ -536,17 +548,17 @@ fn resume(
         .map(|g| GroupKey::from_wire(g))
         .collect();
     for g in &groups {
-        group::join(Member::Socket(id), g, agreement);
+        group::join(worker, Member::Socket(id), g, agreement);
     }
     if let Some(presence) = &record.presence {
-        group::set_presence_id(id, presence);
+        group::set_presence_id(worker, id, presence);
     }
     let mut outcome = Ok(());
     if !groups.is_empty() {
-        match replay::missed(&groups, &record.watermark) {
+        match worker.part::<Replay>().missed(&groups, &record.watermark) {
             Some(missed) => {
                 for delivery in &missed {
-                    group::deliver_to(id, delivery);
+                    group::deliver_to(worker, id, delivery);
                 }
             }
             None => {

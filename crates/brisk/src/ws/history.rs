@@ -378,22 +378,18 @@ fn parse_offset(offset: &[u8]) -> Result<u64, RedisError> {
 }
 
 /// A string no other append uses, in any worker or instance: a random prefix drawn once per
-/// thread, and a count.
+/// process, and a count.
 fn nonce() -> String {
-    thread_local! {
-        static PREFIX: u64 = {
-            let mut bytes = [0u8; 8];
-            // As with session tokens: it fails only where there is no entropy source at all.
-            getrandom::fill(&mut bytes).expect("the operating system's random source");
-            u64::from_be_bytes(bytes)
-        };
-        static COUNT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
-    let n = COUNT.with(|c| {
-        c.set(c.get() + 1);
-        c.get()
+    static PREFIX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let prefix = PREFIX.get_or_init(|| {
+        let mut bytes = [0u8; 8];
+        // As with session tokens: it fails only where there is no entropy source at all.
+        getrandom::fill(&mut bytes).expect("the operating system's random source");
+        u64::from_be_bytes(bytes)
     });
-    format!("{:016x}{n:x}", PREFIX.with(|p| *p))
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    format!("{prefix:016x}{n:x}")
 }
 
 /// `EVAL source` on `group`'s two keys (meta, stream); the script's arguments follow.

@@ -12,36 +12,40 @@ use super::delivery::Delivery;
 use super::group;
 use super::group_key::GroupKey;
 use super::Message;
+use crate::runtime::context::{running, WorkerCtx};
 
 /// Sends `msg` to every socket tagged with `key` (by an upgrade route's
 /// [`key`](super::WebSocketUpgrade::key)) on every worker of this instance and, when the app
 /// spans machines, of every instance. Returns how many sockets of this worker took it.
+/// Panics off a worker, saying so.
 ///
 /// ```no_run
 /// // A user's sockets, wherever they are connected.
 /// brisk::ws::send_to("user:42", brisk::ws::Message::text(r#"{"mentioned_in":"ops"}"#));
 /// ```
 pub fn send_to(key: &str, msg: Message) -> usize {
-    group::broadcast_to(&GroupKey::key(key), msg)
+    group::broadcast_to(&running("brisk::ws::send_to"), &GroupKey::key(key), msg)
 }
 
 /// Closes every socket tagged with `key`, on every worker and every instance, with close
 /// `code` (4000–4999 for the app's own; 1008 policy violation…) and `reason` (cut to the 123
 /// bytes a close frame holds): the socket gets the close frame after what was queued for
 /// it, then the connection closes. Returns how many sockets of this worker it closed.
+/// Panics off a worker, saying so.
 ///
 /// ```no_run
 /// // A user whose access was revoked: their sockets everywhere.
 /// brisk::ws::close_where("user:42", 4003, "access revoked");
 /// ```
 pub fn close_where(key: &str, code: u16, reason: &str) -> usize {
-    close_members(&GroupKey::key(key), code, reason)
+    let w = running("brisk::ws::close_where");
+    close_members(&w, &GroupKey::key(key), code, reason)
 }
 
 /// Closes every member of `group`, on every worker and instance, as [`close_where`] does.
-pub(crate) fn close_members(group: &GroupKey, code: u16, reason: &str) -> usize {
+pub(crate) fn close_members(w: &WorkerCtx, group: &GroupKey, code: u16, reason: &str) -> usize {
     let close = Delivery::of_close(code, reason);
-    group::broadcast_delivery(group, std::rc::Rc::new(close))
+    group::broadcast_delivery(w, group, std::rc::Rc::new(close))
 }
 
 /// Sockets tagged with `key` on every instance of the app (with `App::cluster`; feature
@@ -56,5 +60,6 @@ pub(crate) fn close_members(group: &GroupKey, code: u16, reason: &str) -> usize 
 /// ```
 #[cfg(feature = "redis")]
 pub async fn sockets_of(key: &str) -> Result<u64, crate::redis::RedisError> {
-    super::presence::members_of(&GroupKey::key(key)).await
+    let w = running("brisk::ws::sockets_of");
+    super::presence::members_of(&w, &GroupKey::key(key)).await
 }

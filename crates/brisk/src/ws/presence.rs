@@ -13,10 +13,13 @@
 
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::rc::{Rc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::group;
 use super::group_key::{GroupKey, Space};
 use crate::redis::{cmd, pipe, Redis, RedisError, RedisOptions};
+use crate::runtime::context::{running, WorkerCtx};
 
 /// How often every count is written again, and the worker marked alive.
 const REFRESH: Duration = Duration::from_secs(5);
@@ -54,9 +57,10 @@ struct Presence {
     flushing: bool,
 }
 
-thread_local! {
-    static PRESENCE: RefCell<Option<Presence>> = const { RefCell::new(None) };
-}
+/// A worker's presence, one of its context's parts: made on first use when the app spans
+/// machines.
+#[derive(Default)]
+pub(crate) struct PresencePart(RefCell<Option<Presence>>);
 
 /// The cluster's Redis server, when the app spans machines through one.
 fn cluster_redis() -> Option<Redis> {
@@ -72,67 +76,77 @@ fn cluster_redis() -> Option<Redis> {
     }
 }
 
-/// This worker's Redis for presence, made (with the task that keeps the counts fresh) on
+/// Worker `w`'s Redis for presence, made (with the task that keeps the counts fresh) on
 /// first use; `None` when the app does not span machines.
-fn redis() -> Option<Redis> {
-    PRESENCE.with(|p| {
-        let mut p = p.borrow_mut();
-        if p.is_none() {
-            let redis = cluster_redis()?;
-            *p = Some(Presence {
-                redis,
-                id: random_id(),
-                dirty: HashSet::new(),
-                written: HashSet::new(),
-                flushing: false,
-            });
-            tokio::task::spawn_local(refresh_loop());
-        }
-        p.as_ref().map(|p| p.redis.clone())
-    })
+fn redis(w: &Rc<WorkerCtx>) -> Option<Redis> {
+    let part = w.part::<PresencePart>();
+    let mut p = part.0.borrow_mut();
+    if p.is_none() {
+        let redis = cluster_redis()?;
+        *p = Some(Presence {
+            redis,
+            id: random_id(),
+            dirty: HashSet::new(),
+            written: HashSet::new(),
+            flushing: false,
+        });
+        tokio::task::spawn_local(refresh_loop(Rc::downgrade(w)));
+    }
+    p.as_ref().map(|p| p.redis.clone())
 }
 
-/// In a worker of an app that spans machines (`App::cluster`), keeps this worker's counts in
-/// Redis from now on.
-pub(crate) fn start() {
+/// In worker `w` of an app that spans machines (`App::cluster`), keeps its counts in Redis
+/// from now on.
+pub(crate) fn start(w: &Rc<WorkerCtx>) {
     use crate::cluster_setting::{get, ClusterSetting};
     if matches!(get(), Some(ClusterSetting::Single { .. })) {
-        super::group::on_change(changed);
+        // Weak: the worker's groups hold this, and the worker holds its groups.
+        let worker = Rc::downgrade(w);
+        group::on_change(w, Rc::new(move |g| changed(&worker, g)));
     }
 }
 
-/// The count of `group` in this worker changed (a member joined or left).
-fn changed(group: &GroupKey) {
-    if redis().is_none() {
+/// The count of `group` in worker `w` changed (a member joined or left).
+fn changed(w: &Weak<WorkerCtx>, group: &GroupKey) {
+    let Some(w) = w.upgrade() else {
+        return;
+    };
+    if redis(&w).is_none() {
         return;
     }
-    let start = PRESENCE.with(|p| {
-        let mut p = p.borrow_mut();
+    let start = {
+        let part = w.part::<PresencePart>();
+        let mut p = part.0.borrow_mut();
         let Some(p) = p.as_mut() else {
-            return false;
+            return;
         };
         p.dirty.insert(group.clone());
         !std::mem::replace(&mut p.flushing, true)
-    });
+    };
     if start {
-        tokio::task::spawn_local(async {
+        let worker = Rc::downgrade(&w);
+        tokio::task::spawn_local(async move {
             tokio::time::sleep(FLUSH_DELAY).await;
-            flush().await;
+            flush(&worker).await;
         });
     }
 }
 
 /// Writes the counts of the dirty groups (0 removes the field) and marks the worker alive.
-async fn flush() {
-    let Some((redis, batch, groups)) = PRESENCE.with(|p| {
-        let mut p = p.borrow_mut();
+async fn flush(w: &Weak<WorkerCtx>) {
+    let Some(w) = w.upgrade() else {
+        return;
+    };
+    let part = w.part::<PresencePart>();
+    let Some((redis, batch, groups)) = (|| {
+        let mut p = part.0.borrow_mut();
         let p = p.as_mut()?;
         p.flushing = false;
         let mut batch = pipe();
         let groups = std::mem::take(&mut p.dirty);
         for group in groups.iter().cloned() {
-            let n = super::group::members_here(&group);
-            let ids = super::group::local_ids(&group).join("\n");
+            let n = group::members_here(&w, &group);
+            let ids = group::local_ids(&w, &group).join("\n");
             for (key, value) in [(count_key(&group), n.to_string()), (ids_key(&group), ids)] {
                 if n == 0 || value.is_empty() {
                     batch.cmd("HDEL").arg(&key).arg(&p.id).ignore();
@@ -161,31 +175,31 @@ async fn flush() {
             .arg(stale)
             .ignore();
         Some((p.redis.clone(), batch, groups))
-    }) else {
+    })() else {
         return;
     };
+    drop(w);
     if let Err(e) = redis.run_pipeline::<()>(&batch).await {
         tracing::debug!("presence: cannot write counts: {e}");
         // Written again with the next refresh, a count of 0 (a field to remove) included.
-        PRESENCE.with(|p| {
-            if let Some(p) = p.borrow_mut().as_mut() {
-                p.dirty.extend(groups);
-            }
-        });
+        if let Some(p) = part.0.borrow_mut().as_mut() {
+            p.dirty.extend(groups);
+        }
     }
 }
 
-/// Every [`REFRESH`]: every count again, and the worker marked alive.
-async fn refresh_loop() {
+/// Every [`REFRESH`], while worker `w` runs: every count again, and the worker marked alive.
+async fn refresh_loop(w: Weak<WorkerCtx>) {
     loop {
         tokio::time::sleep(REFRESH).await;
-        PRESENCE.with(|p| {
-            if let Some(p) = p.borrow_mut().as_mut() {
-                let written: Vec<GroupKey> = p.written.iter().cloned().collect();
-                p.dirty.extend(written);
-            }
-        });
-        flush().await;
+        let Some(part) = w.upgrade().map(|w| w.part::<PresencePart>()) else {
+            return;
+        };
+        if let Some(p) = part.0.borrow_mut().as_mut() {
+            let written: Vec<GroupKey> = p.written.iter().cloned().collect();
+            p.dirty.extend(written);
+        }
+        flush(&w).await;
     }
 }
 
@@ -199,13 +213,13 @@ async fn refresh_loop() {
 /// # Ok(()) }
 /// ```
 pub async fn presence(group: &str) -> Result<u64, RedisError> {
-    members_of(&GroupKey::app(group)).await
+    members_of(&running("brisk::ws::presence"), &GroupKey::app(group)).await
 }
 
 /// The members of `group`, of any space, as [`presence`] counts them.
-pub(crate) async fn members_of(group: &GroupKey) -> Result<u64, RedisError> {
-    let Some(counts) = live_values(&count_key(group)).await? else {
-        return Ok(super::group::members_here(group) as u64);
+pub(crate) async fn members_of(w: &Rc<WorkerCtx>, group: &GroupKey) -> Result<u64, RedisError> {
+    let Some(counts) = live_values(w, &count_key(group)).await? else {
+        return Ok(group::members_here(w, group) as u64);
     };
     Ok(counts.iter().filter_map(|c| c.parse::<u64>().ok()).sum())
 }
@@ -221,13 +235,13 @@ pub(crate) async fn members_of(group: &GroupKey) -> Result<u64, RedisError> {
 /// # Ok(()) }
 /// ```
 pub async fn presence_ids(group: &str) -> Result<Vec<String>, RedisError> {
-    ids_of(&GroupKey::app(group)).await
+    ids_of(&running("brisk::ws::presence_ids"), &GroupKey::app(group)).await
 }
 
 /// The presence ids of `group`'s members, of any space, as [`presence_ids`] lists them.
-pub(crate) async fn ids_of(group: &GroupKey) -> Result<Vec<String>, RedisError> {
-    let Some(lists) = live_values(&ids_key(group)).await? else {
-        return Ok(super::group::local_ids(group));
+pub(crate) async fn ids_of(w: &Rc<WorkerCtx>, group: &GroupKey) -> Result<Vec<String>, RedisError> {
+    let Some(lists) = live_values(w, &ids_key(group)).await? else {
+        return Ok(group::local_ids(w, group));
     };
     let mut ids: Vec<String> = (lists.iter())
         .flat_map(|l| l.split('\n'))
@@ -251,17 +265,23 @@ pub(crate) async fn ids_of(group: &GroupKey) -> Result<Vec<String>, RedisError> 
 /// # Ok(()) }
 /// ```
 pub async fn groups_with_prefix(prefix: &str) -> Result<Vec<(String, u64)>, RedisError> {
-    groups_in(Space::App, prefix).await
+    groups_in(
+        &running("brisk::ws::groups_with_prefix"),
+        Space::App,
+        prefix,
+    )
+    .await
 }
 
 /// The groups of `space` whose names start with `prefix` that have members, by name, as
 /// [`groups_with_prefix`] lists the app's.
 pub(crate) async fn groups_in(
+    w: &Rc<WorkerCtx>,
     space: Space,
     prefix: &str,
 ) -> Result<Vec<(String, u64)>, RedisError> {
-    let Some(redis) = presence_redis()? else {
-        return Ok(super::group::local_groups(space, prefix));
+    let Some(redis) = presence_redis(w)? else {
+        return Ok(group::local_groups(w, space, prefix));
     };
     let wire_prefix = GroupKey::wire_prefix(space, prefix);
     let pattern = format!("{COUNT_PREFIX}{}*", glob_escape(&wire_prefix));
@@ -292,7 +312,7 @@ pub(crate) async fn groups_in(
         // The pattern also finds other spaces' groups whose wire form starts alike.
         match group.parts() {
             (s, name) if s == space && name.starts_with(prefix) => {
-                let members = members_of(&group).await?;
+                let members = members_of(w, &group).await?;
                 if members > 0 {
                     groups.push((name.to_owned(), members));
                 }
@@ -316,8 +336,8 @@ fn glob_escape(s: &str) -> String {
 }
 
 /// The values of the live workers' fields of the hash `key`; `None` without a cluster.
-async fn live_values(key: &str) -> Result<Option<Vec<String>>, RedisError> {
-    let Some(redis) = presence_redis()? else {
+async fn live_values(w: &Rc<WorkerCtx>, key: &str) -> Result<Option<Vec<String>>, RedisError> {
+    let Some(redis) = presence_redis(w)? else {
         return Ok(None);
     };
     let since = now_ms().saturating_sub(STALE.as_millis() as u64);
@@ -335,13 +355,13 @@ async fn live_values(key: &str) -> Result<Option<Vec<String>>, RedisError> {
 }
 
 /// The Redis presence lives in; `None` without a cluster, an error with a sharded one.
-fn presence_redis() -> Result<Option<Redis>, RedisError> {
+fn presence_redis(w: &Rc<WorkerCtx>) -> Result<Option<Redis>, RedisError> {
     if crate::cluster_setting::get() == Some(&crate::cluster_setting::ClusterSetting::Sharded) {
         return Err(RedisError::Config(
             "presence needs App::cluster (one Redis server), not App::cluster_sharded".into(),
         ));
     }
-    Ok(redis())
+    Ok(redis(w))
 }
 
 /// The prefix of the hashes of each worker's counts, before a group's wire form.

@@ -15,7 +15,7 @@
 //!   served by tasks of their own, after the answer is written, and `on_open` may wait on a
 //!   database before it joins. From the moment its answer is made until its `on_open` ends,
 //!   the worker keeps what it delivers; each group the connection joins meanwhile first
-//!   sends it that group's broadcasts since then ([`catch_up`]), so a client has every
+//!   sends it that group's broadcasts since then ([`Replay::catch_up`]), so a client has every
 //!   broadcast to its `on_open`'s groups made after its handshake was answered.
 
 use std::cell::RefCell;
@@ -56,7 +56,10 @@ struct Opening {
     caught_up: Vec<GroupKey>,
 }
 
-struct Replay {
+/// What a worker keeps of its broadcasts, one of its context's parts.
+pub(crate) struct Replay(RefCell<State>);
+
+struct State {
     /// This worker's origin (its pid).
     origin: u32,
     /// The number of its last broadcast.
@@ -80,23 +83,26 @@ struct Replay {
     opening: HashMap<u64, Opening>,
 }
 
-thread_local! {
-    static REPLAY: RefCell<Replay> = RefCell::new(Replay {
-        origin: std::process::id(),
-        own: 0,
-        seen: HashMap::new(),
-        next_index: 0,
-        kept: VecDeque::new(),
-        kept_bytes: 0,
-        keeping: true,
-        overflowed: false,
-        windows: BTreeMap::new(),
-        next_window: 0,
-        opening: HashMap::new(),
-    });
+impl Default for Replay {
+    /// A new worker's: it keeps every broadcast for connections handed to it, from its start.
+    fn default() -> Self {
+        Replay(RefCell::new(State {
+            origin: std::process::id(),
+            own: 0,
+            seen: HashMap::new(),
+            next_index: 0,
+            kept: VecDeque::new(),
+            kept_bytes: 0,
+            keeping: true,
+            overflowed: false,
+            windows: BTreeMap::new(),
+            next_window: 0,
+            opening: HashMap::new(),
+        }))
+    }
 }
 
-impl Replay {
+impl State {
     fn note(&mut self, stamp: Stamp, group: &GroupKey, delivery: &Rc<Delivery>) {
         if stamp != Stamp::NONE {
             let seen = self.seen.entry(stamp.origin).or_default();
@@ -169,10 +175,10 @@ impl Replay {
     }
 }
 
-/// Stamps a broadcast of this worker (the next number of its own) and notes it.
-pub(crate) fn stamp_own(group: &GroupKey, delivery: &Rc<Delivery>) -> Stamp {
-    REPLAY.with(|r| {
-        let mut r = r.borrow_mut();
+impl Replay {
+    /// Stamps a broadcast of this worker (the next number of its own) and notes it.
+    pub(crate) fn stamp_own(&self, group: &GroupKey, delivery: &Rc<Delivery>) -> Stamp {
+        let mut r = self.0.borrow_mut();
         r.own += 1;
         let stamp = Stamp {
             origin: r.origin,
@@ -180,36 +186,37 @@ pub(crate) fn stamp_own(group: &GroupKey, delivery: &Rc<Delivery>) -> Stamp {
         };
         r.note(stamp, group, delivery);
         stamp
-    })
-}
+    }
 
-/// Notes a broadcast relayed from another worker (or instance), before it is delivered here.
-pub(crate) fn note_relayed(stamp: Stamp, group: &GroupKey, delivery: &Rc<Delivery>) {
-    REPLAY.with(|r| r.borrow_mut().note(stamp, group, delivery));
-}
+    /// Notes a broadcast relayed from another worker (or instance), before it is delivered
+    /// here.
+    pub(crate) fn note_relayed(&self, stamp: Stamp, group: &GroupKey, delivery: &Rc<Delivery>) {
+        self.0.borrow_mut().note(stamp, group, delivery);
+    }
 
-/// The last number this worker has seen of each origin: a connection that leaves now has
-/// had every broadcast of its groups up to these.
-pub(crate) fn watermark() -> Vec<(u32, u64)> {
-    REPLAY.with(|r| r.borrow().seen.iter().map(|(&o, &s)| (o, s)).collect())
-}
+    /// The last number this worker has seen of each origin: a connection that leaves now has
+    /// had every broadcast of its groups up to these.
+    pub(crate) fn watermark(&self) -> Vec<(u32, u64)> {
+        self.0.borrow().seen.iter().map(|(&o, &s)| (o, s)).collect()
+    }
 
-/// No connection will be handed to this worker any more: keeps no more broadcasts for
-/// handovers.
-pub(crate) fn stop_keeping() {
-    REPLAY.with(|r| {
-        let mut r = r.borrow_mut();
+    /// No connection will be handed to this worker any more: keeps no more broadcasts for
+    /// handovers.
+    pub(crate) fn stop_keeping(&self) {
+        let mut r = self.0.borrow_mut();
         r.keeping = false;
         r.prune();
-    });
-}
+    }
 
-/// The broadcasts of `groups` that a connection with `watermark` has not had, in the order
-/// this worker saw them; `None` if they cannot be known (too many came, or this worker
-/// stopped keeping them).
-pub(crate) fn missed(groups: &[GroupKey], watermark: &[(u32, u64)]) -> Option<Vec<Rc<Delivery>>> {
-    REPLAY.with(|r| {
-        let r = r.borrow();
+    /// The broadcasts of `groups` that a connection with `watermark` has not had, in the
+    /// order this worker saw them; `None` if they cannot be known (too many came, or this
+    /// worker stopped keeping them).
+    pub(crate) fn missed(
+        &self,
+        groups: &[GroupKey],
+        watermark: &[(u32, u64)],
+    ) -> Option<Vec<Rc<Delivery>>> {
+        let r = self.0.borrow();
         if r.overflowed || !r.keeping {
             return None;
         }
@@ -223,65 +230,13 @@ pub(crate) fn missed(groups: &[GroupKey], watermark: &[(u32, u64)]) -> Option<Ve
             .map(|k| k.delivery.clone())
             .collect();
         Some(missed)
-    })
-}
-
-/// The time from a WebSocket handshake's answer to the end of the connection's `on_open`:
-/// while one is open, the worker keeps the broadcasts it delivers, and a group the
-/// connection joins first sends it those of its own ([`catch_up`]). Dropping it closes it.
-pub(crate) struct OpenWindow {
-    key: WindowKey,
-    conn: Option<u64>,
-}
-
-impl OpenWindow {
-    /// Opens a window at the current broadcast: call it before the `101` answer is made.
-    pub(crate) fn begin() -> Self {
-        REPLAY.with(|r| {
-            let mut r = r.borrow_mut();
-            let key = (r.next_index, r.next_window);
-            r.next_window += 1;
-            r.windows.insert(key, Instant::now());
-            OpenWindow { key, conn: None }
-        })
     }
 
-    /// The window is connection `conn`'s (its id known once it is served).
-    pub(crate) fn attach(&mut self, conn: u64) {
-        self.conn = Some(conn);
-        let opening = Opening {
-            window: self.key,
-            caught_up: Vec::new(),
-        };
-        REPLAY.with(|r| r.borrow_mut().opening.insert(conn, opening));
-    }
-}
-
-impl std::fmt::Debug for OpenWindow {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "OpenWindow(from {})", self.key.0)
-    }
-}
-
-impl Drop for OpenWindow {
-    fn drop(&mut self) {
-        // Nothing when the worker's thread-locals are already gone.
-        let _ = REPLAY.try_with(|r| {
-            let mut r = r.borrow_mut();
-            if let Some(conn) = self.conn {
-                r.opening.remove(&conn);
-            }
-            r.close_window(self.key);
-        });
-    }
-}
-
-/// What connection `conn`, joining `group`, missed of it since its window opened, in order:
-/// empty when it has no window or was caught up on `group` already; `None` when what was
-/// kept for it is gone ([`MAX_KEPT`], [`MAX_WINDOW_AGE`]).
-pub(crate) fn catch_up(conn: u64, group: &GroupKey) -> Option<Vec<Rc<Delivery>>> {
-    REPLAY.with(|r| {
-        let mut r = r.borrow_mut();
+    /// What connection `conn`, joining `group`, missed of it since its window opened, in
+    /// order: empty when it has no window or was caught up on `group` already; `None` when
+    /// what was kept for it is gone ([`MAX_KEPT`], [`MAX_WINDOW_AGE`]).
+    pub(crate) fn catch_up(&self, conn: u64, group: &GroupKey) -> Option<Vec<Rc<Delivery>>> {
+        let mut r = self.0.borrow_mut();
         if !r.opening.contains_key(&conn) {
             return Some(Vec::new());
         }
@@ -303,7 +258,62 @@ pub(crate) fn catch_up(conn: u64, group: &GroupKey) -> Option<Vec<Rc<Delivery>>>
             .map(|k| k.delivery.clone())
             .collect();
         Some(missed)
-    })
+    }
+}
+
+/// The time from a WebSocket handshake's answer to the end of the connection's `on_open`:
+/// while one is open, the worker keeps the broadcasts it delivers, and a group the
+/// connection joins first sends it those of its own ([`Replay::catch_up`]). Dropping it
+/// closes it.
+pub(crate) struct OpenWindow {
+    key: WindowKey,
+    conn: Option<u64>,
+    replay: Rc<Replay>,
+}
+
+impl OpenWindow {
+    /// Opens a window at the current broadcast of `replay` (its worker's): call it before
+    /// the `101` answer is made.
+    pub(crate) fn begin(replay: Rc<Replay>) -> Self {
+        let key = {
+            let mut r = replay.0.borrow_mut();
+            let key = (r.next_index, r.next_window);
+            r.next_window += 1;
+            r.windows.insert(key, Instant::now());
+            key
+        };
+        OpenWindow {
+            key,
+            conn: None,
+            replay,
+        }
+    }
+
+    /// The window is connection `conn`'s (its id known once it is served).
+    pub(crate) fn attach(&mut self, conn: u64) {
+        self.conn = Some(conn);
+        let opening = Opening {
+            window: self.key,
+            caught_up: Vec::new(),
+        };
+        self.replay.0.borrow_mut().opening.insert(conn, opening);
+    }
+}
+
+impl std::fmt::Debug for OpenWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OpenWindow(from {})", self.key.0)
+    }
+}
+
+impl Drop for OpenWindow {
+    fn drop(&mut self) {
+        let mut r = self.replay.0.borrow_mut();
+        if let Some(conn) = self.conn {
+            r.opening.remove(&conn);
+        }
+        r.close_window(self.key);
+    }
 }
 
 #[cfg(test)]
@@ -332,8 +342,12 @@ mod tests {
 
     #[test]
     fn a_connection_gets_what_its_watermark_has_not_of_its_groups_in_order() {
-        // In a thread of its own: a fresh worker's state.
-        std::thread::spawn(|| {
+        {
+            let replay = Replay::default();
+            let note_relayed = |s, g: &GroupKey, d: &Rc<Delivery>| replay.note_relayed(s, g, d);
+            let stamp_own = |g: &GroupKey, d: &Rc<Delivery>| replay.stamp_own(g, d);
+            let watermark = || replay.watermark();
+            let missed = |g: &[GroupKey], w: &[(u32, u64)]| replay.missed(g, w);
             let other = Stamp { origin: 7, seq: 0 };
             note_relayed(Stamp { seq: 1, ..other }, &room(), &text("o1"));
             let mine = stamp_own(&room(), &text("m1"));
@@ -353,30 +367,33 @@ mod tests {
             assert_eq!(plain(missed(&groups, &had)), [&b"o3"[..], b"m2"]);
             // One that had nothing of this worker's own.
             assert_eq!(plain(missed(&groups, &[(7, 3)])), [&b"m1"[..], b"m2"]);
-            stop_keeping();
+            replay.stop_keeping();
             assert!(missed(&groups, &had).is_none(), "nothing kept any more");
-        })
-        .join()
-        .unwrap();
+        }
     }
 
-    fn kept_len() -> usize {
-        REPLAY.with(|r| r.borrow().kept.len())
+    fn kept_len(replay: &Replay) -> usize {
+        replay.0.borrow().kept.len()
     }
 
     #[test]
     fn a_connection_in_its_on_open_catches_up_once_per_group_on_what_came_since_its_answer() {
-        std::thread::spawn(|| {
+        {
+            let replay = Rc::new(Replay::default());
+            let note_relayed = |s, g: &GroupKey, d: &Rc<Delivery>| replay.note_relayed(s, g, d);
+            let stamp_own = |g: &GroupKey, d: &Rc<Delivery>| replay.stamp_own(g, d);
+            let catch_up = |c, g: &GroupKey| replay.catch_up(c, g);
+            let kept_len = || kept_len(&replay);
             // A worker past its start: nothing kept for handovers.
-            stop_keeping();
+            replay.stop_keeping();
             let other = Stamp { origin: 7, seq: 0 };
             note_relayed(Stamp { seq: 1, ..other }, &room(), &text("before"));
             assert_eq!(kept_len(), 0, "no window open: nothing kept");
 
-            let mut first = OpenWindow::begin();
+            let mut first = OpenWindow::begin(replay.clone());
             note_relayed(Stamp { seq: 2, ..other }, &room(), &text("a1"));
             stamp_own(&other_room(), &text("x"));
-            let mut second = OpenWindow::begin();
+            let mut second = OpenWindow::begin(replay.clone());
             note_relayed(Stamp::NONE, &room(), &text("bus"));
             first.attach(1);
             second.attach(2);
@@ -391,7 +408,7 @@ mod tests {
             assert_eq!(kept_len(), 0);
 
             // Too much for one window: it is told, not given a gap.
-            let mut late = OpenWindow::begin();
+            let mut late = OpenWindow::begin(replay.clone());
             late.attach(4);
             let huge = Rc::new(Delivery::of_message(super::super::Message::binary(
                 Bytes::from(vec![0u8; MAX_KEPT + 1]),
@@ -400,23 +417,18 @@ mod tests {
             assert!(catch_up(4, &group).is_none());
             drop(late);
             // Too old: an on_open that has not joined in time.
-            let mut slow = OpenWindow::begin();
+            let mut slow = OpenWindow::begin(replay.clone());
             slow.attach(6);
             note_relayed(Stamp { seq: 4, ..other }, &group, &text("meanwhile"));
             assert_eq!(kept_len(), 1);
-            REPLAY.with(|r| {
-                r.borrow_mut()
-                    .expire_windows(Instant::now() + MAX_WINDOW_AGE)
-            });
+            (replay.0.borrow_mut()).expire_windows(Instant::now() + MAX_WINDOW_AGE);
             assert_eq!(kept_len(), 0, "nothing kept for an expired window");
             assert!(catch_up(6, &group).is_none());
             drop(slow);
-            let mut next = OpenWindow::begin();
+            let mut next = OpenWindow::begin(replay.clone());
             note_relayed(Stamp { seq: 5, ..other }, &group, &text("after"));
             next.attach(5);
             assert_eq!(plain(catch_up(5, &group)), [&b"after"[..]]);
-        })
-        .join()
-        .unwrap();
+        }
     }
 }

@@ -73,7 +73,7 @@ impl From<WsServer> for Service {
                 let shared = endpoint.shared(&worker, limits);
                 if tls.is_none() {
                     let key = format!("listener:{}", worker.info.server);
-                    super::handover::register(key, &endpoint, Some(limits));
+                    super::handover::register(&worker, key, &endpoint, Some(limits));
                 }
                 tokio::task::spawn_local(accept_tcp(shared, l, tls));
                 Ok(())

@@ -144,6 +144,7 @@ pub(super) mod pool {
     type Pool<T> = LocalKey<RefCell<Vec<T>>>;
 
     thread_local! {
+        /// A cache of emptied buffers, per thread as any allocator cache is.
         static READ: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
         static WRITE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     }

@@ -93,7 +93,8 @@ impl Supervisor {
                 }
                 let listener = std::os::unix::net::UnixListener::from(spare_control);
                 self.control_fd.set(listener.as_raw_fd());
-                match control::serve(self.clone(), listener) {
+                let in_flight = self.control_in_flight.clone();
+                match control::serve(self.clone(), listener, in_flight) {
                     Ok(handle) => *control = handle,
                     Err(e) => tracing::error!("cannot serve the control socket again: {e}"),
                 }

@@ -32,6 +32,8 @@ const TAIL: [u8; 4] = [0, 0, 0xff, 0xff];
 /// The compression scratch buffer is dropped after a message made it larger than this.
 const MAX_KEPT_SCRATCH: usize = 256 * 1024;
 
+// Caches of zlib state reset before each use, kept per thread as buffer pools are: no
+// connection's or worker's state lives in them between two messages.
 thread_local! {
     /// One compressor per window size (9 to 15 bits), made on first use.
     static COMPRESSORS: RefCell<[Option<Compress>; 7]> = const { RefCell::new([const { None }; 7]) };
