@@ -5,7 +5,8 @@ use super::from_value::FromValue;
 #[cfg(feature = "mysql")]
 use super::mysql::{Mysql, MysqlOptions};
 #[cfg(feature = "postgres")]
-use super::postgres::{Postgres, PostgresOptions};
+use super::postgres::Postgres;
+use super::postgres_options::PostgresOptions;
 use super::row::{decode_all, decode_first, first_column, Row};
 #[cfg(any(feature = "sqlite", feature = "mysql"))]
 use super::row_view::map_each;

@@ -34,12 +34,16 @@ mod mysql_types;
 mod pool_wait;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_answer;
 #[cfg(all(feature = "postgres", feature = "fuzzing"))]
 pub(crate) mod postgres_fuzzing;
 #[cfg(feature = "postgres")]
 mod postgres_lowat;
 #[cfg(feature = "postgres")]
 mod postgres_message;
+#[cfg(feature = "postgres")]
+mod postgres_options;
 #[cfg(feature = "postgres")]
 mod postgres_startup;
 #[cfg(feature = "postgres")]
@@ -56,6 +60,7 @@ mod row;
 mod row_decode;
 mod row_view;
 mod session;
+mod sql_lex;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(feature = "sqlite")]
@@ -76,7 +81,9 @@ pub use migrations::{MigrateError, Migration, MigrationState, Migrations};
 #[cfg(feature = "mysql")]
 pub use mysql::{Mysql, MysqlOptions};
 #[cfg(feature = "postgres")]
-pub use postgres::{Postgres, PostgresOptions};
+pub use postgres::Postgres;
+#[cfg(feature = "postgres")]
+pub use postgres_options::PostgresOptions;
 pub use row::Row;
 pub use row_view::RowView;
 #[cfg(feature = "sqlite")]

@@ -40,8 +40,6 @@
 //!   transaction or change its session for the callers after ([`statement`](super::statement)).
 
 use std::num::NonZeroUsize;
-use std::ops::Range;
-use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -50,79 +48,26 @@ use std::time::Duration;
 use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
 use lru::LruCache;
-use postgres_protocol::message::backend::{DataRowBody, ErrorResponseBody, Message};
-use postgres_protocol::message::frontend::{self, BindError};
+use postgres_protocol::message::backend::{DataRowBody, Message};
+use postgres_protocol::message::frontend::{self};
 use tokio::sync::{Notify, OnceCell, Semaphore, SemaphorePermit};
 use tokio_postgres::config::{ChannelBinding, SslMode, SslNegotiation};
-use tokio_postgres::types::Type;
 use tokio_postgres::Config;
 
 use super::error::DbError;
-use super::postgres_tls::{PgTls, Verify};
-use super::postgres_types;
-use super::postgres_wire::{self, Answer, Connection, Mode};
+use super::postgres_answer::{
+    bind, convert_row, db_error, decode_error, encode_error, in_place, is_reshaped, map_rows,
+    outcomes, rows_of_runs, type_of, Outcome, Prepared, RunsApart,
+};
+use super::postgres_options::take_own_params;
+pub(super) use super::postgres_options::PostgresOptions;
+use super::postgres_tls::PgTls;
+use super::postgres_wire::{self, Connection, Mode};
 use super::row::Row;
 use super::row_view::RowView;
 use super::statement::{self, Dialect, Place};
 use super::value::Value;
-use crate::conninfo;
 use crate::redact::redacted;
-
-/// How a worker uses a PostgreSQL database.
-#[derive(Debug, Clone)]
-pub struct PostgresOptions {
-    /// Connections per worker. Default 1: queries pipeline on it.
-    pub pool_size: usize,
-    /// Queries in flight on one connection before more wait for a free place.
-    pub max_pipeline: usize,
-    /// How long a query waits for a place before failing with [`DbError::PoolTimeout`].
-    pub acquire_timeout: Duration,
-    /// How long a query may run before it is cancelled ([`DbError::Timeout`]).
-    pub query_timeout: Duration,
-    /// How long one connection attempt may take.
-    pub connect_timeout: Duration,
-    /// The longest pause between reconnection attempts.
-    pub max_backoff: Duration,
-    /// A PEM file of root certificates: TLS becomes required, and the server's certificate
-    /// must chain to one of them and name the host (libpq's `verify-full`; with
-    /// `sslmode=verify-ca` in the URL the host name is not checked). `sslrootcert=PATH` in
-    /// the URL sets it too. `system` takes the system's root certificates (`SSL_CERT_FILE`
-    /// or `SSL_CERT_DIR` if set, else the ca-certificates bundle), for a managed server
-    /// whose certificate a public CA signed. Without it, `sslmode=prefer` (the default) and
-    /// `require` encrypt without checking the certificate, as libpq does.
-    pub tls_root_certs: Option<PathBuf>,
-    /// Statements kept prepared per connection, by their SQL. Past it, preparing a new one
-    /// closes the least recently used on the server, so SQL built per request cannot grow
-    /// the worker's and the server's memory without bound.
-    pub statement_cache: usize,
-    /// Connections per worker that transactions hold, one each, beside the shared ones:
-    /// opened as transactions need them and kept for the next. A transaction that finds them
-    /// all taken waits up to `acquire_timeout` ([`DbError::PoolTimeout`]). Default 4.
-    pub max_transactions: usize,
-    /// The most bytes one answer (its rows and the messages around them, as the server
-    /// sends them) may take; default 128 MiB. A larger answer is read to its end without
-    /// being kept and fails with [`DbError::Refused`] (the connection goes on); a single
-    /// message announcing more ends the connection before any of it is buffered. A broken or
-    /// hostile server cannot make a worker allocate more.
-    pub max_result_bytes: usize,
-}
-
-impl Default for PostgresOptions {
-    fn default() -> Self {
-        PostgresOptions {
-            pool_size: 1,
-            max_pipeline: 256,
-            acquire_timeout: Duration::from_secs(2),
-            query_timeout: Duration::from_secs(5),
-            connect_timeout: Duration::from_secs(3),
-            max_backoff: Duration::from_secs(1),
-            tls_root_certs: None,
-            statement_cache: 256,
-            max_transactions: 4,
-            max_result_bytes: 128 << 20,
-        }
-    }
-}
 
 /// A PostgreSQL database as one worker sees it; cheap to clone, `Send + Sync`.
 ///
@@ -245,40 +190,6 @@ impl Live {
         drop(statements);
         self.retire(name.clone());
     }
-}
-
-/// A statement prepared on one connection: its name there, how many parameters it takes,
-/// its columns' names and types.
-#[derive(Clone)]
-pub(super) struct Prepared {
-    pub(super) name: Arc<str>,
-    /// The type the server gave each parameter (`$1`, `$2`…).
-    params: Arc<[Type]>,
-    columns: Arc<[String]>,
-    types: Arc<[Type]>,
-}
-
-impl Prepared {
-    /// A statement of no parameters whose rows have `types` as columns (`c0`, `c1`…), for
-    /// the fuzz targets.
-    #[cfg(feature = "fuzzing")]
-    pub(super) fn of_columns(types: Vec<Type>) -> Prepared {
-        Prepared {
-            name: "f".into(),
-            params: Vec::new().into(),
-            columns: (0..types.len()).map(|i| format!("c{i}")).collect(),
-            types: types.into(),
-        }
-    }
-}
-
-/// One query's answer: its rows and the count its command tag gives.
-pub(super) struct Outcome {
-    pub(super) rows: Vec<DataRowBody>,
-    pub(super) changed: u64,
-    /// Its command tag is `ROLLBACK` (what PostgreSQL answers a COMMIT of a failed
-    /// transaction with).
-    pub(super) rolled_back: bool,
 }
 
 impl Postgres {
@@ -931,65 +842,6 @@ impl Drop for Turn<'_> {
     }
 }
 
-/// What Brisk reads from a URL itself because the tokio-postgres parser does not take it:
-/// libpq's `sslrootcert`, and `sslmode` when it is `verify-ca` or `verify-full`.
-#[derive(Debug, Default, PartialEq)]
-struct OwnParams {
-    root_certs: Option<PathBuf>,
-    verify: Option<Verify>,
-}
-
-/// `url` without the parameters of [`OwnParams`], and their values: in a URL's query
-/// (`?sslmode=verify-full&sslrootcert=ca.pem`) or among `key=value` words.
-fn take_own_params(url: &str) -> (String, OwnParams) {
-    let mut own = OwnParams::default();
-    // Takes the pair if it is one of ours.
-    let mut take = |keyword: &str, value: &str| {
-        match (keyword, value) {
-            ("sslrootcert", path) => own.root_certs = Some(PathBuf::from(path)),
-            ("sslmode", "verify-ca") => own.verify = Some(Verify::Chain),
-            ("sslmode", "verify-full") => own.verify = Some(Verify::ChainAndHost),
-            _ => return false,
-        }
-        true
-    };
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-        let kept: Vec<&str> = conninfo::words(url)
-            .into_iter()
-            .filter(|w| {
-                let value = conninfo::unquoted(&url[w.value.clone()]);
-                !take(&url[w.keyword.clone()], &value)
-            })
-            .map(|w| &url[w.whole])
-            .collect();
-        return (kept.join(" "), own);
-    }
-    // The query starts at the first `?` after the first `@`, if any: tokio-postgres reads the
-    // credentials up to the first `@`, so a `?` before it is in the password.
-    let credentials_end = url.find('@').unwrap_or(0);
-    let Some((head, query)) = url[credentials_end..]
-        .find('?')
-        .map(|i| (&url[..credentials_end + i], &url[credentials_end + i + 1..]))
-    else {
-        return (url.to_owned(), own);
-    };
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|p| match p.split_once('=') {
-            Some((name, value)) => {
-                let value = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
-                !take(name, &value)
-            }
-            None => true,
-        })
-        .collect();
-    if kept.is_empty() {
-        // The query held nothing else: no `?` left hanging.
-        return (head.to_owned(), own);
-    }
-    (format!("{head}?{}", kept.join("&")), own)
-}
-
 /// Keeps one connection up for as long as the worker runs: connect, serve until the
 /// connection ends, pause (doubling up to `max_backoff`), connect again.
 async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
@@ -1039,307 +891,6 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(inner.options.max_backoff);
             }
-        }
-    }
-}
-
-/// Appends `Bind` and `Execute` for one run: each parameter in binary where its value fits
-/// the type the server gave it, else as text ([`postgres_types`](super::postgres_types));
-/// results come back in the formats the statement's column types call for.
-fn bind(prepared: &Prepared, params: &[Value], out: &mut BytesMut) -> Result<(), DbError> {
-    if params.len() != prepared.params.len() {
-        return Err(DbError::Refused(format!(
-            "the statement takes {} parameters, {} given",
-            prepared.params.len(),
-            params.len()
-        )));
-    }
-    let typed = || params.iter().zip(prepared.params.iter()).enumerate();
-    let formats = typed().map(|(_, (v, ty))| i16::from(postgres_types::binary_param(v, ty)));
-    let values = typed().map(|(i, (v, ty))| (i + 1, v, ty));
-    let results = prepared
-        .types
-        .iter()
-        .map(|ty| i16::from(postgres_types::is_binary(ty)));
-    frontend::bind(
-        "",
-        &prepared.name,
-        formats,
-        values,
-        postgres_types::encode_param,
-        results,
-        out,
-    )
-    .map_err(|e| match e {
-        BindError::Conversion(e) => DbError::Refused(format!("a parameter does not fit: {e}")),
-        BindError::Serialization(e) => encode_error(e),
-    })?;
-    frontend::execute("", 0, out).map_err(encode_error)
-}
-
-/// Each query's rows and count in an answer, or the error the server gave.
-pub(super) fn outcomes(answer: Answer, timeout: Duration) -> Result<Vec<Outcome>, DbError> {
-    let mut outcomes = Vec::new();
-    let mut rows = Vec::new();
-    let mut messages = answer.messages.into_iter();
-    while let Some(message) = messages.next() {
-        match message {
-            Message::DataRow(row) => {
-                if rows.capacity() == 0 {
-                    // Room for the rest of this result's rows at once, not grown row by row.
-                    let rest = messages.as_slice().iter();
-                    let more = rest
-                        .take_while(|m| matches!(m, Message::DataRow(_)))
-                        .count();
-                    rows.reserve_exact(more + 1);
-                }
-                rows.push(row);
-            }
-            Message::CommandComplete(body) => {
-                let tag = body.tag().unwrap_or_default();
-                let changed = tag.rsplit(' ').next().and_then(|n| n.parse().ok());
-                outcomes.push(Outcome {
-                    rows: std::mem::take(&mut rows),
-                    changed: changed.unwrap_or(0),
-                    rolled_back: tag == "ROLLBACK",
-                });
-            }
-            Message::EmptyQueryResponse => outcomes.push(Outcome {
-                rows: std::mem::take(&mut rows),
-                changed: 0,
-                rolled_back: false,
-            }),
-            Message::ErrorResponse(body) => return Err(db_error(&body, timeout)),
-            _ => {}
-        }
-    }
-    Ok(outcomes)
-}
-
-/// What `Postgres::run_apart_on` gives back: each run's rows or error, the runs to run again
-/// (the statement was gone or reshaped), the statement's name.
-type RunsApart<T> = (Vec<Result<Vec<T>, DbError>>, Vec<usize>, Arc<str>);
-
-/// Each run's rows in an answer of several runs ([`Answer::runs`]), each read by `read`
-/// with `prepared`'s columns, or the error the server (or `read`) gave that run; and the
-/// runs the server said found the statement gone or reshaped (nothing of them ran: they run
-/// again once it is prepared again), told apart from errors of `read`, which may say anything.
-pub(super) fn rows_of_runs<T>(
-    answer: &Answer,
-    prepared: &Prepared,
-    timeout: Duration,
-    read: &mut impl FnMut(&DataRowBody, &Prepared) -> Result<T, DbError>,
-) -> (Vec<Result<Vec<T>, DbError>>, Vec<usize>) {
-    let mut runs = Vec::with_capacity(answer.ends.len() + 1);
-    let mut again = Vec::new();
-    'runs: for (i, run) in answer.runs().enumerate() {
-        let mut rows = Vec::new();
-        for message in run {
-            match message {
-                Message::DataRow(row) => match read(row, prepared) {
-                    Ok(value) => rows.push(value),
-                    Err(e) => {
-                        runs.push(Err(e));
-                        continue 'runs;
-                    }
-                },
-                Message::ErrorResponse(body) => {
-                    let e = db_error(body, timeout);
-                    if is_reshaped(&e) {
-                        again.push(i);
-                    }
-                    runs.push(Err(e));
-                    continue 'runs;
-                }
-                _ => {}
-            }
-        }
-        runs.push(Ok(rows));
-    }
-    (runs, again)
-}
-
-/// Whether `e` says a statement is gone or its result changed shape: nothing ran, and it
-/// runs once prepared again.
-fn is_reshaped(e: &DbError) -> bool {
-    matches!(e.code(), Some("26000" | "0A000"))
-}
-
-/// The type of `oid`; one this build does not know reads as text.
-fn type_of(oid: u32) -> Type {
-    Type::from_oid(oid).unwrap_or(Type::UNKNOWN)
-}
-
-fn encode_error(e: std::io::Error) -> DbError {
-    DbError::Refused(format!("cannot encode the query: {e}"))
-}
-
-fn decode_error(e: std::io::Error) -> DbError {
-    DbError::Decode(format!("unreadable answer from PostgreSQL: {e}"))
-}
-
-/// The server's error as a [`DbError`]; 57014 (a statement past `statement_timeout`, which
-/// is the query timeout) as [`DbError::Timeout`], connection and server failures as
-/// [`DbError::Unavailable`].
-pub(super) fn db_error(body: &ErrorResponseBody, timeout: Duration) -> DbError {
-    let error = postgres_wire::server_error(body);
-    if error.code == "57014" {
-        return DbError::timed_out(timeout);
-    }
-    if error.kind == super::error::ErrorKind::Unavailable {
-        return DbError::Unavailable(error.to_string());
-    }
-    DbError::Query(error)
-}
-
-/// Each of `rows` through `f`, read in place.
-fn map_rows<T>(
-    rows: &[DataRowBody],
-    prepared: &Prepared,
-    f: impl FnMut(&RowView<'_>) -> Result<T, DbError>,
-) -> Result<Vec<T>, DbError> {
-    let mut read = in_place(f);
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        out.push(read(row, prepared)?);
-    }
-    Ok(out)
-}
-
-/// A reader of rows that hands `f` each row where it lies in the answer: one list of column
-/// ranges serves every row.
-fn in_place<T>(
-    mut f: impl FnMut(&RowView<'_>) -> Result<T, DbError>,
-) -> impl FnMut(&DataRowBody, &Prepared) -> Result<T, DbError> {
-    let mut ranges = Vec::new();
-    move |row, prepared| {
-        ranges.clear();
-        ranges.reserve(prepared.types.len());
-        each_column(row, prepared, |_, range| {
-            ranges.push(range);
-            Ok(())
-        })?;
-        f(&RowView::wire(
-            row.buffer(),
-            &ranges,
-            &prepared.types,
-            &prepared.columns,
-        ))
-    }
-}
-
-pub(super) fn convert_row(row: &DataRowBody, prepared: &Prepared) -> Result<Row, DbError> {
-    let mut values = Vec::with_capacity(prepared.types.len());
-    each_column(row, prepared, |i, range| {
-        let raw = range.map(|r| &row.buffer()[r]);
-        values.push(postgres_types::decode_column(
-            &prepared.types[i],
-            raw,
-            &prepared.columns[i],
-        )?);
-        Ok(())
-    })?;
-    Ok(Row::new(prepared.columns.clone(), values))
-}
-
-/// Hands `column` each column of `row` in order: its index and its range in the row's
-/// bytes (`None` for NULL). A row with more columns than the statement describes is an
-/// error, so the index is always one of `prepared`'s columns.
-fn each_column(
-    row: &DataRowBody,
-    prepared: &Prepared,
-    mut column: impl FnMut(usize, Option<Range<usize>>) -> Result<(), DbError>,
-) -> Result<(), DbError> {
-    let width = prepared.types.len().min(prepared.columns.len());
-    let mut ranges = row.ranges();
-    let mut i = 0;
-    while let Some(range) = ranges.next().map_err(decode_error)? {
-        if i == width {
-            return Err(DbError::Decode(format!(
-                "a row with more than {width} columns"
-            )));
-        }
-        column(i, range)?;
-        i += 1;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sslrootcert_and_the_verify_modes_are_taken_out_of_urls_and_key_value_strings() {
-        let roots = |path: &str| OwnParams {
-            root_certs: Some(PathBuf::from(path)),
-            verify: None,
-        };
-        let url = "postgres://u@h/db?sslmode=require&sslrootcert=%2Ftmp%2Fca.pem&x=1";
-        assert_eq!(
-            take_own_params(url),
-            (
-                "postgres://u@h/db?sslmode=require&x=1".to_owned(),
-                roots("/tmp/ca.pem")
-            )
-        );
-        assert_eq!(
-            take_own_params("postgresql://u@h/db?sslrootcert=/a.pem"),
-            ("postgresql://u@h/db".to_owned(), roots("/a.pem"))
-        );
-        assert_eq!(
-            take_own_params("host=h sslrootcert=/a.pem user=u"),
-            ("host=h user=u".to_owned(), roots("/a.pem"))
-        );
-        assert_eq!(
-            take_own_params("postgres://u@h/db?sslmode=verify-full&sslrootcert=/a.pem"),
-            (
-                "postgres://u@h/db".to_owned(),
-                OwnParams {
-                    root_certs: Some(PathBuf::from("/a.pem")),
-                    verify: Some(Verify::ChainAndHost)
-                }
-            )
-        );
-        assert_eq!(
-            take_own_params("host=h sslmode=verify-ca"),
-            (
-                "host=h".to_owned(),
-                OwnParams {
-                    root_certs: None,
-                    verify: Some(Verify::Chain)
-                }
-            )
-        );
-        // A quoted value with spaces stays whole, and a quoted path is read unquoted.
-        assert_eq!(
-            take_own_params(r"host=h password='a sslrootcert=b' sslrootcert='/x y.pem'"),
-            (
-                "host=h password='a sslrootcert=b'".to_owned(),
-                roots("/x y.pem")
-            )
-        );
-        // A `?` in the password is not the query's.
-        assert_eq!(
-            take_own_params("postgres://u:p?w@h/db?sslmode=verify-full&sslrootcert=/a.pem"),
-            (
-                "postgres://u:p?w@h/db".to_owned(),
-                OwnParams {
-                    root_certs: Some(PathBuf::from("/a.pem")),
-                    verify: Some(Verify::ChainAndHost)
-                }
-            )
-        );
-        for plain in [
-            "postgres://u@h/db",
-            "postgres://u@h/db?sslmode=disable",
-            "postgres://u:p?sslrootcert=x@h/db",
-            "host=h sslmode=require",
-        ] {
-            assert_eq!(
-                take_own_params(plain),
-                (plain.to_owned(), OwnParams::default())
-            );
         }
     }
 }

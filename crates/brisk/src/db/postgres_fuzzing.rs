@@ -10,7 +10,7 @@ use postgres_protocol::message::backend::Message;
 use tokio::io::AsyncWriteExt;
 use tokio_postgres::types::Type;
 
-use super::postgres::{convert_row, outcomes, rows_of_runs, Prepared};
+use super::postgres_answer::{convert_row, outcomes, rows_of_runs, Prepared};
 use super::postgres_message::next_message;
 use super::postgres_startup::start_session;
 use super::postgres_tls::Opened;

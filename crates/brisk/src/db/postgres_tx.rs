@@ -12,7 +12,8 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::error::DbError;
 use super::pool_wait;
-use super::postgres::{convert_row, Live, Outcome, Postgres, Prepared};
+use super::postgres::{Live, Postgres};
+use super::postgres_answer::{convert_row, outcomes, Outcome, Prepared};
 use super::postgres_wire::{self, Pending};
 use super::row::Row;
 use super::tx_options::TxOptions;
@@ -73,7 +74,7 @@ impl PgTransaction {
                     "BEGIN did not open a transaction".into(),
                 ));
             }
-            super::postgres::outcomes(answer, self.db.timeout())?;
+            outcomes(answer, self.db.timeout())?;
         }
         Ok(())
     }
@@ -135,7 +136,7 @@ impl PgTransaction {
         self.settle().await?;
         let answer = answer?;
         let idle = answer.status == b'I';
-        let outcomes = super::postgres::outcomes(answer, self.db.timeout());
+        let outcomes = outcomes(answer, self.db.timeout());
         if let Some(live) = self.live.take() {
             if idle {
                 self.db.give_back(live);

@@ -115,7 +115,7 @@ impl Session {
                 let (outcomes, prepared, _) = db.run_on(live, sql, &[params]).await?;
                 let rows = outcomes.first().map(|o| &o.rows[..]).unwrap_or_default();
                 rows.iter()
-                    .map(|r| super::postgres::convert_row(r, &prepared))
+                    .map(|r| super::postgres_answer::convert_row(r, &prepared))
                     .collect()
             }
             #[cfg(feature = "mysql")]
