@@ -1,18 +1,24 @@
 //! The worker entry: what a process started by the master as a worker does. It takes its spec
 //! (which service, which index, the app's defaults), opens or inherits the listener, starts
 //! the service on a single-threaded tokio runtime with a `LocalSet`, and answers the master
-//! over its socketpair until it is told to stop (or the master is gone).
+//! over its socketpair until it is told to stop (or the master is gone). What it does with
+//! each of the master's messages is [`control`]'s.
 
-use std::os::fd::{FromRawFd, OwnedFd};
+mod control;
+
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Duration;
 
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 
+pub(crate) use self::control::ReadinessCheck;
+use self::control::{Control, Next};
 use crate::env::{self, ENV_HANDOVER_FD, ENV_IPC_FD, ENV_IPC_VERSION, ENV_LISTEN_FD, ENV_WORKER};
-use crate::ipc::codec::{read_packet, write_broadcast, write_msg};
-use crate::ipc::{self, Answer, Packet, Question, ToMaster, ToWorker};
+use crate::ipc::codec::{read_packet, write_broadcast, write_msg, ChannelReader, ChannelWriter};
+use crate::ipc::{self, Packet, ToMaster, ToWorker};
 use crate::limits::Limits;
 use crate::runtime::context::{self, Relayed, WorkerInfo};
 use crate::runtime::listener::Listener;
@@ -32,32 +38,6 @@ pub(crate) struct WorkerSpec {
     /// Where to send traces, and the app's name (the default service name).
     #[cfg(feature = "otel")]
     pub tracing: Option<(crate::otel::Tracing, String)>,
-}
-
-/// One of the app's readiness checks: `Ok` when what it checks is reachable.
-pub(crate) type ReadinessCheck = Rc<dyn Fn() -> crate::runtime::handler::HandlerFuture>;
-
-/// How long each readiness check may take before it counts as failed.
-const READINESS_TIMEOUT: Duration = Duration::from_millis(1500);
-
-/// Runs `checks` all at once (the answer takes as long as the slowest, at most
-/// [`READINESS_TIMEOUT`]); the ones that failed, and why.
-async fn failed_checks(checks: &[(String, ReadinessCheck)]) -> Vec<(String, String)> {
-    let runs = checks.iter().map(|(name, check)| async move {
-        match tokio::time::timeout(READINESS_TIMEOUT, check()).await {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some((name.clone(), e.to_string())),
-            Err(_) => Some((
-                name.clone(),
-                format!("no answer within {} ms", READINESS_TIMEOUT.as_millis()),
-            )),
-        }
-    });
-    futures_util::future::join_all(runs)
-        .await
-        .into_iter()
-        .flatten()
-        .collect()
 }
 
 /// Parses this process's `SERVICE:INDEX` worker spec from the environment.
@@ -103,22 +83,12 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let WorkerSpec {
-        service: svc,
-        index,
-        defaults,
-        readiness,
-        #[cfg(feature = "otel")]
-            tracing: traces,
-    } = spec;
-    // Shared with the tasks that run them (one per question).
-    let readiness = Rc::new(readiness);
     let info = WorkerInfo {
-        server: svc.name.clone(),
-        id: index,
+        server: spec.service.name.clone(),
+        id: spec.index,
         pid: std::process::id() as i32,
     };
-    let span = tracing::info_span!("worker", id = index, server = %info.server);
+    let span = tracing::info_span!("worker", id = spec.index, server = %info.server);
     let _entered = span.enter();
     // The master said it once for the app if the limit stays low.
     if let Some(why) = crate::open_files::raise() {
@@ -141,8 +111,8 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
     };
     // Outside the runtime: the exporter's HTTP client runs one of its own, on its thread.
     #[cfg(feature = "otel")]
-    if let Some((settings, app)) = &traces {
-        if let Err(e) = crate::otel::start(settings, app, index) {
+    if let Some((settings, app)) = &spec.tracing {
+        if let Err(e) = crate::otel::start(settings, app, spec.index) {
             let url = crate::redact::redacted(settings.traces_url());
             tracing::error!("cannot trace to {url}: {e}");
             return ExitCode::FAILURE;
@@ -151,203 +121,10 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
     // Also where database drivers go (runtime::local_tasks), for as long as the worker runs.
     let local = Rc::new(tokio::task::LocalSet::new());
     let task_set = local.clone();
-    let worker_loop = async move {
-        // SAFETY: the master passed this descriptor to us and nothing else owns it.
-        let std_ipc = unsafe { std::os::unix::net::UnixStream::from_raw_fd(ipc_fd) };
-        let _ = std_ipc.set_nonblocking(true);
-        let ipc = match tokio::net::UnixStream::from_std(std_ipc) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!("cannot use the control channel: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let (rx, tx) = ipc.into_split();
-        let (mut rx, mut tx) = (ipc::reader(rx), ipc::writer(tx));
-        let (relay_tx, mut relay_rx) = mpsc::unbounded_channel();
-        // Jobs the master asked for report here when they end, and group membership.
-        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<ToMaster>();
-        let worker = Rc::new(WorkerCtx::new(
-            info.clone(),
-            defaults,
-            relay_tx,
-            done_tx.clone(),
-        ));
-        worker.set_task_set(task_set);
-        context::set_current(Some(worker.clone()));
-        #[cfg(feature = "redis")]
-        crate::ws::start_presence(&worker);
-        let lag = tokio::task::spawn_local(worker.clone().watch_loop_lag());
-        let limits = svc.limits.apply(defaults);
-        // A custom process has no listener: nothing to start but its callbacks.
-        let started = match &svc.listen {
-            None => Ok(()),
-            Some(listen) => {
-                worker.set_max_connections(listen.max_connections);
-                worker.recycle_after(listen.recycle.draw_limit());
-                match env::fd(ENV_LISTEN_FD) {
-                    Some(fd) => {
-                        // SAFETY: the master bound this socket for us and passed it down.
-                        let l = unsafe { Listener::from_fd(listen.address.scheme(), fd) };
-                        (svc.start)(worker.clone(), l, limits)
-                    }
-                    None => Err(std::io::Error::other(format!(
-                        "{ENV_LISTEN_FD} is not set: the master passes each worker its socket"
-                    ))),
-                }
-            }
-        };
-        if let Err(e) = started {
-            let msg = format!("cannot listen on {}: {e}", info.server);
-            let _ = write_msg(&mut tx, &ToMaster::Failed(msg)).await;
-            return ExitCode::FAILURE;
-        }
-        if let Some(cb) = &svc.worker_callbacks.on_worker_start {
-            if let Err(e) = cb(info.clone()).await {
-                Stats::add(&worker.stats.throw_exception, 1);
-                tracing::error!(error = %e, "on_worker_start failed");
-            }
-        }
-        if write_msg(&mut tx, &ToMaster::Ready).await.is_err() {
-            return ExitCode::FAILURE;
-        }
-        tracing::debug!(pid = info.pid, "worker ready");
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        // SAFETY: the master passed this descriptor to us and nothing else owns it.
-        let handover = env::fd(ENV_HANDOVER_FD).map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
-        let (drain, hand_over) = loop {
-            let msg = tokio::select! {
-                m = read_packet::<_, ToWorker>(&mut rx) => m,
-                Some(relayed) = relay_rx.recv() => {
-                    relay(&worker, &mut tx, relayed).await;
-                    continue;
-                }
-                Some(done) = done_rx.recv() => {
-                    let _ = write_msg(&mut tx, &done).await;
-                    continue;
-                }
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break (Duration::ZERO, false),
-            };
-            let msg = match msg {
-                Ok(Some(Packet::Broadcast {
-                    topic,
-                    stamp,
-                    broadcast,
-                })) => {
-                    crate::ws::deliver_relayed(&worker, &topic, stamp, broadcast);
-                    continue;
-                }
-                Ok(Some(Packet::Msg(m))) => Ok(Some(m)),
-                Ok(None) => Ok(None),
-                Err(e) => Err(e),
-            };
-            match msg {
-                Ok(Some(ToWorker::Ask {
-                    id,
-                    question: Question::Status,
-                })) => {
-                    let answer = Answer::Status(Box::new(worker.snapshot()));
-                    let _ = write_msg(&mut tx, &ToMaster::Answer { id, answer }).await;
-                }
-                Ok(Some(ToWorker::Ask {
-                    id,
-                    question: Question::Connections,
-                })) => {
-                    let answer = Answer::Connections(worker.connection_list());
-                    let _ = write_msg(&mut tx, &ToMaster::Answer { id, answer }).await;
-                }
-                Ok(Some(ToWorker::Stop {
-                    drain_ms,
-                    hand_over,
-                    to_another_master,
-                })) => {
-                    crate::ws::handover::members_stay(&worker, to_another_master);
-                    break (Duration::from_millis(drain_ms), hand_over);
-                }
-                Ok(Some(ToWorker::NoMoreHandovers)) => {
-                    worker.part::<crate::ws::replay::Replay>().stop_keeping();
-                    // Behind the groups its restored connections joined, on the same queue.
-                    let _ = done_tx.send(ToMaster::KeepingStopped);
-                }
-                Ok(Some(ToWorker::Restore { count })) => match &handover {
-                    Some(socket) => crate::ws::handover::restore(&worker, socket, count),
-                    None => {
-                        tracing::error!("{count} connections handed over, but no handover socket")
-                    }
-                },
-                Ok(Some(ToWorker::ReopenLogs)) => crate::log_file::reopen_all(),
-                // Off this loop: slow checks (a database that does not answer) hold up
-                // neither the master's other questions nor the broadcasts relayed here.
-                Ok(Some(ToWorker::Ask {
-                    id,
-                    question: Question::Readiness,
-                })) => {
-                    let (checks, answers) = (readiness.clone(), done_tx.clone());
-                    tokio::task::spawn_local(async move {
-                        let answer = Answer::Readiness(failed_checks(&checks).await);
-                        let _ = answers.send(ToMaster::Answer { id, answer });
-                    });
-                }
-                Ok(Some(ToWorker::RunJob { job, run })) => {
-                    run_job(
-                        &worker,
-                        svc.jobs.get(job).cloned(),
-                        job,
-                        run,
-                        done_tx.clone(),
-                    );
-                }
-                Ok(None) | Err(_) => {
-                    tracing::warn!("lost the master; stopping");
-                    break (Duration::ZERO, false);
-                }
-            }
-        };
-        let handing = tokio::time::Instant::now();
-        if let (true, Some(socket)) = (hand_over, &handover) {
-            hand_over_connections(&worker, socket, &mut tx, &mut relay_rx, drain).await;
-        }
-        // The drain time counts from the stop, the handover included: spent twice (a handler
-        // busy until the handover's deadline, then the whole drain again) it outlasted the
-        // master's patience, and the worker was killed mid-drain, its counters unsent.
-        let drain = drain.saturating_sub(handing.elapsed());
-        tracing::debug!(drain_ms = drain.as_millis() as u64, "worker stopping");
-        lag.abort();
-        // Broadcasts made while draining (a request in flight, an `on_close`) still go to
-        // the other workers, the last of them too: a request answered here was not sent to
-        // this worker's members alone.
-        let draining = worker.shut_down(drain);
-        tokio::pin!(draining);
-        loop {
-            tokio::select! {
-                _ = &mut draining => break,
-                Some(relayed) = relay_rx.recv() => relay(&worker, &mut tx, relayed).await,
-            }
-        }
-        while let Ok(relayed) = relay_rx.try_recv() {
-            relay(&worker, &mut tx, relayed).await;
-        }
-        crate::log_file::flush_all();
-        let _ = write_msg(&mut tx, &ToMaster::Final(Box::new(worker.snapshot()))).await;
-        worker.timers.del_all();
-        // Still this thread's worker: what on_worker_stop calls (a timer, a broadcast to
-        // the members it still has) finds it, as every callback does.
-        if let Some(cb) = &svc.worker_callbacks.on_worker_stop {
-            if let Err(e) = cb(info.clone()).await {
-                tracing::error!(error = %e, "on_worker_stop failed");
-            }
-        }
-        context::set_current(None);
-        // What the worker's parts hold that holds the worker (endpoints, their per-worker
-        // state) goes now.
-        worker.drop_parts();
-        ExitCode::SUCCESS
-    };
     // The worker's loop is a task of the local set, not the future `block_on` polls: that one
     // is polled again, with every branch of the loop's `select!`, each time any task wakes.
     let exit = local.block_on(&rt, async move {
-        match tokio::task::spawn_local(worker_loop).await {
+        match tokio::task::spawn_local(serve(spec, info, ipc_fd, task_set)).await {
             Ok(code) => code,
             Err(e) => match e.try_into_panic() {
                 Ok(panic) => std::panic::resume_unwind(panic),
@@ -362,6 +139,196 @@ pub(crate) fn run(spec: WorkerSpec) -> ExitCode {
         crate::log_file::flush_all();
     }
     exit
+}
+
+/// The master's channel: its reading and writing halves, framed.
+type Channel = (ChannelReader<OwnedReadHalf>, ChannelWriter<OwnedWriteHalf>);
+
+/// The control channel the master passed as descriptor `fd`.
+fn channel(fd: RawFd) -> std::io::Result<Channel> {
+    // SAFETY: the master passed this descriptor to us and nothing else owns it.
+    let std_ipc = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
+    std_ipc.set_nonblocking(true)?;
+    let (rx, tx) = tokio::net::UnixStream::from_std(std_ipc)?.into_split();
+    Ok((ipc::reader(rx), ipc::writer(tx)))
+}
+
+/// The worker: starts its service, says it is ready, answers the master until told to stop,
+/// then stops (see [`stop`]).
+async fn serve(
+    spec: WorkerSpec,
+    info: WorkerInfo,
+    ipc_fd: RawFd,
+    task_set: Rc<tokio::task::LocalSet>,
+) -> ExitCode {
+    let WorkerSpec {
+        service,
+        defaults,
+        readiness,
+        ..
+    } = spec;
+    let Service {
+        listen,
+        worker_callbacks,
+        limits,
+        start: start_serving,
+        jobs,
+        ..
+    } = service;
+    let (mut rx, mut tx) = match channel(ipc_fd) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("cannot use the control channel: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (relay_tx, mut relay_rx) = mpsc::unbounded_channel();
+    // Answers, jobs that ended and group membership, for the master, in order.
+    let (to_master, mut outgoing) = mpsc::unbounded_channel::<ToMaster>();
+    let worker = Rc::new(WorkerCtx::new(
+        info.clone(),
+        defaults,
+        relay_tx,
+        to_master.clone(),
+    ));
+    worker.set_task_set(task_set);
+    context::set_current(Some(worker.clone()));
+    #[cfg(feature = "redis")]
+    crate::ws::start_presence(&worker);
+    let lag = tokio::task::spawn_local(worker.clone().watch_loop_lag());
+    if let Err(e) = start(
+        &worker,
+        listen.as_ref(),
+        start_serving,
+        limits.apply(defaults),
+    ) {
+        let msg = format!("cannot listen on {}: {e}", info.server);
+        let _ = write_msg(&mut tx, &ToMaster::Failed(msg)).await;
+        return ExitCode::FAILURE;
+    }
+    if let Some(cb) = &worker_callbacks.on_worker_start {
+        if let Err(e) = cb(info.clone()).await {
+            Stats::add(&worker.stats.throw_exception, 1);
+            tracing::error!(error = %e, "on_worker_start failed");
+        }
+    }
+    if write_msg(&mut tx, &ToMaster::Ready).await.is_err() {
+        return ExitCode::FAILURE;
+    }
+    tracing::debug!(pid = info.pid, "worker ready");
+    let control = Control {
+        worker: worker.clone(),
+        readiness: Rc::new(readiness),
+        jobs,
+        to_master,
+        // SAFETY: the master passed this descriptor to us and nothing else owns it.
+        handover: env::fd(ENV_HANDOVER_FD).map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+    };
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let (drain, hand_over) = loop {
+        let packet = tokio::select! {
+            p = read_packet::<_, ToWorker>(&mut rx) => p,
+            Some(relayed) = relay_rx.recv() => {
+                relay(&worker, &mut tx, relayed).await;
+                continue;
+            }
+            Some(msg) = outgoing.recv() => {
+                let _ = write_msg(&mut tx, &msg).await;
+                continue;
+            }
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => break (Duration::ZERO, false),
+        };
+        match packet {
+            Ok(Some(Packet::Broadcast {
+                topic,
+                stamp,
+                broadcast,
+            })) => crate::ws::deliver_relayed(&worker, &topic, stamp, broadcast),
+            Ok(Some(Packet::Msg(msg))) => match control.handle(msg) {
+                Next::Serve => {}
+                Next::Stop { drain, hand_over } => break (drain, hand_over),
+            },
+            Ok(None) | Err(_) => {
+                tracing::warn!("lost the master; stopping");
+                break (Duration::ZERO, false);
+            }
+        }
+    };
+    let handing = tokio::time::Instant::now();
+    if let (true, Some(socket)) = (hand_over, &control.handover) {
+        hand_over_connections(&worker, socket, &mut tx, &mut relay_rx, drain).await;
+    }
+    // The drain time counts from the stop, the handover included: spent twice (a handler
+    // busy until the handover's deadline, then the whole drain again) it outlasted the
+    // master's patience, and the worker was killed mid-drain, its counters unsent.
+    let drain = drain.saturating_sub(handing.elapsed());
+    lag.abort();
+    stop(&worker, &worker_callbacks, drain, &mut tx, &mut relay_rx).await;
+    ExitCode::SUCCESS
+}
+
+/// Starts the service on this worker with `serving`: its listener (from the master, as
+/// `listen` says), its `limits` and recycling. A custom process has no listener: nothing to
+/// start but its callbacks.
+fn start(
+    worker: &Rc<WorkerCtx>,
+    listen: Option<&crate::listen::ListenConfig>,
+    serving: crate::runtime::service::Start,
+    limits: Limits,
+) -> std::io::Result<()> {
+    let Some(listen) = listen else {
+        return Ok(());
+    };
+    worker.set_max_connections(listen.max_connections);
+    worker.recycle_after(listen.recycle.draw_limit());
+    let Some(fd) = env::fd(ENV_LISTEN_FD) else {
+        return Err(std::io::Error::other(format!(
+            "{ENV_LISTEN_FD} is not set: the master passes each worker its socket"
+        )));
+    };
+    // SAFETY: the master bound this socket for us and passed it down.
+    let l = unsafe { Listener::from_fd(listen.address.scheme(), fd) };
+    serving(worker.clone(), l, limits)
+}
+
+/// Stops the worker: lets what is in flight finish for up to `drain`, still relaying its
+/// broadcasts, sends the master its last counters, runs `on_worker_stop`.
+async fn stop(
+    worker: &Rc<WorkerCtx>,
+    callbacks: &crate::runtime::WorkerCallbacks,
+    drain: Duration,
+    tx: &mut ChannelWriter<OwnedWriteHalf>,
+    relay_rx: &mut mpsc::UnboundedReceiver<Relayed>,
+) {
+    tracing::debug!(drain_ms = drain.as_millis() as u64, "worker stopping");
+    // Broadcasts made while draining (a request in flight, an `on_close`) still go to
+    // the other workers, the last of them too: a request answered here was not sent to
+    // this worker's members alone.
+    let draining = worker.shut_down(drain);
+    tokio::pin!(draining);
+    loop {
+        tokio::select! {
+            _ = &mut draining => break,
+            Some(relayed) = relay_rx.recv() => relay(worker, tx, relayed).await,
+        }
+    }
+    while let Ok(relayed) = relay_rx.try_recv() {
+        relay(worker, tx, relayed).await;
+    }
+    crate::log_file::flush_all();
+    let _ = write_msg(tx, &ToMaster::Final(Box::new(worker.snapshot()))).await;
+    worker.timers.del_all();
+    // Still this thread's worker: what on_worker_stop calls (a timer, a broadcast to
+    // the members it still has) finds it, as every callback does.
+    if let Some(cb) = &callbacks.on_worker_stop {
+        if let Err(e) = cb(worker.info.clone()).await {
+            tracing::error!(error = %e, "on_worker_stop failed");
+        }
+    }
+    context::set_current(None);
+    // What the worker's parts hold that holds the worker (endpoints, their per-worker
+    // state) goes now.
+    worker.drop_parts();
 }
 
 /// Before a reload's stop: stops accepting, then hands the connections of WebSocket
@@ -427,37 +394,4 @@ async fn relay<W: tokio::io::AsyncWrite + Unpin>(
 ) {
     let _ = write_broadcast(tx, &topic, stamp, &broadcast).await;
     worker.relay_sent(broadcast.len());
-}
-
-/// Runs job `job` (one of the service's schedules) as its own task, and reports how it ended
-/// on `done`: an error or a panic is logged, counted as `throw_exception`, and reported.
-fn run_job(
-    worker: &Rc<WorkerCtx>,
-    f: Option<crate::runtime::context::WorkerCallback>,
-    job: usize,
-    run: u64,
-    done: mpsc::UnboundedSender<ToMaster>,
-) {
-    use futures_util::FutureExt;
-    let worker = worker.clone();
-    tokio::task::spawn_local(async move {
-        let error = match f {
-            None => Some(format!("this worker has no job {job}")),
-            Some(f) => match std::panic::AssertUnwindSafe(f(worker.info.clone()))
-                .catch_unwind()
-                .await
-            {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(e.to_string()),
-                Err(panic) => Some(format!(
-                    "panicked: {}",
-                    crate::runtime::handler::panic_message(&panic)
-                )),
-            },
-        };
-        if error.is_some() {
-            Stats::add(&worker.stats.throw_exception, 1);
-        }
-        let _ = done.send(ToMaster::JobDone { job, run, error });
-    });
 }
