@@ -63,7 +63,7 @@ async fn serve_registered(shared: Rc<HttpShared>, conn: Rc<HttpConn>, stream: Tc
         // Plaintext: Brisk's own HTTP/1.1 path first, hyper for what it does not take.
         None => match drive(&conn, pin!(h1::serve(&shared, &conn, io)), Shutdown::AtOnce, |_| {}).await {
             // Boxed: a connection that never needs hyper does not carry its state.
-            Some(h1::Exit::Handover(io)) => {
+            Some(h1::Exit::ToHyper(io)) => {
                 let io = upgraded::plain(io, &shared.http);
                 let http = Box::pin(shared.builder.serve_connection(io, svc).with_upgrades());
                 drive(&conn, http, Shutdown::AfterGrace, |c| c.graceful_shutdown())

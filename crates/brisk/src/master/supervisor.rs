@@ -15,12 +15,12 @@
 
 mod bridge;
 mod conn_handover;
-mod handover;
 mod lifecycle;
 mod observe;
 mod recycling;
 mod relay;
 mod spawn;
+mod upgrading;
 mod worker_handle;
 
 use std::cell::{Cell, RefCell};

@@ -29,9 +29,9 @@ use crate::env::ENV_UPGRADE_FD;
 use crate::error::{Error, Result};
 use crate::ipc::fds::{recv_fds, send_fds, seqpacket_pair};
 
-/// The version of the handover message; a new master refuses one of another version but
+/// The version of the inheritance message (what the old master hands the new one); a new master refuses one of another version but
 /// [`FRAMES_BRIDGE_VERSION`] and [`BRIDGELESS_VERSION`].
-const HANDOVER_VERSION: u32 = 3;
+const INHERITANCE_VERSION: u32 = 3;
 /// The version whose bridge carries broadcasts as WebSocket frames (`ipc/legacy_frames.rs`):
 /// such an old master is bridged in its own form, the rest is the same.
 const FRAMES_BRIDGE_VERSION: u32 = 2;
@@ -41,7 +41,7 @@ const BRIDGELESS_VERSION: u32 = 1;
 /// The largest header a new master reads.
 const MAX_HEADER: usize = 1 << 20;
 /// How long a new master waits for the old one's message.
-const HANDOVER_TIMEOUT: Duration = Duration::from_secs(10);
+const INHERITANCE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What one handed-over descriptor is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,7 +69,7 @@ struct Header {
 
 /// What the old master hands over (its descriptors stay its own: they are duplicated into
 /// the new master by the kernel).
-pub(crate) struct Handover {
+pub(crate) struct Inheritance {
     pub pid_file: RawFd,
     pub control: RawFd,
     pub metrics: Option<RawFd>,
@@ -79,7 +79,7 @@ pub(crate) struct Handover {
     pub bridge: RawFd,
 }
 
-/// One end of the pair the two masters finish the handover on.
+/// One end of the pair the two masters finish the upgrade on.
 pub(crate) struct Link(AsyncFd<OwnedFd>);
 
 impl Link {
@@ -141,11 +141,11 @@ pub(crate) struct Successor {
 impl Successor {
     /// Starts `exe args` as a new master (in this one's environment and session, its output
     /// where this one's goes, in a process group of its own that its workers join) and sends
-    /// it `handover`.
+    /// it `inheritance`.
     pub(crate) fn start(
         exe: &Path,
         args: &[OsString],
-        handover: &Handover,
+        inheritance: &Inheritance,
     ) -> std::result::Result<Successor, String> {
         let (ours, theirs) = seqpacket_pair().map_err(|e| format!("cannot make a socket: {e}"))?;
         let theirs_hi = super::dup_high(theirs.as_raw_fd())
@@ -177,7 +177,7 @@ impl Successor {
             child,
             link: Link::new(ours).map_err(|e| format!("cannot use a socket: {e}"))?,
         };
-        match send_handover(successor.link.0.get_ref(), handover) {
+        match send_inheritance(successor.link.0.get_ref(), inheritance) {
             Ok(()) => Ok(successor),
             // It has exited already (a build that fails at once): `wait_ready` finds the
             // link closed and says how it exited.
@@ -221,7 +221,7 @@ impl Successor {
                     }
                 })
                 .await
-                .unwrap_or_else(|_| "it closed the handover socket".into());
+                .unwrap_or_else(|_| "it closed the inheritance socket".into());
                 Err(self.exited_early(status))
             }
             Ok(Err(e)) => Err(format!("cannot hear from the new master: {e}")),
@@ -309,20 +309,24 @@ impl Predecessor {
         };
         std::env::remove_var(ENV_UPGRADE_FD);
         let bad = |what: String| Error::Config(format!("upgrade: {what}"));
-        // SAFETY: the old master put the handover socket at this number for this process,
+        // SAFETY: the old master put the inheritance socket at this number for this process,
         // and nothing else in it uses that descriptor.
         let link = unsafe { OwnedFd::from_raw_fd(fd) };
         let sock = socket2::SockRef::from(&link);
         sock.set_cloexec(true)
-            .and_then(|()| sock.set_read_timeout(Some(HANDOVER_TIMEOUT)))
+            .and_then(|()| sock.set_read_timeout(Some(INHERITANCE_TIMEOUT)))
             .map_err(|e| bad(format!("descriptor {fd}: {e}")))?;
-        let (header, fds) = receive_handover(&link).map_err(|e| bad(e.to_string()))?;
+        let (header, fds) = receive_inheritance(&link).map_err(|e| bad(e.to_string()))?;
         let header: Header = serde_json::from_slice(&header)
             .map_err(|e| bad(format!("the old master's message: {e}")))?;
-        let known = [HANDOVER_VERSION, FRAMES_BRIDGE_VERSION, BRIDGELESS_VERSION];
+        let known = [
+            INHERITANCE_VERSION,
+            FRAMES_BRIDGE_VERSION,
+            BRIDGELESS_VERSION,
+        ];
         if !known.contains(&header.version) {
             return Err(bad(format!(
-                "the old master speaks handover version {}, this build {HANDOVER_VERSION}: \
+                "the old master speaks inheritance version {}, this build {INHERITANCE_VERSION}: \
                  restart instead",
                 header.version
             )));
@@ -384,7 +388,7 @@ impl Predecessor {
         taken.into_iter().map(|(_, s, fd)| (fd, s)).collect()
     }
 
-    /// The link to finish the handover on and the bridge, once every socket this master
+    /// The link to finish the upgrade on and the bridge, once every socket this master
     /// wants is taken: the old master's listeners this one has not (the new build dropped
     /// them) close here, and for good once the old workers stop.
     pub(crate) fn finish(self) -> Inherited {
@@ -414,7 +418,7 @@ impl Predecessor {
 /// master died meanwhile, this one takes over all the same; if it abandoned the upgrade
 /// (closed the link while alive), fails.
 pub(crate) async fn wait_for_go(link: OwnedFd, old_pid: u32) -> Result<Link> {
-    let link = Link::new(link).map_err(|e| Error::io("upgrade: the handover socket", e))?;
+    let link = Link::new(link).map_err(|e| Error::io("upgrade: the inheritance socket", e))?;
     let fail = |why: String| Error::Config(format!("upgrade: {why}"));
     link.say("ready")
         .await
@@ -438,7 +442,7 @@ pub(crate) async fn say_serving(link: &Link) {
 }
 
 /// Sends the header and every descriptor in one message.
-fn send_handover(link: &OwnedFd, h: &Handover) -> std::io::Result<()> {
+fn send_inheritance(link: &OwnedFd, h: &Inheritance) -> std::io::Result<()> {
     let mut held = vec![Held::PidFile, Held::Control];
     let mut fds = vec![h.pid_file, h.control];
     if let Some(m) = h.metrics {
@@ -455,7 +459,7 @@ fn send_handover(link: &OwnedFd, h: &Handover) -> std::io::Result<()> {
     held.push(Held::Bridge);
     fds.push(h.bridge);
     let header = Header {
-        version: HANDOVER_VERSION,
+        version: INHERITANCE_VERSION,
         old_pid: std::process::id(),
         held,
     };
@@ -464,11 +468,11 @@ fn send_handover(link: &OwnedFd, h: &Handover) -> std::io::Result<()> {
 }
 
 /// Receives the header and the descriptors (close-on-exec) of the old master's message.
-fn receive_handover(link: &OwnedFd) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+fn receive_inheritance(link: &OwnedFd) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
     recv_fds(link, MAX_HEADER).map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock => std::io::Error::other(format!(
             "no message from the old master within {} s",
-            HANDOVER_TIMEOUT.as_secs()
+            INHERITANCE_TIMEOUT.as_secs()
         )),
         std::io::ErrorKind::UnexpectedEof => {
             std::io::Error::other("the old master closed the socket before its message")

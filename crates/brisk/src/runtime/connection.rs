@@ -36,7 +36,7 @@ mod handover;
 mod message_loop;
 mod send;
 
-pub(crate) use handover::{serve_restored, Carried, Detached, HandOver};
+pub(crate) use handover::{serve_restored, Carried, Detached, HandoverHook};
 pub(crate) use message_loop::{serve, serve_with};
 
 /// Size of the worker-wide read scratch buffer: the most one read takes.
@@ -135,7 +135,7 @@ pub(crate) struct Callbacks<P: Protocol> {
     pub on_buffer_full: Option<ConnCallback<P>>,
     pub on_buffer_drain: Option<ConnCallback<P>>,
     /// How its connections move to a new worker on a reload; without it, they are closed.
-    pub handover: Option<Rc<dyn HandOver<P>>>,
+    pub handover: Option<Rc<dyn HandoverHook<P>>>,
 }
 
 impl<P: Protocol> Default for Callbacks<P> {

@@ -41,7 +41,7 @@ use crate::ipc::{fds, memfd};
 use crate::limits::Limits;
 use crate::protocol::Protocol;
 use crate::runtime::conn_view::ConnView;
-use crate::runtime::connection::{serve_restored, Carried, Connection, Detached, HandOver};
+use crate::runtime::connection::{serve_restored, Carried, Connection, Detached, HandoverHook};
 use crate::runtime::context::WorkerCtx;
 use crate::runtime::stream::{PeerAddr, Stream};
 use crate::stats::Stats;
@@ -186,7 +186,7 @@ impl DataCarrier {
     }
 }
 
-/// The [`HandOver`] hook of an endpoint that survives reloads.
+/// The [`HandoverHook`] hook of an endpoint that survives reloads.
 pub(crate) struct Hook {
     /// The endpoint's key; `None` until it is registered (then its connections stay).
     pub(crate) key: Rc<RefCell<Option<Rc<str>>>>,
@@ -218,7 +218,7 @@ impl Hook {
     }
 }
 
-impl HandOver<WsCodec> for Hook {
+impl HandoverHook<WsCodec> for Hook {
     fn can_detach(&self, conn: &Connection<WsCodec>) -> bool {
         let w = conn.worker();
         let handover = w.part::<Handover>();

@@ -38,7 +38,7 @@ pub(crate) enum Exit {
     /// The connection is done: closed by either side, failed, or drained.
     Closed,
     /// hyper takes over; the socket's unread bytes come first.
-    Handover(HttpIo),
+    ToHyper(HttpIo),
 }
 
 /// Bytes asked of each `recv`.
@@ -56,7 +56,7 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
     loop {
         // Answer every complete request received so far, in order.
         let mut data = input.split().freeze();
-        let mut handover = false;
+        let mut for_hyper = false;
         while !data.is_empty() {
             let (req, close) = match parse(&data, &shared.http, shared.limits.max_package_size) {
                 Parsed::Partial => break,
@@ -66,8 +66,8 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
                     conn.activity.awaiting_body(conn.worker.io.now_ms());
                     break;
                 }
-                Parsed::Handover => {
-                    handover = true;
+                Parsed::ForHyper => {
+                    for_hyper = true;
                     break;
                 }
                 Parsed::Reject(status, why) => {
@@ -113,9 +113,9 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
         if out.flush(&io).await.is_err() {
             return Exit::Closed;
         }
-        if handover {
+        if for_hyper {
             io.unread(data);
-            return Exit::Handover(io);
+            return Exit::ToHyper(io);
         }
         out.release();
         // Keep what is left (part of a head) and read more; an idle connection keeps no

@@ -33,7 +33,7 @@ pub(crate) enum Parsed {
     /// The head is complete, its body is not.
     AwaitingBody,
     /// This request is hyper's (see the module documentation).
-    Handover,
+    ForHyper,
     /// The request must not be served: answer with this status and sentence, and close.
     Reject(StatusCode, &'static str),
 }
@@ -70,24 +70,24 @@ fn parse_into<'b>(
             return Parsed::Reject(StatusCode::URI_TOO_LONG, "request line too long\n")
         }
         // Too long, too many headers, or malformed: hyper answers 431 or 400.
-        _ => return Parsed::Handover,
+        _ => return Parsed::ForHyper,
     };
     let http10 = match head.version {
         Some(1) => false,
         Some(0) => true,
-        _ => return Parsed::Handover,
+        _ => return Parsed::ForHyper,
     };
     let (Some(method), Some(path)) = (head.method, head.path) else {
-        return Parsed::Handover;
+        return Parsed::ForHyper;
     };
     let Ok(method) = Method::from_bytes(method.as_bytes()) else {
-        return Parsed::Handover;
+        return Parsed::ForHyper;
     };
     if method == Method::CONNECT {
-        return Parsed::Handover;
+        return Parsed::ForHyper;
     }
     let Ok(uri) = Uri::from_maybe_shared(data.slice_ref(path.as_bytes())) else {
-        return Parsed::Handover;
+        return Parsed::ForHyper;
     };
     // Read as the guard under hyper reads it (see `framing`): a small body with a length is
     // this path's, a chunked or unreadable one hyper's, both lengths refused.
@@ -95,7 +95,7 @@ fn parse_into<'b>(
         BodyFraming::None => 0,
         BodyFraming::Length(n) if n <= BODY_MAX.min(max_body) as u64 => n as usize,
         BodyFraming::Length(_) | BodyFraming::Chunked | BodyFraming::Unreadable => {
-            return Parsed::Handover
+            return Parsed::ForHyper
         }
         BodyFraming::Refused(why) => return Parsed::Reject(StatusCode::BAD_REQUEST, why),
     };
@@ -104,16 +104,16 @@ fn parse_into<'b>(
     let mut keep_alive = false;
     for h in head.headers.iter() {
         let Ok(name) = HeaderName::from_bytes(h.name.as_bytes()) else {
-            return Parsed::Handover;
+            return Parsed::ForHyper;
         };
         let Ok(value) = HeaderValue::from_maybe_shared(data.slice_ref(h.value)) else {
-            return Parsed::Handover;
+            return Parsed::ForHyper;
         };
         match name {
-            header::EXPECT | header::UPGRADE => return Parsed::Handover,
+            header::EXPECT | header::UPGRADE => return Parsed::ForHyper,
             header::CONNECTION => {
                 if has_token(h.value, "upgrade") {
-                    return Parsed::Handover;
+                    return Parsed::ForHyper;
                 }
                 close |= has_token(h.value, "close");
                 keep_alive |= has_token(h.value, "keep-alive");
@@ -234,7 +234,7 @@ mod tests {
             "GARBAGE\r\n\r\n",
             "GET / HTTP/1.1\r\nBad Header: v\r\n\r\n",
         ] {
-            assert!(matches!(parsed(raw), Parsed::Handover), "{raw:?}");
+            assert!(matches!(parsed(raw), Parsed::ForHyper), "{raw:?}");
         }
         let long_line = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(20_000));
         assert!(
@@ -246,13 +246,13 @@ mod tests {
         );
         let big = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(20_000));
         assert!(
-            matches!(parsed(&big), Parsed::Handover),
+            matches!(parsed(&big), Parsed::ForHyper),
             "over the head limit"
         );
         let many: String = (0..101).map(|i| format!("X-{i}: v\r\n")).collect();
         let many = format!("GET / HTTP/1.1\r\n{many}\r\n");
         assert!(
-            matches!(parsed(&many), Parsed::Handover),
+            matches!(parsed(&many), Parsed::ForHyper),
             "over the header count"
         );
     }

@@ -4,7 +4,7 @@
 //! Each one's task, between two messages, flushes what it can and leaves in one synchronous
 //! step: its socket (a duplicate of the descriptor), the bytes it received and has not
 //! decoded, the bytes it has not sent and its protocol state go to the server's
-//! [`HandOver`] hook, and the task ends without closing the socket or running `on_close`.
+//! [`HandoverHook`], and the task ends without closing the socket or running `on_close`.
 //! In the new worker, [`serve_restored`] serves it again from where it stopped.
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -40,7 +40,7 @@ pub(crate) struct Carried<P> {
 }
 
 /// How a server hands its connections over; set in its [`Callbacks::handover`].
-pub(crate) trait HandOver<P: Protocol> {
+pub(crate) trait HandoverHook<P: Protocol> {
     /// Whether `conn` can leave now: the protocol's and the app's state can be carried.
     fn can_detach(&self, conn: &Connection<P>) -> bool;
     /// `conn` has left this worker with `detached`; nothing more happens to it here.

@@ -3,7 +3,7 @@
 //! new master, taking over. The wire protocol is [`super::super::upgrade`]'s.
 
 use super::*;
-use crate::master::upgrade::{self, Handover, Link, Successor};
+use crate::master::upgrade::{self, Inheritance, Link, Successor};
 
 /// How long a ready new master may take to answer on the control socket once told to.
 const TAKE_OVER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,8 +39,8 @@ impl Supervisor {
         if let Err(e) = self.open_bridge(ours.into(), false, false) {
             return failed(format!("cannot use the bridge: {e}"));
         }
-        let handover = self.handover(theirs.as_raw_fd());
-        let started = Successor::start(&self.plan.exe, &self.plan.args, &handover);
+        let inheritance = self.inheritance(theirs.as_raw_fd());
+        let started = Successor::start(&self.plan.exe, &self.plan.args, &inheritance);
         drop(theirs);
         let mut successor = match started {
             Ok(s) => s,
@@ -132,7 +132,7 @@ impl Supervisor {
     }
 
     /// What this master hands a new one, with the new one's end of the bridge.
-    fn handover(&self, bridge: RawFd) -> Handover {
+    fn inheritance(&self, bridge: RawFd) -> Inheritance {
         let listeners = (self.plan.services.iter())
             .flat_map(|s| {
                 (s.listen_fds.iter()).map(|fd| {
@@ -141,7 +141,7 @@ impl Supervisor {
                 })
             })
             .collect();
-        Handover {
+        Inheritance {
             pid_file: self.plan.pid_file.as_raw_fd(),
             control: self.control_fd.get(),
             metrics: self.metrics_fd.get(),
