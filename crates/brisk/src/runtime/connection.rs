@@ -33,8 +33,13 @@ use crate::protocol::{Builtin, Protocol, ProtocolError};
 use crate::stats::{ConnectionInfo, Stats};
 
 mod handover;
+mod lifecycle;
 mod message_loop;
 mod send;
+#[cfg(test)]
+mod tests;
+
+use lifecycle::{Lifecycle, Mark, State};
 
 pub(crate) use handover::{serve_restored, Carried, Detached, HandoverHook};
 pub(crate) use message_loop::{serve, serve_with};
@@ -63,23 +68,6 @@ pub enum SendError {
     /// The protocol could not encode the message.
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
-}
-
-mod flag {
-    pub(super) const CLOSING: u16 = 1;
-    pub(super) const DESTROYED: u16 = 1 << 1;
-    pub(super) const PAUSED: u16 = 1 << 2;
-    pub(super) const DRAINING: u16 = 1 << 3;
-    pub(super) const FULL: u16 = 1 << 4;
-    pub(super) const EVENT_FULL: u16 = 1 << 5;
-    pub(super) const EVENT_DRAIN: u16 = 1 << 6;
-    pub(super) const PEER_CLOSED: u16 = 1 << 7;
-    /// At least one message was handled.
-    pub(super) const HANDLED: u16 = 1 << 8;
-    /// Something changed that the connection task must look at.
-    pub(super) const NOTIFIED: u16 = 1 << 9;
-    /// Hand the connection over at its next chance, between two messages (a reload).
-    pub(super) const HANDOVER: u16 = 1 << 10;
 }
 
 /// How a connection's loop ended.
@@ -166,7 +154,8 @@ pub(crate) struct Inner<P: Protocol> {
     remote: PeerAddr,
     /// Worker uptime in seconds when the connection opened.
     opened: u32,
-    flags: Cell<u16>,
+    /// Where it stands ([`lifecycle`]).
+    state: State,
     bytes_in: Cell<u64>,
     bytes_out: Cell<u64>,
     /// Worker uptime in seconds when bytes last arrived (for the idle timeout).
@@ -196,7 +185,7 @@ impl<P: Protocol> Inner<P> {
             stream,
             remote,
             opened: now,
-            flags: Cell::new(0),
+            state: State::opened(&[]),
             bytes_in: Cell::new(0),
             bytes_out: Cell::new(0),
             last_active: Cell::new(now),
@@ -257,7 +246,7 @@ impl<P: Protocol> Connection<P> {
 
     /// Whether the connection is closing or closed.
     pub fn is_closed(&self) -> bool {
-        self.inner.has(flag::CLOSING | flag::DESTROYED)
+        !self.inner.state.is_open()
     }
 
     /// Encodes `msg` and sends it. Writes at once when nothing is queued; otherwise queues it.
@@ -273,7 +262,7 @@ impl<P: Protocol> Connection<P> {
     /// peer that stopped reading); fails only once the connection is closing.
     pub(crate) fn send_past_limit(&self, msg: impl Into<P::Message>) -> Result<(), SendError> {
         let inner = &self.inner;
-        if inner.has(flag::CLOSING | flag::DESTROYED) {
+        if !inner.state.is_open() {
             return Err(SendError::Closed);
         }
         let mut bytes = BytesMut::new();
@@ -306,25 +295,25 @@ impl<P: Protocol> Connection<P> {
     /// Closes the connection once everything queued has been sent. Messages already received
     /// are not handled any more.
     pub fn close(&self) {
-        self.inner.set(flag::CLOSING);
+        self.inner.state.begin_closing();
         self.inner.notify();
     }
 
     /// Closes the connection now, dropping anything queued and any handler in progress.
     pub fn destroy(&self) {
-        self.inner.set(flag::DESTROYED);
+        self.inner.state.destroy();
         self.inner.notify();
     }
 
     /// Stops reading from the peer (TCP flow control then slows the peer down).
     pub fn pause_recv(&self) {
-        self.inner.set(flag::PAUSED);
+        self.inner.state.mark(Mark::Paused);
         self.inner.notify();
     }
 
     /// Starts reading again after [`pause_recv`](Self::pause_recv).
     pub fn resume_recv(&self) {
-        self.inner.clear(flag::PAUSED);
+        self.inner.state.take(Mark::Paused);
         self.inner.notify();
     }
 

@@ -148,4 +148,15 @@ impl Stream {
         };
         let _ = sock.shutdown(std::net::Shutdown::Write);
     }
+
+    /// Ends both directions at once (the descriptor itself closes when the stream drops):
+    /// the peer sees the end now, whoever still holds the connection's handles.
+    pub(crate) fn shutdown_both(&self) {
+        let sock = match self {
+            Stream::Tcp(s) => socket2::SockRef::from(s),
+            Stream::Tls(s) => socket2::SockRef::from(s.tcp()),
+            Stream::Unix(s) => socket2::SockRef::from(s),
+        };
+        let _ = sock.shutdown(std::net::Shutdown::Both);
+    }
 }

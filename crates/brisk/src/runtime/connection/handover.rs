@@ -54,11 +54,12 @@ impl<P: Protocol> Inner<P> {
     /// it is not closing; true if flagged.
     pub(super) fn flag_hand_over(&self) -> bool {
         if self.server.callbacks.handover.is_none()
-            || self.has(flag::CLOSING | flag::DESTROYED | flag::HANDOVER)
+            || !self.state.is_open()
+            || self.state.has(Mark::HandOver)
         {
             return false;
         }
-        self.set(flag::HANDOVER);
+        self.state.mark(Mark::HandOver);
         self.notify();
         true
     }
@@ -69,10 +70,10 @@ impl<P: Protocol> Connection<P> {
     /// Otherwise the flag is cleared and the connection goes on where it was.
     pub(super) fn detach(&self, st: &mut LoopState) -> Option<End> {
         let inner = &*self.inner;
-        inner.clear(flag::HANDOVER);
+        inner.state.take(Mark::HandOver);
         let hook = inner.server.callbacks.handover.clone()?;
         let socket = match &inner.stream {
-            Stream::Tcp(s) if !inner.has(flag::CLOSING | flag::DESTROYED) => {
+            Stream::Tcp(s) if inner.state.is_open() => {
                 // What the kernel takes now need not be carried.
                 let _ = inner.flush();
                 match hook.can_detach(self) {
@@ -98,8 +99,8 @@ impl<P: Protocol> Connection<P> {
                 received: std::mem::take(&mut st.rbuf),
                 unsent: std::mem::take(&mut *inner.out.borrow_mut()),
                 protocol,
-                paused: inner.has(flag::PAUSED),
-                handled: inner.has(flag::HANDLED),
+                paused: inner.state.has(Mark::Paused),
+                handled: inner.state.has(Mark::Handled),
                 bytes_in: inner.bytes_in.get(),
                 bytes_out: inner.bytes_out.get(),
             },
@@ -119,15 +120,10 @@ pub(crate) fn serve_restored<P: Protocol>(
     remote: PeerAddr,
     state: Carried<P>,
 ) -> (Connection<P>, impl std::future::Future<Output = ()>) {
-    let mut flags = 0;
-    if state.paused {
-        flags |= flag::PAUSED;
-    }
-    if state.handled {
-        flags |= flag::HANDLED;
-    }
+    let marks = [(state.paused, Mark::Paused), (state.handled, Mark::Handled)];
+    let marks: Vec<Mark> = marks.iter().filter(|m| m.0).map(|m| m.1).collect();
     let mut inner = Inner::opening(&server, stream, remote, state.protocol);
-    inner.flags = Cell::new(flags);
+    inner.state = State::opened(&marks);
     inner.bytes_in = Cell::new(state.bytes_in);
     inner.bytes_out = Cell::new(state.bytes_out);
     inner.out = RefCell::new(state.unsent);

@@ -43,7 +43,7 @@ impl<P: Protocol> Connection<P> {
     pub(super) async fn lifecycle(self, initial: Option<Box<BytesMut>>, resumed: bool) {
         if let (Some(cb), false) = (&self.inner.server.callbacks.on_connect, resumed) {
             if !self.run_callback("on_connect", cb(self.clone())).await {
-                self.inner.set(flag::DESTROYED);
+                self.inner.state.destroy();
             }
         }
         match self.run(initial).await {
@@ -55,14 +55,19 @@ impl<P: Protocol> Connection<P> {
             }
             End::HandedOver => {
                 // Another worker serves it now: handles held here see it closed.
-                self.inner.set(flag::CLOSING | flag::DESTROYED);
+                self.inner.state.handed_over();
                 self.inner.server.worker.unregister(self.id());
                 *self.inner.out.borrow_mut() = BytesMut::new();
                 return;
             }
             End::Closed | End::Abort => {}
         }
-        self.inner.set(flag::CLOSING | flag::DESTROYED);
+        if self.inner.state.lifecycle() == Lifecycle::Destroyed {
+            // Destroyed (an abort, an error): no linger, and the peer sees the end now even
+            // if the app still holds a handle (which keeps the descriptor).
+            self.inner.stream.shutdown_both();
+        }
+        self.inner.state.destroy();
         self.inner.server.worker.unregister(self.id());
         if let Some(cb) = &self.inner.server.callbacks.on_close {
             self.run_callback("on_close", cb(self.clone())).await;
@@ -109,20 +114,18 @@ impl<P: Protocol> Connection<P> {
     async fn fire_buffer_events(&self) {
         let inner = &self.inner;
         let cbs = &inner.server.callbacks;
-        if inner.has(flag::EVENT_FULL) {
-            inner.clear(flag::EVENT_FULL);
+        if inner.state.take(Mark::FullDue) {
             tracing::debug!(conn = self.id(), "send buffer full");
             if let Some(cb) = &cbs.on_buffer_full {
                 if !self.run_callback("on_buffer_full", cb(self.clone())).await {
-                    inner.set(flag::DESTROYED);
+                    inner.state.destroy();
                 }
             }
         }
-        if inner.has(flag::EVENT_DRAIN) {
-            inner.clear(flag::EVENT_DRAIN);
+        if inner.state.take(Mark::DrainDue) {
             if let Some(cb) = &cbs.on_buffer_drain {
                 if !self.run_callback("on_buffer_drain", cb(self.clone())).await {
-                    inner.set(flag::DESTROYED);
+                    inner.state.destroy();
                 }
             }
         }
@@ -142,16 +145,16 @@ impl<P: Protocol> Connection<P> {
             if let Some(e) = self.inner.io_error.take() {
                 return End::Error(e);
             }
-            if self.inner.has(flag::DESTROYED) {
+            if self.inner.state.lifecycle() == Lifecycle::Destroyed {
                 return End::Abort;
             }
             if st.handler.is_none() {
-                if self.inner.has(flag::HANDOVER) {
+                if self.inner.state.has(Mark::HandOver) {
                     if let Some(end) = self.detach(&mut st) {
                         return end;
                     }
                 }
-                if self.inner.has(flag::EVENT_FULL | flag::EVENT_DRAIN) {
+                if self.inner.state.has(Mark::FullDue) || self.inner.state.has(Mark::DrainDue) {
                     // Rare: boxed so its state does not enlarge every connection's task.
                     Box::pin(self.fire_buffer_events()).await;
                     continue;
@@ -162,7 +165,7 @@ impl<P: Protocol> Connection<P> {
                 if st.handler.is_some() {
                     continue;
                 }
-                if self.inner.has(flag::CLOSING) && !self.inner.has_output() {
+                if self.inner.state.lifecycle() == Lifecycle::Closing && !self.inner.has_output() {
                     // Once per connection: boxed to keep the idle task small.
                     Box::pin(self.linger_close()).await;
                     return End::Closed;
@@ -186,7 +189,7 @@ impl<P: Protocol> Connection<P> {
                 Ok(Ok(Event::Readable)) => match self.read_into(&mut st.rbuf) {
                     Ok(true) => {}
                     // The peer finished sending: answer what we have, then close.
-                    Ok(false) => inner.set(flag::PEER_CLOSED | flag::CLOSING),
+                    Ok(false) => inner.state.peer_closed(),
                     Err(e) => return End::Error(e),
                 },
                 Ok(Err(e)) => return End::Error(e),
@@ -209,7 +212,7 @@ impl<P: Protocol> Connection<P> {
                 return Poll::Ready(Err(outcome));
             }
         }
-        let reading = st.handler.is_none() && !inner.has(flag::PAUSED | flag::CLOSING);
+        let reading = st.handler.is_none() && inner.reads();
         let writing = inner.has_output();
         inner
             .poll_event(cx, reading, writing, st.drain_grace.as_mut())
@@ -226,25 +229,25 @@ impl<P: Protocol> Connection<P> {
         let server = &*inner.server;
         // A graceful stop closes a connection between messages; one that has not yet
         // delivered its first message (or is in the middle of one) gets a short grace.
-        if inner.has(flag::DRAINING) && !inner.has(flag::CLOSING) {
+        if inner.state.has(Mark::Draining) && inner.state.is_open() {
             let deadline = server.worker.drain_grace_deadline();
-            let expecting = !inner.has(flag::HANDLED) || !rbuf.is_empty();
+            let expecting = !inner.state.has(Mark::Handled) || !rbuf.is_empty();
             if expecting && tokio::time::Instant::now() < deadline {
                 if drain_grace.is_none() {
                     *drain_grace = Some(Box::pin(tokio::time::sleep_until(deadline)));
                 }
             } else {
                 inner.say_farewell();
-                inner.set(flag::CLOSING);
+                inner.state.begin_closing();
             }
         }
-        if !inner.has(flag::PAUSED | flag::CLOSING) && !rbuf.is_empty() {
+        if inner.reads() && !rbuf.is_empty() {
             let max_package = server.limits.max_package_size;
             let decoded = inner.protocol.borrow_mut().decode(rbuf, max_package);
             match decoded {
                 Ok(Some(msg)) => {
                     Stats::add(&server.worker.stats.total_request, 1);
-                    inner.set(flag::HANDLED);
+                    inner.state.mark(Mark::Handled);
                     if let Some(cb) = &server.callbacks.on_message {
                         *handler = Some(AssertUnwindSafe(cb(self.clone(), msg)).catch_unwind());
                     }
@@ -297,14 +300,14 @@ impl<P: Protocol> Connection<P> {
     async fn linger_close(&self) {
         let inner = &*self.inner;
         inner.stream.shutdown_write();
-        if inner.has(flag::PEER_CLOSED) {
+        if inner.state.has(Mark::PeerClosed) {
             return;
         }
         let mut timer = Box::pin(tokio::time::sleep(LINGER));
         loop {
             match poll_fn(|cx| inner.poll_event(cx, true, false, Some(&mut timer))).await {
                 Ok(Event::Readable) => {}
-                Ok(Event::Notified) if !inner.has(flag::DESTROYED) => continue,
+                Ok(Event::Notified) if inner.state.lifecycle() != Lifecycle::Destroyed => continue,
                 _ => return,
             }
             let done = READ_SCRATCH.with(|s| match inner.stream.try_read(&mut s.borrow_mut()) {

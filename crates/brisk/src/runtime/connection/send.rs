@@ -8,7 +8,7 @@ use super::*;
 impl<P: Protocol> Inner<P> {
     pub(super) fn send(&self, msg: P::Message) -> Result<(), SendError> {
         let inner = self;
-        if inner.has(flag::CLOSING | flag::DESTROYED) {
+        if !inner.state.is_open() {
             return Err(SendError::Closed);
         }
         if inner.out.borrow().len() >= inner.server.limits.max_send_buffer {
@@ -38,7 +38,7 @@ impl<P: Protocol> Inner<P> {
     /// does not take, up to the max send buffer.
     pub(super) fn send_bytes(&self, bytes: &[u8]) -> bool {
         let inner = self;
-        if inner.has(flag::CLOSING | flag::DESTROYED) {
+        if !inner.state.is_open() {
             return false;
         }
         let limit = inner.server.limits.max_send_buffer;
@@ -53,7 +53,7 @@ impl<P: Protocol> Inner<P> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
                 Err(e) => {
                     inner.io_error.set(Some(e));
-                    inner.set(flag::DESTROYED);
+                    inner.state.destroy();
                     inner.notify();
                     return false;
                 }
@@ -66,8 +66,7 @@ impl<P: Protocol> Inner<P> {
             out.extend_from_slice(bytes);
         }
         if !out.is_empty() {
-            if out.len() >= limit && !inner.has(flag::FULL) {
-                inner.set(flag::FULL | flag::EVENT_FULL);
+            if out.len() >= limit && inner.state.queue_filled() {
                 Stats::add(&inner.server.worker.stats.buffer_full, 1);
             }
             inner.notify();
@@ -77,17 +76,10 @@ impl<P: Protocol> Inner<P> {
         true
     }
 
+    /// Whether the task reads and decodes: open, and not paused.
     #[inline]
-    pub(super) fn has(&self, f: u16) -> bool {
-        self.flags.get() & f != 0
-    }
-    #[inline]
-    pub(super) fn set(&self, f: u16) {
-        self.flags.set(self.flags.get() | f);
-    }
-    #[inline]
-    pub(super) fn clear(&self, f: u16) {
-        self.flags.set(self.flags.get() & !f);
+    pub(super) fn reads(&self) -> bool {
+        self.state.is_open() && !self.state.has(Mark::Paused)
     }
     #[inline]
     pub(super) fn count_out(&self, n: usize) {
@@ -113,10 +105,7 @@ impl<P: Protocol> Inner<P> {
         if !self.stream.flush_pending()? {
             return Ok(false);
         }
-        if self.has(flag::FULL) {
-            self.clear(flag::FULL);
-            self.set(flag::EVENT_DRAIN);
-        }
+        self.state.queue_emptied();
         Ok(true)
     }
 
@@ -126,7 +115,7 @@ impl<P: Protocol> Inner<P> {
 
     /// Wakes the connection task to look at its flags.
     pub(super) fn notify(&self) {
-        self.set(flag::NOTIFIED);
+        self.state.mark(Mark::Notified);
         if let Some(w) = self.waker.take() {
             w.wake_by_ref();
             self.waker.set(Some(w));
@@ -141,8 +130,7 @@ impl<P: Protocol> Inner<P> {
         writing: bool,
         timer: Option<&mut Pin<Box<Sleep>>>,
     ) -> Poll<io::Result<Event>> {
-        if self.has(flag::NOTIFIED) {
-            self.clear(flag::NOTIFIED);
+        if self.state.take(Mark::Notified) {
             return Poll::Ready(Ok(Event::Notified));
         }
         match self.waker.take() {
@@ -181,19 +169,17 @@ impl<P: Protocol> ConnView for Inner<P> {
         self.flag_hand_over()
     }
     fn cancel_hand_over(&self) -> bool {
-        let flagged = self.has(flag::HANDOVER);
-        self.clear(flag::HANDOVER);
-        flagged
+        self.state.take(Mark::HandOver)
     }
     fn drain(&self) {
-        self.set(flag::DRAINING);
+        self.state.mark(Mark::Draining);
         self.notify();
     }
     fn idle_secs(&self, now: u32) -> u32 {
         now.saturating_sub(self.last_active.get())
     }
     fn destroy(&self) {
-        self.set(flag::DESTROYED);
+        self.state.destroy();
         self.notify();
     }
     fn stop_now(&self) {
@@ -211,12 +197,12 @@ impl<P: Protocol> ConnView for Inner<P> {
         self.send_bytes(bytes)
     }
     fn send_last(&self, bytes: &[u8]) -> bool {
-        if self.has(flag::CLOSING | flag::DESTROYED) {
+        if !self.state.is_open() {
             return false;
         }
         // Past the send-buffer limit if need be: a slow peer still gets its close frame.
         self.out.borrow_mut().extend_from_slice(bytes);
-        self.set(flag::CLOSING);
+        self.state.begin_closing();
         self.notify();
         true
     }
