@@ -19,6 +19,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::activity::Activity;
+use super::conn_state::{ConnState, Transport};
 use super::h1;
 use super::io::HttpIo;
 use super::respond::{respond, until_sent};
@@ -52,7 +53,7 @@ async fn serve_registered(shared: Rc<HttpShared>, conn: Rc<HttpConn>, stream: Tc
             async move {
                 let max_body = shared.limits.max_package_size;
                 // HTTP/2's streams share the connection: its bodies are not timed.
-                let timed = (!conn.h2.get()).then(|| conn.activity.clone());
+                let timed = conn.state.times_requests().then(|| conn.activity.clone());
                 let req = req.map(|b| RequestBody::limited(b, max_body, timed));
                 let resp = respond(&shared, &conn, req).await;
                 Ok::<_, Infallible>(until_sent(resp, &conn.activity))
@@ -83,13 +84,13 @@ async fn serve_registered(shared: Rc<HttpShared>, conn: Rc<HttpConn>, stream: Tc
                 Ok(Ok(stream)) => {
                     // The handshake's bytes were not part of a request head.
                     conn.activity.handshake_done();
-                    if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-                        conn.h2.set(true);
+                    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                    conn.state.tls_done(h2);
+                    if h2 {
                         let io = TokioIo::new(stream);
                         let http = pin!(tls.h2.serve_connection(io, svc));
                         drive(&conn, http, Shutdown::AtOnce, |c| c.graceful_shutdown()).await
                     } else {
-                        conn.tls_h1.set(true);
                         let io = upgraded::tls(stream, conn.activity.clone(), &shared.http);
                         let http = pin!(shared.builder.serve_connection(io, svc).with_upgrades());
                         drive(&conn, http, Shutdown::AfterGrace, |c| c.graceful_shutdown()).await
@@ -134,11 +135,13 @@ fn open(shared: &HttpShared, stream: &TcpStream, remote: SocketAddr) -> Rc<HttpC
         activity,
         worker: worker.clone(),
         requests: Cell::new(0),
-        draining: Cell::new(worker.is_stopping()),
-        destroyed: Cell::new(false),
-        raw_fd: shared.tls.is_none().then(|| stream.as_raw_fd()),
-        h2: Cell::new(false),
-        tls_h1: Cell::new(false),
+        state: ConnState::opened(
+            match shared.tls {
+                None => Transport::Plain(stream.as_raw_fd()),
+                Some(_) => Transport::TlsHandshake,
+            },
+            worker.is_stopping(),
+        ),
         waker: Cell::new(None),
         span,
     });
@@ -175,10 +178,10 @@ where
 {
     let mut shutting_down = false;
     std::future::poll_fn(|cx| {
-        if conn.destroyed.get() {
+        if conn.state.is_destroyed() {
             return Poll::Ready(None);
         }
-        if conn.draining.get() && !shutting_down {
+        if conn.state.is_draining() && !shutting_down {
             // The worker wakes every connection again when the grace ends.
             let due = when == Shutdown::AtOnce || conn.worker.drain_grace_over();
             if due {

@@ -15,6 +15,7 @@ pub mod client;
 #[cfg(feature = "compression")]
 pub mod compression;
 mod conn;
+mod conn_state;
 mod file_body;
 mod framing;
 mod h1;

@@ -286,7 +286,7 @@ pub(super) fn finish(
         .http
         .max_requests_per_connection
         .is_some_and(|max| ticket.n >= max);
-    if last || conn.draining.get() {
+    if last || conn.state.is_draining() {
         resp.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }

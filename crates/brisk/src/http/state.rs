@@ -7,13 +7,13 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
 
 use super::activity::Activity;
+use super::conn_state::{ConnState, Transport};
 use super::handler::DynHandler;
 use super::head_timeout::TIMEOUT_408;
 use super::limits::HttpLimits;
@@ -88,16 +88,8 @@ pub(super) struct HttpConn {
     pub(super) activity: Arc<Activity>,
     pub(super) worker: Rc<WorkerCtx>,
     pub(super) requests: Cell<u64>,
-    /// The worker is stopping: finish the request in flight, then close.
-    pub(super) draining: Cell<bool>,
-    pub(super) destroyed: Cell<bool>,
-    /// The plaintext socket, for a 408; None under TLS.
-    pub(super) raw_fd: Option<RawFd>,
-    /// HTTP/2: no request-head timeout (streams come and go on their own).
-    pub(super) h2: Cell<bool>,
-    /// HTTP/1.1 over TLS, past the handshake: reads go through
-    /// [`HeadTimeoutIo`](super::head_timeout::HeadTimeoutIo).
-    pub(super) tls_h1: Cell<bool>,
+    /// Its life (serving, draining, destroyed) and transport ([`super::conn_state`]).
+    pub(super) state: ConnState,
     /// The connection task, woken by `drain` and `destroy`.
     pub(super) waker: Cell<Option<Waker>>,
     /// The `request{conn=N}` span its handlers run in (disabled when the server has no
@@ -117,12 +109,12 @@ impl HttpConn {
     /// Whether a request head has been pending for `limit_ms` or more.
     pub(super) fn head_overdue(&self, now_ms: u64, limit_ms: u64) -> bool {
         let since = self.activity.head_pending_since();
-        !self.h2.get() && since.is_some_and(|t| now_ms.saturating_sub(t) >= limit_ms)
+        self.state.times_requests() && since.is_some_and(|t| now_ms.saturating_sub(t) >= limit_ms)
     }
     /// Whether a request body that is being waited for is overdue (see
     /// [`Activity::body_overdue`](super::activity::Activity::body_overdue)).
     pub(super) fn body_overdue(&self, now_ms: u64, limit_ms: u64, min_rate: u64) -> bool {
-        !self.h2.get() && self.activity.body_overdue(now_ms, limit_ms, min_rate)
+        self.state.times_requests() && self.activity.body_overdue(now_ms, limit_ms, min_rate)
     }
 
     /// Answers (408) and closes a connection whose request head is overdue.
@@ -141,7 +133,7 @@ impl HttpConn {
     /// Closes a connection that did not send `what` in time, answering 408 first if
     /// `answer`.
     fn reject_late(&self, answer: bool, what: &str) {
-        if self.destroyed.get() {
+        if self.state.is_destroyed() {
             return;
         }
         if self.activity.owes_408() {
@@ -149,14 +141,15 @@ impl HttpConn {
             self.destroy();
             return;
         }
-        if answer && self.tls_h1.get() {
+        let transport = self.state.transport();
+        if answer && transport == Transport::TlsH1 {
             tracing::debug!(conn = self.id, remote = %self.remote, "{what} timed out: 408");
             Stats::add(&self.worker.stats.rejected, 1);
             self.activity.owe_408();
             self.wake();
             return;
         }
-        if let Some(fd) = self.raw_fd.filter(|_| answer) {
+        if let (Transport::Plain(fd), true) = (transport, answer) {
             // SAFETY: `fd` belongs to this connection, which is open until `destroy` below
             // lets its task end; no response is in progress while a head or a body that
             // is timed is read (a response under way stops a body's clock).
@@ -184,14 +177,14 @@ impl ConnView for HttpConn {
             .connection_info(self.id, &self.remote, bytes, self.opened)
     }
     fn drain(&self) {
-        self.draining.set(true);
+        self.state.drain();
         self.wake();
     }
     fn idle_secs(&self, now: u32) -> u32 {
         now.saturating_sub(self.activity.last_active())
     }
     fn destroy(&self) {
-        self.destroyed.set(true);
+        self.state.destroy();
         self.wake();
     }
     fn as_any(&self) -> &dyn std::any::Any {

@@ -20,7 +20,6 @@ mod dispatch;
 pub(crate) mod parse;
 mod write;
 
-use std::cell::Cell;
 use std::future::poll_fn;
 use std::io;
 use std::task::{ready, Poll};
@@ -133,7 +132,8 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
                 .unwrap_or_else(|data| BytesMut::from(&data[..]));
         }
         let grace_over = || conn.worker.drain_grace_over();
-        match read_more(&mut io, &conn.draining, grace_over, &mut input).await {
+        let draining = || conn.state.is_draining();
+        match read_more(&mut io, draining, grace_over, &mut input).await {
             Ok(Some(n)) if n > 0 => {
                 began = shared.latency_histograms.then(std::time::Instant::now);
             }
@@ -179,12 +179,12 @@ async fn refuse(
 /// answer, with `Connection: close`.
 async fn read_more(
     io: &mut HttpIo,
-    draining: &Cell<bool>,
+    draining: impl Fn() -> bool,
     grace_over: impl Fn() -> bool,
     input: &mut BytesMut,
 ) -> io::Result<Option<usize>> {
     poll_fn(|cx| {
-        if draining.get() && input.is_empty() && grace_over() {
+        if draining() && input.is_empty() && grace_over() {
             return Poll::Ready(Ok(None));
         }
         ready!(io.poll_read_ready(cx))?;
@@ -232,18 +232,18 @@ mod tests {
             // SAFETY: one byte into `byte`, on the test's own socket.
             let n = unsafe { libc::recv(raw, (&raw mut byte).cast(), 1, 0) };
             assert_eq!(n, 1);
-            let draining = Cell::new(false);
+            let draining = || false;
             let mut input = BytesMut::new();
             let waited = futures_util::FutureExt::now_or_never(read_more(
                 &mut io,
-                &draining,
+                draining,
                 || true,
                 &mut input,
             ));
             assert!(waited.is_none(), "nothing to read yet");
             assert_eq!(input.capacity(), 0, "waits holding a buffer");
             client.write_all(b"GET").unwrap();
-            let n = read_more(&mut io, &draining, || true, &mut input)
+            let n = read_more(&mut io, draining, || true, &mut input)
                 .await
                 .unwrap();
             assert_eq!((n, &input[..]), (Some(3), &b"GET"[..]));
