@@ -14,7 +14,7 @@ use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::Utf8Bytes;
 
 use super::deflate::{self, Agreement, ClientContext, InflateError};
-use crate::http::has_token;
+use super::handshake::Refused;
 use crate::protocol::{Protocol, ProtocolError};
 
 mod carry;
@@ -37,8 +37,8 @@ const MAX_HANDSHAKE: usize = 16 * 1024;
 pub struct Handshake {
     /// The request path with its query.
     pub path: String,
-    /// `Sec-WebSocket-Key`.
-    pub(crate) key: String,
+    /// Whether it is a GET (over HTTP/1.1, for a listener's).
+    pub(crate) get: bool,
     /// The request headers (names lower-case).
     pub headers: Vec<(String, String)>,
 }
@@ -48,8 +48,8 @@ pub struct Handshake {
 pub(crate) enum WsFrame {
     /// A valid opening handshake (server side, `websocket://` listeners).
     Handshake(Handshake),
-    /// An opening handshake to refuse with this HTTP status and reason.
-    BadHandshake(u16, &'static str),
+    /// A request head a listener cannot read as a handshake.
+    BadHandshake(Refused),
     /// A complete text message.
     Text(Utf8Bytes),
     /// A complete binary message.
@@ -218,7 +218,7 @@ impl WsCodec {
         let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
             if buf.len() > MAX_HANDSHAKE {
                 self.state = State::Failed;
-                return Ok(Some(WsFrame::BadHandshake(431, "request head too large")));
+                return Ok(Some(WsFrame::BadHandshake(Refused::HeadTooLarge)));
             }
             return Ok(None);
         };
@@ -228,14 +228,11 @@ impl WsCodec {
         let mut req = httparse::Request::new(&mut headers);
         match req.parse(&head) {
             Ok(httparse::Status::Complete(_)) => {}
-            _ => return Ok(Some(WsFrame::BadHandshake(400, "malformed request"))),
+            _ => return Ok(Some(WsFrame::BadHandshake(Refused::Malformed))),
         }
-        if req.method != Some("GET") || req.version != Some(1) {
-            return Ok(Some(WsFrame::BadHandshake(
-                400,
-                "a WebSocket handshake is GET with HTTP/1.1",
-            )));
-        }
+        // A WebSocket handshake is a GET over HTTP/1.1: `handshake::check` decides the rest,
+        // as it does for an HTTP route's.
+        let get = req.method == Some("GET") && req.version == Some(1);
         let headers: Vec<(String, String)> = req
             .headers
             .iter()
@@ -246,35 +243,9 @@ impl WsCodec {
                 )
             })
             .collect();
-        let get = |name: &str| {
-            headers
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.as_str())
-        };
-        let header_has =
-            |name: &str, token: &str| get(name).is_some_and(|v| has_token(v.as_bytes(), token));
-        if !header_has("upgrade", "websocket") || !header_has("connection", "upgrade") {
-            return Ok(Some(WsFrame::BadHandshake(
-                400,
-                "missing Upgrade: websocket or Connection: upgrade",
-            )));
-        }
-        if get("sec-websocket-version") != Some("13") {
-            return Ok(Some(WsFrame::BadHandshake(
-                426,
-                "only WebSocket version 13 is supported",
-            )));
-        }
-        let Some(key) = get("sec-websocket-key").filter(|k| k.trim().len() == 24) else {
-            return Ok(Some(WsFrame::BadHandshake(
-                400,
-                "missing or malformed Sec-WebSocket-Key",
-            )));
-        };
         Ok(Some(WsFrame::Handshake(Handshake {
             path: req.path.unwrap_or("/").to_string(),
-            key: key.trim().to_string(),
+            get,
             headers,
         })))
     }

@@ -7,17 +7,18 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 
 use super::codec::{Attached, Handshake, WsCodec, WsFrame};
 use super::deflate::{self, Agreement};
 use super::group::{self, Member};
 use super::group_key::GroupKey;
+use super::handshake::{self, Refused};
 use super::origin::OriginPolicy;
 use super::replay::{OpenWindow, Replay};
 use super::{Message, Utf8Bytes};
 use crate::error::Result;
-use crate::http::{has_token, take_upgraded, Body};
+use crate::http::{take_upgraded, Body};
 use crate::limits::Limits;
 use crate::runtime::connection::{serve_with, Callbacks, Connection, SendError, ServerShared};
 use crate::runtime::context::{self as worker, WorkerCtx};
@@ -410,11 +411,6 @@ impl WsEndpoint {
         self.edit(|e| e.origins = std::mem::take(&mut e.origins).allow_same_host())
     }
 
-    /// Whether the page behind a handshake's headers may connect.
-    fn origin_allowed<'a>(&self, header: impl Fn(&str) -> Option<&'a str>) -> bool {
-        self.inner.origins.allows(header("origin"), header("host"))
-    }
-
     /// What to do with a connection whose send buffer is full (default
     /// [`SlowConsumer::Drop`]).
     ///
@@ -543,42 +539,28 @@ impl WsEndpoint {
     async fn dispatch(&self, conn: Connection<WsCodec>, frame: WsFrame) -> Result<(), BoxError> {
         match frame {
             WsFrame::Handshake(h) => {
-                let header = |name: &str| {
-                    h.headers
-                        .iter()
-                        .find(|(n, _)| n == name)
-                        .map(|(_, v)| v.as_str())
+                let origins = &self.inner.origins;
+                let negotiate = |offers: Vec<&str>| self.negotiate(offers);
+                let accepted = match handshake::check(h.get, &h.headers, origins, negotiate) {
+                    Ok(a) => a,
+                    Err(refused) => {
+                        refuse(&conn, refused);
+                        return Ok(());
+                    }
                 };
-                if !self.origin_allowed(header) {
-                    refuse(&conn, 403, "this page's origin may not connect");
-                    return Ok(());
-                }
-                let offers = h
-                    .headers
-                    .iter()
-                    .filter(|(n, _)| n == "sec-websocket-extensions");
-                let agreed = self.negotiate(offers.map(|(_, v)| v.as_str()));
-                let mut reply = format!(
-                    "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: {}\r\n",
-                    tungstenite::handshake::derive_accept_key(h.key.as_bytes())
-                );
-                if let Some(a) = agreed {
-                    reply += &format!("sec-websocket-extensions: {}\r\n", a.response());
-                }
-                reply += "\r\n";
                 // Until `on_open` ends: its joins catch up on what came meanwhile.
                 let replay = || conn.worker().part::<Replay>();
                 let mut window = (self.inner.on_open.as_ref()).map(|_| OpenWindow::begin(replay()));
                 if let Some(w) = &mut window {
                     w.attach(conn.id());
                 }
-                conn.protocol().open(agreed);
-                conn.send(WsFrame::Raw(Bytes::from(reply)))?;
+                conn.protocol().open(accepted.agreed);
+                conn.send(WsFrame::Raw(accepted.bytes()))?;
                 if let Some(f) = &self.inner.on_open {
                     return f(WsConnection { conn }, h).await;
                 }
             }
-            WsFrame::BadHandshake(status, why) => refuse(&conn, status, why),
+            WsFrame::BadHandshake(refused) => refuse(&conn, refused),
             WsFrame::Text(t) => return self.deliver(conn, Message::Text(t)).await,
             WsFrame::Binary(b) => return self.deliver(conn, Message::Binary(b)).await,
             WsFrame::Ping(p) => {
@@ -655,46 +637,25 @@ impl WsEndpoint {
         on_upgrade: Option<hyper::upgrade::OnUpgrade>,
         mut attached: Attached,
     ) -> Response<&'static str> {
-        let h = &parts.headers;
-        let token = |name: header::HeaderName, t: &str| {
-            h.get_all(name).iter().any(|v| has_token(v.as_bytes(), t))
+        let origins = &self.inner.origins;
+        let negotiate = |offers: Vec<&str>| self.negotiate(offers);
+        let get = parts.method == http::Method::GET;
+        let accepted = match handshake::check(get, &parts.headers, origins, negotiate) {
+            Ok(a) => a,
+            Err(refused) => {
+                if refused == Refused::Origin {
+                    if let Some(w) = worker::current() {
+                        Stats::add(&w.stats.rejected, 1);
+                    }
+                }
+                return refused.response();
+            }
         };
         let bad = |code: StatusCode, why: &'static str| {
             let mut r = Response::new(why);
             *r.status_mut() = code;
-            if code == StatusCode::UPGRADE_REQUIRED {
-                r.headers_mut()
-                    .insert("sec-websocket-version", HeaderValue::from_static("13"));
-            }
             r
         };
-        if parts.method != http::Method::GET
-            || !token(header::UPGRADE, "websocket")
-            || !token(header::CONNECTION, "upgrade")
-        {
-            return bad(StatusCode::BAD_REQUEST, "expected a WebSocket upgrade\n");
-        }
-        if h.get("sec-websocket-version").map(|v| v.as_bytes()) != Some(b"13") {
-            return bad(
-                StatusCode::UPGRADE_REQUIRED,
-                "only WebSocket version 13 is supported\n",
-            );
-        }
-        let Some(key) = h.get("sec-websocket-key").filter(|k| k.len() == 24) else {
-            return bad(
-                StatusCode::BAD_REQUEST,
-                "missing or malformed Sec-WebSocket-Key\n",
-            );
-        };
-        if !self.origin_allowed(|name| h.get(name).and_then(|v| v.to_str().ok())) {
-            if let Some(w) = worker::current() {
-                Stats::add(&w.stats.rejected, 1);
-            }
-            return bad(
-                StatusCode::FORBIDDEN,
-                "this page's origin may not connect\n",
-            );
-        }
         let Some(on_upgrade) = on_upgrade else {
             return bad(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -702,15 +663,14 @@ impl WsEndpoint {
                  connection's own)\n",
             );
         };
-        let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
-        let offers = h.get_all("sec-websocket-extensions").iter();
-        let agreed = self.negotiate(offers.filter_map(|v| v.to_str().ok()));
+        let h = &parts.headers;
+        let agreed = accepted.agreed;
         let handshake = Handshake {
             path: parts
                 .uri
                 .path_and_query()
                 .map_or("/".into(), |p| p.to_string()),
-            key: String::new(),
+            get,
             headers: h
                 .iter()
                 .map(|(n, v)| {
@@ -747,22 +707,7 @@ impl WsEndpoint {
             // A task of its own: this upgrade task's state is not kept for the connection's life.
             tokio::task::spawn_local(serve_with(shared, stream, remote, initial, Some(codec)));
         });
-        let mut r = Response::new("");
-        *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-        let hm = r.headers_mut();
-        hm.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-        hm.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-        hm.insert(
-            "sec-websocket-accept",
-            HeaderValue::from_str(&accept).expect("base64 is a valid header"),
-        );
-        if let Some(a) = agreed {
-            hm.insert(
-                "sec-websocket-extensions",
-                HeaderValue::from_str(&a.response()).expect("tokens are a valid header"),
-            );
-        }
-        r
+        accepted.response()
     }
 }
 
@@ -788,23 +733,11 @@ async fn heartbeat(worker: Rc<WorkerCtx>, ping: Duration, dead: Duration, handsh
     }
 }
 
-/// Refuses an opening handshake of a `websocket://` listener's connection with `status` and
-/// `why`, and closes it.
-fn refuse(conn: &Connection<WsCodec>, status: u16, why: &str) {
+/// Refuses an opening handshake of a `websocket://` listener's connection as `refused`
+/// says, and closes it.
+fn refuse(conn: &Connection<WsCodec>, refused: Refused) {
     conn.count_rejected();
-    let reason = StatusCode::from_u16(status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("Bad Request");
-    let mut reply = format!(
-        "HTTP/1.1 {status} {reason}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n",
-        why.len() + 1
-    );
-    if status == 426 {
-        reply += "sec-websocket-version: 13\r\n";
-    }
-    reply += &format!("\r\n{why}\n");
-    let _ = conn.send(WsFrame::Raw(Bytes::from(reply)));
+    let _ = conn.send(WsFrame::Raw(refused.bytes()));
     conn.close();
 }
 

@@ -25,6 +25,7 @@ mod frame_write;
 mod group;
 pub(crate) mod group_key;
 pub(crate) mod handover;
+mod handshake;
 #[cfg(feature = "redis")]
 mod history;
 mod identity;
