@@ -134,7 +134,7 @@ impl ClusterBus {
         secret: &[u8],
     ) -> Result<Rc<Self>, String> {
         let key = BusKey::new(secret).map_err(|e| format!("App::cluster_secret: {e}"))?;
-        let link = Link::new(url, sharded, tls_ca)?;
+        let link = Link::new(url, sharded, tls_ca).map_err(|e| e.to_string())?;
         let instance = new_instance_id();
         let (changes, changes_rx) = mpsc::unbounded_channel();
         let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
@@ -307,7 +307,7 @@ impl ClusterBus {
                 Err(e) => {
                     self.count(|s| {
                         s.publish_failed += n;
-                        s.last_error = Some(e.clone());
+                        s.last_error = Some(e.to_string());
                     });
                     if last_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
                         last_logged = Some(tokio::time::Instant::now());
@@ -332,7 +332,7 @@ impl ClusterBus {
             let (mut sink, mut stream) = match self.link.subscription().await {
                 Ok(halves) => halves,
                 Err(why) => {
-                    self.cannot_subscribe(&why);
+                    self.cannot_subscribe(&why.to_string());
                     // What to subscribe to is read again from `groups` on the next attempt.
                     tokio::time::sleep(backoff).await;
                     while changes.try_recv().is_ok() {}
@@ -345,7 +345,7 @@ impl ClusterBus {
             let mut ok = true;
             for ch in wanted {
                 if let Err(why) = sink.subscribe(ch).await {
-                    self.cannot_subscribe(&why);
+                    self.cannot_subscribe(&why.to_string());
                     ok = false;
                     break;
                 }

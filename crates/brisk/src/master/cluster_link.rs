@@ -56,15 +56,15 @@ impl Link {
     /// A link to the Redis server at `url`, or (`sharded`) to the Redis Cluster that the nodes
     /// at `url` (one, or several separated by commas) belong to; `rediss://` URLs trust the
     /// CAs of the PEM file `tls_ca` when given. Connects nothing yet.
-    pub(crate) fn new(url: &str, sharded: bool, tls_ca: Option<&Path>) -> Result<Self, String> {
+    pub(crate) fn new(url: &str, sharded: bool, tls_ca: Option<&Path>) -> Result<Self, LinkError> {
         if sharded {
             let seeds: Vec<String> = url.split(',').map(|u| u.trim().to_owned()).collect();
             let mut certs = None;
             for seed in &seeds {
-                certs = tls_certificates(seed, tls_ca).map_err(|e| format!("cluster: {e}"))?;
+                certs = tls_certificates(seed, tls_ca).map_err(LinkError::Client)?;
             }
             let client = cluster_client(&seeds, None, certs.clone())
-                .map_err(|e| format!("cluster {}: {e}", redacted_each(url)))?;
+                .map_err(|e| LinkError::Config(format!("cluster {}: {e}", redacted_each(url))))?;
             return Ok(Link::Sharded {
                 seeds,
                 certs,
@@ -72,17 +72,17 @@ impl Link {
                 publisher: RefCell::new(None),
             });
         }
-        let client = crate::redis::client(url, tls_ca).map_err(|e| format!("cluster: {e}"))?;
+        let client = crate::redis::client(url, tls_ca).map_err(LinkError::Client)?;
         let options = RedisOptions {
             tls_ca: tls_ca.map(Path::to_owned),
             ..RedisOptions::default()
         };
-        let publisher = Redis::new(url, options).map_err(|e| format!("cluster: {e}"))?;
+        let publisher = Redis::new(url, options).map_err(LinkError::Client)?;
         Ok(Link::Plain { client, publisher })
     }
 
     /// Publishes `(channel, message)` pairs, in one round trip where it can.
-    pub(crate) async fn publish(&self, batch: &[(String, Bytes)]) -> Result<(), String> {
+    pub(crate) async fn publish(&self, batch: &[(String, Bytes)]) -> Result<(), LinkError> {
         match self {
             Link::Plain { publisher, .. } => {
                 let mut commands = pipe();
@@ -96,7 +96,7 @@ impl Link {
                 publisher
                     .run_pipeline::<()>(&commands)
                     .await
-                    .map_err(|e| e.to_string())
+                    .map_err(LinkError::Command)
             }
             Link::Sharded {
                 client, publisher, ..
@@ -146,7 +146,7 @@ impl Link {
     }
 
     /// A new subscription connection, subscribed to nothing yet.
-    pub(crate) async fn subscription(&self) -> Result<(Sink, Stream), String> {
+    pub(crate) async fn subscription(&self) -> Result<(Sink, Stream), LinkError> {
         match self {
             Link::Plain { client, .. } => {
                 let pubsub = within(client.get_async_pubsub()).await?;
@@ -155,8 +155,7 @@ impl Link {
             }
             Link::Sharded { seeds, certs, .. } => {
                 let (pushes, received) = mpsc::unbounded_channel();
-                let subscriber = cluster_client(seeds, Some(pushes), certs.clone())
-                    .map_err(|e| e.to_string())?;
+                let subscriber = cluster_client(seeds, Some(pushes), certs.clone())?;
                 let conn = within(subscriber.get_async_connection()).await?;
                 Ok((Sink::Sharded(conn), Stream::Sharded(received)))
             }
@@ -166,7 +165,7 @@ impl Link {
 
 impl Sink {
     /// Subscribes to `channel`.
-    pub(crate) async fn subscribe(&mut self, channel: String) -> Result<(), String> {
+    pub(crate) async fn subscribe(&mut self, channel: String) -> Result<(), LinkError> {
         match self {
             Sink::Plain(s) => within(s.subscribe(channel)).await,
             Sink::Sharded(c) => within(c.ssubscribe(channel)).await,
@@ -174,7 +173,7 @@ impl Sink {
     }
 
     /// Unsubscribes from `channel`.
-    pub(crate) async fn unsubscribe(&mut self, channel: String) -> Result<(), String> {
+    pub(crate) async fn unsubscribe(&mut self, channel: String) -> Result<(), LinkError> {
         match self {
             Sink::Plain(s) => within(s.unsubscribe(channel)).await,
             Sink::Sharded(c) => within(c.sunsubscribe(channel)).await,
@@ -182,7 +181,7 @@ impl Sink {
     }
 
     /// Checks that the connection answers.
-    pub(crate) async fn ping(&mut self) -> Result<(), String> {
+    pub(crate) async fn ping(&mut self) -> Result<(), LinkError> {
         match self {
             Sink::Plain(s) => within(s.ping::<Value>()).await.map(|_| ()),
             Sink::Sharded(c) => within(redis::cmd("PING").query_async::<Value>(c))
@@ -251,12 +250,33 @@ fn cluster_client(
     builder.build()
 }
 
-/// `command`'s result within [`TIMEOUT`], its error as text.
+/// Why the cluster's Redis did not do what was asked; each says it (the bus shows it as its
+/// `last_error`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LinkError {
+    /// The link could not be set up: its URL, its CA, the cluster's client.
+    #[error("cluster: {0}")]
+    Config(String),
+    /// Brisk's Redis client could not be set up (its URL, its CA).
+    #[error("cluster: {0}")]
+    Client(crate::redis::RedisError),
+    /// A command of Brisk's Redis client failed (its connection, the server's answer).
+    #[error(transparent)]
+    Command(crate::redis::RedisError),
+    /// The connection or the server's answer failed.
+    #[error(transparent)]
+    Redis(#[from] redis::RedisError),
+    /// No answer within [`TIMEOUT`].
+    #[error("no answer within {} s", TIMEOUT.as_secs())]
+    Timeout,
+}
+
+/// `command`'s result within [`TIMEOUT`].
 async fn within<T>(
     command: impl std::future::Future<Output = redis::RedisResult<T>>,
-) -> Result<T, String> {
+) -> Result<T, LinkError> {
     match tokio::time::timeout(TIMEOUT, command).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(_) => Err(format!("no answer within {} s", TIMEOUT.as_secs())),
+        Ok(r) => Ok(r?),
+        Err(_) => Err(LinkError::Timeout),
     }
 }

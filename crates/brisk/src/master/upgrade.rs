@@ -79,6 +79,52 @@ pub(crate) struct Inheritance {
     pub bridge: RawFd,
 }
 
+/// What the two masters say on the link, in this order: the new one's workers are `Ready`,
+/// the old one says `Go`, the new one answers it is `Serving`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Word {
+    Ready,
+    Go,
+    Serving,
+}
+
+impl Word {
+    /// The word on the wire (masters of earlier builds say the same).
+    fn as_str(self) -> &'static str {
+        match self {
+            Word::Ready => "ready",
+            Word::Go => "go",
+            Word::Serving => "serving",
+        }
+    }
+}
+
+/// What an upgrade's old master heard that was not what it waited for, or why it could not
+/// go on; each says it in the words the CLI prints.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum UpgradeError {
+    #[error("cannot {doing}: {error}")]
+    Io {
+        doing: &'static str,
+        error: std::io::Error,
+    },
+    #[error("cannot start {exe}: {error}")]
+    Start {
+        exe: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error("the new master (pid {pid}) exited before it was ready ({status}); its log says why")]
+    ExitedEarly { pid: u32, status: String },
+    #[error("the new master said {heard:?} instead of {}", expected.as_str())]
+    SaidInstead { heard: String, expected: Word },
+    #[error("the new master (pid {pid}) was not ready within {secs} s")]
+    NotReady { pid: u32, secs: u64 },
+    #[error("the new master (pid {pid}) did not take over")]
+    DidNotTakeOver { pid: u32 },
+    #[error("the new master (pid {pid}) did not take over within {secs} s")]
+    TakeOverTimeout { pid: u32, secs: u64 },
+}
+
 /// One end of the pair the two masters finish the upgrade on.
 pub(crate) struct Link(AsyncFd<OwnedFd>);
 
@@ -100,7 +146,8 @@ impl Link {
     }
 
     /// Sends one word.
-    async fn say(&self, word: &str) -> std::io::Result<()> {
+    async fn say(&self, word: Word) -> std::io::Result<()> {
+        let word = word.as_str();
         loop {
             let mut ready = self.0.writable().await?;
             match ready.try_io(|fd| {
@@ -146,10 +193,10 @@ impl Successor {
         exe: &Path,
         args: &[OsString],
         inheritance: &Inheritance,
-    ) -> std::result::Result<Successor, String> {
-        let (ours, theirs) = seqpacket_pair().map_err(|e| format!("cannot make a socket: {e}"))?;
-        let theirs_hi = super::dup_high(theirs.as_raw_fd())
-            .map_err(|e| format!("cannot pass a socket: {e}"))?;
+    ) -> std::result::Result<Successor, UpgradeError> {
+        let io = |doing| move |error| UpgradeError::Io { doing, error };
+        let (ours, theirs) = seqpacket_pair().map_err(io("make a socket"))?;
+        let theirs_hi = super::dup_high(theirs.as_raw_fd()).map_err(io("pass a socket"))?;
         drop(theirs);
         let mut cmd = std::process::Command::new(exe);
         // The new master becomes systemd's main process: its watchdog is the new one's.
@@ -169,31 +216,28 @@ impl Successor {
                 Ok(())
             });
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        let child = cmd.spawn().map_err(|error| UpgradeError::Start {
+            exe: exe.to_path_buf(),
+            error,
+        })?;
         drop(theirs_hi);
         let mut successor = Successor {
             child,
-            link: Link::new(ours).map_err(|e| format!("cannot use a socket: {e}"))?,
+            link: Link::new(ours).map_err(io("use a socket"))?,
         };
         match send_inheritance(successor.link.0.get_ref(), inheritance) {
             Ok(()) => Ok(successor),
             // It has exited already (a build that fails at once): `wait_ready` finds the
             // link closed and says how it exited.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(successor),
-            Err(e) => {
+            Err(error) => {
                 successor.abandon();
-                Err(format!("cannot hand the sockets over: {e}"))
+                Err(UpgradeError::Io {
+                    doing: "hand the sockets over",
+                    error,
+                })
             }
         }
-    }
-
-    fn exited_early(&self, status: String) -> String {
-        format!(
-            "the new master (pid {}) exited before it was ready ({status}); its log says why",
-            self.pid()
-        )
     }
 
     /// The new master's pid.
@@ -206,10 +250,13 @@ impl Successor {
     pub(crate) async fn wait_ready(
         &mut self,
         timeout: Duration,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), UpgradeError> {
         match tokio::time::timeout(timeout, self.link.hear()).await {
-            Ok(Ok(Some(word))) if word == "ready" => Ok(()),
-            Ok(Ok(Some(word))) => Err(format!("the new master said {word:?} instead of ready")),
+            Ok(Ok(Some(word))) if word == Word::Ready.as_str() => Ok(()),
+            Ok(Ok(Some(heard))) => Err(UpgradeError::SaidInstead {
+                heard,
+                expected: Word::Ready,
+            }),
             Ok(Ok(None)) => {
                 // It closed its end: it is exiting (or has).
                 let status = tokio::time::timeout(Duration::from_secs(5), async {
@@ -222,14 +269,19 @@ impl Successor {
                 })
                 .await
                 .unwrap_or_else(|_| "it closed the inheritance socket".into());
-                Err(self.exited_early(status))
+                Err(UpgradeError::ExitedEarly {
+                    pid: self.pid(),
+                    status,
+                })
             }
-            Ok(Err(e)) => Err(format!("cannot hear from the new master: {e}")),
-            Err(_) => Err(format!(
-                "the new master (pid {}) was not ready within {} s",
-                self.pid(),
-                timeout.as_secs()
-            )),
+            Ok(Err(error)) => Err(UpgradeError::Io {
+                doing: "hear from the new master",
+                error,
+            }),
+            Err(_) => Err(UpgradeError::NotReady {
+                pid: self.pid(),
+                secs: timeout.as_secs(),
+            }),
         }
     }
 
@@ -238,28 +290,28 @@ impl Successor {
     pub(crate) async fn go(
         mut self,
         timeout: Duration,
-    ) -> std::result::Result<(u32, Link), String> {
+    ) -> std::result::Result<(u32, Link), UpgradeError> {
         let pid = self.pid();
         let exchange = async {
-            self.link.say("go").await?;
+            self.link.say(Word::Go).await?;
             self.link.hear().await
         };
         match tokio::time::timeout(timeout, exchange).await {
-            Ok(Ok(Some(word))) if word == "serving" => {
+            Ok(Ok(Some(word))) if word == Word::Serving.as_str() => {
                 // Reaped by whoever adopts it when it exits after this one.
                 std::mem::forget(self.child);
                 Ok((pid, self.link))
             }
             Ok(Ok(_)) | Ok(Err(_)) => {
                 self.abandon();
-                Err(format!("the new master (pid {pid}) did not take over"))
+                Err(UpgradeError::DidNotTakeOver { pid })
             }
             Err(_) => {
                 self.abandon();
-                Err(format!(
-                    "the new master (pid {pid}) did not take over within {} s",
-                    timeout.as_secs()
-                ))
+                Err(UpgradeError::TakeOverTimeout {
+                    pid,
+                    secs: timeout.as_secs(),
+                })
             }
         }
     }
@@ -420,11 +472,11 @@ impl Predecessor {
 pub(crate) async fn wait_for_go(link: OwnedFd, old_pid: u32) -> Result<Link> {
     let link = Link::new(link).map_err(|e| Error::io("upgrade: the inheritance socket", e))?;
     let fail = |why: String| Error::Config(format!("upgrade: {why}"));
-    link.say("ready")
+    link.say(Word::Ready)
         .await
         .map_err(|e| fail(format!("cannot tell the old master: {e}")))?;
     match link.hear().await {
-        Ok(Some(word)) if word == "go" => Ok(link),
+        Ok(Some(word)) if word == Word::Go.as_str() => Ok(link),
         Ok(Some(word)) => Err(fail(format!("the old master said {word:?} instead of go"))),
         Ok(None) | Err(_) if !super::pidfile::alive(old_pid as i32) => {
             tracing::warn!("the old master (pid {old_pid}) died during the upgrade; taking over");
@@ -438,7 +490,7 @@ pub(crate) async fn wait_for_go(link: OwnedFd, old_pid: u32) -> Result<Link> {
 /// As the new master, once it answers on the control socket: says `serving`.
 pub(crate) async fn say_serving(link: &Link) {
     // The old master may be gone (it died): then nobody needs to hear it.
-    let _ = link.say("serving").await;
+    let _ = link.say(Word::Serving).await;
 }
 
 /// Sends the header and every descriptor in one message.

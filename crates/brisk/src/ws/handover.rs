@@ -407,7 +407,7 @@ pub(crate) fn restore(worker: &Rc<WorkerCtx>, socket: &OwnedFd, count: usize) {
     let state = fds.pop();
     let unpacked = match (mark == MARK, state) {
         (true, Some(state)) => unpack(state, sockets.len()),
-        _ => Err("a handover message of another format".to_string()),
+        _ => Err(UnpackError::Format),
     };
     let records = match unpacked {
         Ok(r) => r,
@@ -445,32 +445,65 @@ pub(crate) fn restore(worker: &Rc<WorkerCtx>, socket: &OwnedFd, count: usize) {
     }
 }
 
+/// Why a handover message's connections cannot be taken, each saying it.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum UnpackError {
+    #[error("a handover message of another format")]
+    Format,
+    #[error("its state memfd: {0}")]
+    Read(std::io::Error),
+    #[error("a state memfd {0}")]
+    Short(&'static str),
+    #[error("its index: {0}")]
+    Index(serde_json::Error),
+    #[error("{records} connections in the index, {sockets} sockets")]
+    Count { records: usize, sockets: usize },
+    #[error("bytes past the last connection's in a state memfd")]
+    Extra,
+}
+
+/// Why one handed-over connection cannot be served here (it is closed, 1012), each saying
+/// it.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ResumeError {
+    #[error("no endpoint {0} in this build")]
+    UnknownEndpoint(String),
+    #[error("its state: {0}")]
+    State(&'static str),
+    #[error("its data does not read as this build's type: {0}")]
+    Data(serde_json::Error),
+    #[error("{0} carries no data in this build")]
+    NoCarrier(String),
+    #[error("its socket: {0}")]
+    Socket(std::io::Error),
+    #[error("the broadcasts it missed were not kept: closed with 1012")]
+    MissedUnknown,
+}
+
 /// The records of a state memfd and each one's bytes (received, unsent, fragment), checked
 /// against `sockets`, the number of sockets that came with it.
-fn unpack(state: OwnedFd, sockets: usize) -> Result<Vec<(Record, [BytesMut; 3])>, String> {
-    let all = memfd::read_sealed(state, MAX_STATE).map_err(|e| e.to_string())?;
+fn unpack(state: OwnedFd, sockets: usize) -> Result<Vec<(Record, [BytesMut; 3])>, UnpackError> {
+    let all = memfd::read_sealed(state, MAX_STATE).map_err(UnpackError::Read)?;
     let mut all = BytesMut::from(&all[..]);
     if all.len() < 4 {
-        return Err("a state memfd too short for its index".into());
+        return Err(UnpackError::Short("too short for its index"));
     }
     let len = u32::from_le_bytes(all[..4].try_into().expect("4 bytes")) as usize;
     let _ = all.split_to(4);
     if all.len() < len {
-        return Err("a state memfd shorter than its index says".into());
+        return Err(UnpackError::Short("shorter than its index says"));
     }
     let records: Vec<Record> =
-        serde_json::from_slice(&all.split_to(len)).map_err(|e| format!("its index: {e}"))?;
+        serde_json::from_slice(&all.split_to(len)).map_err(UnpackError::Index)?;
     if records.len() != sockets {
-        return Err(format!(
-            "{} connections in the index, {sockets} sockets",
-            records.len()
-        ));
+        let records = records.len();
+        return Err(UnpackError::Count { records, sockets });
     }
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         let total = r.received + r.unsent + r.fragment;
         if all.len() < total {
-            return Err("a state memfd shorter than its connections' bytes".into());
+            return Err(UnpackError::Short("shorter than its connections' bytes"));
         }
         let received = all.split_to(r.received);
         let unsent = all.split_to(r.unsent);
@@ -478,7 +511,7 @@ fn unpack(state: OwnedFd, sockets: usize) -> Result<Vec<(Record, [BytesMut; 3])>
         out.push((r, [received, unsent, fragment]));
     }
     if !all.is_empty() {
-        return Err("bytes past the last connection's in a state memfd".into());
+        return Err(UnpackError::Extra);
     }
     Ok(out)
 }
@@ -489,19 +522,19 @@ fn resume(
     record: Record,
     [received, unsent, fragment]: [BytesMut; 3],
     socket: OwnedFd,
-) -> Result<(), String> {
+) -> Result<(), ResumeError> {
     let found = (worker.part::<Handover>().endpoints.borrow())
         .get(&record.endpoint)
         .cloned();
     let Some(Registered { endpoint, limits }) = found else {
         close_unserved(socket, &unsent);
-        return Err(format!("no endpoint {} in this build", record.endpoint));
+        return Err(ResumeError::UnknownEndpoint(record.endpoint));
     };
     let codec = match WsCodec::resumed(record.codec, fragment, endpoint.max_message()) {
         Ok(c) => c,
         Err(e) => {
             close_unserved(socket, &unsent);
-            return Err(e.into());
+            return Err(ResumeError::State(e));
         }
     };
     let data = match (&record.data, endpoint.data_carrier()) {
@@ -510,18 +543,18 @@ fn resume(
             Ok(data) => Some(data),
             Err(e) => {
                 close_unserved(socket, &unsent);
-                return Err(format!("its data does not read as this build's type: {e}"));
+                return Err(ResumeError::Data(e));
             }
         },
         (Some(_), None) => {
             close_unserved(socket, &unsent);
-            return Err(format!("{} carries no data in this build", record.endpoint));
+            return Err(ResumeError::NoCarrier(record.endpoint));
         }
     };
     let agreement = codec.deflate();
     let tcp = std::net::TcpStream::from(socket);
-    tcp.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let tcp = tokio::net::TcpStream::from_std(tcp).map_err(|e| e.to_string())?;
+    tcp.set_nonblocking(true).map_err(ResumeError::Socket)?;
+    let tcp = tokio::net::TcpStream::from_std(tcp).map_err(ResumeError::Socket)?;
     let remote = tcp
         .peer_addr()
         .map(PeerAddr::Inet)
@@ -566,7 +599,7 @@ fn resume(
                 let reason = tungstenite::Utf8Bytes::from_static("service restart");
                 let _ = conn.send_past_limit(WsFrame::Close(Some((SERVICE_RESTART, reason))));
                 conn.close();
-                outcome = Err("the broadcasts it missed were not kept: closed with 1012".into());
+                outcome = Err(ResumeError::MissedUnknown);
             }
         }
     }
@@ -667,10 +700,19 @@ mod tests {
     #[test]
     fn a_state_that_does_not_match_its_sockets_is_refused() {
         let state = memfd::sealed(c"t", &[&2u32.to_le_bytes(), b"[]"]).unwrap();
-        assert!(unpack(state, 1).unwrap_err().contains("0 connections"));
+        assert!(unpack(state, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("0 connections"));
         let state = memfd::sealed(c"t", &[&200u32.to_le_bytes(), b"[]"]).unwrap();
-        assert!(unpack(state, 0).unwrap_err().contains("shorter"));
+        assert!(unpack(state, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("shorter"));
         let state = memfd::sealed(c"t", &[&2u32.to_le_bytes(), b"[]", b"x"]).unwrap();
-        assert!(unpack(state, 0).unwrap_err().contains("past the last"));
+        assert!(unpack(state, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("past the last"));
     }
 }

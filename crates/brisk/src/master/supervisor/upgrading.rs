@@ -44,12 +44,12 @@ impl Supervisor {
         drop(theirs);
         let mut successor = match started {
             Ok(s) => s,
-            Err(why) => return failed(why),
+            Err(why) => return failed(why.to_string()),
         };
         tracing::info!(pid = successor.pid(), "upgrade: started a new master");
         if let Err(why) = successor.wait_ready(ready_timeout).await {
             successor.abandon();
-            return failed(why);
+            return failed(why.to_string());
         }
         // Copies to serve on again if the new master fails from here.
         let spare_control = match dup_high(self.control_fd.get()) {
@@ -107,7 +107,7 @@ impl Supervisor {
                         Err(e) => tracing::error!("cannot serve the metrics listener again: {e}"),
                     }
                 }
-                failed(why)
+                failed(why.to_string())
             }
         }
     }
