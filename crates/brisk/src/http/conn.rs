@@ -124,7 +124,7 @@ fn open(shared: &HttpShared, stream: &TcpStream, remote: SocketAddr) -> Rc<HttpC
     let activity = Arc::new(Activity::default());
     activity.opened(now, worker.io.now_ms());
     let id = worker.next_connection_id();
-    let span = match shared.request_spans {
+    let span = match shared.recording.request_spans {
         true => tracing::info_span!("request", conn = id),
         false => tracing::Span::none(),
     };

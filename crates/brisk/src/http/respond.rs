@@ -96,7 +96,7 @@ pub(super) async fn respond(
     conn: &HttpConn,
     req: Request<RequestBody>,
 ) -> Response<Body> {
-    let began = shared.latency_histograms.then(Instant::now);
+    let began = shared.recording.latency_histograms.then(Instant::now);
     // HTTP/1.1 handlers run in the connection's task, which enters the connection's span
     // around each of its polls; HTTP/2 streams are tasks of their own.
     let in_stream_task = req.version() == http::Version::HTTP_2;
@@ -185,7 +185,7 @@ pub(super) fn admit(
         // What compressing the answer needs from the request, taken before the handler has
         // it.
         #[cfg(feature = "compression")]
-        compress: shared.compression.as_ref().map(|_| {
+        compress: shared.answers.compression.as_ref().map(|_| {
             let accept = req.headers().get(header::ACCEPT_ENCODING).cloned();
             (req.method().clone(), accept)
         }),
@@ -215,7 +215,7 @@ pub(super) fn admit(
     if let Some(span) = &ticket.span {
         return (call_traced(shared, span, req), ticket);
     }
-    match std::panic::catch_unwind(AssertUnwindSafe(|| (shared.handler)(req))) {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| (shared.answers.handler)(req))) {
         Ok(handling) => (Admitted::Handling(handling), ticket),
         Err(panic) => (Admitted::Panicked(panic), ticket),
     }
@@ -235,7 +235,7 @@ fn call_traced(
     let cx = span.context();
     let called = {
         let _current = cx.clone().attach();
-        std::panic::catch_unwind(AssertUnwindSafe(|| (shared.handler)(req)))
+        std::panic::catch_unwind(AssertUnwindSafe(|| (shared.answers.handler)(req)))
     };
     match called {
         Ok(handling) => Admitted::Handling(Box::pin(handling.with_context(cx))),
@@ -255,7 +255,7 @@ pub(super) fn finish(
     let stats = &shared.worker.stats;
     let mut resp = match outcome {
         #[cfg(feature = "compression")]
-        Ok(Ok(resp)) => match (&shared.compression, &ticket.compress) {
+        Ok(Ok(resp)) => match (&shared.answers.compression, &ticket.compress) {
             (Some(c), Some((method, accept))) => c.apply(method, accept.as_ref(), resp),
             _ => resp,
         },

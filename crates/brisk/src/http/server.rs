@@ -5,8 +5,8 @@ use std::future::Future;
 use std::rc::Rc;
 
 use super::file_body::FileClaim;
-use super::handler::DynHandler;
 use super::limits::HttpLimits;
+use super::start::{Answers, Logging, Recording};
 use super::{Body, RequestBody};
 use crate::address::{Address, Scheme};
 use crate::error::{Error, Result};
@@ -32,13 +32,12 @@ pub struct HttpServer {
     pub(crate) limits: LimitOverrides,
     pub(crate) http: HttpLimits,
     pub(crate) worker_callbacks: WorkerCallbacks,
-    pub(crate) handler: Option<DynHandler>,
+    /// Its handler (404 for everything until one is given) and compression, as each worker
+    /// serves them.
+    pub(crate) answers: Answers,
     pub(crate) http2: bool,
-    #[cfg(feature = "compression")]
-    pub(crate) compression: Option<super::compression::Compression>,
     pub(crate) access_log: Option<super::access_log::AccessLog>,
-    pub(crate) request_spans: bool,
-    pub(crate) latency_histograms: bool,
+    pub(crate) recording: Recording,
     /// Its named WebSocket endpoints, registered in each worker when the server starts there.
     pub(crate) ws_endpoints: Vec<(String, crate::ws::WsEndpoint)>,
 }
@@ -58,13 +57,17 @@ impl HttpServer {
             limits: LimitOverrides::default(),
             http: HttpLimits::default(),
             worker_callbacks: WorkerCallbacks::default(),
-            handler: None,
+            answers: Answers {
+                handler: super::start::not_found_handler(),
+                #[cfg(feature = "compression")]
+                compression: None,
+            },
             http2: false,
-            #[cfg(feature = "compression")]
-            compression: None,
             access_log: None,
-            request_spans: true,
-            latency_histograms: true,
+            recording: Recording {
+                request_spans: true,
+                latency_histograms: true,
+            },
             ws_endpoints: Vec::new(),
         })
     }
@@ -75,7 +78,7 @@ impl HttpServer {
         F: Fn(Request<RequestBody>) -> Fut + 'static,
         Fut: Future<Output = Response<Body>> + 'static,
     {
-        self.handler = Some(Rc::new(move |req| Box::pin(f(req).map(Ok))));
+        self.answers.handler = Rc::new(move |req| Box::pin(f(req).map(Ok)));
         self
     }
 
@@ -97,9 +100,9 @@ impl HttpServer {
         Fut: Future<Output = std::result::Result<Response<Body>, E>> + 'static,
         E: IntoResponse,
     {
-        self.handler = Some(Rc::new(move |req| {
+        self.answers.handler = Rc::new(move |req| {
             Box::pin(f(req).map(|r| Ok(r.unwrap_or_else(IntoResponse::into_response))))
-        }));
+        });
         self
     }
 
@@ -115,7 +118,7 @@ impl HttpServer {
         B: http_body::Body<Data = bytes::Bytes> + 'static,
         B::Error: Into<BoxError>,
     {
-        self.handler = Some(Rc::new(move |req: Request<RequestBody>| {
+        self.answers.handler = Rc::new(move |req: Request<RequestBody>| {
             // For axum's `ConnectInfo<SocketAddr>` extractor: who sent the request.
             #[cfg(feature = "axum")]
             let req = with_connect_info(req);
@@ -127,7 +130,7 @@ impl HttpServer {
                 let resp = svc.call(req).await.map_err(Into::into)?;
                 Ok(brisk_response(resp))
             })
-        }));
+        });
         self
     }
 
@@ -182,7 +185,7 @@ impl HttpServer {
     /// beside the worker's. The span is made once per connection (when a subscriber wants
     /// spans at `INFO`) and entered while a handler runs; off saves even that.
     pub fn request_spans(mut self, on: bool) -> Self {
-        self.request_spans = on;
+        self.recording.request_spans = on;
         self
     }
 
@@ -190,7 +193,7 @@ impl HttpServer {
     /// (default on: `status` shows p50 / p95 / p99 from it). Off is for measuring what the
     /// histogram costs.
     pub fn latency_histograms(mut self, on: bool) -> Self {
-        self.latency_histograms = on;
+        self.recording.latency_histograms = on;
         self
     }
 
@@ -198,7 +201,7 @@ impl HttpServer {
     /// request's `Accept-Encoding` allows (see [`compression`](super::compression)).
     #[cfg(feature = "compression")]
     pub fn compression(mut self, compression: super::compression::Compression) -> Self {
-        self.compression = Some(compression);
+        self.answers.compression = Some(compression);
         self
     }
 }
@@ -349,13 +352,10 @@ impl From<HttpServer> for Service {
             limits: overrides,
             http,
             worker_callbacks,
-            handler,
+            answers,
             http2,
-            #[cfg(feature = "compression")]
-            compression,
             access_log,
-            request_spans,
-            latency_histograms,
+            recording,
             ws_endpoints,
         } = server;
         let alpn: &[&[u8]] = if http2 {
@@ -365,11 +365,6 @@ impl From<HttpServer> for Service {
         };
         let tls = listen.tls_config(alpn);
         let tls_handshake = listen.tls.as_ref().map(|t| t.handshake_deadline());
-        let answers = super::start::Answers {
-            handler: handler.unwrap_or_else(super::start::not_found_handler),
-            #[cfg(feature = "compression")]
-            compression,
-        };
         Service::listening(
             listen,
             worker_callbacks,
@@ -392,12 +387,12 @@ impl From<HttpServer> for Service {
                     None => None,
                 };
                 let tls = tls.zip(tls_handshake);
-                let logging = super::start::Logging {
+                let answers = answers.clone();
+                let logging = Logging {
                     access_log,
-                    request_spans,
-                    latency_histograms,
+                    recording,
                 };
-                super::start::start(worker, l, limits, http, answers.clone(), tls, logging);
+                super::start::start(worker, l, limits, http, answers, tls, logging);
                 Ok(())
             }),
         )
@@ -413,7 +408,7 @@ mod tests {
 
     /// The response of `server`'s handler to a `GET /`.
     fn answer(server: &HttpServer) -> (StatusCode, Vec<u8>) {
-        let handler = server.handler.as_ref().expect("a handler");
+        let handler = &server.answers.handler;
         let resp = handler(Request::new(RequestBody::empty()))
             .now_or_never()
             .expect("ready")

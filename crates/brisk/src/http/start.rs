@@ -29,7 +29,7 @@ pub(super) fn not_found_handler() -> DynHandler {
 
 /// What answers a server's requests: its handler, and how its responses are compressed.
 #[derive(Clone)]
-pub(super) struct Answers {
+pub(crate) struct Answers {
     pub handler: DynHandler,
     /// Applied to the handler's responses as each request's `Accept-Encoding` allows, in
     /// the request's own future (`respond.rs`), not a second boxed one.
@@ -37,14 +37,20 @@ pub(super) struct Answers {
     pub compression: Option<super::compression::Compression>,
 }
 
-/// How a server's requests are logged.
-pub(super) struct Logging {
-    /// This worker's open access log.
-    pub access_log: Option<AccessLogWriter>,
+/// What a server records of each request beside its answer, as its builder says.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Recording {
     /// Handlers run in a `request{conn}` span.
     pub request_spans: bool,
     /// Handler times are counted in the worker's latency histogram.
     pub latency_histograms: bool,
+}
+
+/// How a server's requests are logged in one worker: its open access log, and what else is
+/// recorded.
+pub(super) struct Logging {
+    pub access_log: Option<AccessLogWriter>,
+    pub recording: Recording,
 }
 
 /// Serves `listener` in `worker` with `answers` until the worker stops; `tls` is the rustls
@@ -71,16 +77,13 @@ pub(super) fn start(
         .pipeline_flush(false);
     let shared = Rc::new(HttpShared {
         worker: worker.clone(),
-        handler: answers.handler,
-        #[cfg(feature = "compression")]
-        compression: answers.compression,
+        answers,
         limits,
         http,
         builder,
         tls: tls.map(|(c, handshake)| TlsShared::new(c, &http, handshake)),
         access_log: logging.access_log,
-        request_spans: logging.request_spans,
-        latency_histograms: logging.latency_histograms,
+        recording: logging.recording,
     });
     tokio::task::spawn_local(sweep_http(worker, http));
     tokio::task::spawn_local(accept_http(shared, listener));

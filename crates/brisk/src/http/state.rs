@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use super::activity::Activity;
 use super::conn_state::{ConnState, Transport};
-use super::handler::DynHandler;
 use super::head_timeout::TIMEOUT_408;
 use super::limits::HttpLimits;
+use super::start::{Answers, Recording};
 use crate::limits::Limits;
 use crate::runtime::{ConnView, WorkerCtx};
 use crate::stats::{ConnectionInfo, Stats};
@@ -24,20 +24,16 @@ use crate::stats::{ConnectionInfo, Stats};
 /// What every connection of one HTTP server in one worker shares.
 pub(crate) struct HttpShared {
     pub worker: Rc<WorkerCtx>,
-    pub handler: DynHandler,
-    /// Compresses the handler's responses, after the handler, in the same future.
-    #[cfg(feature = "compression")]
-    pub compression: Option<super::compression::Compression>,
+    /// The handler, and how its responses are compressed (after it, in the same future).
+    pub answers: Answers,
     pub limits: Limits,
     pub http: HttpLimits,
     pub builder: hyper::server::conn::http1::Builder,
     pub tls: Option<TlsShared>,
     /// This worker's access log, when the server has one.
     pub access_log: Option<super::access_log::AccessLogWriter>,
-    /// Handlers run in a `request{conn}` span.
-    pub request_spans: bool,
-    /// Handler times are counted in the worker's latency histogram.
-    pub latency_histograms: bool,
+    /// What else is recorded of each request.
+    pub recording: Recording,
 }
 
 /// What an `https://` server adds: the TLS acceptor, and HTTP/2 settings for clients that

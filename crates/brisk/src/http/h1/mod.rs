@@ -135,7 +135,10 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
         let draining = || conn.state.is_draining();
         match read_more(&mut io, draining, grace_over, &mut input).await {
             Ok(Some(n)) if n > 0 => {
-                began = shared.latency_histograms.then(std::time::Instant::now);
+                began = shared
+                    .recording
+                    .latency_histograms
+                    .then(std::time::Instant::now);
             }
             // End of stream, drained, or failed: hyper would close too (a partial head at
             // the end is an incomplete message, with nobody to answer).
