@@ -47,10 +47,7 @@ pub struct App {
     pub(crate) metrics: Option<String>,
     pub(crate) metrics_token: Option<String>,
     pub(crate) alerts: Option<crate::alerts::Alerts>,
-    pub(crate) cluster: Option<String>,
-    pub(crate) cluster_sharded: bool,
-    pub(crate) cluster_secret: Option<Vec<u8>>,
-    pub(crate) cluster_tls_ca: Option<std::path::PathBuf>,
+    pub(crate) cluster: crate::cluster_setting::ClusterConfig,
     pub(crate) schedules: Vec<Schedule>,
     pub(crate) startup: Vec<Hook>,
     pub(crate) app_metrics: Vec<&'static dyn crate::metrics::Metric>,
@@ -83,10 +80,7 @@ impl App {
             metrics: None,
             metrics_token: None,
             alerts: None,
-            cluster: None,
-            cluster_sharded: false,
-            cluster_secret: None,
-            cluster_tls_ca: None,
+            cluster: Default::default(),
             schedules: Vec::new(),
             startup: Vec::new(),
             app_metrics: Vec::new(),
@@ -354,8 +348,8 @@ impl App {
     ///     .run();
     /// ```
     pub fn cluster(mut self, redis_url: impl Into<String>) -> Self {
-        self.cluster = Some(redis_url.into());
-        self.cluster_sharded = false;
+        self.cluster.url = Some(redis_url.into());
+        self.cluster.sharded = false;
         self
     }
 
@@ -375,8 +369,8 @@ impl App {
     ///     .run();
     /// ```
     pub fn cluster_sharded(mut self, node_url: impl Into<String>) -> Self {
-        self.cluster = Some(node_url.into());
-        self.cluster_sharded = true;
+        self.cluster.url = Some(node_url.into());
+        self.cluster.sharded = true;
         self
     }
 
@@ -387,7 +381,7 @@ impl App {
     /// (and is counted as `rejected` in `status --json`). Required with
     /// [`cluster`](Self::cluster) and [`cluster_sharded`](Self::cluster_sharded).
     pub fn cluster_secret(mut self, secret: impl Into<Vec<u8>>) -> Self {
-        self.cluster_secret = Some(secret.into());
+        self.cluster.secret = Some(secret.into());
         self
     }
 
@@ -405,7 +399,7 @@ impl App {
     ///     .run();
     /// ```
     pub fn cluster_tls_ca(mut self, pem_file: impl Into<std::path::PathBuf>) -> Self {
-        self.cluster_tls_ca = Some(pem_file.into());
+        self.cluster.tls_ca = Some(pem_file.into());
         self
     }
 
@@ -552,9 +546,6 @@ impl App {
             alerts: self.alerts,
             schedules: self.schedules,
             cluster: self.cluster,
-            cluster_sharded: self.cluster_sharded,
-            cluster_secret: self.cluster_secret,
-            cluster_tls_ca: self.cluster_tls_ca,
             startup: !self.startup.is_empty(),
         })
     }
@@ -571,16 +562,7 @@ impl App {
             eprintln!("worker for server {service}, but the app defines fewer servers");
             return ExitCode::FAILURE;
         };
-        crate::cluster_setting::set(self.cluster.map(|url| {
-            if self.cluster_sharded {
-                crate::cluster_setting::ClusterSetting::Sharded
-            } else {
-                crate::cluster_setting::ClusterSetting::Single {
-                    url,
-                    tls_ca: self.cluster_tls_ca,
-                }
-            }
-        }));
+        crate::cluster_setting::set(self.cluster.worker_setting());
         worker::run(WorkerSpec {
             service,
             index,

@@ -1,11 +1,42 @@
-//! What a worker knows of the cluster bus (`App::cluster`, `App::cluster_sharded`): whether
-//! the app spans machines, and which Redis server presence counts go to.
+//! How an app spans machines: [`ClusterConfig`], what `App::cluster`, `App::cluster_sharded`,
+//! `App::cluster_secret` and `App::cluster_tls_ca` set, one value from the app to its master
+//! (which holds the bus); and [`ClusterSetting`], what a worker knows of it: whether the app
+//! spans machines, and which Redis server presence counts go to.
 //!
 //! Each worker builds the same `App` as its master, so it takes this from its own app rather
 //! than from the master: a Redis URL, password and all, is never put into a worker's
 //! environment.
 
+use std::path::PathBuf;
 use std::sync::OnceLock;
+
+/// How an app spans machines, as the app says it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClusterConfig {
+    /// The Redis server of the cluster bus (or, `sharded`, the Redis Cluster's nodes,
+    /// separated by commas); `None`: the app runs on one machine.
+    pub url: Option<String>,
+    /// The bus uses a Redis Cluster's sharded pub/sub.
+    pub sharded: bool,
+    /// The secret that authenticates the bus's messages.
+    pub secret: Option<Vec<u8>>,
+    /// The CAs (a PEM file) the bus trusts for `rediss://`, when not the system's.
+    pub tls_ca: Option<PathBuf>,
+}
+
+impl ClusterConfig {
+    /// What a worker of this app knows of it.
+    pub(crate) fn worker_setting(&self) -> Option<ClusterSetting> {
+        let url = self.url.clone()?;
+        Some(match self.sharded {
+            true => ClusterSetting::Sharded,
+            false => ClusterSetting::Single {
+                url,
+                tls_ca: self.tls_ca.clone(),
+            },
+        })
+    }
+}
 
 /// How the app spans machines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,7 +45,7 @@ pub(crate) enum ClusterSetting {
     /// `tls_ca` when given.
     Single {
         url: String,
-        tls_ca: Option<std::path::PathBuf>,
+        tls_ca: Option<PathBuf>,
     },
     /// Through a Redis Cluster's sharded pub/sub, which presence cannot use.
     Sharded,

@@ -59,16 +59,8 @@ pub(crate) struct MasterConfig {
     pub alerts: Option<crate::alerts::Alerts>,
     /// The app's schedules, run by the last service (the `schedules` process) if any.
     pub schedules: Vec<crate::schedule::Schedule>,
-    /// The Redis server of the cluster bus, if the app spans machines.
-    pub cluster: Option<String>,
-    /// The cluster bus uses a Redis Cluster's sharded pub/sub.
-    pub cluster_sharded: bool,
-    /// The CAs (a PEM file) the cluster bus trusts for `rediss://`, when not the system's.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub cluster_tls_ca: Option<std::path::PathBuf>,
-    /// The secret that authenticates the cluster bus's messages.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub cluster_secret: Option<Vec<u8>>,
+    /// How the app spans machines (the cluster bus), if it does.
+    pub cluster: crate::cluster_setting::ClusterConfig,
     /// The app has start-up hooks, run in a process of their own before the workers.
     pub startup: bool,
 }
@@ -338,23 +330,23 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         Some(a) => Some(alerting::Alerting::new(&paths.name, a)?),
         None => None,
     };
-    let cluster = match &config.cluster {
+    let cluster = match &config.cluster.url {
         #[cfg(feature = "redis")]
         Some(url) => {
-            let secret = config.cluster_secret.as_deref().ok_or_else(|| {
+            let secret = config.cluster.secret.as_deref().ok_or_else(|| {
                 Error::Config(
                     "App::cluster needs App::cluster_secret: a secret shared by every instance \
                      (at least 16 bytes) that authenticates the bus's messages"
                         .into(),
                 )
             })?;
-            let tls_ca = config.cluster_tls_ca.as_deref();
-            let bus = cluster_bus::ClusterBus::new(url, config.cluster_sharded, tls_ca, secret);
+            let tls_ca = config.cluster.tls_ca.as_deref();
+            let bus = cluster_bus::ClusterBus::new(url, config.cluster.sharded, tls_ca, secret);
             Some(bus.map_err(Error::Config)?)
         }
         #[cfg(not(feature = "redis"))]
         Some(_) => {
-            let sharded = if config.cluster_sharded {
+            let sharded = if config.cluster.sharded {
                 "_sharded"
             } else {
                 ""
