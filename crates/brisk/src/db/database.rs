@@ -6,6 +6,7 @@ use super::from_value::FromValue;
 use super::mysql::{Mysql, MysqlOptions};
 #[cfg(feature = "postgres")]
 use super::postgres::Postgres;
+#[cfg(feature = "postgres")]
 use super::postgres_options::PostgresOptions;
 use super::row::{decode_all, decode_first, first_column, Row};
 #[cfg(any(feature = "sqlite", feature = "mysql"))]
