@@ -9,6 +9,7 @@
 mod accept_encoding;
 pub mod access_log;
 mod activity;
+mod answers;
 pub mod body;
 #[cfg(feature = "client")]
 pub mod client;

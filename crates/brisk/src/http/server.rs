@@ -4,9 +4,9 @@
 use std::future::Future;
 use std::rc::Rc;
 
+use super::answers::{not_found_handler, Answers, Logging, Recording};
 use super::file_body::FileClaim;
 use super::limits::HttpLimits;
-use super::start::{Answers, Logging, Recording};
 use super::{Body, RequestBody};
 use crate::address::{Address, Scheme};
 use crate::error::{Error, Result};
@@ -58,7 +58,7 @@ impl HttpServer {
             http: HttpLimits::default(),
             worker_callbacks: WorkerCallbacks::default(),
             answers: Answers {
-                handler: super::start::not_found_handler(),
+                handler: not_found_handler(),
                 #[cfg(feature = "compression")]
                 compression: None,
             },

@@ -13,10 +13,10 @@ use std::task::Waker;
 use std::time::Duration;
 
 use super::activity::Activity;
+use super::answers::{Answers, Recording};
 use super::conn_state::{ConnState, Transport};
 use super::head_timeout::TIMEOUT_408;
 use super::limits::HttpLimits;
-use super::start::{Answers, Recording};
 use crate::limits::Limits;
 use crate::runtime::{ConnView, WorkerCtx};
 use crate::stats::{ConnectionInfo, Stats};
