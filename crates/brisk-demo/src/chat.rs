@@ -35,6 +35,11 @@ use brisk::ws::{self, History, Message, Recovery, WsConnection, WsEndpoint};
 use http::{Request, Response, StatusCode};
 use serde_json::json;
 
+/// The largest message a member may send unless `--chat-max-message` says otherwise: a chat
+/// line, not a file. Every member takes a copy of each message, so the limit bounds what one
+/// upload costs the room.
+pub(crate) const MAX_MESSAGE: usize = 64 << 10;
+
 /// The room of a `/chat` connection that names none.
 const DEFAULT_ROOM: &str = "chat";
 
@@ -49,8 +54,13 @@ pub(crate) struct Chat {
 struct Room(String);
 
 impl Chat {
-    /// Rooms whose slow members get `slow`, keeping their messages in `history` if given.
-    pub(crate) fn new(slow: ws::SlowConsumer, history: Option<History>) -> Self {
+    /// Rooms whose slow members get `slow`, whose members send messages of at most
+    /// `max_message` bytes, keeping their messages in `history` if given.
+    pub(crate) fn new(
+        slow: ws::SlowConsumer,
+        max_message: usize,
+        history: Option<History>,
+    ) -> Self {
         let on_open = history.clone();
         // Browsers' pages of the demo's own host only: another site's page cannot join the
         // rooms with a visitor's cookies. Compressing clients compress each message on its
@@ -63,6 +73,7 @@ impl Chat {
             .survive_reload(true)
             .carry_data::<Room>()
             .slow_consumer(slow)
+            .max_message_size(max_message)
             .on_open(move |ws, handshake| {
                 let history = on_open.clone();
                 async move {

@@ -120,6 +120,13 @@ struct Args {
     /// Milliseconds a TLS client has to finish its handshake (default: the header read timeout).
     #[arg(help_heading = "TLS", long, global = true)]
     tls_handshake_timeout_ms: Option<u64>,
+    /// Bytes queued for one connection before messages to it are dropped (default 2 MiB).
+    #[arg(help_heading = "Timeouts and recycling", long, global = true)]
+    max_send_buffer: Option<usize>,
+    /// Seconds a connection's queued bytes may make no progress (its peer stopped reading)
+    /// before it is closed; 0: never (default 60).
+    #[arg(help_heading = "Timeouts and recycling", long, global = true)]
+    send_timeout: Option<u64>,
     /// Seconds a graceful stop or reload waits for in-flight work (default 30).
     #[arg(help_heading = "Timeouts and recycling", long, global = true)]
     graceful_timeout: Option<u64>,
@@ -152,6 +159,10 @@ struct Args {
     /// `--cluster-sharded`) instead of the system's.
     #[arg(help_heading = "Redis and the cluster", long, global = true)]
     redis_ca: Option<PathBuf>,
+    /// The largest message a `/chat` member may send, in bytes (default 65536); a larger one
+    /// closes it with 1009.
+    #[arg(help_heading = "Redis and the cluster", long, global = true)]
+    chat_max_message: Option<usize>,
     /// Close `/chat` members that cannot keep up (their send buffer is full) with this close
     /// code (1008 or 1013), instead of dropping messages to them.
     #[arg(help_heading = "Redis and the cluster", long, global = true)]
@@ -697,6 +708,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
                 Some(code) => brisk::ws::SlowConsumer::Close(code),
                 None => brisk::ws::SlowConsumer::Drop,
             },
+            args.chat_max_message.unwrap_or(chat::MAX_MESSAGE),
             history,
         ),
         live,
@@ -767,8 +779,9 @@ fn build(args: &Args) -> anyhow::Result<App> {
         ticker.start_ticking();
         async {}
     });
-    let mut websocket =
-        WsServer::new(&ws_addr)?.endpoint(echo_endpoint(limits.header_read_timeout));
+    let mut websocket = WsServer::new(&ws_addr)?
+        .endpoint(echo_endpoint(limits.header_read_timeout))
+        .max_send_buffer(ECHO_SEND_BUFFER);
     let tls = match (
         args.tls_cert.clone().or(file.tls_cert),
         args.tls_key.clone().or(file.tls_key),
@@ -792,6 +805,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
         let https = site(HttpServer::new(&https)?).tls(tls.clone()).http2(true);
         let wss = WsServer::new(&wss)?
             .endpoint(echo_endpoint(limits.header_read_timeout))
+            .max_send_buffer(ECHO_SEND_BUFFER)
             .tls(tls.clone());
         let tls_text = args.tls_text.clone().or(file.tls_text);
         let tls_text = tls_text.unwrap_or("text://127.0.0.1:7443".into());
@@ -821,7 +835,15 @@ fn build(args: &Args) -> anyhow::Result<App> {
             )
         });
     }
+    let mut connection_limits = brisk::Limits::default();
+    if let Some(bytes) = args.max_send_buffer {
+        connection_limits.max_send_buffer = bytes;
+    }
+    if let Some(secs) = args.send_timeout {
+        connection_limits.send_timeout = (secs > 0).then(|| Duration::from_secs(secs));
+    }
     let mut app = App::new("brisk-demo")
+        .limits(connection_limits)
         .migrate(db.clone(), migrations(db.kind()))
         .run_dir(run_dir)
         .graceful_timeout(Duration::from_secs(graceful))
@@ -906,6 +928,9 @@ fn build(args: &Args) -> anyhow::Result<App> {
     }
     Ok(app)
 }
+
+/// The echo listeners' send buffer: room for the largest message they take, sent back whole.
+const ECHO_SEND_BUFFER: usize = (64 << 20) + 64;
 
 /// The WebSocket echo: every message goes back as it came (compressed for clients that
 /// negotiate permessage-deflate).

@@ -11,6 +11,9 @@ use brisk::http::static_files::StaticFiles;
 use brisk::http::{Body, RequestBody};
 use brisk::ws::WsEndpoint;
 
+/// The send buffer of the `/ws` echoes: one message of their 16 MiB limit, and its header.
+const ECHO_SEND_BUFFER: usize = (16 << 20) + 64;
+
 use crate::admin::Admin;
 use crate::blocks::Blocks;
 use crate::chat::Chat;
@@ -87,11 +90,14 @@ impl Routes {
         if let Some(bytes) = sendfile_min_size {
             files = files.sendfile_min_size(bytes);
         }
+        // Echoes send back messages of up to 16 MiB: each connection's send buffer holds one.
         let echo = WsEndpoint::new()
             .permessage_deflate(true)
+            .max_send_buffer(ECHO_SEND_BUFFER)
             .on_message(|ws, msg| async move { ws.send(msg) });
         let durable_echo = WsEndpoint::new()
             .permessage_deflate(true)
+            .max_send_buffer(ECHO_SEND_BUFFER)
             .survive_reload(true)
             .carry_data::<Moves>()
             .on_resume(|ws, _| async move {

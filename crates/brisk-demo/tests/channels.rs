@@ -480,3 +480,50 @@ fn tokens_can_come_from_an_identity_providers_jwks_url() {
     assert_eq!(code, 1011, "{reason}");
     assert!(reason.contains("cannot check tokens"), "{reason}");
 }
+
+/// Issue 66, H1: a client's publications are bounded in size and rate per namespace (16 KiB,
+/// 20 a second with bursts of 50, by default), each refusal a 106 that says which; a message
+/// over the channel endpoint's 64 KiB closes the connection with 1009.
+#[test]
+fn publications_are_bounded_in_size_and_rate_per_namespace() {
+    let (_redis, a, _b, _dir) = cluster();
+    let mut alice = Client::connected(&a, "alice");
+    let r = alice.call("subscribe", json!({ "channel": "room:limits" }));
+    assert!(r["result"].is_object(), "{r}");
+    let big = "x".repeat(17 << 10);
+    let r = alice.call("publish", json!({ "channel": "room:limits", "data": big }));
+    assert_eq!(r["error"]["code"], 106, "{r}");
+    let why = r["error"]["message"].as_str().unwrap();
+    assert!(why.contains("16384"), "{why}");
+    // A burst: the first 50 pass (and a token or two more as time goes), then 106s.
+    let (mut ok, mut refused) = (0, 0);
+    for i in 0..70 {
+        let r = alice.call("publish", json!({ "channel": "room:limits", "data": i }));
+        if r["result"].is_object() {
+            ok += 1;
+        } else {
+            assert_eq!(r["error"]["code"], 106, "{r}");
+            let why = r["error"]["message"].as_str().unwrap();
+            assert!(why.contains("faster than 20 a second"), "{why}");
+            refused += 1;
+        }
+    }
+    assert!((50..60).contains(&ok), "{ok} passed, {refused} refused");
+    assert!(refused >= 10, "{ok} passed, {refused} refused");
+    // Another namespace has its own allowance.
+    alice.call("subscribe", json!({ "channel": "chat:limits" }));
+    let r = alice.call("publish", json!({ "channel": "chat:limits", "data": "hi" }));
+    assert!(r["result"].is_object(), "{r}");
+    // Later, the allowance is back.
+    wait_until(Duration::from_secs(5), "a publication passes again", || {
+        let r = alice.call(
+            "publish",
+            json!({ "channel": "room:limits", "data": "again" }),
+        );
+        r["result"].is_object()
+    });
+    // A message over the endpoint's limit ends the connection.
+    let huge = "y".repeat(65 << 10);
+    alice.send("publish", json!({ "channel": "room:limits", "data": huge }));
+    assert_eq!(alice.closed_with().0, 1009);
+}

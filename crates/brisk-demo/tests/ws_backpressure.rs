@@ -3,6 +3,7 @@
 //! and a member that does not read loses messages (counted, or is closed with the endpoint's
 //! code) while the others get every one.
 
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,7 @@ fn a_large_broadcast_relayed_among_small_ones_reaches_every_member_intact() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
     const ROUNDS: usize = 5;
-    let d = demo(3);
+    let d = demo_with(3, &["--chat-max-message", "1048576"]);
     // Which worker (pid) holds each connection, from `connections`.
     let worker_of = |d: &Demo, conns: &[WebSocket<TcpStream>]| -> Vec<i64> {
         let out = d.server.cli(&["connections", "--json"]);
@@ -159,7 +160,7 @@ fn a_large_broadcast_relayed_among_small_ones_reaches_every_member_intact() {
 
 #[test]
 fn a_stalled_worker_misses_broadcasts_counted_instead_of_growing_the_master() {
-    let d = demo(2);
+    let d = demo_with(2, &["--chat-max-message", "1048576"]);
     let http_pids: Vec<i32> = d.server.status().unwrap()["workers"]
         .as_array()
         .unwrap()
@@ -222,7 +223,7 @@ fn a_stalled_worker_misses_broadcasts_counted_instead_of_growing_the_master() {
 /// of growing the worker.
 #[test]
 fn with_the_master_stalled_a_worker_drops_broadcasts_for_the_others_instead_of_growing() {
-    let d = demo(2);
+    let d = demo_with(2, &["--chat-max-message", "1048576"]);
     let url = format!("ws://127.0.0.1:{}/chat", d.http);
     let (mut publisher, _) = tungstenite::client(&url, connect(d.http)).unwrap();
     let publisher_pid = |d: &Demo| -> i32 {
@@ -377,4 +378,105 @@ fn with_close_a_member_that_does_not_read_is_closed_with_the_code() {
     let close = (reader.unwrap().join().unwrap()).expect("a close frame with a code");
     assert_eq!(u16::from(close.code), 1013, "{close:?}");
     assert!(close.reason.contains("too slow"), "{close:?}");
+}
+
+/// Issue 66, H1: 50 members of one room that ping and never read, and one client that uploads.
+/// A 16 MiB message of one repeated byte (a few KiB deflated) is refused at the room's limit
+/// (1 MiB here) with 1009; 4 MiB of 1 MiB messages and 6 MiB of chat-sized ones then reach
+/// each member only up to its send buffer (256 KiB here: a 1 MiB message never fits it), so
+/// the worker's memory grows by about 50 send buffers, not by a copy of an upload per member;
+/// and the members, which still ping, are closed by the send timeout.
+#[test]
+fn idle_members_pin_at_most_their_send_buffer_and_are_closed_by_the_send_timeout() {
+    use flate2::{Compress, Compression, FlushCompress};
+    const MEMBERS: usize = 50;
+    const BUFFER: u64 = 256 << 10;
+    let d = demo_with(
+        1,
+        &[
+            "--max-send-buffer",
+            "262144",
+            "--send-timeout",
+            "2",
+            "--chat-max-message",
+            "1048576",
+        ],
+    );
+    let http_pid = d.server.status().unwrap()["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["server"].as_str().unwrap().starts_with("http://"))
+        .unwrap()["pid"]
+        .as_i64()
+        .unwrap() as i32;
+    let mut idle: Vec<WebSocket<TcpStream>> = (0..MEMBERS)
+        .map(|_| client(d.http, "/chat?room=idle"))
+        .collect();
+    let before = rss_kib(http_pid);
+    // The zip bomb: 16 MiB of one byte, deflated to a few KiB, refused from the room's limit.
+    let (mut bomber, _) = raw_with(d.http, "/chat?room=idle", Some("permessage-deflate"));
+    let mut z = Vec::with_capacity(1 << 20);
+    Compress::new(Compression::best(), false)
+        .compress_vec(&vec![b'a'; 16 << 20], &mut z, FlushCompress::Sync)
+        .unwrap();
+    z.truncate(z.len() - 4);
+    assert!(z.len() < 64 << 10, "{} bytes deflated", z.len());
+    bomber
+        .write_all(&ws_common::frame(true, 0x40 | 0x1, &z, false))
+        .unwrap();
+    expect_close(&mut bomber, 1009);
+    // Messages that do not compress, from a member that reads its own: 4 of 1 MiB (which
+    // do not fit its send buffer either), then 100 of 60 KiB.
+    let mut publisher = client(d.http, "/chat?room=idle");
+    let (mut large, mut small) = (noise(1 << 20), noise(60 << 10));
+    for i in 0..104u64 {
+        let message = if i < 4 { &mut large } else { &mut small };
+        message[..8].copy_from_slice(&i.to_be_bytes());
+        publisher.send(Message::binary(message.clone())).unwrap();
+        if i >= 4 {
+            let Message::Binary(got) = publisher.read().unwrap() else {
+                panic!("not its message");
+            };
+            assert_eq!(got[..8], i.to_be_bytes(), "its own, in order");
+        }
+        if i % 10 == 0 {
+            // The idle members talk, as a browser's keep-alive does, and never read.
+            for ws in &mut idle {
+                ws.send(Message::Ping(vec![1].into())).unwrap();
+            }
+        }
+    }
+    let after = rss_kib(http_pid);
+    let grown = after.saturating_sub(before);
+    eprintln!("worker RSS {before} KiB -> {after} KiB with {MEMBERS} idle members");
+    // With each message counted whole against the send buffer: 50 send buffers and the
+    // allocator's slack.
+    assert!(
+        grown < MEMBERS as u64 * BUFFER / 1024 + (12 << 10),
+        "the worker grew by {grown} KiB"
+    );
+    assert!(d.server.total("sends_dropped").unwrap() > 0);
+    // They still ping, and are closed all the same: their queues have not moved for 2 s.
+    let pinging = std::thread::spawn(move || {
+        let began = Instant::now();
+        while began.elapsed() < Duration::from_secs(15) {
+            let mut sent = 0;
+            for ws in &mut idle {
+                sent += usize::from(ws.send(Message::Ping(vec![2].into())).is_ok());
+            }
+            if sent == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    wait_until(Duration::from_secs(15), "the idle members closed", || {
+        d.server.total("send_timeouts").unwrap() >= MEMBERS as u64
+    });
+    assert_eq!(d.server.total("send_timeouts").unwrap(), MEMBERS as u64);
+    pinging.join().unwrap();
+    // The member that read is kept, and served.
+    publisher.send(Message::text("still here")).unwrap();
+    assert_eq!(publisher.read().unwrap(), Message::text("still here"));
 }

@@ -30,7 +30,7 @@ use crate::runtime::accept::{accept_tcp, accept_unix};
 use crate::runtime::connection::{Callbacks, Connection, ServerShared};
 use crate::runtime::handler::{boxed, HandlerOutput};
 use crate::runtime::listener::Listener;
-use crate::runtime::sweep::{sweep_handshakes, sweep_idle};
+use crate::runtime::sweep::{enforce_send_timeouts, sweep_handshakes, sweep_idle};
 use crate::runtime::udp::{self, DatagramCallback, UdpPeer};
 use crate::runtime::{Service, WorkerCallbacks};
 
@@ -255,6 +255,13 @@ impl<P: Protocol> Server<P> {
         self
     }
 
+    /// Overrides [`Limits::send_timeout`](crate::Limits::send_timeout) for this server (`None`
+    /// turns it off).
+    pub fn send_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.limits.send_timeout = Some(timeout);
+        self
+    }
+
     connection_callback_setter!(
         /// Runs when a connection opens, before any of its messages.
         on_connect
@@ -367,6 +374,7 @@ impl<P: Protocol> From<Server<P>> for Service {
                 if let Some(timeout) = tls_handshake {
                     tokio::task::spawn_local(sweep_handshakes(worker.clone(), timeout));
                 }
+                enforce_send_timeouts(&worker);
                 if let Some(timeout) = limits.idle_timeout {
                     tokio::task::spawn_local(sweep_idle(worker, timeout));
                 }

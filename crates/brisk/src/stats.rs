@@ -30,6 +30,8 @@ pub(crate) struct Stats {
     pub(crate) buffer_full: Cell<u64>,
     /// Messages not sent because the connection's send buffer was full.
     pub(crate) sends_dropped: Cell<u64>,
+    /// Connections closed because their peer stopped reading (the send timeout).
+    pub(crate) send_timeouts: Cell<u64>,
     /// Times accepting paused at the max connections.
     pub(crate) accept_paused: Cell<u64>,
     /// Query-cache lookups answered from the cache.
@@ -113,6 +115,10 @@ pub struct WorkerStatus {
     /// broadcasts, sends that failed with `BufferFull`).
     #[serde(default)]
     pub sends_dropped: u64,
+    /// Connections closed because their queued bytes made no progress for the send timeout
+    /// (a peer that stopped reading, whatever it still sent).
+    #[serde(default)]
+    pub send_timeouts: u64,
     /// Times the worker stopped accepting because it held its max connections.
     #[serde(default)]
     pub accept_paused: u64,
@@ -325,6 +331,9 @@ pub struct RetiredTotals {
     /// Messages they did not send because a send buffer was full.
     #[serde(default)]
     pub sends_dropped: u64,
+    /// Connections they closed because the peer stopped reading (the send timeout).
+    #[serde(default)]
+    pub send_timeouts: u64,
     /// Bytes they received.
     pub bytes_in: u64,
     /// Bytes they sent.
@@ -380,6 +389,7 @@ impl RetiredTotals {
         self.rejected += w.rejected;
         self.buffer_full += w.buffer_full;
         self.sends_dropped += w.sends_dropped;
+        self.send_timeouts += w.send_timeouts;
         self.bytes_in += w.bytes_in;
         self.bytes_out += w.bytes_out;
         self.accept_paused += w.accept_paused;

@@ -44,7 +44,11 @@ mod wire;
 pub use api::{ServerApi, ShortApiKey, MIN_API_KEY_LEN};
 pub use auth::{Refusal, Subject};
 pub use hub::{ChannelError, ChannelHistory, Channels, PresenceInfo};
-pub use namespace::{Access, Namespace, Publishers, MAX_CHANNEL_LEN};
+pub use namespace::{
+    Access, Namespace, PublishRate, Publishers, DEFAULT_MAX_PUBLICATION, DEFAULT_PUBLISH_RATE,
+    MAX_CHANNEL_LEN,
+};
+pub use session::MAX_CLIENT_MESSAGE;
 pub use wire::{ErrorCode, Format, PROTOCOL_VERSION};
 
 /// The close codes a channel connection can end with (besides WebSocket's own, such as 1001

@@ -2,7 +2,23 @@
 //! its name before the first `:` (`chat:lobby` is in `chat`); a name without `:` is in the
 //! default namespace (`""`).
 
+use std::time::Duration;
+
+use tokio::time::Instant;
+
 use crate::ws::History;
+
+/// The largest publication a client may make in a namespace unless it says otherwise
+/// ([`Namespace::max_publication`]): a chat line or a small event, not a file. Each subscriber
+/// takes a copy, so this bounds what one publication costs a channel.
+pub const DEFAULT_MAX_PUBLICATION: usize = 16 << 10;
+
+/// How fast one connection may publish in one namespace unless it says otherwise
+/// ([`Namespace::publish_rate`]).
+pub const DEFAULT_PUBLISH_RATE: PublishRate = PublishRate {
+    per_second: 20,
+    burst: 50,
+};
 
 /// Who may subscribe to a namespace's channels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +44,54 @@ pub enum Publishers {
     Subscribers,
 }
 
+/// How fast one connection may publish to a namespace's channels: `per_second` on average,
+/// and up to `burst` at once after a pause (a token bucket). A publication beyond it is
+/// refused with [`ErrorCode::LimitExceeded`](super::ErrorCode::LimitExceeded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublishRate {
+    /// Publications per second, sustained (at least 1).
+    pub per_second: u32,
+    /// Publications allowed at once after a pause (at least 1).
+    pub burst: u32,
+}
+
+/// One connection's publications in one namespace, against its [`PublishRate`].
+#[derive(Debug)]
+pub(crate) struct PublishBucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl PublishBucket {
+    /// A full bucket.
+    pub(crate) fn new(rate: PublishRate) -> Self {
+        PublishBucket {
+            tokens: f64::from(rate.burst.max(1)),
+            at: Instant::now(),
+        }
+    }
+
+    /// Takes one publication's token; false if there is none left at `rate`.
+    pub(crate) fn take(&mut self, rate: PublishRate) -> bool {
+        let now = Instant::now();
+        let refill = now.saturating_duration_since(self.at).as_secs_f64();
+        let burst = f64::from(rate.burst.max(1));
+        self.tokens = (self.tokens + refill * f64::from(rate.per_second.max(1))).min(burst);
+        self.at = now;
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+
+    /// How long until the next token, at `rate`.
+    pub(crate) fn wait(&self, rate: PublishRate) -> Duration {
+        let missing = (1.0 - self.tokens).max(0.0);
+        Duration::from_secs_f64(missing / f64::from(rate.per_second.max(1)))
+    }
+}
+
 /// The options of a namespace's channels.
 ///
 /// ```no_run
@@ -51,6 +115,8 @@ pub struct Namespace {
     pub(crate) presence: bool,
     pub(crate) join_leave: bool,
     pub(crate) history: Option<History>,
+    pub(crate) max_publication: usize,
+    pub(crate) publish_rate: PublishRate,
 }
 
 impl Default for Namespace {
@@ -61,7 +127,9 @@ impl Default for Namespace {
 
 impl Namespace {
     /// Channels subscribed with a token ([`Access::Token`]), published to by the server
-    /// only, without presence, join/leave pushes or history.
+    /// only, without presence, join/leave pushes or history; where clients publish, each
+    /// publication at most [`DEFAULT_MAX_PUBLICATION`] bytes and each connection at most
+    /// [`DEFAULT_PUBLISH_RATE`].
     pub fn new() -> Self {
         Namespace {
             access: Access::Token,
@@ -69,7 +137,34 @@ impl Namespace {
             presence: false,
             join_leave: false,
             history: None,
+            max_publication: DEFAULT_MAX_PUBLICATION,
+            publish_rate: DEFAULT_PUBLISH_RATE,
         }
+    }
+
+    /// The largest publication a client may make here, in bytes of its data (JSON text, or
+    /// the bytes of a MessagePack `bin`); a larger one is refused with
+    /// [`ErrorCode::LimitExceeded`](super::ErrorCode::LimitExceeded). The server API and app
+    /// code are not limited. The endpoint's own message limit (64 KiB) bounds it too.
+    ///
+    /// ```
+    /// let ns = brisk::channels::Namespace::new().max_publication(4 << 10);
+    /// ```
+    pub fn max_publication(mut self, bytes: usize) -> Self {
+        self.max_publication = bytes;
+        self
+    }
+
+    /// How fast one connection may publish here (the server API and app code are not
+    /// limited).
+    ///
+    /// ```
+    /// use brisk::channels::{Namespace, PublishRate};
+    /// let ns = Namespace::new().publish_rate(PublishRate { per_second: 5, burst: 10 });
+    /// ```
+    pub fn publish_rate(mut self, rate: PublishRate) -> Self {
+        self.publish_rate = rate;
+        self
     }
 
     /// Who may subscribe.
@@ -125,6 +220,22 @@ pub(crate) fn namespace_of(channel: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bucket_allows_its_burst_then_its_rate() {
+        let rate = PublishRate {
+            per_second: 10,
+            burst: 3,
+        };
+        let mut bucket = PublishBucket::new(rate);
+        assert!((0..3).all(|_| bucket.take(rate)), "the burst");
+        assert!(!bucket.take(rate), "then nothing at once");
+        assert!(bucket.wait(rate) <= Duration::from_millis(100));
+        // A tenth of a second later, one more.
+        bucket.at -= Duration::from_millis(110);
+        assert!(bucket.take(rate));
+        assert!(!bucket.take(rate));
+    }
 
     #[test]
     fn names_and_namespaces() {

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::auth::{now_seconds, subscription_allows, Subject};
 use super::close;
 use super::hub::{group_in, no_history, user_key, ChannelError, Channels};
-use super::namespace::{Access, Publishers};
+use super::namespace::{namespace_of, Access, PublishBucket, Publishers};
 use super::replay::Replay;
 use super::wire::PROTOCOL_VERSION;
 use super::wire::{self, Command, Encoded, ErrorCode, Format, Payload, Subscribe};
@@ -32,6 +32,8 @@ struct Session {
     deadline: Option<TimerId>,
     /// The timers that end subscriptions a subscription token allowed, at its `exp`.
     subscription_deadlines: HashMap<String, TimerId>,
+    /// Its publications by namespace, against the namespace's rate.
+    publishing: HashMap<String, PublishBucket>,
 }
 
 impl Session {
@@ -52,13 +54,20 @@ fn answer(ws: &WsConnection, value: &impl Serialize) -> Answer {
     Ok(Some(wire::encode(format_of(ws), value)))
 }
 
+/// The largest message a client may send on a channel connection unless its endpoint says
+/// otherwise ([`WsEndpoint::max_message_size`]): a command with a publication of up to
+/// [`DEFAULT_MAX_PUBLICATION`](super::DEFAULT_MAX_PUBLICATION) and room to spare.
+pub const MAX_CLIENT_MESSAGE: usize = 64 << 10;
+
 impl Channels {
     /// The WebSocket endpoint that speaks the channel protocol (make one per worker: serve
     /// it from an HTTP route with [`WsEndpoint::upgrade`] or on a `websocket://` listener).
-    /// Its options (origins, compression, limits) can still be set.
+    /// Clients' messages are at most [`MAX_CLIENT_MESSAGE`] bytes (1009 closes a larger
+    /// one). Its options (origins, compression, limits) can still be set.
     pub fn endpoint(&self) -> WsEndpoint {
         let (open, message, closed) = (self.clone(), self.clone(), self.clone());
         WsEndpoint::new()
+            .max_message_size(MAX_CLIENT_MESSAGE)
             .on_open(move |ws, handshake| {
                 let channels = open.clone();
                 async move { channels.opened(&ws, &handshake) }
@@ -94,6 +103,7 @@ impl Channels {
             subscriptions: BTreeSet::new(),
             deadline: Some(deadline),
             subscription_deadlines: HashMap::new(),
+            publishing: HashMap::new(),
         });
         if let Err(why) = format {
             ws.close(close::BAD_REQUEST, &why);
@@ -479,6 +489,35 @@ impl Channels {
                 ))
             }
             Publishers::Subscribers => subscribed(ws, channel)?,
+        }
+        let size = data.len();
+        if size > ns.max_publication {
+            return Err(ChannelError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "the publication is {size} bytes; {channel:?} takes at most {}",
+                    ns.max_publication
+                ),
+            ));
+        }
+        let rate = ns.publish_rate;
+        let namespace = namespace_of(channel);
+        let refused = with_session(ws, |s| {
+            let bucket = s
+                .publishing
+                .entry(namespace.to_owned())
+                .or_insert_with(|| PublishBucket::new(rate));
+            (!bucket.take(rate)).then(|| bucket.wait(rate))
+        });
+        if let Some(wait) = refused {
+            return Err(ChannelError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "publishing faster than {} a second to {namespace:?}'s channels: try again in {} ms",
+                    rate.per_second,
+                    wait.as_millis().max(1)
+                ),
+            ));
         }
         let position = self.publish_data(channel, data.data()).await?;
         answer(ws, &json!({ "offset": position.map(|p| p.to_string()) }))

@@ -28,7 +28,9 @@ pub enum ErrorCode {
     BadRequest = 104,
     /// The channel is already subscribed on this connection.
     AlreadySubscribed = 105,
-    /// The connection has as many subscriptions as it may have.
+    /// A limit was reached: the connection has as many subscriptions as it may have, or the
+    /// publication is larger than its namespace takes, or the connection publishes faster
+    /// than its namespace allows (the message says which).
     LimitExceeded = 106,
     /// The channel is not subscribed on this connection.
     NotSubscribed = 107,
@@ -83,6 +85,14 @@ pub(crate) enum Payload {
 }
 
 impl Payload {
+    /// Its size: the JSON's text, or the bytes.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Payload::Json(json) => json.get().len(),
+            Payload::Bytes(bytes) => bytes.len(),
+        }
+    }
+
     /// The data to push: JSON as it is, bytes as JSON if they are JSON text.
     pub(crate) fn data(&self) -> Data<'_> {
         match self {

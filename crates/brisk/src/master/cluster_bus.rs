@@ -30,8 +30,9 @@
 //! fails is tried once more on a new connection before it counts. A gap in another instance's
 //! sequence numbers for
 //! a group, from messages published while this one was cut off (or that instance could not
-//! publish), is counted as `lost`. At most [`MAX_QUEUED`] broadcasts wait to be published;
-//! past that (Redis far too slow) they are counted as `publish_failed` too.
+//! publish), is counted as `lost`. At most [`MAX_QUEUED`] broadcasts, and
+//! [`MAX_QUEUED_BYTES`] of them, wait to be published; past that (Redis far too slow) they are
+//! counted as `publish_failed` too.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -52,6 +53,9 @@ use crate::stats::ClusterStatus;
 const PREFIX: &str = "brisk:cluster:";
 /// The most broadcasts waiting to be published.
 const MAX_QUEUED: usize = 10_000;
+/// The most bytes of sealed broadcasts waiting to be published (a few large ones would
+/// otherwise hold the master's memory while Redis is slow).
+const MAX_QUEUED_BYTES: usize = 64 << 20;
 /// Groups whose sequence numbers an instance keeps before it starts them all again (under a
 /// new instance id, so that receivers do not take the new numbers for replays).
 const MAX_SEQUENCES: usize = 65_536;
@@ -91,8 +95,9 @@ pub(crate) struct ClusterBus {
     former_ids: RefCell<Vec<[u8; 16]>>,
     /// The next sequence number of each group this instance published to.
     next_seq: RefCell<HashMap<String, u64>>,
-    /// Broadcasts waiting in `outgoing`.
+    /// Broadcasts waiting in `outgoing`, and their bytes.
     queued: Cell<usize>,
+    queued_bytes: Cell<usize>,
     /// The workers holding members of each group.
     groups: RefCell<HashMap<String, HashSet<i32>>>,
     changes: mpsc::UnboundedSender<Change>,
@@ -147,6 +152,7 @@ impl ClusterBus {
             former_ids: RefCell::default(),
             next_seq: RefCell::default(),
             queued: Cell::new(0),
+            queued_bytes: Cell::new(0),
             groups: RefCell::default(),
             changes,
             changes_rx: RefCell::new(Some(changes_rx)),
@@ -223,7 +229,8 @@ impl ClusterBus {
 
     /// Publishes a broadcast of this instance for the others.
     pub(crate) fn publish(&self, group: &str, broadcast: &Broadcast) {
-        if self.queued.get() >= MAX_QUEUED {
+        let size = broadcast.len();
+        if self.queued.get() >= MAX_QUEUED || self.queued_bytes.get() + size > MAX_QUEUED_BYTES {
             self.count(|s| s.publish_failed += 1);
             return;
         }
@@ -243,7 +250,6 @@ impl ClusterBus {
             *seq += 1;
             *seq - 1
         };
-        self.queued.set(self.queued.get() + 1);
         let channel = channel(group);
         let message = BusMessage {
             instance: self.instance.get(),
@@ -252,6 +258,9 @@ impl ClusterBus {
             broadcast: broadcast.clone(),
         };
         let sealed = self.key.seal(&channel, &message);
+        self.queued.set(self.queued.get() + 1);
+        self.queued_bytes
+            .set(self.queued_bytes.get() + sealed.len());
         let _ = self.outgoing.send((channel, sealed));
     }
 
@@ -292,6 +301,9 @@ impl ClusterBus {
             let n = batch.len() as u64;
             self.queued
                 .set(self.queued.get().saturating_sub(batch.len()));
+            let bytes: usize = batch.iter().map(|(_, sealed)| sealed.len()).sum();
+            self.queued_bytes
+                .set(self.queued_bytes.get().saturating_sub(bytes));
             let mut sent = self.link.publish(&batch).await;
             if sent.is_err() {
                 // Often a connection that broke since the last publish (Redis restarted):

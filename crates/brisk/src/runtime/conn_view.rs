@@ -59,4 +59,11 @@ pub(crate) trait ConnView {
     }
     /// Counts a connection closed for bad or missing input.
     fn count_rejected(&self) {}
+    /// Whether its queued bytes made no progress for its send timeout (its peer stopped
+    /// reading).
+    fn send_stalled(&self, _now: u32) -> bool {
+        false
+    }
+    /// Counts a connection closed for its send timeout.
+    fn count_send_timeout(&self) {}
 }

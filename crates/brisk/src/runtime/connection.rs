@@ -62,9 +62,19 @@ pub enum SendError {
     /// The connection is closing or closed.
     #[error("the connection is closed")]
     Closed,
-    /// The send buffer is at the max send buffer; `on_buffer_full` has fired.
+    /// The message does not fit beside what is queued (the max send buffer);
+    /// `on_buffer_full` has fired.
     #[error("the send buffer is full")]
     BufferFull,
+    /// The message is larger than the whole send buffer: it can never be sent on this
+    /// connection. Raise the server's `max_send_buffer`, or send smaller messages.
+    #[error("the message ({len} bytes) is larger than the send buffer ({limit} bytes): raise max_send_buffer")]
+    TooLarge {
+        /// The message's size in wire form.
+        len: usize,
+        /// The connection's max send buffer.
+        limit: usize,
+    },
     /// The protocol could not encode the message.
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
@@ -160,6 +170,9 @@ pub(crate) struct Inner<P: Protocol> {
     bytes_out: Cell<u64>,
     /// Worker uptime in seconds when bytes last arrived (for the idle timeout).
     last_active: Cell<u32>,
+    /// Worker uptime in seconds when the send queue last made progress: began to hold bytes,
+    /// or the kernel took some of them (for the send timeout).
+    queue_moved: Cell<u32>,
     out: RefCell<BytesMut>,
     io_error: Cell<Option<io::Error>>,
     protocol: RefCell<P>,
@@ -189,6 +202,7 @@ impl<P: Protocol> Inner<P> {
             bytes_in: Cell::new(0),
             bytes_out: Cell::new(0),
             last_active: Cell::new(now),
+            queue_moved: Cell::new(now),
             out: RefCell::new(BytesMut::new()),
             io_error: Cell::new(None),
             protocol: RefCell::new(protocol),
@@ -251,9 +265,11 @@ impl<P: Protocol> Connection<P> {
 
     /// Encodes `msg` and sends it. Writes at once when nothing is queued; otherwise queues it.
     ///
-    /// Fails with [`SendError::BufferFull`] while the send buffer is at the max send buffer
-    /// (`on_buffer_full` fires once when it gets there), and with [`SendError::Closed`] after
-    /// `close` or `destroy`.
+    /// Fails with [`SendError::BufferFull`] when the message does not fit beside what is
+    /// queued in the max send buffer (`on_buffer_full` fires once, the first time), with
+    /// [`SendError::TooLarge`] for a message larger than the whole buffer, and with
+    /// [`SendError::Closed`] after `close` or `destroy`. What is queued never exceeds the max
+    /// send buffer (but for a WebSocket's close frame).
     pub fn send(&self, msg: impl Into<P::Message>) -> Result<(), SendError> {
         self.inner.send(msg.into())
     }
@@ -267,7 +283,7 @@ impl<P: Protocol> Connection<P> {
         }
         let mut bytes = BytesMut::new();
         inner.protocol.borrow_mut().encode(msg.into(), &mut bytes)?;
-        inner.out.borrow_mut().extend_from_slice(&bytes);
+        inner.queue(&bytes);
         inner.notify();
         Ok(())
     }

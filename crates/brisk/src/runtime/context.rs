@@ -92,6 +92,8 @@ pub(crate) struct WorkerCtx {
     parts: Parts,
     /// The task set the worker's tasks run in, once it runs (`local_tasks::spawn`).
     task_set: RefCell<Option<Rc<tokio::task::LocalSet>>>,
+    /// Whether the sweep that enforces send timeouts runs (started by the first server).
+    send_sweep: Cell<bool>,
 }
 
 thread_local! {
@@ -182,6 +184,7 @@ impl WorkerCtx {
             to_master,
             cluster: crate::cluster_setting::get().is_some(),
             relay_queued: Cell::new(0),
+            send_sweep: Cell::new(false),
             relay_warned: Cell::new(None),
             recycle_after: Cell::new(None),
             info,
@@ -230,6 +233,12 @@ impl WorkerCtx {
     /// The app's default limits.
     pub(crate) fn default_limits(&self) -> Limits {
         self.limits
+    }
+
+    /// True the first time only: whoever is told so starts the worker's sweep of send
+    /// timeouts (`sweep::enforce_send_timeouts`).
+    pub(crate) fn claim_send_sweep(&self) -> bool {
+        !self.send_sweep.replace(true)
     }
 
     /// Writes bytes in wire form to connection `id`; false if it is gone or cannot take them.
@@ -399,6 +408,7 @@ impl WorkerCtx {
             rejected: s.rejected.get(),
             buffer_full: s.buffer_full.get(),
             sends_dropped: s.sends_dropped.get(),
+            send_timeouts: s.send_timeouts.get(),
             accept_paused: s.accept_paused.get(),
             log_lines_dropped: crate::log_file::dropped_lines(),
             cache_hits: s.cache_hits.get(),

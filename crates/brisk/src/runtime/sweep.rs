@@ -43,6 +43,36 @@ pub(crate) fn close_stalled_handshakes(worker: &WorkerCtx, limit_s: u32) {
     }
 }
 
+/// Starts the worker's one sweep of send timeouts (each second, every connection judged by
+/// its own server's `send_timeout`), if it does not run yet: each server that serves
+/// connections calls it as it starts in the worker.
+pub(crate) fn enforce_send_timeouts(worker: &Rc<WorkerCtx>) {
+    if worker.claim_send_sweep() {
+        tokio::task::spawn_local(sweep_stalled_sends(worker.clone()));
+    }
+}
+
+/// Closes, each second, the connections whose peer stopped reading ([`close_stalled_sends`]).
+async fn sweep_stalled_sends(worker: Rc<WorkerCtx>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        close_stalled_sends(&worker);
+    }
+}
+
+/// Closes at once (and counts in `send_timeouts`) the worker's connections whose queued bytes
+/// made no progress for their send timeout: a peer that stopped reading holds a full send
+/// buffer of the worker's memory for as long as it is kept, whatever it still sends.
+pub(crate) fn close_stalled_sends(worker: &WorkerCtx) {
+    let now = worker.uptime_secs();
+    for c in worker.connections_where(|c| c.send_stalled(now)) {
+        tracing::debug!("closing a connection whose peer stopped reading (send timeout)");
+        c.count_send_timeout();
+        c.destroy();
+    }
+}
+
 /// Closes the worker's connections that received nothing for `limit_s` seconds.
 pub(crate) fn close_idle(worker: &WorkerCtx, limit_s: u32) {
     let now = worker.uptime_secs();

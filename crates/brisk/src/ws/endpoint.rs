@@ -65,6 +65,8 @@ struct EndpointInner {
     on_message: Option<MessageFn>,
     on_close: Option<CloseFn>,
     max_message: usize,
+    /// Its connections' send buffer, if not the server's (or the app's) `max_send_buffer`.
+    send_buffer: Option<usize>,
     ping_interval: Duration,
     dead_peer_timeout: Duration,
     handshake_timeout: Duration,
@@ -109,6 +111,7 @@ impl WsEndpoint {
                 on_message: None,
                 on_close: None,
                 max_message: 16 << 20,
+                send_buffer: None,
                 ping_interval: Duration::from_secs(25),
                 dead_peer_timeout: Duration::from_secs(60),
                 handshake_timeout: Duration::from_secs(10),
@@ -230,8 +233,28 @@ impl WsEndpoint {
     }
 
     /// Largest message (all fragments together); over it the connection is closed with 1009.
+    ///
+    /// Every member of a group takes its own copy of a broadcast, up to its send buffer
+    /// (`max_send_buffer`, 2 MiB by default): an endpoint whose messages are broadcast should
+    /// take messages of the size its app needs (a chat line: 64 KiB, as channels do), not the
+    /// 16 MiB default. A message larger than a member's send buffer never reaches it
+    /// (`SendError::TooLarge`).
     pub fn max_message_size(self, bytes: usize) -> Self {
         self.edit(|e| e.max_message = bytes)
+    }
+
+    /// Its connections' send buffer (see [`Limits::max_send_buffer`](crate::Limits::max_send_buffer)),
+    /// instead of the server's, or the app's for an HTTP route: an echo of messages larger
+    /// than 2 MiB needs one that holds them.
+    ///
+    /// ```
+    /// use brisk::ws::WsEndpoint;
+    /// let echo = WsEndpoint::new()
+    ///     .max_send_buffer((16 << 20) + 64)
+    ///     .on_message(|ws, msg| async move { ws.send(msg) });
+    /// ```
+    pub fn max_send_buffer(self, bytes: usize) -> Self {
+        self.edit(|e| e.send_buffer = Some(bytes))
     }
 
     /// Ping a connection that has been silent this long (keeps NAT entries alive and detects
@@ -449,10 +472,12 @@ impl WsEndpoint {
                     true => deflate::compressed_limit(self.inner.max_message as u64) as usize,
                     false => self.inner.max_message,
                 } + 64,
+                max_send_buffer: self.inner.send_buffer.unwrap_or(limits.max_send_buffer),
                 ..limits
             },
             protocol: WsCodec::new(true, self.inner.max_message),
         });
+        crate::runtime::sweep::enforce_send_timeouts(worker);
         tokio::task::spawn_local(heartbeat(
             worker.clone(),
             self.inner.ping_interval,

@@ -50,6 +50,13 @@ impl WsServer {
         self.limits.max_send_buffer = Some(bytes);
         self
     }
+
+    /// Overrides [`Limits::send_timeout`](crate::Limits::send_timeout) for this server (`None`
+    /// turns it off).
+    pub fn send_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
+        self.limits.send_timeout = Some(timeout);
+        self
+    }
 }
 
 impl From<WsServer> for Service {

@@ -7,23 +7,22 @@ use super::*;
 
 impl<P: Protocol> Inner<P> {
     pub(super) fn send(&self, msg: P::Message) -> Result<(), SendError> {
-        let inner = self;
-        if !inner.state.is_open() {
+        if !self.state.is_open() {
             return Err(SendError::Closed);
         }
-        if inner.out.borrow().len() >= inner.server.limits.max_send_buffer {
-            Stats::add(&inner.server.worker.stats.sends_dropped, 1);
-            return Err(SendError::BufferFull);
+        if self.out.borrow().len() >= self.server.limits.max_send_buffer {
+            // Full already: nothing fits, so nothing is encoded.
+            return Err(self.refuse_full());
         }
         WRITE_SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             scratch.clear();
-            inner.protocol.borrow_mut().encode(msg, &mut scratch)?;
-            self.send_bytes(&scratch);
+            self.protocol.borrow_mut().encode(msg, &mut scratch)?;
+            let sent = self.send_bytes(&scratch);
             if scratch.capacity() > 4 * READ_CHUNK {
                 *scratch = BytesMut::with_capacity(READ_CHUNK);
             }
-            Ok(())
+            sent
         })
     }
 
@@ -34,46 +33,70 @@ impl<P: Protocol> Inner<P> {
         farewell.is_some_and(|msg| self.send(msg).is_ok())
     }
 
-    /// Writes bytes in wire form at once when nothing is queued; queues what the kernel
-    /// does not take, up to the max send buffer.
-    pub(super) fn send_bytes(&self, bytes: &[u8]) -> bool {
-        let inner = self;
-        if !inner.state.is_open() {
-            return false;
+    /// Writes bytes in wire form at once when nothing is queued, and queues what the kernel
+    /// does not take; if they fit beside what is queued in the max send buffer. A message is
+    /// counted whole against the limit before any of it is written, so the queue never holds
+    /// more than the limit, however many messages (a broadcast's members) come its way.
+    pub(super) fn send_bytes(&self, bytes: &[u8]) -> Result<(), SendError> {
+        if !self.state.is_open() {
+            return Err(SendError::Closed);
         }
-        let limit = inner.server.limits.max_send_buffer;
-        let mut out = inner.out.borrow_mut();
-        if out.len() >= limit {
-            Stats::add(&inner.server.worker.stats.sends_dropped, 1);
-            return false;
+        let limit = self.server.limits.max_send_buffer;
+        if bytes.len() > limit {
+            Stats::add(&self.server.worker.stats.sends_dropped, 1);
+            return Err(SendError::TooLarge {
+                len: bytes.len(),
+                limit,
+            });
+        }
+        let mut out = self.out.borrow_mut();
+        if out.len() + bytes.len() > limit {
+            drop(out);
+            return Err(self.refuse_full());
         }
         if out.is_empty() {
-            let written = match inner.stream.try_write(bytes) {
+            let written = match self.stream.try_write(bytes) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
                 Err(e) => {
-                    inner.io_error.set(Some(e));
-                    inner.state.destroy();
-                    inner.notify();
-                    return false;
+                    self.io_error.set(Some(e));
+                    self.state.destroy();
+                    self.notify();
+                    return Err(SendError::Closed);
                 }
             };
-            inner.count_out(written);
+            self.count_out(written);
             if written < bytes.len() {
+                self.queue_moved.set(self.server.worker.uptime_secs());
                 out.extend_from_slice(&bytes[written..]);
             }
         } else {
             out.extend_from_slice(bytes);
         }
-        if !out.is_empty() {
-            if out.len() >= limit && inner.state.queue_filled() {
-                Stats::add(&inner.server.worker.stats.buffer_full, 1);
-            }
-            inner.notify();
-        } else if inner.stream.has_pending_output() {
-            inner.notify();
+        if !out.is_empty() || self.stream.has_pending_output() {
+            self.notify();
         }
-        true
+        Ok(())
+    }
+
+    /// A message did not fit: counted, and `on_buffer_full` made due the first time.
+    fn refuse_full(&self) -> SendError {
+        let stats = &self.server.worker.stats;
+        Stats::add(&stats.sends_dropped, 1);
+        if self.state.queue_filled() {
+            Stats::add(&stats.buffer_full, 1);
+            self.notify();
+        }
+        SendError::BufferFull
+    }
+
+    /// Queues bytes after what is queued, past the limit if need be (a close frame).
+    pub(super) fn queue(&self, bytes: &[u8]) {
+        let mut out = self.out.borrow_mut();
+        if out.is_empty() {
+            self.queue_moved.set(self.server.worker.uptime_secs());
+        }
+        out.extend_from_slice(bytes);
     }
 
     /// Whether the task reads and decodes: open, and not paused.
@@ -90,14 +113,21 @@ impl<P: Protocol> Inner<P> {
     /// Writes queued bytes until the kernel refuses more. Returns whether the queue is empty.
     pub(super) fn flush(&self) -> io::Result<bool> {
         let mut out = self.out.borrow_mut();
+        let mut moved = false;
         while !out.is_empty() {
             match self.stream.try_write(&out) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     out.advance(n);
                     self.count_out(n);
+                    moved = true;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if moved {
+                        self.queue_moved.set(self.server.worker.uptime_secs());
+                    }
+                    return Ok(false);
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -194,14 +224,14 @@ impl<P: Protocol> ConnView for Inner<P> {
         self
     }
     fn send_raw(&self, bytes: &[u8]) -> bool {
-        self.send_bytes(bytes)
+        self.send_bytes(bytes).is_ok()
     }
     fn send_last(&self, bytes: &[u8]) -> bool {
         if !self.state.is_open() {
             return false;
         }
         // Past the send-buffer limit if need be: a slow peer still gets its close frame.
-        self.out.borrow_mut().extend_from_slice(bytes);
+        self.queue(bytes);
         self.state.begin_closing();
         self.notify();
         true
@@ -221,5 +251,15 @@ impl<P: Protocol> ConnView for Inner<P> {
     }
     fn count_rejected(&self) {
         Stats::add(&self.server.worker.stats.rejected, 1);
+    }
+    fn send_stalled(&self, now: u32) -> bool {
+        let Some(timeout) = self.server.limits.send_timeout else {
+            return false;
+        };
+        let limit = timeout.as_secs().max(1) as u32;
+        !self.out.borrow().is_empty() && now.saturating_sub(self.queue_moved.get()) > limit
+    }
+    fn count_send_timeout(&self) {
+        Stats::add(&self.server.worker.stats.send_timeouts, 1);
     }
 }

@@ -18,7 +18,9 @@ use crate::runtime::handler::boxed;
 type Seen = Rc<RefCell<Vec<String>>>;
 
 /// A text server's connection whose `on_message` does what each line says (`echo X`,
-/// `close X` sends X then closes, `flood N` sends N lines of 1 KiB, `pause`, `destroy`),
+/// `close X` sends X then closes, `flood N` sends N lines of 1 KiB, `big N` one line of N
+/// bytes (and says how that went: `big sent`, `big full`, `big too large`), `pause`,
+/// `destroy`, and nothing for anything else),
 /// served on one end of a socket pair; the other end, the handle and what was seen.
 fn served(
     limits: Limits,
@@ -55,6 +57,16 @@ fn served(
                         break;
                     }
                 }
+            }
+            "big" => {
+                let line = "y".repeat(rest.parse::<usize>().unwrap_or(1).saturating_sub(1));
+                let outcome = match c.send(line) {
+                    Ok(()) => "big sent",
+                    Err(SendError::BufferFull) => "big full",
+                    Err(SendError::TooLarge { .. }) => "big too large",
+                    Err(_) => "big failed",
+                };
+                log.borrow_mut().push(outcome.into());
             }
             "pause" => c.pause_recv(),
             "destroy" => c.destroy(),
@@ -195,7 +207,10 @@ fn a_full_send_buffer_fires_on_buffer_full_once_and_on_buffer_drain_when_it_empt
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         assert_eq!(full(), 1, "{:?}", seen.borrow());
-        assert!(conn.borrow().as_ref().unwrap().send_buffer_len() >= 64 << 10);
+        // Each line counted whole against the limit: full, and never past it.
+        let queued = conn.borrow().as_ref().unwrap().send_buffer_len();
+        assert!(queued <= 64 << 10, "{queued} bytes queued");
+        assert!(queued > (64 << 10) - 1024, "{queued} bytes queued");
         // The peer reads it all: the queue empties, and the drain is told once.
         let mut sink = vec![0u8; 1 << 20];
         let drained = || seen.borrow().iter().any(|s| s == "drain");
@@ -225,5 +240,115 @@ fn a_paused_connection_reads_nothing_until_it_resumes() {
         assert_eq!(*seen.borrow(), ["connect", "message pause"]);
         handle.borrow().as_ref().unwrap().resume_recv();
         assert_eq!(read_line(&mut peer).await, "later");
+    });
+}
+
+#[test]
+fn a_message_larger_than_the_whole_send_buffer_is_refused_as_too_large() {
+    on_a_worker(async {
+        let limits = Limits {
+            max_send_buffer: 64 << 10,
+            ..Limits::default()
+        };
+        let (mut peer, seen, handle) = served(limits);
+        peer.write_all(
+            b"big 65537
+big 65536
+",
+        )
+        .await
+        .unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let outcomes = || {
+            let seen = seen.borrow();
+            seen.iter()
+                .filter(|s| s.starts_with("big "))
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        while outcomes().len() < 2 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(outcomes(), ["big too large", "big sent"]);
+        // The one that fits arrives whole; the refused one left nothing on the wire.
+        assert_eq!(read_line(&mut peer).await.len(), 65535);
+        let conn = handle.borrow().clone().unwrap();
+        assert_eq!(conn.worker_stats().sends_dropped.get(), 1);
+        assert!(
+            !seen.borrow().iter().any(|s| s == "full"),
+            "too large is not full"
+        );
+    });
+}
+
+/// Waits until `done`, for at most 10 s.
+async fn until(done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !done() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A connection with a 64 KiB send buffer and a 1 s send timeout whose queue is full, the
+/// worker's send-timeout sweep running: its peer and its handle.
+async fn flooded_with_a_send_timeout() -> (tokio::net::UnixStream, Connection) {
+    let limits = Limits {
+        max_send_buffer: 64 << 10,
+        send_timeout: Some(Duration::from_secs(1)),
+        ..Limits::default()
+    };
+    let (mut peer, seen, handle) = served(limits);
+    peer.write_all(b"flood 4096\n").await.unwrap();
+    until(|| seen.borrow().iter().any(|s| s == "full")).await;
+    let conn = handle.borrow().clone().unwrap();
+    crate::runtime::sweep::enforce_send_timeouts(conn.worker());
+    (peer, conn)
+}
+
+#[test]
+fn a_peer_that_stops_reading_is_closed_after_the_send_timeout_though_it_still_sends() {
+    on_a_worker(async {
+        let (mut peer, conn) = flooded_with_a_send_timeout().await;
+        let worker = conn.worker().clone();
+        let stalled = std::time::Instant::now();
+        // It keeps talking (as a WebSocket client that pings), and never reads.
+        while conn.inner.state.lifecycle() != Lifecycle::Destroyed
+            && stalled.elapsed() < Duration::from_secs(10)
+        {
+            let _ = peer.write_all(b"noop\n").await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(conn.inner.state.lifecycle(), Lifecycle::Destroyed);
+        assert!(
+            stalled.elapsed() >= Duration::from_millis(900),
+            "{:?}",
+            stalled.elapsed()
+        );
+        assert_eq!(worker.stats.send_timeouts.get(), 1);
+    });
+}
+
+#[test]
+fn a_peer_that_reads_slowly_but_steadily_is_kept() {
+    on_a_worker(async {
+        let (mut peer, conn) = flooded_with_a_send_timeout().await;
+        // Every 200 ms for 3 s, it reads what the kernel holds and is sent more than that:
+        // three send timeouts, always behind, but the queue keeps moving.
+        let mut sink = vec![0u8; 1 << 20];
+        let began = std::time::Instant::now();
+        let mut behind = 0;
+        while began.elapsed() < Duration::from_secs(3) {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            behind += usize::from(conn.send_buffer_len() > 0);
+            peer.write_all(b"flood 512\n").await.unwrap();
+            let read = tokio::time::timeout(Duration::from_secs(2), peer.read(&mut sink)).await;
+            assert!(
+                matches!(read, Ok(Ok(n)) if n > 0),
+                "the connection ended: {read:?}"
+            );
+        }
+        assert_eq!(conn.worker_stats().send_timeouts.get(), 0);
+        assert!(conn.inner.state.is_open());
+        assert!(behind >= 10, "behind at {behind} of its reads");
     });
 }
