@@ -402,14 +402,10 @@ fn idle_members_pin_at_most_their_send_buffer_and_are_closed_by_the_send_timeout
             "1048576",
         ],
     );
-    let http_pid = d.server.status().unwrap()["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["server"].as_str().unwrap().starts_with("http://"))
-        .unwrap()["pid"]
-        .as_i64()
-        .unwrap() as i32;
+    let http_pid = d
+        .server
+        .pids_of(&format!("http://127.0.0.1:{}", d.http))
+        .unwrap()[0];
     let mut idle: Vec<WebSocket<TcpStream>> = (0..MEMBERS)
         .map(|_| client(d.http, "/chat?room=idle"))
         .collect();
