@@ -10,7 +10,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use brisk::db::DbError;
-use brisk::http::login_throttle::LoginThrottle;
+use brisk::http::login_throttle::{Attempt, LoginThrottle};
 use brisk::http::session::Sessions;
 use brisk::ws::WebSocketUpgrade;
 use serde::Deserialize;
@@ -128,9 +128,10 @@ struct Credentials {
     password: String,
 }
 
-/// 429 with `Retry-After` when the account or the address failed too often lately.
-fn not_throttled(chat: &Chat, name: &str, from: std::net::IpAddr) -> Result<(), ApiError> {
-    chat.throttle.check(name, from).map_err(|throttled| {
+/// The throttle's admission of an attempt for `name` (any end but `succeeded` counts as a
+/// failure); 429 with `Retry-After` when the account or the address failed too often lately.
+fn admitted(chat: &Chat, name: &str, from: std::net::IpAddr) -> Result<Attempt, ApiError> {
+    chat.throttle.attempt(name, from).map_err(|throttled| {
         ApiError::new(429, "too many failed attempts; try again later")
             .retry_after(throttled.retry_after.as_secs())
     })
@@ -159,13 +160,16 @@ async fn signup(
     if c.password.len() < 8 {
         return Err(ApiError::new(400, "a password has at least 8 characters"));
     }
-    not_throttled(&chat, &c.name, peer.ip())?;
+    let attempt = admitted(&chat, &c.name, peer.ip())?;
     let hash = auth::hash_password(&chat.hashing, c.password).await?;
     match chat.store.create_user(&c.name, &hash).await {
-        Ok(_) => Ok(signed_in(&chat, &c.name, StatusCode::CREATED)),
+        Ok(_) => {
+            attempt.succeeded();
+            Ok(signed_in(&chat, &c.name, StatusCode::CREATED))
+        }
         Err(Refused::Taken) => {
             // Names tried and taken count as failures: probing for accounts costs attempts.
-            chat.throttle.failed(&c.name, peer.ip());
+            attempt.failed();
             Err(ApiError::new(409, "that name is taken"))
         }
         Err(Refused::Db(e)) => Err(e.into()),
@@ -179,17 +183,17 @@ async fn login(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Json(c): Json<Credentials>,
 ) -> Result<Response, ApiError> {
-    not_throttled(&chat, &c.name, peer.ip())?;
+    let attempt = admitted(&chat, &c.name, peer.ip())?;
     let matches = match chat.store.password_hash(&c.name).await? {
         Some(hash) => auth::password_matches(&chat.hashing, c.password, hash).await?,
         None => false,
     };
     if !matches {
-        chat.throttle.failed(&c.name, peer.ip());
+        attempt.failed();
         figures::LOGINS_FAILED.inc();
         return Err(ApiError::new(401, "wrong name or password"));
     }
-    chat.throttle.succeeded(&c.name);
+    attempt.succeeded();
     Ok(signed_in(&chat, &c.name, StatusCode::OK))
 }
 

@@ -244,24 +244,29 @@ impl Admin {
                 StatusCode::FORBIDDEN,
             );
         };
-        if let Err(throttled) = self.throttle.check(&form.user, from) {
-            tracing::warn!(user = ?form.user, %from, "sign-in refused: {throttled}");
-            let refusal = throttled.to_string();
-            let mut page = self.form(
-                &session,
-                next,
-                &form.user,
-                Some(&refusal),
-                StatusCode::TOO_MANY_REQUESTS,
-            );
-            let wait = throttled.retry_after.as_secs().max(1);
-            page.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(wait));
-            return page;
-        }
+        let attempt = match self.throttle.attempt(&form.user, from) {
+            Ok(attempt) => attempt,
+            Err(throttled) => {
+                tracing::warn!(user = ?form.user, %from, "sign-in refused: {throttled}");
+                let refusal = throttled.to_string();
+                let mut page = self.form(
+                    &session,
+                    next,
+                    &form.user,
+                    Some(&refusal),
+                    StatusCode::TOO_MANY_REQUESTS,
+                );
+                let wait = throttled.retry_after.as_secs().max(1);
+                page.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(wait));
+                return page;
+            }
+        };
+        // Every end of the attempt but a match counts as a failure (a busy check too: a
+        // flood must not buy guesses that are never counted).
         match self.verify(&phc, &form.user, form.password).await {
             Verdict::Match => {
-                self.throttle.succeeded(&form.user);
+                attempt.succeeded();
                 tracing::info!(user = %form.user, "signed in");
                 let mut r = see_other(next);
                 let cookie = sessions.set_cookie(&sessions.login(&form.user));
@@ -281,7 +286,7 @@ impl Admin {
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
                 return page;
             }
-            Verdict::NoMatch => self.throttle.failed(&form.user, from),
+            Verdict::NoMatch => attempt.failed(),
         }
         let failures = self.failed_logins.get() + 1;
         self.failed_logins.set(failures);

@@ -282,11 +282,69 @@ fn failed_sign_ins_are_throttled_per_account_and_per_address() {
     assert!(r.text().contains("from this address"), "{}", r.text());
 }
 
+/// 200 wrong sign-ins at once for one account, with a limit of 50: exactly 50 are checked
+/// (answered 401, or 503 when the password-check slots were busy — both counted), the other
+/// 150 are refused with 429 while the first are still in flight, and the account stays locked.
+/// Before attempts were reserved, every one of the 200 passed the check (the failures were
+/// counted only after the slow password check).
+#[test]
+fn a_burst_of_parallel_wrong_sign_ins_counts_every_attempt() {
+    const LIMIT: usize = 50;
+    let d = admin_demo_with(
+        1,
+        &[
+            "--login-failures-per-account",
+            "50",
+            "--login-failures-per-address",
+            "10000",
+        ],
+    );
+    let (cookie, csrf) = login_form(&d);
+    let body = format!("user=admin&password=guess&csrf={csrf}");
+    let answers: Vec<HttpResponse> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..200)
+            .map(|_| s.spawn(|| post_form(&d, "/admin/login", &cookie, &body)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let checked = answers.iter().filter(|r| r.status != 429).count();
+    for r in &answers {
+        assert!(
+            matches!(r.status, 401 | 503 | 429),
+            "{} {}",
+            r.status,
+            r.text()
+        );
+    }
+    assert_eq!(
+        checked,
+        LIMIT,
+        "attempts past the limit were checked: {:?}",
+        answers.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    let r = sign_in(&d, "admin", PASSWORD);
+    assert_eq!(
+        r.status,
+        429,
+        "the right password after the burst: {}",
+        r.text()
+    );
+}
+
 /// More sign-ins at once than the password-check slots can take within their wait: those
 /// left waiting are told to try again (503, Retry-After), never that the password was wrong.
+/// (The throttle's limits are raised: a 503 counts as a failed attempt.)
 #[test]
 fn a_full_password_check_queue_says_try_again_not_wrong_password() {
-    let d = admin_demo(1);
+    let d = admin_demo_with(
+        1,
+        &[
+            "--login-failures-per-account",
+            "10000",
+            "--login-failures-per-address",
+            "10000",
+        ],
+    );
     let (cookie, csrf) = login_form(&d);
     let body = format!("user=admin&password={PASSWORD}&csrf={csrf}");
     let answers: Vec<HttpResponse> = std::thread::scope(|s| {
