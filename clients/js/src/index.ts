@@ -513,6 +513,9 @@ export class Client extends Emitter<ClientEvents> {
       else this.connected({ client: "", user, expires });
     } else if (message.subscribed) {
       this.subscriptions.get(message.channel)?.subscribedWith(message.subscribed);
+    } else if (message.publications) {
+      // A further page of what the stream recovered.
+      this.subscriptions.get(message.channel)?.acceptAll(message.publications);
     } else {
       this.pushed(message);
     }
@@ -749,10 +752,39 @@ export class Subscription extends Emitter<SubscriptionEvents> {
       recovered: result.recovered,
       reason: result.reason,
     });
-    for (const p of result.publications ?? []) {
+    this.acceptAll(result.publications ?? []);
+    for (const p of this.early.splice(0)) this.accept(p);
+    // The history answers a page at a time: ask for the rest (an event stream sends it).
+    if (result.more && this.client.transport !== "sse") void this.recoverFrom(this.attempt);
+  }
+
+  /** @internal Recovered publications, as the history answers them. */
+  acceptAll(publications: any[]): void {
+    for (const p of publications) {
       this.accept({ channel: this.channel, data: dataOf(p), offset: p.offset });
     }
-    for (const p of this.early.splice(0)) this.accept(p);
+  }
+
+  /** Asks the history for the pages after the position, one after another, until the last
+   * (or until the subscription is restarted: its recovery takes over). */
+  private async recoverFrom(attempt: number): Promise<void> {
+    for (;;) {
+      let result: any;
+      try {
+        result = await this.client.call("history", { channel: this.channel, since: this.position });
+      } catch (e) {
+        // The reconnect's recovery (or the gap timer) goes on from the position.
+        this.emit("error", { error: e instanceof ChannelError ? e : new ChannelError(0, String(e)) });
+        return;
+      }
+      if (this.state !== "subscribed" || attempt !== this.attempt) return;
+      if (!result.recovered) {
+        this.emit("error", { error: new ChannelError(0, `publications were lost: ${result.reason}`) });
+        return;
+      }
+      this.acceptAll(result.publications);
+      if (!result.more) return;
+    }
   }
 
   /** Sends `refresh` for this channel with a new subscription token before `expires`. */
@@ -873,9 +905,8 @@ export class Subscription extends Emitter<SubscriptionEvents> {
       });
       if (this.state !== "subscribed") return; // the reconnect recovers them
       if (result.recovered) {
-        for (const p of result.publications) {
-          this.accept({ channel: this.channel, data: dataOf(p), offset: p.offset });
-        }
+        this.acceptAll(result.publications);
+        if (result.more) void this.recoverFrom(this.attempt);
         return;
       }
       this.emit("error", {

@@ -183,6 +183,44 @@ test("a client cut off for 5 s recovers every publication it missed, in order", 
   p.close();
 });
 
+test("a recovery larger than one page of the history arrives whole, over WebSocket and SSE", async () => {
+  // 20 publications of 20 KB: more than the history's 256 KiB page, so both clients get it
+  // in pages (the socket asks for the next one, the event stream is sent each).
+  const port = Number(new URL(httpA).port);
+  const p = await proxy(port);
+  const ws = client(httpA, "paige", { url: `ws://127.0.0.1:${p.port}/connection/websocket` });
+  const sse = client(httpA, "stu", {
+    url: "ws://127.0.0.1:1/connection/websocket",
+    sseUrl: `http://127.0.0.1:${p.port}/connection/sse`,
+    fallbackAfter: 1,
+  });
+  const got = { ws: [], sse: [] };
+  for (const [c, name] of [[ws, "ws"], [sse, "sse"]]) {
+    c.subscribe("news:node-pages").on("publication", (pub) => got[name].push(pub.data));
+    c.connect();
+    await next(c.subscription("news:node-pages"), "subscribed");
+  }
+  await until("both subscribers counted", async () =>
+    (await api(httpB, "channels", {})).channels["news:node-pages"]?.clients === 2);
+  await api(httpB, "publish", { channel: "news:node-pages", data: "first" });
+  await until("the first on both", () => got.ws.length === 1 && got.sse.length === 1);
+  const lost = Promise.all([next(ws, "disconnected"), next(sse, "disconnected")]);
+  p.cut();
+  await lost;
+  const big = (i) => `${i}:`.padEnd(20000, "x");
+  for (let i = 0; i < 20; i++) await api(httpB, "publish", { channel: "news:node-pages", data: big(i) });
+  const back = [next(ws.subscription("news:node-pages"), "subscribed"), next(sse.subscription("news:node-pages"), "subscribed")];
+  p.restore();
+  for (const b of back) assert.equal((await b).recovered, true);
+  await until("all twenty on both", () => got.ws.length === 21 && got.sse.length === 21, 20000);
+  const want = ["first", ...Array.from({ length: 20 }, (_, i) => big(i))];
+  assert.deepEqual(got.ws, want);
+  assert.deepEqual(got.sse, want);
+  ws.disconnect();
+  sse.disconnect();
+  p.close();
+});
+
 test("the msgpack format: bytes between MessagePack and JSON clients, and recovery", async () => {
   const port = Number(new URL(httpA).port);
   const p = await proxy(port);

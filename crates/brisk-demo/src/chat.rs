@@ -283,34 +283,44 @@ async fn recover(
     room: &str,
     position: &str,
 ) -> Result<(), brisk::SendError> {
-    let last = match position.parse::<ws::Position>() {
+    let mut last = match position.parse::<ws::Position>() {
         Ok(p) => p,
         Err(e) => return ws.send_text(json!({ "error": e.to_string() }).to_string()),
     };
-    let answer = match history.since(room, &last).await {
-        Ok(Recovery::Recovered(missed)) => {
-            for m in &missed {
-                let text = String::from_utf8_lossy(&m.payload);
-                if ws
-                    .send_text(kept(Some(&m.position.to_string()), &text))
-                    .is_err()
-                {
-                    // Its buffer is full: a partial recovery must not look whole.
-                    ws.close(1013, "recovery did not fit the send buffer; reconnect");
-                    return Ok(());
+    // The history answers a page at a time: each is sent before the next is read.
+    let mut sent = 0;
+    let answer = loop {
+        match history.since(room, &last).await {
+            Ok(Recovery::Recovered { missed, more }) => {
+                for m in &missed {
+                    let text = String::from_utf8_lossy(&m.payload);
+                    if ws
+                        .send_text(kept(Some(&m.position.to_string()), &text))
+                        .is_err()
+                    {
+                        // Its buffer is full: a partial recovery must not look whole.
+                        ws.close(1013, "recovery did not fit the send buffer; reconnect");
+                        return Ok(());
+                    }
+                }
+                sent += missed.len();
+                match missed.last() {
+                    Some(m) if more => last = m.position.clone(),
+                    _ => break json!({ "recovered": true, "missed": sent }),
                 }
             }
-            json!({ "recovered": true, "missed": missed.len() })
+            Ok(Recovery::Lost(why)) => match history.position(room).await {
+                Ok(at) => {
+                    break json!({
+                        "recovered": false,
+                        "reason": why.to_string(),
+                        "position": at.to_string(),
+                    })
+                }
+                Err(e) => break redis_failure(e),
+            },
+            Err(e) => break redis_failure(e),
         }
-        Ok(Recovery::Lost(why)) => match history.position(room).await {
-            Ok(at) => json!({
-                "recovered": false,
-                "reason": why.to_string(),
-                "position": at.to_string(),
-            }),
-            Err(e) => redis_failure(e),
-        },
-        Err(e) => redis_failure(e),
     };
     ws.send_text(answer.to_string())
 }

@@ -231,6 +231,67 @@ fn a_client_that_was_away_recovers_what_it_missed_in_order() {
     assert_eq!(r["error"]["code"], 104, "{r}");
 }
 
+/// 20 publications of 20 KB missed: more than a page of the history (256 KiB). `subscribe`
+/// answers the first page with `"more":true`, each page within the bound, and `history` from
+/// the last one gives the rest, in order, the last page without `more`.
+#[test]
+fn a_recovery_larger_than_a_page_comes_in_pages() {
+    const PAGE: usize = 256 << 10;
+    let (_redis, a, _b, _dir) = cluster();
+    let mut reader = Client::connected(&a, "reader");
+    let r = reader.call("subscribe", json!({ "channel": "news:pages" }));
+    let start = r["result"]["position"].as_str().unwrap().to_owned();
+    reader.call("unsubscribe", json!({ "channel": "news:pages" }));
+    let sent: Vec<String> = (0..20)
+        .map(|i| {
+            let data = format!("{i}:{}", "x".repeat(20_000));
+            let (status, r) = api(
+                &a,
+                "publish",
+                json!({ "channel": "news:pages", "data": data }),
+            );
+            assert_eq!(status, 200, "{r}");
+            r["result"]["offset"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let offsets_of = |r: &Json| -> Vec<String> {
+        let publications = r["result"]["publications"]
+            .as_array()
+            .expect("publications");
+        let size: usize = publications
+            .iter()
+            .map(|p| p["data"].as_str().unwrap().len())
+            .sum();
+        assert!(size <= PAGE, "a page of {size} bytes");
+        publications
+            .iter()
+            .map(|p| p["offset"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let r = reader.call(
+        "subscribe",
+        json!({ "channel": "news:pages", "since": start }),
+    );
+    assert_eq!(r["result"]["recovered"], true, "{}", r["result"]["reason"]);
+    assert_eq!(r["result"]["more"], true);
+    let mut got = offsets_of(&r);
+    assert!(got.len() < 20 && !got.is_empty(), "{}", got.len());
+    loop {
+        let since = got.last().unwrap().clone();
+        let r = reader.call(
+            "history",
+            json!({ "channel": "news:pages", "since": since }),
+        );
+        assert_eq!(r["result"]["recovered"], true);
+        got.extend(offsets_of(&r));
+        if r["result"]["more"] != true {
+            assert!(r["result"].get("more").is_none());
+            break;
+        }
+    }
+    assert_eq!(got, sent);
+}
+
 #[test]
 fn disconnect_closes_a_users_sockets_on_every_instance() {
     let (_redis, a, b, _dir) = cluster();

@@ -240,6 +240,14 @@ fn the_kubernetes_manifests_agree_and_the_pod_command_serves_and_stops() {
     );
     let redis_container =
         &kind(&redis_docs, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    // Histories, presence and finished jobs bounded together (the history's guide says so).
+    let redis_args = strings(&redis_container["args"]);
+    let flag = |name: &str| {
+        let at = redis_args.iter().position(|a| a == name);
+        at.map(|i| redis_args[i + 1].as_str())
+    };
+    assert_eq!(flag("--maxmemory-policy"), Some("volatile-lru"));
+    assert!(flag("--maxmemory").is_some(), "{redis_args:?}");
     assert_eq!(
         u64::from(container_port(redis_container, "redis")),
         redis_port

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use brisk::redis::{cmd, Redis as Client, RedisOptions};
-use brisk::ws::{History, HistoryOptions, Lost, Position, Recovery};
+use brisk::ws::{History, HistoryError, HistoryOptions, Lost, Position, Recovery};
 use brisk_testkit::*;
 
 fn history(server: &Redis, options: HistoryOptions) -> History {
@@ -16,18 +16,21 @@ fn history(server: &Redis, options: HistoryOptions) -> History {
 
 fn payloads(recovery: Recovery) -> Vec<String> {
     match recovery {
-        Recovery::Recovered(kept) => kept
-            .into_iter()
-            .map(|k| {
-                format!(
-                    "{}={}",
-                    k.position.offset,
-                    String::from_utf8_lossy(&k.payload)
-                )
-            })
-            .collect(),
+        Recovery::Recovered { missed, more } => {
+            assert!(!more, "one page held them all");
+            missed.iter().map(entry).collect()
+        }
         Recovery::Lost(why) => panic!("not recovered: {why}"),
     }
+}
+
+/// `offset=payload`.
+fn entry(k: &brisk::ws::Kept) -> String {
+    format!(
+        "{}={}",
+        k.position.offset,
+        String::from_utf8_lossy(&k.payload)
+    )
 }
 
 #[test]
@@ -216,4 +219,155 @@ fn positions_print_and_parse() {
         let err = bad.parse::<Position>().unwrap_err();
         assert!(err.to_string().contains("EPOCH:OFFSET"), "{bad}: {err}");
     }
+}
+
+/// An entry of `XRANGE`: its id and its fields.
+type StreamEntry = (String, Vec<(String, Vec<u8>)>);
+
+/// A group keeps at most `max_bytes` of messages (the oldest go first; Redis's count of them
+/// stays exact), a message larger than a page is refused before Redis is asked, and a read
+/// answers one page at a time: at least one message, then as many as fit in `page_bytes`.
+#[test]
+fn the_history_is_bounded_in_bytes_and_read_in_pages() {
+    let server = Redis::start().unwrap();
+    let h = history(
+        &server,
+        HistoryOptions {
+            max_bytes: 10_000,
+            page_bytes: 3_000,
+            ..Default::default()
+        },
+    );
+    let raw = Client::new(&server.url(), RedisOptions::default()).unwrap();
+    worker_runtime().block_on(async {
+        let message = |i: u64| format!("{i:04}").repeat(250); // 1000 bytes
+        let mut positions = vec![];
+        for i in 1..=20 {
+            positions.push(h.append("room", message(i).as_bytes()).await.unwrap());
+        }
+        // At most ten of 1000 bytes fit in 10,000 (a trim leaves nine tenths: nine or ten).
+        let kept: Vec<StreamEntry> = raw
+            .run(
+                cmd("XRANGE")
+                    .arg("brisk:history:{room}:stream")
+                    .arg("-")
+                    .arg("+"),
+            )
+            .await
+            .unwrap();
+        assert!((9..=10).contains(&kept.len()), "{}", kept.len());
+        let bytes: usize = kept.iter().map(|(_, f)| f[1].1.len()).sum();
+        assert_eq!(bytes, kept.len() * 1000);
+        let counted: usize = raw
+            .run(cmd("HGET").arg("brisk:history:{room}:meta").arg("b"))
+            .await
+            .unwrap();
+        assert_eq!(counted, bytes, "the meta hash's byte count");
+        assert_eq!(
+            h.since("room", &positions[4]).await.unwrap(),
+            Recovery::Lost(Lost::Trimmed),
+            "5 dropped for bytes"
+        );
+        // From 12: 13..20 in pages of three (3000 bytes each at most).
+        let mut pages = vec![];
+        let mut from = positions[11].clone();
+        loop {
+            let Recovery::Recovered { missed, more } = h.since("room", &from).await.unwrap() else {
+                panic!("lost")
+            };
+            let size: usize = missed.iter().map(|k| k.payload.len()).sum();
+            assert!(size <= 3_000 && !missed.is_empty(), "{size}");
+            pages.push(missed.iter().map(|k| k.position.offset).collect::<Vec<_>>());
+            if !more {
+                break;
+            }
+            from = missed.last().unwrap().position.clone();
+        }
+        assert_eq!(pages, [vec![13, 14, 15], vec![16, 17, 18], vec![19, 20]]);
+        // A listing: the newest that fit in a page.
+        let (at, last) = h.latest("room", 100).await.unwrap();
+        assert_eq!(at, positions[19]);
+        let offsets: Vec<u64> = last.iter().map(|k| k.position.offset).collect();
+        assert_eq!(offsets, [18, 19, 20]);
+        // Larger than a page: refused, and nothing kept.
+        let e = h.append("room", &[b'x'; 3_001]).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                HistoryError::TooLarge {
+                    len: 3_001,
+                    limit: 3_000
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(e.http_status(), 413);
+        assert!(
+            e.to_string().contains("larger than the history keeps"),
+            "{e}"
+        );
+        assert_eq!(h.position("room").await.unwrap(), positions[19]);
+        // A message of a whole page still reads, alone.
+        let big = h.append("room", &[b'y'; 3_000]).await.unwrap();
+        let Recovery::Recovered { missed, more } = h.since("room", &positions[18]).await.unwrap()
+        else {
+            panic!("lost")
+        };
+        assert_eq!((missed.len(), more), (1, true));
+        assert_eq!(
+            payloads(h.since("room", &positions[19]).await.unwrap()).len(),
+            1
+        );
+        assert_eq!(big.offset, 21);
+    });
+}
+
+/// All groups' histories together are bounded by Redis's `maxmemory` with `volatile-lru`
+/// (every history key expires): past it Redis evicts, appends go on, and a client whose
+/// history was evicted is told it is lost, never given a gap.
+#[test]
+fn under_maxmemory_evicted_histories_are_lost_not_gapped() {
+    let server = Redis::start().unwrap();
+    server.cli(&["CONFIG", "SET", "maxmemory", "8mb"]).unwrap();
+    server
+        .cli(&["CONFIG", "SET", "maxmemory-policy", "volatile-lru"])
+        .unwrap();
+    let h = history(&server, HistoryOptions::default());
+    worker_runtime().block_on(async {
+        let payload = vec![b'p'; 4_000];
+        let mut firsts = vec![];
+        // 2,000 groups of 5 messages of 4 KB: 40 MB asked of an 8 MB Redis.
+        for g in 0..2_000 {
+            let group = format!("room{g}");
+            let first = h.append(&group, &payload).await.unwrap();
+            for _ in 0..4 {
+                h.append(&group, &payload).await.unwrap();
+            }
+            firsts.push((group, first));
+        }
+        let mut recovered = 0;
+        let mut lost = 0;
+        for (group, first) in &firsts {
+            match h.since(group, first).await.unwrap() {
+                Recovery::Recovered { missed, .. } => {
+                    let offsets: Vec<u64> = missed.iter().map(|k| k.position.offset).collect();
+                    assert_eq!(offsets, [2, 3, 4, 5], "{group}: a gap");
+                    recovered += 1;
+                }
+                Recovery::Lost(Lost::NewEpoch | Lost::Trimmed) => lost += 1,
+                Recovery::Lost(other) => panic!("{group}: {other}"),
+            }
+        }
+        assert!(lost > 0, "nothing was evicted: raise the load");
+        assert!(recovered > 0, "everything was evicted");
+    });
+    let info = server.cli(&["INFO", "memory"]).unwrap();
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(used <= 9 << 20, "used_memory {used}");
 }

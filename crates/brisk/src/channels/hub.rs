@@ -18,7 +18,7 @@ use crate::jwt::{Jwt, JwtError};
 use crate::redis::RedisError;
 use crate::runtime::context::running;
 use crate::ws::group_key::{ChannelFormat, GroupKey, Space};
-use crate::ws::{self, Kept, Message, Position};
+use crate::ws::{self, HistoryError, Kept, Message, Position};
 
 /// The group of `channel`'s JSON subscribers (sockets and event streams).
 pub(crate) fn group_of(channel: &str) -> GroupKey {
@@ -282,7 +282,10 @@ impl Channels {
 
     /// Publishes `data` (JSON) to `channel`'s subscribers on every worker and instance; with
     /// history, keeps it first and answers its position. If the history cannot keep it
-    /// (Redis down), nobody gets it and the error says so.
+    /// (Redis down: `Unavailable`; larger than [`HistoryOptions::max_message`]:
+    /// `LimitExceeded`), nobody gets it and the error says so.
+    ///
+    /// [`HistoryOptions::max_message`]: crate::ws::HistoryOptions::max_message
     ///
     /// ```no_run
     /// # async fn f(channels: brisk::channels::Channels) -> Result<(), brisk::channels::ChannelError> {
@@ -322,10 +325,12 @@ impl Channels {
     ) -> Result<Option<Position>, ChannelError> {
         let ns = self.namespace_for(channel)?;
         let position = match &ns.history {
-            Some(history) => Some(
-                (history.append(channel, data.bytes()).await)
-                    .map_err(|e| ChannelError::unavailable("history", &e))?,
-            ),
+            Some(history) => Some((history.append(channel, data.bytes()).await).map_err(
+                |e| match e {
+                    HistoryError::Redis(e) => ChannelError::unavailable("history", &e),
+                    too_large => ChannelError::new(ErrorCode::LimitExceeded, too_large.to_string()),
+                },
+            )?),
             None => None,
         };
         let publication = Publication {

@@ -12,8 +12,9 @@ use crate::ws::{History, Kept, Position, Recovery};
 /// A channel's position and, when recovering from a position, whether that worked.
 pub(crate) struct Replay {
     pub position: Position,
-    /// `Some` when recovering: `Ok` with what came after the position, or why it is lost.
-    pub recovered: Option<Result<Vec<Kept>, String>>,
+    /// `Some` when recovering: `Ok` with what came after the position (one page of it, and
+    /// whether more follow), or why it is lost.
+    pub recovered: Option<Result<(Vec<Kept>, bool), String>>,
 }
 
 impl Replay {
@@ -33,7 +34,7 @@ impl Replay {
         let recovered = match since {
             Some(since) => Some(
                 match history.since(channel, since).await.map_err(unavailable)? {
-                    Recovery::Recovered(missed) => Ok(missed),
+                    Recovery::Recovered { missed, more } => Ok((missed, more)),
                     Recovery::Lost(why) => Err(why.to_string()),
                 },
             ),
@@ -45,18 +46,31 @@ impl Replay {
             recovered,
         })
     }
+
+    /// Where the next page of a recovery starts: the last recovered publication's position,
+    /// when more follow.
+    pub(crate) fn continues_from(&self) -> Option<&Position> {
+        match &self.recovered {
+            Some(Ok((kept, true))) => kept.last().map(|k| &k.position),
+            _ => None,
+        }
+    }
 }
 
-/// `{"position":…}`, then `"recovered":true,"publications":[…]` or
+/// `{"position":…}`, then `"recovered":true,"publications":[…]` (and `"more":true` when the
+/// page did not hold them all: the client asks `history` again from the last one's offset) or
 /// `"recovered":false,"reason":…` when recovering.
 impl Serialize for Replay {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("position", &self.position.to_string())?;
         match &self.recovered {
-            Some(Ok(kept)) => {
+            Some(Ok((kept, more))) => {
                 map.serialize_entry("recovered", &true)?;
                 map.serialize_entry("publications", &Kepts(kept))?;
+                if *more {
+                    map.serialize_entry("more", &true)?;
+                }
             }
             Some(Err(reason)) => {
                 map.serialize_entry("recovered", &false)?;
@@ -79,7 +93,7 @@ impl Serialize for ChannelHistory {
 }
 
 /// Kept publications as clients get them: `[{"offset":…,"data":…}…]`.
-struct Kepts<'a>(&'a [Kept]);
+pub(crate) struct Kepts<'a>(pub &'a [Kept]);
 
 impl Serialize for Kepts<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

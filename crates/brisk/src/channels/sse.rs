@@ -6,7 +6,10 @@
 //! `GET …?token=JWT&channel=C&channel=D&since=C,E:O` (or the token in `Authorization:
 //! Bearer`): first `{"connected":{"user":U,"expires":E,"version":1}}`, then each channel gets a `{"channel":C,"subscribed":{"position":…}}` event (with
 //! `since`: `recovered` and the missed `publications` after it, or the `reason`: what
-//! `subscribe` answers), then its publications and join/leave pushes as they come. Publications sent while the stream starts
+//! `subscribe` answers; when the missed ones fill more than a page of the history, the
+//! `subscribed` event has the first page and each next page follows as
+//! `{"channel":C,"publications":[…]}`), then its publications and join/leave pushes as they
+//! come. Publications sent while the stream starts
 //! can come before the recovered ones: order by offset. The stream ends when the token
 //! expires (the client reconnects with a new one) and on the server API's `disconnect`, each
 //! with a last `event: close` whose data is `{"code":N,"reason":"…"}`: the close code a
@@ -21,7 +24,7 @@ use serde_json::{json, Value};
 use super::auth::now_seconds;
 use super::close;
 use super::hub::{group_of, user_key, ChannelError, Channels};
-use super::replay::Replay;
+use super::replay::{Kepts, Replay};
 use super::session::{parse_position, Subscribed};
 use super::wire::{ErrorCode, PROTOCOL_VERSION};
 use crate::http::Body;
@@ -143,6 +146,9 @@ impl Channels {
                 subscribed: Subscribed::new(replay.as_ref(), since.is_some()),
             };
             stream.send_text(&serde_json::to_string(&event).expect("events serialize"));
+            if let (Some(history), Some(replay)) = (&ns.history, &replay) {
+                send_rest(&stream, history, channel, replay).await;
+            }
         }
         if let Some(at) = subject.expires {
             let left = at.saturating_sub(now_seconds());
@@ -152,6 +158,45 @@ impl Channels {
         }
         Ok(response.map(Body::new))
     }
+}
+
+/// The pages of a recovery after its first, each as one `{"channel":C,"publications":[…]}`
+/// event (an event stream takes no `history` command). A page that cannot be read ends it:
+/// the client sees the gap and opens the stream again from where it got to.
+async fn send_rest(
+    stream: &ws::OwnedStream,
+    history: &ws::History,
+    channel: &str,
+    replay: &Replay,
+) {
+    let mut from = replay.continues_from().cloned();
+    while let Some(since) = from.take() {
+        match history.since(channel, &since).await {
+            Ok(ws::Recovery::Recovered { missed, more }) => {
+                let page = PublicationsEvent {
+                    channel,
+                    publications: Kepts(&missed),
+                };
+                if !stream.send_text(&serde_json::to_string(&page).expect("events serialize")) {
+                    return; // the client left
+                }
+                from = more
+                    .then(|| missed.last().map(|k| k.position.clone()))
+                    .flatten();
+            }
+            Ok(ws::Recovery::Lost(why)) => {
+                tracing::warn!("channels: recovering {channel} for an event stream: {why}");
+            }
+            Err(e) => tracing::warn!("channels: recovering {channel} for an event stream: {e}"),
+        }
+    }
+}
+
+/// `{"channel":C,"publications":[…]}`: a page of a recovery.
+#[derive(serde::Serialize)]
+struct PublicationsEvent<'a> {
+    channel: &'a str,
+    publications: Kepts<'a>,
 }
 
 fn error(e: &ChannelError) -> Value {

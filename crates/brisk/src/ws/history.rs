@@ -15,8 +15,18 @@
 //! part of the history (an older snapshot, AOF with `appendfsync everysec`, a replica promoted
 //! before it caught up) keeps the epoch and reuses offsets: where recovery must be exact, give
 //! it a Redis that persists every write (`appendfsync always`). The stream keeps the last
-//! [`HistoryOptions::keep_last`] messages, and with [`HistoryOptions::keep_for`] only those of
-//! that long ago.
+//! [`HistoryOptions::keep_last`] messages, at most [`HistoryOptions::max_bytes`] of them (the
+//! oldest go first), and with [`HistoryOptions::keep_for`] only those of that long ago.
+//!
+//! **Bounded in bytes.** A message larger than [`HistoryOptions::page_bytes`] is refused
+//! ([`HistoryError::TooLarge`]), and a read answers at most one page of that many bytes
+//! ([`Recovery::Recovered`] says whether more follow: read again from the last one's
+//! position), so neither a Redis reply nor what a worker sends a client holds more than a page.
+//! Every history key expires ([`HistoryOptions::remember_for`]); a Redis with `maxmemory` and
+//! the `volatile-lru` policy (as `deploy/` ships it) bounds all groups' histories together by
+//! evicting the least used, and a client that recovers from an evicted history is told it
+//! was lost ([`Lost::NewEpoch`] or [`Lost::Trimmed`]), never given a gap. (A counter of all
+//! groups' bytes would put every group's keys in one Redis Cluster slot.)
 //!
 //! Messages can reach clients out of offset order when several workers broadcast at once.
 //! Since offsets are dense, a client knows which ones it has: it recovers from the highest
@@ -25,14 +35,16 @@
 //! ```no_run
 //! use brisk::redis::{Redis, RedisOptions};
 //! use brisk::ws::{History, HistoryOptions, Recovery};
-//! # async fn f() -> Result<(), brisk::redis::RedisError> {
+//! # async fn f() -> Result<(), brisk::ws::HistoryError> {
 //! let redis = Redis::new("redis://127.0.0.1:6379", RedisOptions::default())?;
 //! let history = History::new(redis, HistoryOptions::default());
 //! let at = history.append("lobby", b"hello").await?;
 //! brisk::ws::broadcast("lobby", brisk::ws::Message::text(format!("{at} hello")));
 //! // Later, a client that got everything up to `at`:
 //! match history.since("lobby", &at).await? {
-//!     Recovery::Recovered(missed) => { /* send `missed` to it */ }
+//!     Recovery::Recovered { missed, more } => {
+//!         /* send `missed` to it; when `more`, read again from the last one's position */
+//!     }
 //!     Recovery::Lost(why) => { /* tell it to reload: `why` */ }
 //! }
 //! # Ok(()) }
@@ -47,9 +59,13 @@ use bytes::Bytes;
 use crate::redis::{cmd, Cmd, Redis, RedisError};
 
 /// Appends a message: `KEYS` meta and stream; `ARGV` payload, keep_last, keep_for (ms, 0:
-/// none), remember_for (ms), the append's nonce, and `1` when this is a retry (the first try
-/// may have been kept: then its entry, found by the nonce, is the answer). Answers `{epoch,
-/// offset}`.
+/// none), remember_for (ms), the append's nonce, `1` when this is a retry (the first try
+/// may have been kept: then its entry, found by the nonce, is the answer), and max_bytes.
+/// Answers `{epoch, offset}`. The meta hash counts the stream's payload bytes (`b`, set
+/// afresh when the stream holds only the new entry, as after it expired); past max_bytes, or
+/// a tenth past keep_last, or (with keep_for) always, the oldest entries go until keep_last
+/// and nine tenths of max_bytes are left, and none older than keep_for; the newest always
+/// stays.
 const APPEND_SCRIPT: &str = r"
 local epoch = redis.call('HGET', KEYS[1], 'e')
 if epoch and ARGV[6] == '1' then
@@ -64,12 +80,49 @@ if not epoch then
   redis.call('HSET', KEYS[1], 'e', epoch)
 end
 local offset = redis.call('HINCRBY', KEYS[1], 's', 1)
-redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], '*', 'o', offset, 'd', ARGV[1], 'n', ARGV[5])
+redis.call('XADD', KEYS[2], '*', 'o', offset, 'd', ARGV[1], 'n', ARGV[5])
+local count = redis.call('XLEN', KEYS[2])
+local bytes = string.len(ARGV[1])
+if count == 1 then
+  redis.call('HSET', KEYS[1], 'b', bytes)
+else
+  bytes = redis.call('HINCRBY', KEYS[1], 'b', bytes)
+end
+local keep_last, max_bytes = tonumber(ARGV[2]), tonumber(ARGV[7])
 local keep_for = tonumber(ARGV[3])
+local min_ms = nil
 if keep_for > 0 then
   local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('XTRIM', KEYS[2], 'MINID', now - keep_for)
+  min_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - keep_for
+end
+-- Trimmed a tenth at a time (a trim reads the oldest entries to count their bytes), so that
+-- most appends only add: the stream holds at most max_bytes, and up to a tenth more entries
+-- than keep_last (reads never answer more than keep_last).
+local spare = math.max(1, math.floor(keep_last / 10))
+if count >= keep_last + spare or bytes > max_bytes or min_ms then
+  local dropped, freed, cut, from = 0, 0, nil, '-'
+  local target = max_bytes - math.floor(max_bytes / 10)
+  local batch = math.max(count - keep_last, 0) + 1
+  while not cut do
+    local entries = redis.call('XRANGE', KEYS[2], from, '+', 'COUNT', batch)
+    for _, e in ipairs(entries) do
+      local left = count - dropped
+      local old = min_ms and tonumber(string.match(e[1], '^%d+')) < min_ms
+      if left <= 1 or (left <= keep_last and bytes - freed <= target and not old) then
+        cut = e[1]
+        break
+      end
+      dropped, freed = dropped + 1, freed + string.len(e[2][4])
+    end
+    if #entries == 0 then break end
+    from, batch = '(' .. entries[#entries][1], 16
+  end
+  if dropped > 0 and cut then
+    redis.call('XTRIM', KEYS[2], 'MINID', cut)
+    redis.call('HINCRBY', KEYS[1], 'b', -freed)
+  end
+end
+if keep_for > 0 then
   redis.call('PEXPIRE', KEYS[2], keep_for)
 else
   redis.call('PEXPIRE', KEYS[2], ARGV[4])
@@ -78,8 +131,10 @@ redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return {epoch, offset}
 ";
 
-/// The messages after a position: `KEYS` meta and stream; `ARGV` epoch, offset, keep_last.
-/// Answers `{'ok', offset, payload, offset, payload…}` or `{reason}`.
+/// The messages after a position, one page: `KEYS` meta and stream; `ARGV` epoch, offset,
+/// keep_last, page_bytes. Answers `{'ok', more, offset, payload, offset, payload…}` (at least
+/// one message, then as many as fit in page_bytes; `more` is `1` when some were left) or
+/// `{reason}`.
 const SINCE_SCRIPT: &str = r"
 local meta = redis.call('HMGET', KEYS[1], 'e', 's')
 if not meta[1] or meta[1] ~= ARGV[1] then return {'epoch'} end
@@ -87,13 +142,19 @@ local top = tonumber(meta[2] or '0')
 local since = tonumber(ARGV[2])
 if since > top then return {'unknown'} end
 local n = top - since
-if n == 0 then return {'ok'} end
+if n == 0 then return {'ok', '0'} end
 if n > tonumber(ARGV[3]) then return {'trimmed'} end
 local entries = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', n)
 if #entries < n or tonumber(entries[#entries][2][2]) ~= since + 1 then return {'trimmed'} end
-local out = {'ok'}
+local out = {'ok', '0'}
+local page, size = tonumber(ARGV[4]), 0
 for i = #entries, 1, -1 do
   local fields = entries[i][2]
+  size = size + string.len(fields[4])
+  if #out > 2 and size > page then
+    out[2] = '1'
+    break
+  end
   table.insert(out, fields[2])
   table.insert(out, fields[4])
 end
@@ -101,8 +162,9 @@ return out
 ";
 
 /// The position of the newest message (starting an epoch when there is none) and the last
-/// messages: `KEYS` meta and stream; `ARGV` remember_for (ms), how many. Answers `{epoch,
-/// offset, offset, payload, offset, payload…}`, oldest first.
+/// messages: `KEYS` meta and stream; `ARGV` remember_for (ms), how many, page_bytes (the
+/// newest that fit, at least one). Answers `{epoch, offset, offset, payload, offset,
+/// payload…}`, oldest first.
 const LATEST_SCRIPT: &str = r"
 local meta = redis.call('HMGET', KEYS[1], 'e', 's')
 if not meta[1] then
@@ -115,7 +177,15 @@ end
 local out = {meta[1], meta[2] or '0'}
 if tonumber(ARGV[2]) > 0 then
   local entries = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[2])
-  for i = #entries, 1, -1 do
+  local page, size, first = tonumber(ARGV[3]), 0, #entries
+  for i = 1, #entries do
+    size = size + string.len(entries[i][2][4])
+    if i > 1 and size > page then
+      first = i - 1
+      break
+    end
+  end
+  for i = first, 1, -1 do
     table.insert(out, entries[i][2][2])
     table.insert(out, entries[i][2][4])
   end
@@ -126,7 +196,8 @@ return out
 /// How much of each group's history is kept.
 #[derive(Debug, Clone)]
 pub struct HistoryOptions {
-    /// The most messages kept per group (default 100).
+    /// The most messages kept per group (default 100): reads never answer more; between
+    /// trims the stream may hold up to a tenth more.
     pub keep_last: usize,
     /// Keep only messages of the last this long (default: as long as they are among the last
     /// `keep_last`).
@@ -134,6 +205,13 @@ pub struct HistoryOptions {
     /// A group nothing was appended to for this long loses its epoch, and so its history
     /// (default 24 hours).
     pub remember_for: Duration,
+    /// The most payload bytes kept per group (default 1 MiB): past it, the oldest messages go
+    /// until nine tenths of it are left.
+    pub max_bytes: usize,
+    /// The most payload bytes one read answers (default 256 KiB), and so the largest message
+    /// kept (with `max_bytes`, whichever is smaller): a read answers at least one message,
+    /// then as many as fit. Keep it well under the clients' send buffer (`max_send_buffer`).
+    pub page_bytes: usize,
 }
 
 impl Default for HistoryOptions {
@@ -142,6 +220,50 @@ impl Default for HistoryOptions {
             keep_last: 100,
             keep_for: None,
             remember_for: Duration::from_secs(24 * 3600),
+            max_bytes: 1 << 20,
+            page_bytes: 256 << 10,
+        }
+    }
+}
+
+impl HistoryOptions {
+    /// The largest message kept: `page_bytes` or `max_bytes`, whichever is smaller.
+    pub fn max_message(&self) -> usize {
+        self.page_bytes.min(self.max_bytes).max(1)
+    }
+}
+
+/// Why an append failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// The message is larger than the history keeps.
+    #[error("a message of {len} bytes is larger than the history keeps ({limit} bytes: HistoryOptions::page_bytes and max_bytes)")]
+    TooLarge {
+        /// The message's bytes.
+        len: usize,
+        /// [`HistoryOptions::max_message`].
+        limit: usize,
+    },
+    /// Redis did not keep it (or may have: see [`History::append`]).
+    #[error(transparent)]
+    Redis(#[from] RedisError),
+}
+
+impl HistoryError {
+    /// What a client may be told (the details go to the log).
+    pub fn client_message(&self) -> String {
+        match self {
+            HistoryError::TooLarge { .. } => self.to_string(),
+            HistoryError::Redis(e) => e.client_message().to_owned(),
+        }
+    }
+
+    /// The HTTP status that answers a request that failed with this error: 413 for a message
+    /// too large, else the Redis error's.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            HistoryError::TooLarge { .. } => 413,
+            HistoryError::Redis(e) => e.http_status(),
         }
     }
 }
@@ -216,8 +338,14 @@ pub enum Lost {
 /// What [`History::since`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Recovery {
-    /// Every message after the position, oldest first (none when nothing was missed).
-    Recovered(Vec<Kept>),
+    /// The messages after the position, oldest first (none when nothing was missed), one
+    /// page of at most [`HistoryOptions::page_bytes`].
+    Recovered {
+        /// The page.
+        missed: Vec<Kept>,
+        /// More follow: read again from the position of the page's last message.
+        more: bool,
+    },
     /// They cannot be recovered.
     Lost(Lost),
 }
@@ -244,15 +372,28 @@ impl History {
     /// the same connection, and Redis runs one client's commands in order; a lost connection
     /// either delivered the first try or never will.) If the retry fails too, the error says
     /// so, and the message may or may not be in the history. Against a Redis that does not
-    /// answer, an append therefore takes twice the command timeout.
-    pub async fn append(&self, group: &str, payload: &[u8]) -> Result<Position, RedisError> {
-        let nonce = nonce();
-        match self.try_append(group, payload, &nonce, false).await {
-            Err(RedisError::Timeout(_) | RedisError::Unavailable(_)) => {
-                self.try_append(group, payload, &nonce, true).await
-            }
-            answer => answer,
+    /// answer, an append therefore takes twice the command timeout. A message larger than
+    /// [`HistoryOptions::max_message`] is refused before Redis is asked.
+    pub async fn append(&self, group: &str, payload: &[u8]) -> Result<Position, HistoryError> {
+        let limit = self.options.max_message();
+        if payload.len() > limit {
+            return Err(HistoryError::TooLarge {
+                len: payload.len(),
+                limit,
+            });
         }
+        let nonce = nonce();
+        Ok(match self.try_append(group, payload, &nonce, false).await {
+            Err(RedisError::Timeout(_) | RedisError::Unavailable(_)) => {
+                self.try_append(group, payload, &nonce, true).await?
+            }
+            answer => answer?,
+        })
+    }
+
+    /// The options it keeps by.
+    pub fn options(&self) -> &HistoryOptions {
+        &self.options
     }
 
     /// One run of the append script; `retry` when a try with this `nonce` came before.
@@ -273,14 +414,15 @@ impl History {
                     .arg(o.keep_for.map_or(0, millis))
                     .arg(millis(o.remember_for))
                     .arg(nonce)
-                    .arg(u8::from(retry)),
+                    .arg(u8::from(retry))
+                    .arg(o.max_bytes.max(1)),
             )
             .await?;
         Ok(Position { epoch, offset })
     }
 
     /// The messages of `group` after `last` (the position of the last message a client got),
-    /// or why they cannot be recovered.
+    /// one page of them, or why they cannot be recovered.
     pub async fn since(&self, group: &str, last: &Position) -> Result<Recovery, RedisError> {
         let answer: Vec<Bytes> = self
             .redis
@@ -288,7 +430,8 @@ impl History {
                 script(SINCE_SCRIPT, group)
                     .arg(&last.epoch)
                     .arg(last.offset)
-                    .arg(self.options.keep_last.max(1)),
+                    .arg(self.options.keep_last.max(1))
+                    .arg(self.options.page_bytes.max(1)),
             )
             .await?;
         let mut answer = answer.into_iter();
@@ -308,11 +451,15 @@ impl History {
         if let Some(lost) = lost {
             return Ok(Recovery::Lost(lost));
         }
-        Ok(Recovery::Recovered(entries(answer, &last.epoch)?))
+        let more = answer.next().is_some_and(|m| &m[..] == b"1");
+        Ok(Recovery::Recovered {
+            missed: entries(answer, &last.epoch)?,
+            more,
+        })
     }
 
     /// The position of `group`'s newest message and its last `limit` messages (at most
-    /// what is kept), oldest first.
+    /// what is kept, and the newest that fit in [`HistoryOptions::page_bytes`]), oldest first.
     ///
     /// ```no_run
     /// # async fn f(history: brisk::ws::History) -> Result<(), brisk::redis::RedisError> {
@@ -330,7 +477,8 @@ impl History {
             .run(
                 script(LATEST_SCRIPT, group)
                     .arg(millis(self.options.remember_for))
-                    .arg(limit),
+                    .arg(limit)
+                    .arg(self.options.page_bytes.max(1)),
             )
             .await?;
         let mut answer = answer.into_iter();

@@ -42,13 +42,15 @@ pub use codec::Handshake;
 pub use endpoint::{Resumed, SlowConsumer, WsConnection, WsEndpoint, SLOW_CLOSE_GRACE};
 pub use event_stream::event_stream;
 #[cfg(feature = "channels")]
-pub(crate) use event_stream::owned_event_stream;
+pub(crate) use event_stream::{owned_event_stream, OwnedStream};
 #[cfg(feature = "channels")]
 pub(crate) use group::broadcast_to;
 pub(crate) use group::deliver_relayed;
 pub use group::{broadcast, local_members};
 #[cfg(feature = "redis")]
-pub use history::{BadPosition, History, HistoryOptions, Kept, Lost, Position, Recovery};
+pub use history::{
+    BadPosition, History, HistoryError, HistoryOptions, Kept, Lost, Position, Recovery,
+};
 #[cfg(feature = "channels")]
 pub(crate) use identity::close_members;
 #[cfg(feature = "redis")]
