@@ -290,26 +290,13 @@ async fn recover(
     // The history answers a page at a time: each is sent before the next is read.
     let mut sent = 0;
     let answer = loop {
-        match history.since(room, &last).await {
-            Ok(Recovery::Recovered { missed, more }) => {
-                for m in &missed {
-                    let text = String::from_utf8_lossy(&m.payload);
-                    if ws
-                        .send_text(kept(Some(&m.position.to_string()), &text))
-                        .is_err()
-                    {
-                        // Its buffer is full: a partial recovery must not look whole.
-                        ws.close(1013, "recovery did not fit the send buffer; reconnect");
-                        return Ok(());
-                    }
-                }
-                sent += missed.len();
-                match missed.last() {
-                    Some(m) if more => last = m.position.clone(),
-                    _ => break json!({ "recovered": true, "missed": sent }),
-                }
-            }
-            Ok(Recovery::Lost(why)) => match history.position(room).await {
+        let recovery = match history.since(room, &last).await {
+            Ok(recovery) => recovery,
+            Err(e) => break redis_failure(e),
+        };
+        let missed = match &recovery {
+            Recovery::Recovered { missed, .. } => missed,
+            Recovery::Lost(why) => match history.position(room).await {
                 Ok(at) => {
                     break json!({
                         "recovered": false,
@@ -319,7 +306,22 @@ async fn recover(
                 }
                 Err(e) => break redis_failure(e),
             },
-            Err(e) => break redis_failure(e),
+        };
+        for m in missed {
+            let text = String::from_utf8_lossy(&m.payload);
+            if ws
+                .send_text(kept(Some(&m.position.to_string()), &text))
+                .is_err()
+            {
+                // Its buffer is full: a partial recovery must not look whole.
+                ws.close(1013, "recovery did not fit the send buffer; reconnect");
+                return Ok(());
+            }
+        }
+        sent += missed.len();
+        match recovery.continues_from() {
+            Some(next) => last = next.clone(),
+            None => break json!({ "recovered": true, "missed": sent }),
         }
     };
     ws.send_text(answer.to_string())

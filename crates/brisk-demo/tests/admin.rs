@@ -68,6 +68,29 @@ fn sign_in(d: &Demo, user: &str, password: &str) -> HttpResponse {
     post_form(d, "/admin/login", &cookie, &body)
 }
 
+/// [`admin_demo`] (one worker) with these throttle limits per account and per address.
+fn throttled_demo(per_account: &str, per_address: &str) -> Demo {
+    admin_demo_with(
+        1,
+        &[
+            "--login-failures-per-account",
+            per_account,
+            "--login-failures-per-address",
+            per_address,
+        ],
+    )
+}
+
+/// `n` sign-in forms posted at once, each on its own connection.
+fn sign_ins_at_once(d: &Demo, n: usize, cookie: &str, body: &str) -> Vec<HttpResponse> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|_| s.spawn(|| post_form(d, "/admin/login", cookie, body)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 fn dashboard(d: &Demo, cookie: &str) -> HttpResponse {
     request(d.http, "GET", "/admin/dashboard", &[("Cookie", cookie)], "")
 }
@@ -290,23 +313,10 @@ fn failed_sign_ins_are_throttled_per_account_and_per_address() {
 #[test]
 fn a_burst_of_parallel_wrong_sign_ins_counts_every_attempt() {
     const LIMIT: usize = 50;
-    let d = admin_demo_with(
-        1,
-        &[
-            "--login-failures-per-account",
-            "50",
-            "--login-failures-per-address",
-            "10000",
-        ],
-    );
+    let d = throttled_demo("50", "10000");
     let (cookie, csrf) = login_form(&d);
     let body = format!("user=admin&password=guess&csrf={csrf}");
-    let answers: Vec<HttpResponse> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..200)
-            .map(|_| s.spawn(|| post_form(&d, "/admin/login", &cookie, &body)))
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let answers = sign_ins_at_once(&d, 200, &cookie, &body);
     let checked = answers.iter().filter(|r| r.status != 429).count();
     for r in &answers {
         assert!(
@@ -336,23 +346,10 @@ fn a_burst_of_parallel_wrong_sign_ins_counts_every_attempt() {
 /// (The throttle's limits are raised: a 503 counts as a failed attempt.)
 #[test]
 fn a_full_password_check_queue_says_try_again_not_wrong_password() {
-    let d = admin_demo_with(
-        1,
-        &[
-            "--login-failures-per-account",
-            "10000",
-            "--login-failures-per-address",
-            "10000",
-        ],
-    );
+    let d = throttled_demo("10000", "10000");
     let (cookie, csrf) = login_form(&d);
     let body = format!("user=admin&password={PASSWORD}&csrf={csrf}");
-    let answers: Vec<HttpResponse> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..400)
-            .map(|_| s.spawn(|| post_form(&d, "/admin/login", &cookie, &body)))
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let answers = sign_ins_at_once(&d, 400, &cookie, &body);
     let busy = answers.iter().filter(|r| r.status == 503).count();
     for r in &answers {
         assert!(matches!(r.status, 303 | 503), "{} {}", r.status, r.text());

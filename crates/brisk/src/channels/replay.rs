@@ -12,9 +12,9 @@ use crate::ws::{History, Kept, Position, Recovery};
 /// A channel's position and, when recovering from a position, whether that worked.
 pub(crate) struct Replay {
     pub position: Position,
-    /// `Some` when recovering: `Ok` with what came after the position (one page of it, and
-    /// whether more follow), or why it is lost.
-    pub recovered: Option<Result<(Vec<Kept>, bool), String>>,
+    /// `Some` when recovering: what came after the position (one page of it), or why it is
+    /// lost.
+    pub recovered: Option<Recovery>,
 }
 
 impl Replay {
@@ -32,12 +32,7 @@ impl Replay {
             )
         };
         let recovered = match since {
-            Some(since) => Some(
-                match history.since(channel, since).await.map_err(unavailable)? {
-                    Recovery::Recovered { missed, more } => Ok((missed, more)),
-                    Recovery::Lost(why) => Err(why.to_string()),
-                },
-            ),
+            Some(since) => Some(history.since(channel, since).await.map_err(unavailable)?),
             None => None,
         };
         let position = history.position(channel).await.map_err(unavailable)?;
@@ -50,10 +45,7 @@ impl Replay {
     /// Where the next page of a recovery starts: the last recovered publication's position,
     /// when more follow.
     pub(crate) fn continues_from(&self) -> Option<&Position> {
-        match &self.recovered {
-            Some(Ok((kept, true))) => kept.last().map(|k| &k.position),
-            _ => None,
-        }
+        self.recovered.as_ref()?.continues_from()
     }
 }
 
@@ -65,16 +57,16 @@ impl Serialize for Replay {
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("position", &self.position.to_string())?;
         match &self.recovered {
-            Some(Ok((kept, more))) => {
+            Some(Recovery::Recovered { missed, more }) => {
                 map.serialize_entry("recovered", &true)?;
-                map.serialize_entry("publications", &Kepts(kept))?;
+                map.serialize_entry("publications", &Kepts(missed))?;
                 if *more {
                     map.serialize_entry("more", &true)?;
                 }
             }
-            Some(Err(reason)) => {
+            Some(Recovery::Lost(why)) => {
                 map.serialize_entry("recovered", &false)?;
-                map.serialize_entry("reason", reason)?;
+                map.serialize_entry("reason", &why.to_string())?;
             }
             None => {}
         }

@@ -171,24 +171,26 @@ async fn send_rest(
 ) {
     let mut from = replay.continues_from().cloned();
     while let Some(since) = from.take() {
-        match history.since(channel, &since).await {
-            Ok(ws::Recovery::Recovered { missed, more }) => {
-                let page = PublicationsEvent {
-                    channel,
-                    publications: Kepts(&missed),
-                };
-                if !stream.send_text(&serde_json::to_string(&page).expect("events serialize")) {
-                    return; // the client left
-                }
-                from = more
-                    .then(|| missed.last().map(|k| k.position.clone()))
-                    .flatten();
+        let recovery = match history.since(channel, &since).await {
+            Ok(recovery) => recovery,
+            Err(e) => {
+                return tracing::warn!("channels: recovering {channel} for an event stream: {e}")
             }
-            Ok(ws::Recovery::Lost(why)) => {
-                tracing::warn!("channels: recovering {channel} for an event stream: {why}");
+        };
+        let missed = match &recovery {
+            ws::Recovery::Recovered { missed, .. } => missed,
+            ws::Recovery::Lost(why) => {
+                return tracing::warn!("channels: recovering {channel} for an event stream: {why}")
             }
-            Err(e) => tracing::warn!("channels: recovering {channel} for an event stream: {e}"),
+        };
+        let page = PublicationsEvent {
+            channel,
+            publications: Kepts(missed),
+        };
+        if !stream.send_text(&serde_json::to_string(&page).expect("events serialize")) {
+            return; // the client left
         }
+        from = recovery.continues_from().cloned();
     }
 }
 

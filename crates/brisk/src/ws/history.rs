@@ -350,6 +350,17 @@ pub enum Recovery {
     Lost(Lost),
 }
 
+impl Recovery {
+    /// Where the next page starts: the position of this page's last message, when more
+    /// follow (`None` when this page was the last, or nothing was recovered).
+    pub fn continues_from(&self) -> Option<&Position> {
+        match self {
+            Recovery::Recovered { missed, more: true } => missed.last().map(|k| &k.position),
+            _ => None,
+        }
+    }
+}
+
 /// The kept history of groups, on a Redis server (make it in the worker, as its [`Redis`]).
 #[derive(Clone)]
 pub struct History {
