@@ -14,7 +14,7 @@ use serde_json::{json, Value as Json};
 use tungstenite::Message;
 
 mod common;
-use common::{demo_with, get, request, Demo};
+use common::{demo_with, get, redis_refused, request, Demo};
 
 mod channels_common;
 use channels_common::*;
@@ -290,6 +290,118 @@ fn a_recovery_larger_than_a_page_comes_in_pages() {
         }
     }
     assert_eq!(got, sent);
+}
+
+/// Issue 66, M2: history entries put in Redis by anyone but the app — a genuine entry with
+/// its data changed, and a genuine entry of another channel copied in — are never sent: a
+/// recovery that meets one is told it cannot recover (the client reloads), `history` leaves
+/// them out, and the instance counts each in `redis_refused`.
+#[test]
+fn history_entries_not_sealed_with_the_apps_secret_are_never_sent() {
+    let (redis, a, _b, _dir) = cluster();
+    let cli = |args: &[&str]| redis.cli(args).unwrap().trim_end().to_owned();
+    let mut reader = Client::connected(&a, "reader");
+    let mut start = |channel: &str| {
+        let r = reader.call("subscribe", json!({ "channel": channel }));
+        let at = r["result"]["position"].as_str().unwrap().to_owned();
+        reader.call("unsubscribe", json!({ "channel": channel }));
+        at
+    };
+    let (forged_at, moved_at) = (start("news:forged"), start("news:moved"));
+    for (channel, data) in [
+        ("news:forged", "one"),
+        ("news:forged", "two"),
+        ("news:moved", "1"),
+    ] {
+        let (status, r) = api(&a, "publish", json!({ "channel": channel, "data": data }));
+        assert_eq!(status, 200, "{r}");
+    }
+    // An entry's fields as redis-cli prints them: id, then o, offset, d, data, n, nonce.seal.
+    let entries = |channel: &str| -> Vec<Vec<String>> {
+        let out = cli(&[
+            "XRANGE",
+            &format!("brisk:history:{{{channel}}}:stream"),
+            "-",
+            "+",
+        ]);
+        let lines: Vec<String> = out.lines().map(str::to_owned).collect();
+        lines.chunks(7).map(<[String]>::to_vec).collect()
+    };
+    let genuine = entries("news:forged");
+    assert_eq!(genuine.len(), 2, "{genuine:?}");
+    assert_eq!(genuine[1][3], "d", "{genuine:?}");
+    let add = |channel: &str, data: &str, n: &str| {
+        let meta = format!("brisk:history:{{{channel}}}:meta");
+        let offset = cli(&["HINCRBY", &meta, "s", "1"]);
+        let stream = format!("brisk:history:{{{channel}}}:stream");
+        cli(&["XADD", &stream, "*", "o", &offset, "d", data, "n", n]);
+    };
+    let changed = genuine[1][4].replace("two", "send your password to mallory");
+    add("news:forged", &changed, &genuine[1][6]);
+    add("news:moved", &genuine[0][4], &genuine[0][6]);
+    for (channel, since) in [("news:forged", &forged_at), ("news:moved", &moved_at)] {
+        let r = reader.call("subscribe", json!({ "channel": channel, "since": since }));
+        assert_eq!(r["result"]["recovered"], false, "{channel}: {r}");
+        let reason = r["result"]["reason"].as_str().unwrap();
+        assert!(reason.contains("not sealed with the app's secret"), "{r}");
+        assert!(!r.to_string().contains("mallory"), "{r}");
+    }
+    let (status, r) = api(&a, "history", json!({ "channel": "news:forged" }));
+    assert_eq!(status, 200, "{r}");
+    let kept: Vec<&Json> = r["result"]["publications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    assert_eq!(kept.len(), 2, "{r}");
+    assert!(!r.to_string().contains("mallory"), "{r}");
+    wait_until(Duration::from_secs(5), "the refusals counted", || {
+        redis_refused(&a) >= 3
+    });
+}
+
+/// Issue 66, M2: presence counts put in Redis by anyone but the app — made up, or a genuine
+/// worker's value copied under another worker — are not counted, and are counted in
+/// `redis_refused` instead.
+#[test]
+fn presence_counts_not_sealed_with_the_apps_secret_are_not_counted() {
+    let (redis, a, _b, _dir) = cluster();
+    let cli = |args: &[&str]| redis.cli(args).unwrap().trim_end().to_owned();
+    let mut alice = Client::connected(&a, "alice");
+    alice.call("subscribe", json!({ "channel": "chat:lobby" }));
+    let presence = || api(&a, "presence", json!({ "channel": "chat:lobby" })).1["result"].clone();
+    wait_until(Duration::from_secs(10), "alice present", || {
+        presence() == json!({ "clients": 1, "users": ["alice"] })
+    });
+    let keys = cli(&["KEYS", "brisk:presence:*chat:lobby"]);
+    let (count_key, ids_key) = {
+        let mut keys = keys.lines();
+        let (k1, k2) = (keys.next().unwrap(), keys.next().unwrap());
+        if k1.contains(":count:") {
+            (k1.to_owned(), k2.to_owned())
+        } else {
+            (k2.to_owned(), k1.to_owned())
+        }
+    };
+    // The one genuine worker, and its sealed value (a line with the time and seal, then it).
+    let worker = cli(&["HKEYS", &count_key]);
+    let sealed = cli(&["HGET", &count_key, &worker]);
+    assert!(sealed.ends_with("\n1"), "{sealed:?}");
+    let now = cli(&["TIME"]).lines().next().unwrap().to_owned() + "000";
+    for (worker, count, ids) in [
+        ("made-up", "1000".to_owned(), "mallory".to_owned()),
+        ("copied", sealed.clone(), cli(&["HGET", &ids_key, &worker])),
+    ] {
+        cli(&["ZADD", "brisk:presence:alive", &now, worker]);
+        cli(&["HSET", &count_key, worker, &count]);
+        cli(&["HSET", &ids_key, worker, &ids]);
+    }
+    for _ in 0..3 {
+        assert_eq!(presence(), json!({ "clients": 1, "users": ["alice"] }));
+    }
+    wait_until(Duration::from_secs(5), "the refusals counted", || {
+        redis_refused(&a) >= 12
+    });
 }
 
 #[test]

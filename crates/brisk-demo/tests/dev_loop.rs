@@ -6,32 +6,28 @@
 //! fails while `src/broken` exists.
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use brisk_testkit::*;
 
 mod common;
-use common::{demo_args, DEMO};
+use common::{demo_args, Spawned, DEMO};
 
-/// The `dev` process, with its process group killed on drop.
-struct DevProcess(Child);
-
-impl DevProcess {
-    /// `PROGRAM ARGS --run-dir RUN dev --watch SRC --build BUILD` in its own process group,
-    /// its output in `log`.
-    fn start(
-        program: &Path,
-        args: &[String],
-        run: &Path,
-        src: &Path,
-        build: &str,
-        log: &Path,
-    ) -> DevProcess {
-        let out = std::fs::File::create(log).unwrap();
-        let child = Command::new(program)
+/// `PROGRAM ARGS --run-dir RUN dev --watch SRC --build BUILD` in its own process group
+/// (killed on drop), its output in `log`.
+fn start_dev(
+    program: &Path,
+    args: &[String],
+    run: &Path,
+    src: &Path,
+    build: &str,
+    log: &Path,
+) -> Spawned {
+    let out = std::fs::File::create(log).unwrap();
+    Spawned::new(
+        Command::new(program)
             .args(args)
             .arg("--run-dir")
             .arg(run)
@@ -42,20 +38,8 @@ impl DevProcess {
             .env_remove("REDIS_URL")
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        DevProcess(child)
-    }
-}
-
-impl Drop for DevProcess {
-    fn drop(&mut self) {
-        // SAFETY: killing the test's own process group (the loop and the first master).
-        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
-        let _ = self.0.wait();
-    }
+            .stderr(out),
+    )
 }
 
 #[test]
@@ -85,7 +69,7 @@ fn dev_rebuilds_on_a_change_swaps_the_build_in_and_keeps_the_last_good_one_on_a_
     let log = dir.path().join("dev.log");
     let (args, http) = demo_args(1);
     let build = format!("sh {}", build.display());
-    let mut dev = DevProcess::start(&app, &args, &run, &src, &build, &log);
+    let mut dev = start_dev(&app, &args, &run, &src, &build, &log);
     let said = || std::fs::read_to_string(&log).unwrap_or_default();
     let pid_file = run.join("brisk-demo.pid");
     let master = || -> Option<i32> { std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok() };
@@ -142,7 +126,7 @@ fn the_app_stops_when_its_dev_loop_is_killed() {
     let _masters = RunDirGuard(run.clone());
     let log = dir.path().join("dev.log");
     let (args, http) = demo_args(1);
-    let mut dev = DevProcess::start(Path::new(DEMO), &args, &run, &src, "true", &log);
+    let mut dev = start_dev(Path::new(DEMO), &args, &run, &src, "true", &log);
     let said = || std::fs::read_to_string(&log).unwrap_or_default();
     wait_until(Duration::from_secs(30), "dev to start the app", || {
         said().contains("dev: brisk-demo serves")

@@ -9,7 +9,7 @@ use brisk_testkit::*;
 use serde_json::Value as Json;
 
 mod common;
-use common::{demo_with, get, request};
+use common::{demo_with, get, redis_refused, request};
 
 fn json(r: &HttpResponse) -> Json {
     serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{e}: {}", r.text()))
@@ -44,6 +44,59 @@ fn a_posted_job_runs_in_the_jobs_process_and_its_result_is_shown() {
     assert!(bad.text().contains("send JSON"), "{}", bad.text());
     assert_eq!(get(d.http, "/jobs/abc").status, 400);
     assert_eq!(get(d.http, "/jobs/999999").status, 404);
+}
+
+/// Issue 66, M2: jobs that anyone who can write to Redis puts in the queue — one without a
+/// seal, one with the seal of another payload — never run: each goes to the dead-letter list
+/// saying why, and the jobs process counts both in `redis_refused`. A genuine job still runs.
+#[test]
+fn a_job_not_sealed_with_the_apps_secret_is_dead_lettered_unrun() {
+    let redis = Redis::start().unwrap();
+    let d = demo_with(1, &["--redis", &redis.url()]);
+    let r = request(d.http, "POST", "/jobs", &[], r#"{"n": 10}"#);
+    assert_eq!(r.status, 202, "{}", r.text());
+    let genuine = json(&r)["id"].as_u64().unwrap();
+    let prefix = "brisk:queue:demo-jobs:";
+    let cli = |args: &[&str]| redis.cli(args).unwrap().trim().to_owned();
+    let seal = cli(&["HGET", &format!("{prefix}job:{genuine}"), "seal"]);
+    assert_eq!(seal.len(), 64, "a genuine job's seal: {seal:?}");
+    wait_for(Duration::from_secs(10), "the genuine job done", || {
+        (json(&get(d.http, &format!("/jobs/{genuine}")))["state"] == "done").then_some(())
+    });
+    for seal in ["", seal.as_str()] {
+        let id = cli(&["INCR", &format!("{prefix}seq")]);
+        let key = format!("{prefix}job:{id}");
+        cli(&[
+            "HSET",
+            &key,
+            "payload",
+            r#"{"n":7}"#,
+            "seal",
+            seal,
+            "attempts",
+            "0",
+        ]);
+        cli(&["HSET", &key, "state", "queued"]);
+        cli(&["RPUSH", &format!("{prefix}ready"), &id]);
+        cli(&["PUBLISH", &format!("{prefix}wake"), &id]);
+        let dead = wait_for(Duration::from_secs(10), "the forged job refused", || {
+            let v = json(&get(d.http, &format!("/jobs/{id}")));
+            (v["state"] != "queued" && v["state"] != "running").then_some(v)
+        });
+        assert_eq!(dead["state"], "dead", "{dead}");
+        let why = dead["last_error"].as_str().unwrap_or_default();
+        assert!(why.contains("not sealed with the app's secret"), "{dead}");
+        assert!(dead["result"].is_null(), "a forged job ran: {dead}");
+        assert_eq!(
+            cli(&["EXISTS", &format!("brisk-demo:job-result:{id}")]),
+            "0"
+        );
+    }
+    let dead = cli(&["LRANGE", &format!("{prefix}dead"), "0", "-1"]);
+    assert_eq!(dead.lines().count(), 2, "{dead}");
+    wait_for(Duration::from_secs(5), "both refusals counted", || {
+        (redis_refused(&d) == 2).then_some(())
+    });
 }
 
 #[test]

@@ -380,6 +380,12 @@ impl App {
     /// messages of their own; with it, a message whose HMAC does not match is not delivered
     /// (and is counted as `rejected` in `status --json`). Required with
     /// [`cluster`](Self::cluster) and [`cluster_sharded`](Self::cluster_sharded).
+    ///
+    /// It also seals what Brisk keeps in Redis beside the bus (feature `redis`): history
+    /// entries (`brisk::ws::History`), presence counts and queue jobs (`brisk::queue`). A
+    /// value whose seal does not match is refused (counted as `redis_refused` in `status
+    /// --json`): give an app on one machine that keeps a history or jobs in Redis a secret
+    /// too, or its values are kept unsealed (as its log says once).
     pub fn cluster_secret(mut self, secret: impl Into<Vec<u8>>) -> Self {
         self.cluster.secret = Some(secret.into());
         self
@@ -520,6 +526,14 @@ impl App {
             return Err(Error::Config(why.to_string()));
         }
         crate::metrics::check(&self.app_metrics).map_err(Error::Config)?;
+        if let Some(secret) = &self.cluster.secret {
+            if secret.len() < 16 {
+                return Err(Error::Config(format!(
+                    "App::cluster_secret is {} bytes; it must be at least 16",
+                    secret.len()
+                )));
+            }
+        }
         #[cfg(feature = "config")]
         if let Some(why) = crate::config::problem() {
             return Err(Error::Config(why));
@@ -563,6 +577,11 @@ impl App {
             return ExitCode::FAILURE;
         };
         crate::cluster_setting::set(self.cluster.worker_setting());
+        #[cfg(feature = "redis")]
+        if let Err(e) = crate::redis_seal::set(self.cluster.secret.as_deref()) {
+            eprintln!("{}: {e}", self.name);
+            return ExitCode::FAILURE;
+        }
         worker::run(WorkerSpec {
             service,
             index,

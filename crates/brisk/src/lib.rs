@@ -59,7 +59,8 @@
 //!                   db_figures (what a worker's database pools report), config (the
 //!                   app's settings, loaded once by the master), open_files, jwt
 //!                   (tokens checked at connect time), otel/ (each worker's tracer and
-//!                   its spans)
+//!                   its spans), redis_seal (the HMAC that seals what Brisk keeps in
+//!                   Redis)
 //! ```
 //!
 //! A worker's state is one value, its context: its own fields, and one value of each type the
@@ -125,6 +126,8 @@ mod recycle;
 mod redact;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "redis")]
+mod redis_seal;
 pub mod response_counts;
 mod run_paths;
 mod runtime;

@@ -179,6 +179,11 @@ pub struct WorkerStatus {
     /// Queue jobs: pushed, done, retried, dead-lettered since start, and running now.
     #[serde(default)]
     pub jobs: JobCounts,
+    /// History entries, presence counts and queue jobs refused from Redis since start: not
+    /// sealed with the app's secret (forged, damaged, or another app's; see
+    /// `App::cluster_secret`).
+    #[serde(default)]
+    pub redis_refused: u64,
     /// The app's own metrics (see [`crate::metrics`]) in this worker.
     #[serde(default)]
     pub app_metrics: Vec<crate::metrics::Sample>,
@@ -371,6 +376,9 @@ pub struct RetiredTotals {
     /// Their queue jobs.
     #[serde(default)]
     pub jobs: JobCounts,
+    /// Values they refused from Redis for a seal that did not match.
+    #[serde(default)]
+    pub redis_refused: u64,
     /// Their app counters and histograms, by series (gauges end with their worker).
     #[serde(default)]
     pub app_metrics: Vec<crate::metrics::Sample>,
@@ -390,6 +398,7 @@ impl RetiredTotals {
         self.buffer_full += w.buffer_full;
         self.sends_dropped += w.sends_dropped;
         self.send_timeouts += w.send_timeouts;
+        self.redis_refused += w.redis_refused;
         self.bytes_in += w.bytes_in;
         self.bytes_out += w.bytes_out;
         self.accept_paused += w.accept_paused;

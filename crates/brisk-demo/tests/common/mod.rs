@@ -117,3 +117,30 @@ pub(crate) fn request(
     s.write_all(body.as_bytes()).unwrap();
     read_response(&mut s)
 }
+
+/// A process in a process group of its own, the whole group killed when this is dropped.
+pub(crate) struct Spawned(pub(crate) std::process::Child);
+
+impl Spawned {
+    /// `command` started in a new process group.
+    pub(crate) fn new(command: &mut std::process::Command) -> Spawned {
+        use std::os::unix::process::CommandExt;
+        Spawned(command.process_group(0).spawn().unwrap())
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        // SAFETY: kills the group this test started (the process is its leader).
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
+/// The values a demo's workers refused from Redis (`redis_refused`, `status --json`).
+pub(crate) fn redis_refused(d: &Demo) -> u64 {
+    let status = d.server.status().unwrap();
+    (status["workers"].as_array().unwrap().iter())
+        .map(|w| w["redis_refused"].as_u64().unwrap_or(0))
+        .sum()
+}

@@ -138,7 +138,8 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
         family(
             "brisk_errors_total",
             "Errors by kind: handler errors and panics, protocol violations, send buffers that \
-             filled and the messages they dropped, peers closed for not reading (send timeout), accepts paused at the max connections, \
+             filled and the messages they dropped, peers closed for not reading (send timeout), \
+             values refused from Redis for a seal that did not match, accepts paused at the max connections, \
              access-log lines dropped, \
              broadcasts dropped for a stalled worker or master.",
             MetricType::COUNTER,
@@ -148,6 +149,7 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
                 ("send_buffer_full", r.buffer_full + sum(|w| w.buffer_full)),
                 ("send_dropped", r.sends_dropped + sum(|w| w.sends_dropped)),
                 ("send_timeout", r.send_timeouts + sum(|w| w.send_timeouts)),
+                ("redis_refused", r.redis_refused + sum(|w| w.redis_refused)),
                 ("accept_paused", r.accept_paused + sum(|w| w.accept_paused)),
                 (
                     "log_lines_dropped",

@@ -13,6 +13,12 @@
 //! its last error. A payload the handler cannot read ([`Job::json`] fails with [`Malformed`])
 //! goes there at once: retrying it cannot help.
 //!
+//! **Sealed.** In an app with a secret (`App::cluster_secret`), each job carries an HMAC over
+//! its queue's name and payload; a job whose seal does not match (pushed by anyone else who
+//! can write to Redis, or moved from another queue) never runs: it goes to the dead-letter
+//! list at once and is counted (`redis_refused` in `status --json`). A copy of a genuine job
+//! pushed again runs again, as a job may under at-least-once delivery anyway.
+//!
 //! **Redis down.** `push` fails at once with [`RedisError::Unavailable`]; consumers log it (at
 //! most every 10 s), wait and resume, and lose nothing that Redis kept. What Redis keeps across
 //! its own restart depends on its persistence: with `appendonly yes` every queued, delayed and
@@ -29,6 +35,7 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 
 use crate::redis::{cmd, Redis, RedisError};
+use crate::redis_seal::Sealed;
 use crate::runtime::handler::{panic_message, BoxError};
 
 /// How long a consumer waits to take jobs again after Redis failed it.
@@ -202,6 +209,23 @@ impl Queue {
         format!("{}{what}", self.prefix)
     }
 
+    /// The seal of a job of this queue with `payload` (empty in an app without a secret).
+    fn seal(&self, payload: &[u8]) -> String {
+        match crate::redis_seal::key(Sealed::Job) {
+            Some(key) => key.seal(Sealed::Job, &[self.name.as_bytes(), payload]),
+            None => String::new(),
+        }
+    }
+
+    /// Whether a job taken with `payload` and `seal` may run: any, in an app without a
+    /// secret; else one sealed for this queue with this payload.
+    fn genuine(&self, payload: &[u8], seal: &[u8]) -> bool {
+        match crate::redis_seal::key(Sealed::Job) {
+            Some(key) => key.verify(Sealed::Job, &[self.name.as_bytes(), payload], seal),
+            None => true,
+        }
+    }
+
     /// Adds a job to run as soon as a consumer is free; returns its id. Fails at once when
     /// Redis is down.
     pub async fn push(&self, payload: impl Into<Bytes>) -> Result<u64, RedisError> {
@@ -231,7 +255,8 @@ impl Queue {
                     .arg(payload.as_ref())
                     .arg(due_ms)
                     .arg(&self.prefix)
-                    .arg(now_ms()),
+                    .arg(now_ms())
+                    .arg(self.seal(&payload)),
             )
             .await?;
         crate::runtime::context::with_stats(|c| c.jobs_pushed.set(c.jobs_pushed.get() + 1));
@@ -297,8 +322,25 @@ impl Queue {
             .await
     }
 
-    /// Takes the next job, if one is ready.
+    /// Takes the next job, if one is ready. A job whose seal does not match is not run: it
+    /// goes to the dead-letter list at once (counted in `redis_refused`), and the next is
+    /// taken.
     async fn take(&self) -> Result<Taken, RedisError> {
+        loop {
+            let job = match self.take_one().await? {
+                Ok(taken) => return Ok(taken),
+                Err(refused) => refused,
+            };
+            crate::redis_seal::refuse(&format!("job {} of queue {:?}", job.id, self.name));
+            let why = "refused: not sealed with the app's secret (forged, damaged, or pushed \
+                       by an app with another secret or none)";
+            self.settle(&job, Err(why.into()), false).await;
+        }
+    }
+
+    /// Takes the next job, if one is ready, as it is: `Err` holds a job whose seal does not
+    /// match.
+    async fn take_one(&self) -> Result<Result<Taken, Job>, RedisError> {
         let answer: ::redis::Value = self
             .redis
             .run(
@@ -314,15 +356,21 @@ impl Queue {
             )
             .await?;
         if let ::redis::Value::Int(due) = answer {
-            return Ok(Taken::Nothing(u64::try_from(due).ok()));
+            return Ok(Ok(Taken::Nothing(u64::try_from(due).ok())));
         }
-        let (id, payload, attempt): (u64, Vec<u8>, u32) = ::redis::from_redis_value(answer)
-            .map_err(|e| RedisError::Command(format!("a take's answer: {e}")))?;
-        Ok(Taken::Job(Job {
+        let (id, payload, attempt, seal): (u64, Vec<u8>, u32, Vec<u8>) =
+            ::redis::from_redis_value(answer)
+                .map_err(|e| RedisError::Command(format!("a take's answer: {e}")))?;
+        let genuine = self.genuine(&payload, &seal);
+        let job = Job {
             id,
             attempt,
             payload: Bytes::from(payload),
-        }))
+        };
+        Ok(match genuine {
+            true => Ok(Taken::Job(job)),
+            false => Err(job),
+        })
     }
 
     /// Records how job `job` ended: done, to retry after its backoff, or dead.

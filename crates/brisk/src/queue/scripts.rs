@@ -4,17 +4,18 @@
 //! Keys: `PREFIX` is `brisk:queue:NAME:`; `PREFIXseq` (the last id), `PREFIXready` (a list of
 //! ids), `PREFIXdelayed` (a sorted set of ids by due time in ms), `PREFIXactive` (a sorted set
 //! of the ids being run, by the time their consumer must be done, in ms), `PREFIXdead` (a
-//! list of ids) and `PREFIXjob:ID` (a hash: `payload`, `attempts`, `state`, `last_error`,
-//! `created_ms`). The scripts name the job hashes themselves, so the queue wants a single
+//! list of ids) and `PREFIXjob:ID` (a hash: `payload`, `seal`, `attempts`, `state`,
+//! `last_error`, `created_ms`). The scripts name the job hashes themselves, so the queue wants a single
 //! Redis server, not a cluster.
 
-/// KEYS: seq, ready, delayed. ARGV: payload, due ms (0: now), prefix, now ms. Returns the id.
+/// KEYS: seq, ready, delayed. ARGV: payload, due ms (0: now), prefix, now ms, seal (empty in
+/// an app without a secret). Returns the id.
 /// A job that makes `ready` non-empty is announced on the channel `PREFIXwake`, where idle
 /// consumers wait; while jobs are queued, consumers are busy and nothing is published.
 pub(super) const PUSH: &str = r#"
 local id = redis.call('INCR', KEYS[1])
 local key = ARGV[3] .. 'job:' .. id
-redis.call('HSET', key, 'payload', ARGV[1], 'attempts', 0, 'state', 'queued', 'created_ms', ARGV[4])
+redis.call('HSET', key, 'payload', ARGV[1], 'seal', ARGV[5], 'attempts', 0, 'state', 'queued', 'created_ms', ARGV[4])
 if tonumber(ARGV[2]) > 0 then
   redis.call('ZADD', KEYS[3], ARGV[2], id)
   redis.call('HSET', key, 'state', 'delayed')
@@ -26,7 +27,7 @@ return id
 
 /// KEYS: ready, delayed, active. ARGV: now ms, visibility ms, prefix. Moves due delayed jobs
 /// and jobs whose consumer ran out of time to `ready`, then takes the first ready job: returns
-/// `{id, payload, attempts}` (the attempt count including this one); or, when nothing is
+/// `{id, payload, attempts, seal}` (the attempt count including this one); or, when nothing is
 /// ready, the earliest time in ms a delayed job falls due or a running one's time runs out
 /// (-1: none).
 pub(super) const TAKE: &str = r#"
@@ -58,11 +59,8 @@ local key = ARGV[3] .. 'job:' .. id
 local attempts = redis.call('HINCRBY', key, 'attempts', 1)
 redis.call('ZADD', KEYS[3], tonumber(ARGV[1]) + tonumber(ARGV[2]), id)
 redis.call('HSET', key, 'state', 'running')
-local payload = redis.call('HGET', key, 'payload')
-if not payload then
-  payload = ''
-end
-return {id, payload, attempts}
+local fields = redis.call('HMGET', key, 'payload', 'seal')
+return {id, fields[1] or '', attempts, fields[2] or ''}
 "#;
 
 /// KEYS: active. ARGV: id, prefix, seconds to keep the done job. Returns 1 if the job was

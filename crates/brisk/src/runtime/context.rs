@@ -442,6 +442,10 @@ impl WorkerCtx {
                 dead: s.jobs_dead.get(),
                 running: s.jobs_running.get(),
             },
+            #[cfg(feature = "redis")]
+            redis_refused: crate::redis_seal::refused(),
+            #[cfg(not(feature = "redis"))]
+            redis_refused: 0,
             app_metrics: crate::metrics::samples(),
             db: crate::db_figures::DbFigures::current(),
         }

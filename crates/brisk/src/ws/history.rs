@@ -9,6 +9,13 @@
 //! worker appended. A [`Position`] is the pair `epoch:offset`. Each entry also holds the
 //! append's nonce, so that an append retried after a timeout finds itself if it was kept.
 //!
+//! **Sealed.** In an app with a secret (`App::cluster_secret`), each entry carries an HMAC of
+//! it over its group, nonce and payload, and an entry whose seal does not match (forged by
+//! anyone who can write to Redis, or moved from another group) is never answered: a recovery
+//! that meets one is [`Lost::Refused`] (the client reloads), [`History::latest`] leaves it
+//! out, and both count it (`redis_refused` in `status --json`). A replayed genuine entry of
+//! the same group is not caught: it repeats a message the group had.
+//!
 //! The epoch changes when the history is lost (Redis restarted without persistence, or nothing
 //! was appended for [`HistoryOptions::remember_for`]); a position of an older epoch cannot be
 //! recovered, since its offsets no longer mean the same messages. A Redis that comes back with
@@ -57,6 +64,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::redis::{cmd, Cmd, Redis, RedisError};
+use crate::redis_seal::Sealed;
 
 /// Appends a message: `KEYS` meta and stream; `ARGV` payload, keep_last, keep_for (ms, 0:
 /// none), remember_for (ms), the append's nonce, `1` when this is a retry (the first try
@@ -132,9 +140,9 @@ return {epoch, offset}
 ";
 
 /// The messages after a position, one page: `KEYS` meta and stream; `ARGV` epoch, offset,
-/// keep_last, page_bytes. Answers `{'ok', more, offset, payload, offset, payload…}` (at least
-/// one message, then as many as fit in page_bytes; `more` is `1` when some were left) or
-/// `{reason}`.
+/// keep_last, page_bytes. Answers `{'ok', more, offset, n, payload, offset, n, payload…}`
+/// (at least one message, then as many as fit in page_bytes; `more` is `1` when some were
+/// left) or `{reason}`.
 const SINCE_SCRIPT: &str = r"
 local meta = redis.call('HMGET', KEYS[1], 'e', 's')
 if not meta[1] or meta[1] ~= ARGV[1] then return {'epoch'} end
@@ -156,6 +164,7 @@ for i = #entries, 1, -1 do
     break
   end
   table.insert(out, fields[2])
+  table.insert(out, fields[6] or '')
   table.insert(out, fields[4])
 end
 return out
@@ -163,8 +172,8 @@ return out
 
 /// The position of the newest message (starting an epoch when there is none) and the last
 /// messages: `KEYS` meta and stream; `ARGV` remember_for (ms), how many, page_bytes (the
-/// newest that fit, at least one). Answers `{epoch, offset, offset, payload, offset,
-/// payload…}`, oldest first.
+/// newest that fit, at least one). Answers `{epoch, offset, offset, n, payload, offset, n,
+/// payload…}`, oldest first (`n`: the append's nonce and seal).
 const LATEST_SCRIPT: &str = r"
 local meta = redis.call('HMGET', KEYS[1], 'e', 's')
 if not meta[1] then
@@ -187,6 +196,7 @@ if tonumber(ARGV[2]) > 0 then
   end
   for i = first, 1, -1 do
     table.insert(out, entries[i][2][2])
+    table.insert(out, entries[i][2][6] or '')
     table.insert(out, entries[i][2][4])
   end
 end
@@ -333,6 +343,10 @@ pub enum Lost {
     /// The position is past the newest message: this history never gave it.
     #[error("no message has this position")]
     Unknown,
+    /// A missed message is not sealed with the app's secret (forged by someone who can
+    /// write to Redis, or damaged): it is not sent, so the rest cannot be recovered whole.
+    #[error("a missed message in the history is not sealed with the app's secret")]
+    Refused,
 }
 
 /// What [`History::since`] found.
@@ -393,7 +407,7 @@ impl History {
                 limit,
             });
         }
-        let nonce = nonce();
+        let nonce = sealed_nonce(group, &nonce(), payload);
         Ok(match self.try_append(group, payload, &nonce, false).await {
             Err(RedisError::Timeout(_) | RedisError::Unavailable(_)) => {
                 self.try_append(group, payload, &nonce, true).await?
@@ -463,10 +477,11 @@ impl History {
             return Ok(Recovery::Lost(lost));
         }
         let more = answer.next().is_some_and(|m| &m[..] == b"1");
-        Ok(Recovery::Recovered {
-            missed: entries(answer, &last.epoch)?,
-            more,
-        })
+        let (missed, refused) = entries(answer, group, &last.epoch)?;
+        if refused > 0 {
+            return Ok(Recovery::Lost(Lost::Refused));
+        }
+        Ok(Recovery::Recovered { missed, more })
     }
 
     /// The position of `group`'s newest message and its last `limit` messages (at most
@@ -498,7 +513,7 @@ impl History {
         };
         let epoch = String::from_utf8_lossy(&epoch).into_owned();
         let offset = parse_offset(&offset)?;
-        let kept = entries(answer, &epoch)?;
+        let (kept, _refused) = entries(answer, group, &epoch)?;
         Ok((Position { epoch, offset }, kept))
     }
 
@@ -510,14 +525,26 @@ impl History {
     }
 }
 
-/// The (offset, payload) pairs of a script's answer, as messages of `epoch`.
+/// The (offset, n, payload) triples of a script's answer, as messages of `group` in `epoch`,
+/// and how many were refused (left out) for a seal that does not match.
 fn entries(
     answer: impl ExactSizeIterator<Item = Bytes>,
+    group: &str,
     epoch: &str,
-) -> Result<Vec<Kept>, RedisError> {
+) -> Result<(Vec<Kept>, usize), RedisError> {
     let mut answer = answer.into_iter();
-    let mut kept = Vec::with_capacity(answer.len() / 2);
-    while let (Some(offset), Some(payload)) = (answer.next(), answer.next()) {
+    let mut kept = Vec::with_capacity(answer.len() / 3);
+    let mut refused = 0;
+    while let (Some(offset), Some(n), Some(payload)) = (answer.next(), answer.next(), answer.next())
+    {
+        if !genuine(group, &n, &payload) {
+            refused += 1;
+            crate::redis_seal::refuse(&format!(
+                "a history entry of {:?}",
+                group.chars().take(64).collect::<String>()
+            ));
+            continue;
+        }
         kept.push(Kept {
             position: Position {
                 epoch: epoch.to_owned(),
@@ -526,7 +553,32 @@ fn entries(
             payload,
         });
     }
-    Ok(kept)
+    Ok((kept, refused))
+}
+
+/// What an append writes as its entry's `n`: its `nonce`, then, in an app with a secret, `.`
+/// and the seal of `payload` in `group`.
+fn sealed_nonce(group: &str, nonce: &str, payload: &[u8]) -> String {
+    match crate::redis_seal::key(Sealed::HistoryEntry) {
+        Some(key) => {
+            let parts: [&[u8]; 3] = [group.as_bytes(), nonce.as_bytes(), payload];
+            format!("{nonce}.{}", key.seal(Sealed::HistoryEntry, &parts))
+        }
+        None => nonce.to_owned(),
+    }
+}
+
+/// Whether an entry of `group` with this `n` and `payload` may be answered: any, in an app
+/// without a secret; else one whose seal (after the last `.` of `n`) matches.
+fn genuine(group: &str, n: &[u8], payload: &[u8]) -> bool {
+    let Some(key) = crate::redis_seal::key(Sealed::HistoryEntry) else {
+        return true;
+    };
+    let Some(dot) = n.iter().rposition(|&b| b == b'.') else {
+        return false;
+    };
+    let parts: [&[u8]; 3] = [group.as_bytes(), &n[..dot], payload];
+    key.verify(Sealed::HistoryEntry, &parts, &n[dot + 1..])
 }
 
 fn parse_offset(offset: &[u8]) -> Result<u64, RedisError> {

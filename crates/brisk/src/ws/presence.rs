@@ -10,6 +10,12 @@
 //! on a machine that went away). The presence ids of a group's members
 //! ([`presence_ids`]) are kept the same way, one field per worker with its ids one per line,
 //! in `brisk:presence:ids:GROUP`.
+//!
+//! Each value is sealed with the app's secret (`App::cluster_secret`): its first line is the
+//! time it was written and an HMAC over the hash's key, the worker's field, that time and the
+//! value. A value whose seal does not match (made up by anyone else who can write to Redis,
+//! or copied from another group or worker), or written more than 15 s ago (replayed), is not
+//! counted, and is counted in `redis_refused` instead.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -19,6 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::group;
 use super::group_key::{GroupKey, Space};
 use crate::redis::{cmd, pipe, Redis, RedisError, RedisOptions};
+use crate::redis_seal::Sealed;
 use crate::runtime::context::{running, WorkerCtx};
 
 /// How often every count is written again, and the worker marked alive.
@@ -29,7 +36,8 @@ const STALE: Duration = Duration::from_secs(15);
 const FLUSH_DELAY: Duration = Duration::from_millis(100);
 const ALIVE_KEY: &str = "brisk:presence:alive";
 
-/// The values of live workers' fields, removing the fields of dead ones.
+/// The live workers' fields and values (`{field, value, field, value…}`), removing the
+/// fields of dead ones.
 const LIVE_SCRIPT: &str = r"
 local alive = redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[1], '+inf')
 local live = {}
@@ -38,6 +46,7 @@ local fields = redis.call('HGETALL', KEYS[1])
 local values = {}
 for i = 1, #fields, 2 do
   if live[fields[i]] then
+    table.insert(values, fields[i])
     table.insert(values, fields[i + 1])
   else
     redis.call('HDEL', KEYS[1], fields[i])
@@ -151,6 +160,7 @@ async fn flush(w: &Weak<WorkerCtx>) {
                 if n == 0 || value.is_empty() {
                     batch.cmd("HDEL").arg(&key).arg(&p.id).ignore();
                 } else {
+                    let value = sealed(&key, &p.id, &value, now_ms());
                     batch.cmd("HSET").arg(&key).arg(&p.id).arg(value).ignore();
                 }
             }
@@ -335,13 +345,14 @@ fn glob_escape(s: &str) -> String {
     out
 }
 
-/// The values of the live workers' fields of the hash `key`; `None` without a cluster.
+/// The values of the live workers' fields of the hash `key` (those whose seal matches);
+/// `None` without a cluster.
 async fn live_values(w: &Rc<WorkerCtx>, key: &str) -> Result<Option<Vec<String>>, RedisError> {
     let Some(redis) = presence_redis(w)? else {
         return Ok(None);
     };
     let since = now_ms().saturating_sub(STALE.as_millis() as u64);
-    let values = redis
+    let fields: Vec<String> = redis
         .run(
             cmd("EVAL")
                 .arg(LIVE_SCRIPT)
@@ -351,7 +362,54 @@ async fn live_values(w: &Rc<WorkerCtx>, key: &str) -> Result<Option<Vec<String>>
                 .arg(since),
         )
         .await?;
+    let now = now_ms();
+    let mut values = Vec::with_capacity(fields.len() / 2);
+    for pair in fields.chunks_exact(2) {
+        match opened(key, &pair[0], &pair[1], now) {
+            Some(value) => values.push(value.to_owned()),
+            None => crate::redis_seal::refuse(&format!("presence field {:?} of {key:?}", pair[0])),
+        }
+    }
     Ok(Some(values))
+}
+
+/// What worker `field` writes as its value `value` of the hash `key` at `now_ms`: in an app
+/// with a secret, a first line with the time and the seal, then the value.
+fn sealed(key: &str, field: &str, value: &str, now_ms: u64) -> String {
+    let Some(seal_key) = crate::redis_seal::key(Sealed::Presence) else {
+        return value.to_owned();
+    };
+    let at = now_ms.to_string();
+    let parts: [&[u8]; 4] = [
+        key.as_bytes(),
+        field.as_bytes(),
+        at.as_bytes(),
+        value.as_bytes(),
+    ];
+    format!("{at} {}\n{value}", seal_key.seal(Sealed::Presence, &parts))
+}
+
+/// The value in `stored`, worker `field`'s value of the hash `key`, read at `now_ms`: any, in
+/// an app without a secret; else only one whose seal matches, written in the last [`STALE`].
+fn opened<'a>(key: &str, field: &str, stored: &'a str, now_ms: u64) -> Option<&'a str> {
+    let Some(seal_key) = crate::redis_seal::key(Sealed::Presence) else {
+        return Some(stored);
+    };
+    let (head, value) = stored.split_once('\n')?;
+    let (at, seal) = head.split_once(' ')?;
+    let written: u64 = at.parse().ok()?;
+    if written.saturating_add(STALE.as_millis() as u64) < now_ms {
+        return None;
+    }
+    let parts: [&[u8]; 4] = [
+        key.as_bytes(),
+        field.as_bytes(),
+        at.as_bytes(),
+        value.as_bytes(),
+    ];
+    seal_key
+        .verify(Sealed::Presence, &parts, seal.as_bytes())
+        .then_some(value)
 }
 
 /// The Redis presence lives in; `None` without a cluster, an error with a sharded one.
