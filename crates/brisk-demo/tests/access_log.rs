@@ -1,6 +1,7 @@
 //! The access log over real requests: lines in the combined and JSON layouts with the worker
-//! and connection ids, quoting that a client cannot break out of, `reopen-logs` after a
-//! rotation, and the app's own log lines carrying the same ids.
+//! and connection ids, quoting that a client cannot break out of, credentials in the query
+//! left out, `reopen-logs` after a rotation, and the app's own log lines carrying the same
+//! ids.
 
 use std::path::Path;
 use std::time::Duration;
@@ -45,6 +46,20 @@ fn combined_lines_carry_the_ids_and_follow_a_rotation() {
     );
     assert!(line.contains(&expected), "{line}\nwanted {expected}");
     assert!(line.ends_with("ms"), "{line}");
+    // Credentials in the query are not written; the file is not readable by others.
+    let r = request(d.http, "GET", "/tpl/vars?token=eyJ-secret.jwt&x=2", &[], "");
+    assert_eq!(r.status, 200);
+    let lines = lines_once(&log, "x=2");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("GET /tpl/vars?token=***&x=2 ")),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("eyJ-secret")), "{lines:?}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&log).unwrap().permissions().mode();
+    assert_eq!(mode & 0o007, 0, "readable by others: {mode:o}");
 
     // logrotate: move the file, then reopen-logs; new lines go to the new file.
     let rotated = dir.path().join("access.log.1");

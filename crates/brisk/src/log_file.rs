@@ -172,8 +172,15 @@ impl Shared {
     }
 }
 
+/// Opens `path` to append to, creating it readable by its owner and group only (lines can
+/// hold addresses, user agents and the app's own data).
 fn open(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new().create(true).append(true).open(path)
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o640)
+        .open(path)
 }
 
 /// The writer thread: takes the buffer and writes it, until the log file is dropped.

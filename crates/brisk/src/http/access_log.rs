@@ -17,6 +17,10 @@
 //! }
 //! ```
 //!
+//! The values of query parameters that carry credentials (`?token=` of a WebSocket or an event
+//! stream, `api_key`, `password`, an OAuth `code`…) are written as `***`; a new file is made
+//! readable by its owner and group only.
+//!
 //! Lines carry the worker and connection ids, so they can be matched with the app's own log
 //! (whose lines from a request carry the same ids):
 //!
@@ -149,7 +153,7 @@ impl AccessLogWriter {
                     remote.ip(),
                     clock.clf(now),
                     req.method,
-                    Printable(req.uri.path_and_query().map_or("/", |p| p.as_str())),
+                    Printable(&logged_target(&req.uri)),
                     version_text(req.version),
                     resp.status().as_u16(),
                 );
@@ -174,7 +178,7 @@ impl AccessLogWriter {
                     time: clock.rfc3339(now),
                     remote: remote.ip(),
                     method: req.method.as_str(),
-                    path: req.uri.path_and_query().map_or("/", |p| p.as_str()),
+                    path: &logged_target(&req.uri),
                     version: version_text(req.version),
                     status: resp.status().as_u16(),
                     bytes,
@@ -232,6 +236,56 @@ fn body_bytes(status: StatusCode, headers: &HeaderMap, body: &Body) -> Option<u6
         return Some(n);
     }
     http_body::Body::size_hint(body).exact()
+}
+
+/// Query parameters whose values are credentials (a WebSocket's or an event stream's
+/// `?token=`, an API key, an OAuth code…): the log shows `name=***` for them.
+const SECRET_PARAMS: [&str; 13] = [
+    "token",
+    "access_token",
+    "id_token",
+    "refresh_token",
+    "jwt",
+    "password",
+    "secret",
+    "api_key",
+    "apikey",
+    "key",
+    "auth",
+    "signature",
+    "code",
+];
+
+/// The request target as the log writes it: the path and query, the values of
+/// [`SECRET_PARAMS`] replaced by `***` (borrowed as it is when there is no query).
+fn logged_target(uri: &Uri) -> std::borrow::Cow<'_, str> {
+    let target = uri.path_and_query().map_or("/", |p| p.as_str());
+    let Some(query) = uri.query() else {
+        return target.into();
+    };
+    let is_secret = |name: &str| {
+        let name = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
+        SECRET_PARAMS.iter().any(|s| name.eq_ignore_ascii_case(s))
+    };
+    if !query
+        .split('&')
+        .any(|p| is_secret(p.split('=').next().unwrap_or("")))
+    {
+        return target.into();
+    }
+    let mut out = String::with_capacity(target.len());
+    out.push_str(uri.path());
+    for (i, param) in query.split('&').enumerate() {
+        out.push(if i == 0 { '?' } else { '&' });
+        match param.split_once('=') {
+            Some((name, _)) if is_secret(name) => {
+                out.push_str(name);
+                out.push_str("=***");
+            }
+            _ => out.push_str(param),
+        }
+    }
+    out.into()
 }
 
 fn header_text(v: &Option<HeaderValue>) -> &str {
@@ -306,6 +360,18 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_secs(1_795_441_536);
         assert_eq!(c.clf(t), "23/Nov/2026:13:45:36 +0000");
         assert_eq!(c.rfc3339(t), "2026-11-23T13:45:36Z");
+    }
+
+    #[test]
+    fn credentials_in_the_query_are_not_logged() {
+        let target = |t: &str| logged_target(&t.parse::<Uri>().unwrap()).into_owned();
+        assert_eq!(target("/a?x=1&y"), "/a?x=1&y");
+        assert_eq!(target("/a"), "/a");
+        assert_eq!(
+            target("/connection/sse?channel=c&token=eyJ.x.y&Api%5Fkey=k&x="),
+            "/connection/sse?channel=c&token=***&Api%5Fkey=***&x="
+        );
+        assert_eq!(target("/cb?code=abc&state=s"), "/cb?code=***&state=s");
     }
 
     #[test]
