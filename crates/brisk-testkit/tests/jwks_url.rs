@@ -159,10 +159,23 @@ fn without_keys_every_check_fails_saying_why() {
         check(&keyless, &token).await.is_ok()
     }));
 
-    for bad in ["", "ftp://127.0.0.1/jwks.json", "/jwks.json", "http://"] {
+    for bad in [
+        "",
+        "ftp://127.0.0.1/jwks.json",
+        "/jwks.json",
+        "http://",
+        "http://auth.example/jwks.json",
+        "http://10.0.0.5/jwks.json",
+    ] {
         assert!(
             matches!(JwksUrl::new(bad), Err(JwtError::Keys(_))),
             "{bad:?} taken"
         );
+    }
+    for good in [
+        "https://auth.example/jwks.json",
+        "http://[::1]:8080/jwks.json",
+    ] {
+        assert!(JwksUrl::new(good).is_ok(), "{good:?} refused");
     }
 }

@@ -84,15 +84,36 @@ impl std::fmt::Debug for JwksUrl {
 }
 
 impl JwksUrl {
-    /// The document at `url` (`http://` or `https://`), refreshed every 5 minutes.
+    /// The document at `url`, refreshed every 5 minutes: `https://`, or `http://` to a
+    /// loopback address only (anyone on the path of a plain-text fetch could hand the app
+    /// keys of their own, and so sign any token).
     pub fn new(url: &str) -> Result<Self, JwtError> {
         let uri: http::Uri = url
             .parse()
             .map_err(|e| JwtError::Keys(format!("JWKS URL {url:?}: {e}")))?;
-        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        let Some(host) = uri.host() else {
             return Err(JwtError::Keys(format!(
-                "JWKS URL {url:?}: needs http:// or https:// and a host"
+                "JWKS URL {url:?}: needs https:// and a host"
             )));
+        };
+        let loopback = host == "localhost"
+            || (host.trim_start_matches('[').trim_end_matches(']'))
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        match uri.scheme_str() {
+            Some("https") => {}
+            Some("http") if loopback => {}
+            Some("http") => {
+                return Err(JwtError::Keys(format!(
+                    "JWKS URL {url:?}: plain http:// is taken for a loopback address only; \
+                     use https://"
+                )))
+            }
+            _ => {
+                return Err(JwtError::Keys(format!(
+                    "JWKS URL {url:?}: needs https:// and a host"
+                )))
+            }
         }
         let options = ClientOptions {
             timeout: FETCH_TIMEOUT,

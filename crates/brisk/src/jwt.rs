@@ -189,7 +189,17 @@ impl Jwt {
                 AlgorithmParameters::EllipticCurve(ec) if ec.curve == EllipticCurve::P256 => {
                     Algorithm::ES256
                 }
-                AlgorithmParameters::OctetKey(_) => Algorithm::HS256,
+                AlgorithmParameters::OctetKey(oct) => {
+                    // base64url: 4 characters per 3 bytes, padding aside.
+                    let bytes = oct.value.trim_end_matches('=').len() * 3 / 4;
+                    if bytes < MIN_SECRET_LEN {
+                        return Err(JwtError::Keys(format!(
+                            "key {kid}: an oct key of {bytes} bytes; HS256 keys need at least \
+                             {MIN_SECRET_LEN}"
+                        )));
+                    }
+                    Algorithm::HS256
+                }
                 _ => {
                     return Err(JwtError::Keys(format!(
                         "key {kid}: only RSA, P-256 and oct keys are taken"
@@ -559,7 +569,7 @@ mod tests {
     fn a_jwks_document_names_its_keys_by_kid() {
         let ec = rcgen::KeyPair::generate().unwrap();
         let point = ec.public_key_raw(); // 0x04 || X || Y
-        let secret = b"the oct key's secret bytes";
+        let secret = b"the oct key's secret bytes, 32 or more";
         let jwks = format!(
             r#"{{"keys": [
                 {{"kty": "EC", "crv": "P-256", "kid": "ec-1", "x": "{}", "y": "{}"}},
@@ -592,6 +602,11 @@ mod tests {
         // Documents that cannot be used say why.
         let no_kid = r#"{"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}"#;
         assert!(matches!(Jwt::jwks(no_kid), Err(JwtError::Keys(m)) if m.contains("kid")));
+        let short = r#"{"keys": [{"kty": "oct", "kid": "k", "k": "c2VjcmV0"}]}"#;
+        assert!(
+            matches!(Jwt::jwks(short), Err(JwtError::Keys(m)) if m.contains("6 bytes")),
+            "a 6-byte HS256 key taken"
+        );
         assert!(matches!(
             Jwt::jwks(r#"{"keys": []}"#),
             Err(JwtError::Keys(_))
