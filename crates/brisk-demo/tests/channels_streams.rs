@@ -78,6 +78,49 @@ fn http_streams_get_the_channels_as_lines() {
     assert_eq!(next_line(&mut s), None);
 }
 
+/// Issue 66, low finding: each event stream's token-expiry timer outlived the stream, so a
+/// client reconnecting with a token of an hour left a timer per connection for that hour.
+/// Now a stream that ends takes its timer with it.
+#[test]
+fn an_event_stream_that_ends_takes_its_expiry_timer_with_it() {
+    let (_redis, a, b, _dir) = cluster();
+    let timers = || -> u64 {
+        let status = b.server.status().unwrap();
+        (status["workers"].as_array().unwrap().iter())
+            .filter(|w| w["server"] == format!("http://127.0.0.1:{}", b.http))
+            .map(|w| w["timers"].as_u64().unwrap())
+            .sum()
+    };
+    let before = timers();
+    let alice = token_with(SECRET, "alice", json!({ "exp": now() + 3600 }));
+    let streams: Vec<_> = (0..20)
+        .map(|_| {
+            let (r, mut s) = sse(&b, &format!("token={alice}&channel=news:timers"));
+            assert_eq!(r.status, 200);
+            assert_eq!(next_event(&mut s)["connected"]["user"], "alice");
+            s
+        })
+        .collect();
+    wait_until(Duration::from_secs(5), "20 expiry timers", || {
+        timers() == before + 20
+    });
+    // A stream finds its client gone when it next writes (a publication, or its keep-alive
+    // comment every 15 s).
+    drop(streams);
+    wait_until(
+        Duration::from_secs(20),
+        "the timers gone with their streams",
+        || {
+            api(
+                &a,
+                "publish",
+                json!({ "channel": "news:timers", "data": 1 }),
+            );
+            timers() == before
+        },
+    );
+}
+
 #[test]
 fn event_streams_get_the_channels_and_recover_too() {
     let (_redis, a, b, _dir) = cluster();

@@ -28,7 +28,6 @@ use super::replay::{Kepts, Replay};
 use super::session::{parse_position, Subscribed};
 use super::wire::{ErrorCode, PROTOCOL_VERSION};
 use crate::http::Body;
-use crate::timer;
 use crate::ws::{self, Position};
 
 /// The most channels one stream subscribes to.
@@ -152,9 +151,11 @@ impl Channels {
         }
         if let Some(at) = subject.expires {
             let left = at.saturating_sub(now_seconds());
-            timer::add(Duration::from_secs(left), false, move || {
-                stream.close(close::TOKEN_EXPIRED, "token expired")
-            });
+            stream.close_after(
+                Duration::from_secs(left),
+                close::TOKEN_EXPIRED,
+                "token expired",
+            );
         }
         Ok(response.map(Body::new))
     }

@@ -42,6 +42,17 @@ impl OwnedStream {
         group::stream_event_to(&self.worker, self.id, &event)
     }
 
+    /// Ends the stream [`close`](Self::close)d with `code` and `reason` after `after` (its
+    /// token's expiry), unless it ends first: then the timer goes with it.
+    pub(crate) fn close_after(self, after: Duration, code: u16, reason: &'static str) {
+        let (worker, id) = (self.worker.clone(), self.id);
+        let timer = worker.timers.add(after, false, move || {
+            group::take_expiry(&self.worker, self.id);
+            self.close(code, reason)
+        });
+        group::set_expiry(&worker, id, timer);
+    }
+
     /// Ends the stream with a last `event: close` saying why, as
     /// [`close_where`](super::close_where) ends it (nothing if it has ended).
     pub(crate) fn close(&self, code: u16, reason: &str) {

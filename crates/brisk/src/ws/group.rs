@@ -54,6 +54,10 @@ pub(crate) struct Groups {
     /// Each event stream's queue, by its number.
     streams: RefCell<HashMap<u64, mpsc::Sender<Bytes>>>,
     next_stream: Cell<u64>,
+    /// The timer that ends a stream when its token expires, by the stream's number: deleted
+    /// when the stream ends first, so that a client reconnecting leaves none behind.
+    #[cfg(feature = "channels")]
+    expiries: RefCell<HashMap<u64, crate::timer::TimerId>>,
 }
 
 #[derive(Default)]
@@ -136,8 +140,34 @@ fn release_stream(id: u64) {
         .remove(&id)
         .is_some();
     if removed {
-        leave_all(&w, Member::Stream(id));
+        stream_ended(&w, id);
     }
+}
+
+/// Stream `id` has ended: it leaves its groups, and its expiry timer goes.
+fn stream_ended(w: &WorkerCtx, id: u64) {
+    #[cfg(feature = "channels")]
+    if let Some(timer) = take_expiry(w, id) {
+        w.timers.del(timer);
+    }
+    leave_all(w, Member::Stream(id));
+}
+
+/// Records `timer` as the one that ends stream `id` at its token's expiry.
+#[cfg(feature = "channels")]
+pub(crate) fn set_expiry(w: &WorkerCtx, id: u64, timer: crate::timer::TimerId) {
+    let part = w.part::<Groups>();
+    if part.streams.borrow().contains_key(&id) {
+        part.expiries.borrow_mut().insert(id, timer);
+    } else {
+        w.timers.del(timer);
+    }
+}
+
+/// Forgets stream `id`'s expiry timer (it is firing, or the stream ended), answering it.
+#[cfg(feature = "channels")]
+pub(crate) fn take_expiry(w: &WorkerCtx, id: u64) -> Option<crate::timer::TimerId> {
+    w.part::<Groups>().expiries.borrow_mut().remove(&id)
 }
 
 /// Queues `event` on stream `id` (`None`: a close, which ends it); false when the stream
@@ -156,7 +186,7 @@ fn send_to_stream(w: &WorkerCtx, id: u64, event: Option<&Bytes>) -> bool {
         sent
     };
     if !sent {
-        leave_all(w, Member::Stream(id));
+        stream_ended(w, id);
     }
     sent
 }
