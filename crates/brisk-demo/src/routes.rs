@@ -266,6 +266,10 @@ impl Routes {
                     Err(e) if e.is::<LengthLimitError>() => {
                         status(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n")
                     }
+                    Err(e) if e.is::<brisk::http::BodyTimedOut>() => status(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "the request body stopped arriving\n",
+                    ),
                     Err(_) => status(StatusCode::BAD_REQUEST, "bad request body\n"),
                 }
             }

@@ -428,6 +428,75 @@ fn a_request_body_that_stalls_over_tls_gets_408() {
     assert_eq!(read_http_response(&mut s).1, b"full");
 }
 
+/// Issue 66, low finding: an HTTP/2 request body had no timeout, so a client could hold a
+/// handler waiting forever on each of its streams. Now a stream's body that stops arriving
+/// fails with `BodyTimedOut` (the demo's `/echo` answers 408), and the connection's other
+/// streams are served on.
+#[test]
+fn an_http2_request_body_that_stalls_times_out_and_the_connection_serves_on() {
+    let d = demo_with(&["--body-read-timeout-ms=500".to_string()]);
+    let config = client_config(Some(&d.cert), &[b"h2"]);
+    let port = d.https;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let name = ServerName::try_from("localhost").unwrap();
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        let io = hyper_util::rt::TokioIo::new(tls);
+        let exec = hyper_util::rt::TokioExecutor::new();
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(exec, io)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        // A body that sends 4 bytes of 100, then nothing (its sender is kept, not dropped).
+        type Frame = Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>;
+        let (frames_tx, frames_rx) = tokio::sync::mpsc::channel::<Frame>(4);
+        frames_tx
+            .send(Ok(hyper::body::Frame::data(bytes::Bytes::from_static(
+                b"half",
+            ))))
+            .await
+            .unwrap();
+        type Frames = std::pin::Pin<Box<dyn futures_util::Stream<Item = Frame> + Send>>;
+        let frames: Frames = Box::pin(futures_util::stream::unfold(
+            frames_rx,
+            |mut rx| async move { rx.recv().await.map(|frame| (frame, rx)) },
+        ));
+        let stalled = http_body_util::StreamBody::new(frames);
+        let req = http::Request::post("https://localhost/echo")
+            .header("content-length", "100")
+            .body(stalled)
+            .unwrap();
+        let started = std::time::Instant::now();
+        let resp = tokio::time::timeout(Duration::from_secs(10), sender.send_request(req))
+            .await
+            .expect("an answer within the body timeout")
+            .unwrap();
+        assert_eq!(resp.status(), 408);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        drop(frames_tx);
+        // The same connection serves the next stream.
+        let none: Frames = Box::pin(futures_util::stream::empty());
+        let req = http::Request::get("https://localhost/")
+            .body(http_body_util::StreamBody::new(none))
+            .unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+    });
+}
+
 #[test]
 fn text_over_tls_echoes_and_a_finished_handshake_outlives_the_timeout() {
     let d = demo();

@@ -22,6 +22,7 @@ use super::activity::Activity;
 use super::conn_state::{ConnState, Transport};
 use super::h1;
 use super::io::HttpIo;
+use super::request_body::Timing;
 use super::respond::{respond, until_sent};
 use super::state::{HttpConn, HttpShared};
 use super::upgraded;
@@ -52,9 +53,17 @@ async fn serve_registered(shared: Rc<HttpShared>, conn: Rc<HttpConn>, stream: Tc
             let (shared, conn) = (shared.clone(), conn.clone());
             async move {
                 let max_body = shared.limits.max_package_size;
-                // HTTP/2's streams share the connection: its bodies are not timed.
-                let timed = conn.state.times_requests().then(|| conn.activity.clone());
-                let req = req.map(|b| RequestBody::limited(b, max_body, timed));
+                let req = req.map(|body| {
+                    // HTTP/2's streams share the connection: each body times itself.
+                    let timing = if http_body::Body::is_end_stream(&body) {
+                        Timing::Untimed
+                    } else if conn.state.times_requests() {
+                        Timing::Swept(conn.activity.clone())
+                    } else {
+                        Timing::own(shared.http.body_read_timeout, shared.http.min_body_rate)
+                    };
+                    RequestBody::limited(body, max_body, timing)
+                });
                 let resp = respond(&shared, &conn, req).await;
                 Ok::<_, Infallible>(until_sent(resp, &conn.activity))
             }

@@ -49,7 +49,7 @@ mod write_through;
 pub use body::Body;
 pub use io::HttpIo;
 pub use limits::HttpLimits;
-pub use request_body::RequestBody;
+pub use request_body::{BodyTimedOut, RequestBody};
 pub use server::{HttpServer, IntoResponse};
 
 pub(crate) use response_head::has_token;

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use std::future::Future;
+
 use http_body::{Frame, SizeHint};
 use http_body_util::Limited;
 use hyper::body::Incoming;
@@ -27,12 +29,87 @@ use crate::runtime::handler::BoxError;
 /// ```
 pub struct RequestBody {
     kind: Kind,
-    /// The connection's activity, told when the handler waits for bytes that have not come
-    /// and when it is done with the body (for the body timeout); HTTP/1.1 through hyper only.
-    activity: Option<Arc<Activity>>,
+    /// How the body timeout (`HttpLimits::body_read_timeout`) reaches it.
+    timing: Timing,
     /// The client's address, set as the request reaches the handler.
     remote: Option<SocketAddr>,
 }
+
+/// How a body still to arrive is timed.
+pub(crate) enum Timing {
+    /// Not at all: it came whole, or has ended.
+    Untimed,
+    /// By its connection's sweep (HTTP/1.1 through hyper), which answers 408 and closes: the
+    /// connection's activity is told when the handler waits for bytes that have not come,
+    /// and when it is done with the body.
+    Swept(Arc<Activity>),
+    /// By itself (an HTTP/2 stream: streams share their connection, which stays open), with
+    /// the error [`BodyTimedOut`].
+    Own(Box<Deadline>),
+}
+
+/// The body timeout of an HTTP/2 stream's body.
+pub(crate) struct Deadline {
+    /// `HttpLimits::body_read_timeout`.
+    limit: std::time::Duration,
+    /// `HttpLimits::min_body_rate`: bytes a second that earn a second more.
+    min_rate: u64,
+    /// When the handler first waited for bytes that had not come.
+    since: Option<tokio::time::Instant>,
+    /// Bytes received so far.
+    received: u64,
+    /// Fires at the deadline (made at the first wait).
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Timing {
+    /// An HTTP/2 stream's timing: `limit`, extended a second per `min_rate` bytes received.
+    pub(crate) fn own(limit: std::time::Duration, min_rate: u64) -> Self {
+        Timing::Own(Box::new(Deadline {
+            limit,
+            min_rate,
+            since: None,
+            received: 0,
+            sleep: None,
+        }))
+    }
+}
+
+impl Deadline {
+    /// Whether the deadline passed, as the handler waits again (arming the timer for `cx`).
+    fn passed(&mut self, cx: &mut Context<'_>) -> bool {
+        let since = *self.since.get_or_insert_with(tokio::time::Instant::now);
+        let earned_ms = (self.received.saturating_mul(1000))
+            .checked_div(self.min_rate)
+            .unwrap_or(0);
+        let at = since + self.limit + std::time::Duration::from_millis(earned_ms);
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        if sleep.deadline() != at {
+            sleep.as_mut().reset(at);
+        }
+        sleep.as_mut().poll(cx).is_ready()
+    }
+}
+
+/// An HTTP/2 request body that stopped arriving (or trickled in) past the server's
+/// `HttpLimits::body_read_timeout`: reading it fails with this. (Over HTTP/1.1 the
+/// connection is answered 408 and closed instead.) Answer 408:
+///
+/// ```
+/// use http_body_util::BodyExt;
+/// # async fn f(req: http::Request<brisk::http::RequestBody>) -> u16 {
+/// match req.into_body().collect().await {
+///     Ok(_) => 200,
+///     Err(e) if e.is::<brisk::http::BodyTimedOut>() => 408,
+///     Err(_) => 400,
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the request body did not arrive in time (HttpLimits::body_read_timeout)")]
+pub struct BodyTimedOut;
 
 enum Kind {
     /// Received whole (`None` once read, or when there is no body).
@@ -46,7 +123,7 @@ impl RequestBody {
     pub(crate) fn empty() -> Self {
         RequestBody {
             kind: Kind::Full(None),
-            activity: None,
+            timing: Timing::Untimed,
             remote: None,
         }
     }
@@ -55,18 +132,17 @@ impl RequestBody {
     pub(crate) fn full(bytes: Bytes) -> Self {
         RequestBody {
             kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())),
-            activity: None,
+            timing: Timing::Untimed,
             remote: None,
         }
     }
 
-    /// A body read by hyper, cut off at `limit` bytes; `activity` (HTTP/1.1) learns when the
-    /// handler waits for it.
-    pub(crate) fn limited(body: Incoming, limit: usize, activity: Option<Arc<Activity>>) -> Self {
-        let activity = activity.filter(|_| !http_body::Body::is_end_stream(&body));
+    /// A body read by hyper, cut off at `limit` bytes, timed by `timing` (`Untimed` when it
+    /// has ended already).
+    pub(crate) fn limited(body: Incoming, limit: usize, timing: Timing) -> Self {
         RequestBody {
             kind: Kind::Incoming(Limited::new(body, limit)),
-            activity,
+            timing,
             remote: None,
         }
     }
@@ -91,13 +167,16 @@ impl RequestBody {
 
     /// The connection's activity, if the body is still to arrive and is timed.
     pub(crate) fn timed_activity(&self) -> Option<&Arc<Activity>> {
-        self.activity.as_ref()
+        match &self.timing {
+            Timing::Swept(a) => Some(a),
+            _ => None,
+        }
     }
 }
 
 impl Drop for RequestBody {
     fn drop(&mut self) {
-        if let Some(a) = &self.activity {
+        if let Timing::Swept(a) = &self.timing {
             a.body_done();
         }
     }
@@ -116,15 +195,26 @@ impl http_body::Body for RequestBody {
             Kind::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             Kind::Incoming(b) => {
                 let polled = Pin::new(b).poll_frame(cx);
-                if let Some(a) = &this.activity {
-                    match &polled {
-                        Poll::Pending => a.waiting_for_body(true),
-                        Poll::Ready(Some(Ok(_))) => a.waiting_for_body(false),
-                        Poll::Ready(_) => {
-                            a.body_done();
-                            this.activity = None;
+                match (&mut this.timing, &polled) {
+                    (Timing::Untimed, _) => {}
+                    (Timing::Swept(a), Poll::Pending) => a.waiting_for_body(true),
+                    (Timing::Swept(a), Poll::Ready(Some(Ok(_)))) => a.waiting_for_body(false),
+                    (Timing::Swept(a), Poll::Ready(_)) => {
+                        a.body_done();
+                        this.timing = Timing::Untimed;
+                    }
+                    (Timing::Own(d), Poll::Pending) => {
+                        if d.passed(cx) {
+                            this.timing = Timing::Untimed;
+                            this.kind = Kind::Full(None);
+                            return Poll::Ready(Some(Err(BodyTimedOut.into())));
                         }
                     }
+                    (Timing::Own(d), Poll::Ready(Some(Ok(frame)))) => {
+                        let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+                        d.received = d.received.saturating_add(n);
+                    }
+                    (Timing::Own(_), Poll::Ready(_)) => this.timing = Timing::Untimed,
                 }
                 polled
             }
