@@ -43,7 +43,7 @@ fn a_unix_socket_host_connects_with_the_local_trust_of_the_server() {
 }
 
 #[test]
-fn md5_and_cleartext_passwords_authenticate_and_a_wrong_one_is_refused() {
+fn md5_and_cleartext_passwords_go_only_where_tls_was_not_declined() {
     let server = Postgres::start().unwrap();
     let port = server.port();
     let rt = worker_runtime();
@@ -64,14 +64,24 @@ fn md5_and_cleartext_passwords_authenticate_and_a_wrong_one_is_refused() {
         .unwrap();
     assert!(stored.get::<bool>(0).unwrap(), "an MD5 hash is stored");
     for (user, password) in [("brisk_md5", "md5-secret"), ("brisk_plain", "plain-secret")] {
+        // This server takes no TLS: with the default sslmode=prefer that is what a man in the
+        // middle would say too, so neither password is sent (issue 66).
         let url = format!("postgres://{user}:{password}@127.0.0.1:{port}/postgres");
+        let db = Pg::new(&url, options()).unwrap();
+        let err = rt.block_on(db.query("SELECT 1", vec![])).unwrap_err();
+        assert!(
+            matches!(&err, DbError::Unavailable(m) if m.contains("TLS was asked for") && m.contains("sslmode=disable")),
+            "{user}: {err:?}"
+        );
+        // Plain on purpose: sent.
+        let url = format!("{url}?sslmode=disable");
         let db = Pg::new(&url, options()).unwrap();
         let row = rt
             .block_on(db.query_one("SELECT current_user::text", vec![]))
             .unwrap()
             .unwrap();
         assert_eq!(row.get::<String>(0).unwrap(), user);
-        let url = format!("postgres://{user}:wrong@127.0.0.1:{port}/postgres");
+        let url = format!("postgres://{user}:wrong@127.0.0.1:{port}/postgres?sslmode=disable");
         let err = rt
             .block_on(Pg::new(&url, options()).unwrap().query("SELECT 1", vec![]))
             .unwrap_err();

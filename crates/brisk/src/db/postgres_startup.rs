@@ -39,7 +39,16 @@ pub(super) async fn start_session(
         mut socket,
         encrypted,
         end_point,
+        downgraded,
     } = opened;
+    let not_after_a_downgrade = |what: &str| {
+        Err(format!(
+            "the server asks for {what} on a connection without TLS, though TLS was asked for \
+             (sslmode=prefer) and declined: whoever declined it may be in the middle, so the \
+             password is not sent. Make the server take TLS, or give sslmode=disable to send \
+             it without TLS on a network you trust"
+        ))
+    };
     let binding = config.get_channel_binding();
     let require_binding = binding == ChannelBinding::Require;
     let unbound = |why: &str| Err(format!("channel_binding=require, but {why}"));
@@ -119,6 +128,12 @@ pub(super) async fn start_session(
             }
             Message::AuthenticationMd5Password(_) if require_binding => {
                 return unbound("the server asks for an MD5 password");
+            }
+            Message::AuthenticationCleartextPassword if downgraded => {
+                return not_after_a_downgrade("a cleartext password");
+            }
+            Message::AuthenticationMd5Password(_) if downgraded => {
+                return not_after_a_downgrade("an MD5 password");
             }
             Message::AuthenticationCleartextPassword => {
                 frontend::password_message(password()?, &mut out).map_err(io)?;

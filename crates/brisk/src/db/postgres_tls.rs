@@ -2,8 +2,10 @@
 //! `SSLRequest` that starts it on a new TCP connection.
 //!
 //! - `sslmode=disable`: never. `prefer` (libpq's default, and here too): asked for on TCP; a
-//!   server that declines, or whose handshake fails, gets a plain connection (a new one). `require`: asked for, and a server that
-//!   declines is an error.
+//!   server that declines, or whose handshake fails, gets a plain connection (a new one), on
+//!   which a cleartext or MD5 password is not sent (whoever declined may be in the middle;
+//!   SCRAM reveals no password): `sslmode=disable` sends them plain on purpose. `require`:
+//!   asked for, and a server that declines is an error.
 //! - Without root certificates the server's certificate is not checked, as with libpq's
 //!   `require`: the connection is encrypted, which stops eavesdroppers, not a man in the
 //!   middle. With them (`sslrootcert=PATH` in the URL, or
@@ -46,15 +48,28 @@ pub(super) struct Opened {
     pub(super) encrypted: bool,
     /// `None` on a plain connection, or when the certificate's signature names no hash.
     pub(super) end_point: Option<Vec<u8>>,
+    /// Plain though TLS was asked for (`sslmode=prefer`: the server declined it, or its
+    /// handshake failed): whoever declined may be in the middle, so no password is sent
+    /// in a form they could read or replay.
+    pub(super) downgraded: bool,
 }
 
 impl Opened {
+    /// A connection without TLS, though TLS was asked for and `sslmode=prefer` let it go.
+    pub(super) fn downgraded(socket: impl Socket + 'static) -> Self {
+        Opened {
+            downgraded: true,
+            ..Opened::plain(socket)
+        }
+    }
+
     /// A connection without TLS.
     pub(super) fn plain(socket: impl Socket + 'static) -> Self {
         Opened {
             socket: Box::new(socket),
             encrypted: false,
             end_point: None,
+            downgraded: false,
         }
     }
 }
@@ -181,6 +196,7 @@ impl PgTls {
                             socket: Box::new(tls),
                             encrypted: true,
                             end_point,
+                            downgraded: false,
                         }))
                     }
                     Err(e) if !required => {
@@ -190,7 +206,7 @@ impl PgTls {
                     Err(e) => Err(format!("TLS handshake: {e}")),
                 }
             }
-            b'N' if !required => Ok(Some(Opened::plain(stream))),
+            b'N' if !required => Ok(Some(Opened::downgraded(stream))),
             b'N' => Err(
                 "the server does not accept TLS, which sslmode=require, verify-ca \
                          or verify-full, or root certificates, ask for"

@@ -232,7 +232,7 @@ impl Target {
                     None => {
                         let stream = tcp(config, host, *port).await.map_err(io)?;
                         let fd = stream.as_raw_fd();
-                        Ok((Opened::plain(stream), Some(fd)))
+                        Ok((Opened::downgraded(stream), Some(fd)))
                     }
                 }
             }
