@@ -232,6 +232,28 @@ fn a_new_build_that_fails_or_never_gets_ready_leaves_the_running_master_serving(
     let out = server.cli_with(DEMO, &["status", "--json"]);
     assert!(out.status.success());
 
+    // A build anyone could have changed (issue 66): refused before it runs.
+    let writable = dir.path().join("release-writable");
+    std::fs::create_dir(&writable).unwrap();
+    install(Path::new(DEMO), &writable.join("brisk-demo"));
+    std::fs::set_permissions(
+        writable.join("brisk-demo"),
+        std::fs::Permissions::from_mode(0o757),
+    )
+    .unwrap();
+    point(&link, &writable.join("brisk-demo"));
+    let (ok, said) = upgrade(&[]);
+    assert!(
+        !ok,
+        "the upgrade to a file others can write succeeded: {said}"
+    );
+    assert!(
+        said.contains("others can write it") && said.contains("the upgrade is refused"),
+        "{said}"
+    );
+    assert_eq!(server.pid_file_pid(), Some(first));
+    assert_eq!(get(http, "/").status, 200);
+
     // A good build, in a release directory of its own: it takes over, and the CLI run
     // through the link (another file than the running master's) finds the master.
     let release = dir.path().join("release-2");

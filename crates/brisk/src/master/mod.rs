@@ -18,6 +18,7 @@ mod kpi_history;
 mod metrics;
 mod metrics_listener;
 pub(crate) mod pidfile;
+mod program_trust;
 mod scheduler;
 mod sd_notify;
 mod socket_activation;

@@ -108,6 +108,8 @@ pub(crate) enum UpgradeError {
         doing: &'static str,
         error: std::io::Error,
     },
+    #[error("{0}; the upgrade is refused")]
+    Untrusted(String),
     #[error("cannot start {exe}: {error}")]
     Start {
         exe: std::path::PathBuf,
@@ -194,6 +196,7 @@ impl Successor {
         args: &[OsString],
         inheritance: &Inheritance,
     ) -> std::result::Result<Successor, UpgradeError> {
+        super::program_trust::check(exe).map_err(UpgradeError::Untrusted)?;
         let io = |doing| move |error| UpgradeError::Io { doing, error };
         let (ours, theirs) = seqpacket_pair().map_err(io("make a socket"))?;
         let theirs_hi = super::dup_high(theirs.as_raw_fd()).map_err(io("pass a socket"))?;
