@@ -391,6 +391,42 @@ fn a_metrics_token_is_asked_for_and_concurrent_scrapes_agree() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert!(totals.windows(2).all(|w| w[0] == w[1]), "{totals:?}");
+    // 400 connections that send nothing: the master holds at most 256 of them (issue 66),
+    // and answers again once they go.
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", d.server.pid()))
+            .unwrap()
+            .count()
+    };
+    let before = fds();
+    let idle: Vec<_> = (0..400).map(|_| connect(port)).collect();
+    for c in &idle {
+        c.set_nonblocking(true).unwrap();
+    }
+    // Those past the cap are closed at once (the others would wait for the 10 s head
+    // timeout).
+    wait_until(
+        Duration::from_secs(5),
+        "144 connections closed by the master",
+        || {
+            let closed = (idle.iter())
+                .filter(|c| {
+                    let mut c: &std::net::TcpStream = c;
+                    matches!(c.read(&mut [0u8; 1]), Ok(0))
+                })
+                .count();
+            closed >= 400 - 256
+        },
+    );
+    let held = fds();
+    assert!(
+        held <= before + 256 + 4,
+        "the master holds {held} descriptors, {before} before"
+    );
+    drop(idle);
+    wait_until(Duration::from_secs(10), "/healthz to answer again", || {
+        metrics_get(port, "/healthz", None).0 == 200
+    });
 }
 
 #[test]
@@ -518,18 +554,44 @@ fn posted_messages_are_counted_in_the_app_counter() {
     promtool_check(&text);
 }
 
+/// `GET path` on the metrics listener at `port`, with `Authorization: Bearer TOKEN` if
+/// given: the status and body.
+fn metrics_get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut s = connect(port);
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let head = format!("GET {path} HTTP/1.1\r\nHost: m\r\nConnection: close\r\n{auth}\r\n");
+    s.write_all(head.as_bytes()).unwrap();
+    let r = read_response(&mut s);
+    (r.status, r.text())
+}
+
 /// On PostgreSQL, the worker's database connections are exported, idle after the query, and
 /// the waits and timeouts counters start at zero; `/readyz` follows the database (the demo's
-/// readiness check), `/healthz` does not.
+/// readiness check), `/healthz` does not. With a metrics token, why `/readyz` fails (the
+/// database's error) is told only to a request that carries it (issue 66).
 #[test]
 fn database_connections_are_exported_per_worker() {
     let mut pg = Postgres::start().unwrap();
     let port = free_port();
     let address = format!("http://127.0.0.1:{port}");
-    let d = demo_with(1, &["--metrics", &address, "--database", &pg.url()]);
+    let dir = temp_dir("metrics-token");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "db-test-token\n").unwrap();
+    let token_file = token_file.display().to_string();
+    let d = demo_with(
+        1,
+        &[
+            "--metrics",
+            &address,
+            "--metrics-token-file",
+            &token_file,
+            "--database",
+            &pg.url(),
+        ],
+    );
     assert_eq!(get(d.http, "/db").status, 200);
     let text = wait_for(Duration::from_secs(10), "an idle connection", || {
-        let text = scrape(port);
+        let text = metrics_get(port, "/metrics", Some("db-test-token")).1;
         let idle = samples(&text).into_iter().any(|(k, v)| {
             k.starts_with("brisk_db_connections{") && k.contains("state=\"idle\"") && v >= 1.0
         });
@@ -544,15 +606,23 @@ fn database_connections_are_exported_per_worker() {
         "{text}"
     );
 
-    let probe = |path: &str| {
-        let (status, body) = http_get(port, path).expect("the metrics listener answers");
-        (status, String::from_utf8(body).unwrap())
-    };
+    let probe = |path: &str| metrics_get(port, path, Some("db-test-token"));
     assert_eq!(probe("/readyz"), (200, "ready: 4 workers\n".into()));
+    assert_eq!(metrics_get(port, "/readyz", None).0, 200);
     pg.kill();
-    let (status, said) = probe("/readyz");
-    assert_eq!(status, 503, "{said}");
+    // Answers are shared for a second: the first 503 may come a second after the kill.
+    let said = wait_for(Duration::from_secs(10), "/readyz to fail", || {
+        let (status, said) = probe("/readyz");
+        (status == 503).then_some(said)
+    });
     assert!(said.contains("database: "), "{said}");
+    let (status, told) = metrics_get(port, "/readyz", None);
+    assert_eq!(status, 503, "{told}");
+    assert!(
+        !told.contains("database"),
+        "the error told without the token: {told}"
+    );
+    assert!(told.contains("metrics token"), "{told}");
     assert_eq!(probe("/healthz").0, 200);
     pg.start_again().unwrap();
     wait_until(Duration::from_secs(20), "ready again", || {

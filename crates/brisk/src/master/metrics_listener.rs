@@ -2,9 +2,15 @@
 //! answers `GET /metrics` with the Prometheus exposition and `GET /status` with the status
 //! page, to requests with the bearer token if the app set one (`App::metrics_token`), and
 //! `GET /healthz` (liveness) and `GET /readyz` (readiness) to anyone, for load balancers and
-//! Kubernetes probes: 200 or 503 with a line that says why. It
+//! Kubernetes probes: 200 or 503 with a line that says why (with a token set, why a probe
+//! fails is said only to requests that carry it: the line can hold a database's error). It
 //! knows the master only through [`Observed`], like the control socket knows it through its
 //! own trait.
+//!
+//! `/readyz` runs the app's readiness checks in every worker (a database query, say) at most
+//! once a second: requests within a second of a check, or while one runs, share its answer.
+//! At most [`MAX_CONNECTIONS`] connections are served at once; further ones are closed at
+//! accept, so a flood cannot take the master's descriptors.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -20,6 +26,38 @@ use crate::error::{Error, Result};
 
 /// How long a client may take to send a request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a readiness answer is given again without asking the workers.
+const READINESS_FRESH: Duration = Duration::from_secs(1);
+
+/// The most connections the listener serves at once.
+pub(crate) const MAX_CONNECTIONS: usize = 256;
+
+/// The last readiness answer and when it was found (`None` before the first): held while
+/// the workers are asked, so that requests meanwhile wait for that answer.
+type LastReadiness = tokio::sync::Mutex<Option<(std::time::Instant, (bool, String))>>;
+
+/// `master`'s readiness, asked at most once per [`READINESS_FRESH`].
+async fn readiness<O: Observed>(master: &O, last: &LastReadiness) -> (bool, String) {
+    let mut last = last.lock().await;
+    if let Some((at, answer)) = &*last {
+        if at.elapsed() < READINESS_FRESH {
+            return answer.clone();
+        }
+    }
+    let answer = master.readiness().await;
+    *last = Some((std::time::Instant::now(), answer.clone()));
+    answer
+}
+
+/// A connection being served: counted while it lives.
+struct Served(Rc<std::cell::Cell<usize>>);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
 
 /// What the metrics listener asks of the master.
 pub(crate) trait Observed: 'static {
@@ -44,6 +82,8 @@ pub(crate) fn serve<O: Observed>(
     let cannot = |e| Error::io("cannot serve the metrics listener", e);
     listener.set_nonblocking(true).map_err(cannot)?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(cannot)?;
+    let last_readiness: Rc<LastReadiness> = Rc::default();
+    let open = Rc::new(std::cell::Cell::new(0usize));
     Ok(tokio::task::spawn_local(async move {
         loop {
             let stream = match listener.accept().await {
@@ -55,16 +95,27 @@ pub(crate) fn serve<O: Observed>(
                     continue;
                 }
             };
-            let (master, token) = (master.clone(), token.clone());
+            if open.get() >= MAX_CONNECTIONS {
+                tracing::debug!(
+                    "metrics listener: {MAX_CONNECTIONS} connections open; closing a new one"
+                );
+                drop(stream);
+                continue;
+            }
+            open.set(open.get() + 1);
+            let served = Served(open.clone());
+            let (master, token, last) = (master.clone(), token.clone(), last_readiness.clone());
             tokio::task::spawn_local(async move {
+                let _served = served;
                 let service = hyper::service::service_fn(move |req| {
-                    let (master, token) = (master.clone(), token.clone());
+                    let (master, token, last) = (master.clone(), token.clone(), last.clone());
                     async move {
                         let probe = matches!(req.uri().path(), "/healthz" | "/readyz");
-                        if !probe && !authorized(token.as_deref(), &req) {
+                        let allowed = authorized(token.as_deref(), &req);
+                        if !probe && !allowed {
                             return Ok::<_, Infallible>(unauthorized());
                         }
-                        Ok::<_, Infallible>(answer(&*master, req).await)
+                        Ok::<_, Infallible>(answer(&*master, &last, req, allowed).await)
                     }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -77,7 +128,13 @@ pub(crate) fn serve<O: Observed>(
     }))
 }
 
-async fn answer<O: Observed, B>(master: &O, req: Request<B>) -> Response<Full<Bytes>> {
+/// The answer to `req`; `detailed`: a probe that fails may say why.
+async fn answer<O: Observed, B>(
+    master: &O,
+    last_readiness: &LastReadiness,
+    req: Request<B>,
+    detailed: bool,
+) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
         r.headers_mut()
@@ -101,8 +158,8 @@ async fn answer<O: Observed, B>(master: &O, req: Request<B>) -> Response<Full<By
             );
             r
         }
-        "/healthz" => probe(master.health().await),
-        "/readyz" => probe(master.readiness().await),
+        "/healthz" => probe(master.health().await, detailed),
+        "/readyz" => probe(readiness(master, last_readiness).await, detailed),
         "/" => text(
             StatusCode::OK,
             "Brisk: /metrics (Prometheus), /status (the status page), /healthz, /readyz\n",
@@ -148,15 +205,24 @@ fn unauthorized() -> Response<Full<Bytes>> {
     r
 }
 
-/// A probe's answer: 200 or 503, with the line that says why.
-fn probe((ok, why): (bool, String)) -> Response<Full<Bytes>> {
-    let code = match ok {
-        true => StatusCode::OK,
-        false => StatusCode::SERVICE_UNAVAILABLE,
-    };
-    let mut r = text(code, "");
-    *r.body_mut() = Full::new(Bytes::from(why));
-    r
+/// A probe's answer: 200 or 503, with the line that says why (a failure's only when
+/// `detailed`).
+fn probe((ok, why): (bool, String), detailed: bool) -> Response<Full<Bytes>> {
+    match (ok, detailed) {
+        (true, _) | (false, true) => {
+            let code = match ok {
+                true => StatusCode::OK,
+                false => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            let mut r = text(code, "");
+            *r.body_mut() = Full::new(Bytes::from(why));
+            r
+        }
+        (false, false) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "failing: send the metrics token (Authorization: Bearer) to see why\n",
+        ),
+    }
 }
 
 fn text(code: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
