@@ -45,6 +45,7 @@ mod pages;
 mod routes;
 mod session_key;
 mod techempower;
+mod try_out;
 mod views;
 use clap::Parser;
 use serde::Deserialize;
@@ -159,6 +160,11 @@ struct Args {
     /// `--cluster-sharded`) instead of the system's.
     #[arg(help_heading = "Redis and the cluster", long, global = true)]
     redis_ca: Option<PathBuf>,
+    /// Serve the try-out endpoints (`GET /connection/token`, `POST /chat/kick`, `/chat/say`,
+    /// `/jobs`, `/mail`) to every client, not only to those on this machine: they mint tokens
+    /// for anyone and act on any room. For a demo, never for production.
+    #[arg(help_heading = "Web application", long, global = true)]
+    open_try_out: bool,
     /// The largest message a `/chat` member may send, in bytes (default 65536); a larger one
     /// closes it with 1009.
     #[arg(help_heading = "Redis and the cluster", long, global = true)]
@@ -724,6 +730,7 @@ fn build(args: &Args) -> anyhow::Result<App> {
             api: api::Api::new(db.clone()),
             httpc: httpc::Httpc::new(&upstream, Duration::from_millis(upstream_timeout)),
         },
+        try_out::TryOut::new(args.open_try_out),
     )?;
     let ticker = routes.clone();
     let compress = !args.no_compression && file.compression != Some(false);

@@ -41,6 +41,8 @@ pub(crate) struct Routes {
     chat: Chat,
     live: crate::live::Live,
     apps: Apps,
+    /// Who the try-out endpoints answer.
+    try_out: crate::try_out::TryOut,
     /// `/events` subscribers of this worker.
     pub events: Hub,
 }
@@ -80,6 +82,7 @@ impl Routes {
         chat: Chat,
         live: crate::live::Live,
         apps: Apps,
+        try_out: crate::try_out::TryOut,
     ) -> anyhow::Result<Self> {
         let mut files = StaticFiles::new(static_root).map_err(|e| {
             anyhow::anyhow!(
@@ -129,6 +132,7 @@ impl Routes {
             chat,
             live,
             apps,
+            try_out,
             events,
         })
     }
@@ -180,6 +184,9 @@ impl Routes {
 
     /// Routes a request that is not a TechEmpower test.
     async fn route_any(&self, req: Request<RequestBody>) -> Response<Body> {
+        if let Some(refused) = self.try_out.refusal(&req) {
+            return refused;
+        }
         // Each area's future boxed, as the HTTP-client calls below, and awaited in a statement
         // of its own: a temporary in a `match` scrutinee lives to the end of the `match`, so
         // the unboxed future would take space in every request's future.
