@@ -59,7 +59,8 @@ pub struct SuiteConfig {
 pub struct DatabaseConfig {
     /// What runs and how it is set up, printed in the scenario's method.
     pub description: String,
-    /// Command line (placeholders `{port}`, `{run_dir}`, `{bench_dir}`, `{repo}`); it must
+    /// Command line (placeholders `{port}`, `{run_dir}`, `{bench_dir}`, `{repo}`,
+    /// `{lab_password_hash_file}`: the argon2id hash of the run's sign-in password); it must
     /// stay in the foreground, and listen on `port` only once the tables are ready.
     pub command: Vec<String>,
     /// TCP port; the database is ready when it accepts a connection.
@@ -434,7 +435,8 @@ pub struct LoginConfig {
     pub form_path: String,
     /// Where the form is posted, e.g. `/admin/login`.
     pub post_path: String,
-    /// The form's fields, urlencoded, e.g. `user=admin&password=…`.
+    /// The form's fields, urlencoded, e.g. `user=admin&password={lab_password}` (the run's
+    /// password, whose hash `{lab_password_hash_file}` gives the target).
     pub form: String,
 }
 

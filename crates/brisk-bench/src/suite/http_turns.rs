@@ -11,6 +11,7 @@
 use super::runner::{for_duration, HttpLoad, Lab};
 use crate::http::run_http;
 use crate::report::HttpReport;
+use crate::suite::config::expand;
 use crate::suite::login::sign_in;
 use crate::suite::measure::Runs;
 use crate::suite::model::{Outcome, Row};
@@ -150,7 +151,12 @@ impl Lab<'_> {
         let mut running = started?;
         if let Some(login) = &load.extra.login {
             let port = self.config.targets[target].port;
-            match sign_in(port, login) {
+            let mut login = login.clone();
+            login.form = expand(
+                &login.form,
+                &[("lab_password", self.password.password.clone())],
+            );
+            match sign_in(port, &login) {
                 Ok(cookie) => config.request.headers.push(("Cookie".to_string(), cookie)),
                 Err(e) => {
                     running.stop();

@@ -6,6 +6,7 @@
 pub mod config;
 pub mod environment;
 mod http_turns;
+mod lab_password;
 mod login;
 pub mod measure;
 pub mod model;

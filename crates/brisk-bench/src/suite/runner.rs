@@ -98,6 +98,7 @@ pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
     if let Some(d) = opts.duration {
         timing.duration = d;
     }
+    let password = super::lab_password::LabPassword::new(&work).map_err(BenchError::Config)?;
     let mut lab = Lab {
         config: &config,
         targets,
@@ -118,6 +119,7 @@ pub fn run_suite(opts: &SuiteOptions) -> Result<SuiteOutcome, BenchError> {
         launches: 0,
         database_url: None,
         point_env: Vec::new(),
+        password,
     };
     lab.progress = Progress::new(lab.count_steps(), opts.progress);
     let mut header = lab.header(started, opts.command_line.clone(), reps);
@@ -171,6 +173,8 @@ pub(super) struct Lab<'a> {
     pub(super) database_url: Option<String>,
     /// While a point that sets them starts its targets: more environment for them.
     pub(super) point_env: Vec<(String, String)>,
+    /// The run's sign-in password (`{lab_password}`, `{lab_password_hash_file}`).
+    pub(super) password: super::lab_password::LabPassword,
 }
 
 /// The HTTP load of one point and how the target runs for it.
@@ -437,6 +441,10 @@ impl Lab<'_> {
             ("run_dir", run_dir.display().to_string()),
             ("bench_dir", self.bench_dir.display().to_string()),
             ("repo", self.repo.display().to_string()),
+            (
+                "lab_password_hash_file",
+                self.password.hash_file.display().to_string(),
+            ),
         ];
         let spec = StartSpec {
             name: target.to_string(),
