@@ -13,6 +13,12 @@ use crate::routes::{ApiError, Chat};
 /// The header that carries the session's CSRF token on requests that change something.
 pub(crate) const CSRF_HEADER: &str = "x-csrf-token";
 
+/// An argon2id hash, with the cost new accounts get, of a random password nobody kept: a
+/// sign-in for a name without an account is checked against it, so that it takes as long as
+/// one with a wrong password.
+pub(crate) const UNKNOWN_ACCOUNT_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$ELt/vlLnXcL/vyJBmJpgpA$TyjIl3EJnhaTQx4JgQpUJ/CkPEjw7vUGBI6Jqt/bZeA";
+
 /// The user a request's session cookie names, still an account.
 #[derive(Debug, Clone)]
 pub(crate) struct SignedIn {

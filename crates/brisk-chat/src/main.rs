@@ -23,7 +23,8 @@
 //! The API (JSON; `x-csrf-token` from `/api/me` on every request that changes something):
 //! `POST /api/signup`, `POST /api/login`, `POST /api/logout`, `GET /api/me`,
 //! `GET|POST /api/rooms`, `POST /api/rooms/{room}/join`,
-//! `DELETE /api/rooms/{room}/members/{user}` (the owner), `GET|POST
+//! `DELETE|PUT /api/rooms/{room}/members/{user}` (the owner: a member taken out cannot join
+//! again until the owner adds them back), `GET|POST
 //! /api/rooms/{room}/messages`, `GET /api/rooms/{room}/live` (WebSocket, see [`live`]) and `/events` (SSE),
 //! `GET /api/mentions`. `/` is the one page that uses them.
 

@@ -110,7 +110,10 @@ pub(crate) fn router(chat: Chat) -> Router {
         .route("/api/me", get(me))
         .route("/api/rooms", get(rooms).post(create_room))
         .route("/api/rooms/{room}/join", post(join))
-        .route("/api/rooms/{room}/members/{user}", delete(remove_member))
+        .route(
+            "/api/rooms/{room}/members/{user}",
+            delete(remove_member).put(add_member),
+        )
         .route(
             "/api/rooms/{room}/messages",
             get(messages).post(post_message),
@@ -184,9 +187,15 @@ async fn login(
     Json(c): Json<Credentials>,
 ) -> Result<Response, ApiError> {
     let attempt = admitted(&chat, &c.name, peer.ip())?;
+    // A name without an account is checked against a hash of nothing anyone has, at the same
+    // cost: how long the answer takes does not tell which names exist.
     let matches = match chat.store.password_hash(&c.name).await? {
         Some(hash) => auth::password_matches(&chat.hashing, c.password, hash).await?,
-        None => false,
+        None => {
+            let unknown = auth::UNKNOWN_ACCOUNT_HASH.to_owned();
+            auth::password_matches(&chat.hashing, c.password, unknown).await?;
+            false
+        }
     };
     if !matches {
         attempt.failed();
@@ -197,14 +206,24 @@ async fn login(
     Ok(signed_in(&chat, &c.name, StatusCode::OK))
 }
 
-/// `POST /api/logout`: the session cookie deleted.
-async fn logout(State(chat): State<Chat>) -> Response {
+/// `POST /api/logout`: the session cookie deleted; a signed-in session's request needs its
+/// CSRF token as any other change does (403 without: another site cannot sign users out).
+async fn logout(State(chat): State<Chat>, headers: HeaderMap) -> Result<Response, ApiError> {
+    if let Some(session) = chat.sessions.read(&headers).filter(|s| s.user().is_some()) {
+        let token = headers.get(auth::CSRF_HEADER).and_then(|v| v.to_str().ok());
+        if !token.is_some_and(|t| session.check_csrf(t)) {
+            return Err(ApiError::new(
+                403,
+                "missing or wrong x-csrf-token (GET /api/me gives it)",
+            ));
+        }
+    }
     let cookie = chat.sessions.clear_cookie();
-    (
+    Ok((
         [(header::SET_COOKIE, cookie)],
         Json(json!({ "user": null })),
     )
-        .into_response()
+        .into_response())
 }
 
 /// `GET /api/me`: who is signed in, and the CSRF token for requests that change something;
@@ -266,20 +285,44 @@ async fn room_of_member(store: &Store, name: &str, me: &SignedIn) -> Result<Room
     Ok(room)
 }
 
-/// `POST /api/rooms/{room}/join`: the user is a member (again: no change).
+/// `POST /api/rooms/{room}/join`: the user is a member (again: no change); 403 for one the
+/// room's owner took out (only the owner adds them back).
 async fn join(
     State(store): State<Store>,
     me: SignedIn,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let room = room_named(&store, &name).await?;
-    store.join(room.id, me.id).await?;
+    if !store.join(room.id, me.id).await? {
+        return Err(ApiError::new(
+            403,
+            "the room's owner took you out; only they can add you back",
+        ));
+    }
     Ok(Json(json!({ "room": room.name, "member": true })).into_response())
+}
+
+/// `PUT /api/rooms/{room}/members/{user}`: the room's owner adds a user (one they took out
+/// included).
+async fn add_member(
+    State(store): State<Store>,
+    me: SignedIn,
+    Path((name, user)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let room = room_named(&store, &name).await?;
+    if room.owner_id != me.id {
+        return Err(ApiError::new(403, "only the room's owner adds members"));
+    }
+    let Some(user_id) = store.user_id(&user).await? else {
+        return Err(ApiError::new(404, format!("no user called {user:?}")));
+    };
+    store.add(room.id, user_id).await?;
+    Ok(Json(json!({ "room": room.name, "added": user })).into_response())
 }
 
 /// `DELETE /api/rooms/{room}/members/{user}`: the room's owner takes a member out; their
 /// live sockets and event streams for the room close (4003) on every worker and machine at
-/// once. Rooms are open: the user may join again (a ban list would be the next step).
+/// once. They cannot join it again by themselves: the owner adds them back (`PUT`).
 async fn remove_member(
     State(store): State<Store>,
     me: SignedIn,

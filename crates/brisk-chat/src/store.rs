@@ -177,26 +177,63 @@ impl Store {
         Ok(found.is_some())
     }
 
-    /// Makes `user_id` a member of `room_id` (again: no change).
-    pub(crate) async fn join(&self, room_id: i64, user_id: i64) -> Result<(), DbError> {
-        self.db
-            .execute(
-                "INSERT INTO members (room_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+    /// Makes `user_id` a member of `room_id` (again: no change), unless the room's owner took
+    /// them out: then `Ok(false)`.
+    pub(crate) async fn join(&self, room_id: i64, user_id: i64) -> Result<bool, DbError> {
+        let mut tx = self.db.begin().await?;
+        let removed: Option<i64> = tx
+            .query_scalar(
+                "SELECT user_id FROM removed_members WHERE room_id = $1 AND user_id = $2",
                 params![room_id, user_id],
             )
-            .await
-            .map(drop)
+            .await?;
+        if removed.is_some() {
+            return Ok(false);
+        }
+        tx.execute(
+            "INSERT INTO members (room_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            params![room_id, user_id],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
-    /// Takes `user_id` out of `room_id`; whether they were in it.
+    /// Makes `user_id` a member of `room_id` as its owner asks, lifting an earlier removal.
+    pub(crate) async fn add(&self, room_id: i64, user_id: i64) -> Result<(), DbError> {
+        let mut tx = self.db.begin().await?;
+        tx.execute(
+            "DELETE FROM removed_members WHERE room_id = $1 AND user_id = $2",
+            params![room_id, user_id],
+        )
+        .await?;
+        tx.execute(
+            "INSERT INTO members (room_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            params![room_id, user_id],
+        )
+        .await?;
+        tx.commit().await
+    }
+
+    /// Takes `user_id` out of `room_id`, who may not join it again by themselves; whether
+    /// they were in it.
     pub(crate) async fn remove(&self, room_id: i64, user_id: i64) -> Result<bool, DbError> {
-        let n = self
-            .db
+        let mut tx = self.db.begin().await?;
+        let n = tx
             .execute(
                 "DELETE FROM members WHERE room_id = $1 AND user_id = $2",
                 params![room_id, user_id],
             )
             .await?;
+        if n > 0 {
+            tx.execute(
+                "INSERT INTO removed_members (room_id, user_id) VALUES ($1, $2) \
+                 ON CONFLICT DO NOTHING",
+                params![room_id, user_id],
+            )
+            .await?;
+        }
+        tx.commit().await?;
         Ok(n > 0)
     }
 

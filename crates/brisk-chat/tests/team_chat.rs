@@ -188,6 +188,23 @@ fn a_team_chats_on_postgres_and_redis() {
     assert_eq!(bob.get("/api/rooms/ops/messages").status, 403);
     // What he was told of the room goes with it.
     assert_eq!(bob.get("/api/mentions").json, json!([]));
+    // He cannot undo the removal by joining again (issue 66); the owner can add him back.
+    let again = bob.post("/api/rooms/ops/join", json!({}));
+    assert_eq!(again.status, 403, "{again:?}");
+    assert!(
+        again.json["error"].as_str().unwrap().contains("owner"),
+        "{again:?}"
+    );
+    assert_eq!(bob.get("/api/rooms/ops/messages").status, 403);
+    assert_eq!(
+        bob.send("PUT", "/api/rooms/ops/members/bob", None).status,
+        403
+    );
+    assert_eq!(
+        ann.send("PUT", "/api/rooms/ops/members/bob", None).status,
+        200
+    );
+    assert_eq!(bob.get("/api/rooms/ops/messages").status, 200);
     ann_live.close();
 
     // The operator's view: the app's metrics beside Brisk's, the database among them.
@@ -237,6 +254,11 @@ fn runs_on_sqlite_alone() {
     );
     assert_eq!(posted.status, 201, "{posted:?}");
     assert_eq!(live.expect("message")["message"]["body"], "@nobody hears");
+    // Signing out is a change: another site's form, without the CSRF token, cannot.
+    let token = cy.csrf.take();
+    assert_eq!(cy.post("/api/logout", json!({})).status, 403);
+    assert_eq!(cy.get("/api/rooms").status, 200);
+    cy.csrf = token;
     // Signed out: the cookie is gone, and so is the access.
     assert_eq!(cy.post("/api/logout", json!({})).status, 200);
     assert!(cy.cookie.is_none());
