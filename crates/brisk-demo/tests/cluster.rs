@@ -334,6 +334,35 @@ fn forged_and_replayed_publishes_reach_no_member_and_are_counted() {
     assert_eq!(cluster_status(&a)["received"], 1);
     let log = a.server.log();
     assert!(log.contains("a message was refused"), "{log}");
+
+    // An instance that starts later has never seen A's numbers: the captured message,
+    // replayed to it, was sent before it subscribed (by more than the 10 s the clocks may
+    // differ), and is refused too (issue 66).
+    let sent_ms = u64::from_be_bytes(captured[28..36].try_into().unwrap());
+    let unix_ms = || {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        since.unwrap().as_millis() as u64
+    };
+    wait_until(Duration::from_secs(15), "the capture 10 s old", || {
+        unix_ms() > sent_ms + 10_500
+    });
+    let c = demo_with(1, &["--redis", &url]);
+    let mut on_c = chat(&c);
+    wait_until(Duration::from_secs(10), "C subscribed to the room", || {
+        let s = cluster_status(&c);
+        s["connected"] == true && s["groups"] == 1
+    });
+    redis_command(redis.port(), &[b"PUBLISH", channel.as_bytes(), &captured]);
+    wait_until(Duration::from_secs(5), "C to refuse the replay", || {
+        cluster_status(&c)["rejected"].as_u64() == Some(1)
+    });
+    assert_eq!(next_text(&mut on_c, Duration::from_millis(300)), None);
+    // And it still takes A's new messages.
+    on_a.send(Message::text("to c")).unwrap();
+    assert_eq!(
+        next_text(&mut on_c, Duration::from_secs(5)).as_deref(),
+        Some("to c")
+    );
 }
 
 /// A Redis URL with a password is shown without it: in `status` and in the log of the

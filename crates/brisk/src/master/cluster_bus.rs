@@ -68,6 +68,9 @@ const MAX_SENDERS: usize = 65_536;
 /// A sender not heard from for this long is forgotten (longer than [`MAX_AGE`], so its old
 /// messages are refused as too old by then).
 const SENDER_EXPIRY: Duration = Duration::from_secs(600);
+/// How far a sender's clock may be behind this one's for its first message to a group this
+/// instance just subscribed to (see [`ClusterBus::receive`]).
+const FIRST_CONTACT_SKEW: Duration = Duration::from_secs(10);
 /// How often an idle subscription is checked with a ping.
 const PING_INTERVAL: Duration = Duration::from_secs(10);
 /// The most broadcasts published in one round trip.
@@ -106,6 +109,8 @@ pub(crate) struct ClusterBus {
     outgoing_rx: RefCell<Option<mpsc::UnboundedReceiver<(String, Bytes)>>>,
     /// What was last seen from each other instance, by group.
     senders: RefCell<HashMap<([u8; 16], String), Sender>>,
+    /// When (unix ms, this clock) this instance subscribed to each group it holds.
+    subscribed_ms: RefCell<HashMap<String, u64>>,
     /// When a rejected message was last logged.
     rejected_logged: Cell<Option<Instant>>,
     status: RefCell<ClusterStatus>,
@@ -154,6 +159,7 @@ impl ClusterBus {
             queued: Cell::new(0),
             queued_bytes: Cell::new(0),
             groups: RefCell::default(),
+            subscribed_ms: RefCell::default(),
             changes,
             changes_rx: RefCell::new(Some(changes_rx)),
             outgoing,
@@ -188,6 +194,7 @@ impl ClusterBus {
         if pids.is_empty() {
             // A new subscription: what was published before it is not missed.
             self.forget_sequences(group);
+            (self.subscribed_ms.borrow_mut()).insert(group.to_owned(), unix_ms());
             let _ = self.changes.send(Change::Subscribe(channel(group)));
         }
         pids.insert(pid);
@@ -200,6 +207,7 @@ impl ClusterBus {
             pids.remove(&pid);
             if pids.is_empty() {
                 groups.remove(group);
+                self.subscribed_ms.borrow_mut().remove(group);
                 self.forget_sequences(group);
                 let _ = self.changes.send(Change::Unsubscribe(channel(group)));
             }
@@ -445,8 +453,8 @@ impl ClusterBus {
             return self.reject(group, "sent too long ago (a replay, or the clocks differ)");
         }
         let missed = match self.sequence(&message, group) {
-            Some(missed) => missed,
-            None => return self.reject(group, "a sequence number seen before (a replay)"),
+            Ok(missed) => missed,
+            Err(why) => return self.reject(group, why),
         };
         self.count(|s| {
             s.received += 1;
@@ -456,8 +464,12 @@ impl ClusterBus {
     }
 
     /// Records `message`'s sequence number: how many of its sender's messages for `group`
-    /// were missed before it, or `None` if its number is not past the last one (a replay).
-    fn sequence(&self, message: &BusMessage, group: &str) -> Option<u64> {
+    /// were missed before it; or why it is a replay: its number is not past the last one, or
+    /// it is the first of its sender's for the group and was sent before this instance
+    /// subscribed to it (more than [`FIRST_CONTACT_SKEW`] before: a message captured
+    /// earlier, replayed to an instance that just started or just took the group; one sent
+    /// while it was subscribed would have been seen).
+    fn sequence(&self, message: &BusMessage, group: &str) -> Result<u64, &'static str> {
         let mut senders = self.senders.borrow_mut();
         let now = Instant::now();
         let key = (message.instance, group.to_owned());
@@ -471,7 +483,9 @@ impl ClusterBus {
             }
         }
         match senders.get_mut(&key) {
-            Some(sender) if message.seq <= sender.seq => None,
+            Some(sender) if message.seq <= sender.seq => {
+                Err("a sequence number seen before (a replay)")
+            }
             Some(sender) => {
                 let missed = match sender.count_gaps {
                     true => message.seq - sender.seq - 1,
@@ -482,9 +496,14 @@ impl ClusterBus {
                     seen: now,
                     count_gaps: true,
                 };
-                Some(missed)
+                Ok(missed)
             }
             None => {
+                let since = self.subscribed_ms.borrow().get(group).copied().unwrap_or(0);
+                let skew = FIRST_CONTACT_SKEW.as_millis() as u64;
+                if message.sent_ms.saturating_add(skew) < since {
+                    return Err("sent before this instance subscribed to the group (a replay)");
+                }
                 senders.insert(
                     key,
                     Sender {
@@ -493,7 +512,7 @@ impl ClusterBus {
                         count_gaps: true,
                     },
                 );
-                Some(0)
+                Ok(0)
             }
         }
     }
