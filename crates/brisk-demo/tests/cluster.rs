@@ -785,7 +785,35 @@ fn secrets_in_the_environment_reach_no_started_process_environment_and_still_wor
         }
         assert!(env.contains("BRISK_SECRETS_FD=5"), "{env}");
     }
-    assert!(environ(d.server.pid()).contains("DATABASE_URL="));
+    // The master keeps them for an upgrade's new master, but not where other processes of
+    // the user read it (issue 66): the names stay, the values are zeroed.
+    let master = environ(d.server.pid());
+    assert!(master.contains("DATABASE_URL="));
+    for (name, value) in secrets {
+        assert!(
+            !master.contains(value),
+            "{name}'s value in the master's /proc/PID/environ"
+        );
+    }
+    // An upgrade's new master still gets them (by inheritance), and uses them.
+    let first = d.server.pid();
+    d.server.cli_ok(&["upgrade"]);
+    let now = d.server.pid_file_pid().expect("a pid file");
+    assert_ne!(now, first);
+    let r = common::get(http, "/db");
+    assert_eq!(r.status, 200, "{}", r.text());
+    wait_until(
+        Duration::from_secs(10),
+        "the new master's bus connected",
+        || cluster_status(&d)["connected"] == true,
+    );
+    let master = environ(now as i32);
+    for (name, value) in secrets {
+        assert!(
+            !master.contains(value),
+            "{name}'s value in the new master's environ"
+        );
+    }
 }
 
 /// Sends `to room I` from the member of room I on B (`on_b[i]`), for each room; each room's

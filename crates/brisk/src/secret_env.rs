@@ -7,6 +7,12 @@
 //! run can see it. A variable read with [`secret_env`] in the master is removed from the
 //! environment of every process it starts, which gets its value instead from a private
 //! descriptor (a memfd, read once and closed) when it calls [`secret_env`] with the same name.
+//!
+//! The process that reads it from its environment keeps it there (an `upgrade`'s new master
+//! and a daemon inherit it), but no longer in the block the kernel shows as
+//! `/proc/PID/environ`, which other processes of the same user can read: the variable is set
+//! again (the C library copies it to memory of its own) and its bytes in that block are
+//! overwritten.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, Write};
@@ -44,10 +50,51 @@ pub fn secret_env(name: &str) -> Option<String> {
             .cloned()
             .or_else(|| std::env::var(name).ok());
     }
-    let value = std::env::var(name).ok()?;
     let mut read = READ_HERE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(value) = read.get(name) {
+        return Some(value.clone());
+    }
+    let value = std::env::var(name).ok()?;
+    hide_from_proc_environ(name, &value);
     read.insert(name.to_owned(), value.clone());
     Some(value)
+}
+
+/// Moves variable `name` (whose value is `value`) out of the block of memory the kernel
+/// shows as `/proc/self/environ`: sets it again, so that the C library keeps a copy of its
+/// own, then overwrites the value's bytes in the block with zeros. Nothing when the
+/// variable's value is not in that block (set again since start already).
+fn hide_from_proc_environ(name: &str, value: &str) {
+    let Some((start, end)) = environ_block() else {
+        return;
+    };
+    let Ok(c_name) = std::ffi::CString::new(name) else {
+        return;
+    };
+    // SAFETY: getenv's answer is read before the variable changes; the block it may point
+    // into lives as long as the process. Secrets are read while the app is built, before
+    // the master or a CLI command starts threads that could read the environment at once.
+    unsafe {
+        let original = libc::getenv(c_name.as_ptr());
+        let at = original as usize;
+        if original.is_null() || at < start || at + value.len() > end {
+            return;
+        }
+        std::env::set_var(name, value);
+        std::ptr::write_bytes(original, 0, value.len());
+    }
+}
+
+/// Where the environment block given at exec is (`/proc/self/stat`'s `env_start` and
+/// `env_end`, fields 50 and 51).
+fn environ_block() -> Option<(usize, usize)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces: count from after its closing parenthesis.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // `rest` starts at field 3.
+    let field = |n: usize| fields.get(n - 3)?.trim().parse::<usize>().ok();
+    Some((field(50)?, field(51)?))
 }
 
 /// Keeps `value` under `name` (not an environment variable: Brisk's own, such as the app's
