@@ -19,6 +19,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{header, HeaderValue, Response};
 use http_body::Frame;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::Body;
@@ -26,6 +28,66 @@ use crate::runtime::handler::BoxError;
 
 /// Events a subscriber may lag behind before it is dropped.
 pub(crate) const QUEUE: usize = 256;
+/// Bytes of events a subscriber may lag behind before it is dropped (one event larger than
+/// this is queued only into an empty queue). Events shared by many streams (a broadcast is
+/// encoded once) count whole in each.
+pub(crate) const QUEUE_BYTES: usize = 16 << 20;
+
+/// The sending end of one stream's queue: bounded to [`QUEUE`] events and [`QUEUE_BYTES`].
+pub(crate) struct QueueTx {
+    tx: mpsc::Sender<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
+/// The receiving end, in the stream's body: what it takes leaves the byte count.
+pub(crate) struct QueueRx {
+    rx: mpsc::Receiver<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
+/// A new stream's queue.
+pub(crate) fn queue() -> (QueueTx, QueueRx) {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let queued = Arc::new(AtomicUsize::new(0));
+    let rx = QueueRx {
+        rx,
+        queued: queued.clone(),
+    };
+    (QueueTx { tx, queued }, rx)
+}
+
+impl QueueTx {
+    /// Queues `event`; false when the client is gone, or is [`QUEUE`] events or
+    /// [`QUEUE_BYTES`] behind.
+    pub(crate) fn try_send(&self, event: Bytes) -> bool {
+        let len = event.len();
+        let before = self.queued.fetch_add(len, Relaxed);
+        if before > 0 && before + len > QUEUE_BYTES {
+            self.queued.fetch_sub(len, Relaxed);
+            return false;
+        }
+        if self.tx.try_send(event).is_err() {
+            self.queued.fetch_sub(len, Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Whether the client is gone.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+impl QueueRx {
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        let polled = self.rx.poll_recv(cx);
+        if let Poll::Ready(Some(b)) = &polled {
+            self.queued.fetch_sub(b.len(), Relaxed);
+        }
+        polled
+    }
+}
 
 /// One event: `data` (may span lines), and optional `event`, `id` and `retry` fields.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -96,13 +158,17 @@ impl Event {
 
 /// The sending side of one event stream. Dropping it ends the response.
 pub struct Sender {
-    tx: mpsc::Sender<Bytes>,
+    tx: QueueTx,
 }
 
 impl Sender {
-    /// Queues an event. Fails when the client is gone or has fallen `QUEUE` events behind.
+    /// Queues an event. Fails when the client is gone or has fallen 256 events or 16 MiB
+    /// behind.
     pub fn send(&self, event: &Event) -> Result<(), Event> {
-        self.tx.try_send(event.encode()).map_err(|_| event.clone())
+        match self.tx.try_send(event.encode()) {
+            true => Ok(()),
+            false => Err(event.clone()),
+        }
     }
 
     /// Whether the client is gone.
@@ -114,11 +180,11 @@ impl Sender {
 /// A `text/event-stream` response and the [`Sender`] that feeds it. Every `keep_alive`
 /// without an event, a comment line keeps proxies from closing the stream.
 pub fn channel(keep_alive: Option<Duration>) -> (Sender, Response<Body>) {
-    let (tx, rx) = mpsc::channel(QUEUE);
+    let (tx, rx) = queue();
     (Sender { tx }, response(rx, keep_alive))
 }
 
-fn response(rx: mpsc::Receiver<Bytes>, keep_alive: Option<Duration>) -> Response<Body> {
+fn response(rx: QueueRx, keep_alive: Option<Duration>) -> Response<Body> {
     stream_response(rx, keep_alive, None).map(Body::new)
 }
 
@@ -133,7 +199,7 @@ pub(crate) struct Release {
 /// A `text/event-stream` response whose body is what `rx` receives (encoded events); when
 /// the body is dropped, `release` runs.
 pub(crate) fn stream_response(
-    rx: mpsc::Receiver<Bytes>,
+    rx: QueueRx,
     keep_alive: Option<Duration>,
     release: Option<Release>,
 ) -> Response<EventStream> {
@@ -158,7 +224,7 @@ pub(crate) fn stream_response(
 /// comment after each stretch of silence. `Send`, so an axum handler can return it
 /// (`brisk::ws::event_stream`); it ends when the sending side is gone.
 pub struct EventStream {
-    rx: mpsc::Receiver<Bytes>,
+    rx: QueueRx,
     keep_alive: Option<Pin<Box<tokio::time::Interval>>>,
     release: Option<Release>,
 }
@@ -208,7 +274,7 @@ impl http_body::Body for EventStream {
 /// Cheap to clone.
 #[derive(Clone, Default)]
 pub struct Hub {
-    subscribers: Rc<RefCell<Vec<mpsc::Sender<Bytes>>>>,
+    subscribers: Rc<RefCell<Vec<QueueTx>>>,
     keep_alive: Option<Duration>,
 }
 
@@ -223,7 +289,7 @@ impl Hub {
 
     /// A new subscriber's response.
     pub fn subscribe(&self) -> Response<Body> {
-        let (tx, rx) = mpsc::channel(QUEUE);
+        let (tx, rx) = queue();
         self.subscribers.borrow_mut().push(tx);
         response(rx, self.keep_alive)
     }
@@ -233,7 +299,7 @@ impl Hub {
     pub fn publish(&self, event: &Event) -> usize {
         let wire = event.encode();
         let mut subs = self.subscribers.borrow_mut();
-        subs.retain(|s| s.try_send(wire.clone()).is_ok());
+        subs.retain(|s| s.try_send(wire.clone()));
         subs.len()
     }
 
@@ -245,5 +311,38 @@ impl Hub {
     /// Whether there are no subscribers.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 66: a stream's queue holds at most 16 MiB; what the body takes frees room.
+    #[test]
+    fn a_queue_is_bounded_in_bytes_and_freed_as_the_body_reads() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (tx, rx) = queue();
+            let mut body = stream_response(rx, None, None).into_body();
+            let big = Bytes::from(vec![b'x'; 10 << 20]);
+            assert!(tx.try_send(big.clone()));
+            assert!(!tx.try_send(big.clone()), "20 MiB queued");
+            assert!(tx.try_send(Bytes::from_static(b"small")));
+            let first = http_body_util::BodyExt::frame(&mut body)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(first.into_data().unwrap().len(), 10 << 20);
+            assert!(tx.try_send(big.clone()), "room again once read");
+            // One event larger than the bound goes into an empty queue only.
+            let (tx, _rx) = queue();
+            let huge = Bytes::from(vec![b'x'; QUEUE_BYTES + 1]);
+            assert!(tx.try_send(huge.clone()));
+            assert!(!tx.try_send(Bytes::from_static(b"more")));
+        });
     }
 }

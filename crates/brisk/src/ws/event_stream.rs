@@ -5,7 +5,8 @@
 //! `data:` event (its lines as `data:` lines), encoded once per broadcast whatever the number
 //! of streams. [`close_where`](super::close_where) on a key ends the stream with a last event
 //! `event: close`, `data: {"code":N,"reason":"…"}` (the code and reason a socket would get);
-//! binary messages pass it by. A stream that falls 256 events behind is ended (the client reconnects). A
+//! binary messages pass it by. A stream that falls 256 events or 16 MiB behind is ended (the
+//! client reconnects). A
 //! stream leaves its groups as soon as its response is dropped (its client left). While open,
 //! a stream counts as a member of its groups and keys, in `local_members`, `presence` and
 //! `sockets_of` as a socket does.

@@ -19,7 +19,6 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
 
 use super::deflate::{Agreement, MAX_WINDOW_BITS};
 use super::delivery::{Delivery, ForStreams};
@@ -52,7 +51,7 @@ pub(crate) struct Groups {
     /// counts with it).
     on_change: RefCell<Option<OnChange>>,
     /// Each event stream's queue, by its number.
-    streams: RefCell<HashMap<u64, mpsc::Sender<Bytes>>>,
+    streams: RefCell<HashMap<u64, sse::QueueTx>>,
     next_stream: Cell<u64>,
     /// The timer that ends a stream when its token expires, by the stream's number: deleted
     /// when the stream ends first, so that a client reconnecting leaves none behind.
@@ -102,7 +101,7 @@ pub(crate) fn add_stream_with_id(
 ) -> (u64, http::Response<sse::EventStream>) {
     let part = w.part::<Groups>();
     let id = part.next_stream.replace(part.next_stream.get() + 1);
-    let (tx, rx) = mpsc::channel(sse::QUEUE);
+    let (tx, rx) = sse::queue();
     part.streams.borrow_mut().insert(id, tx);
     for group in groups {
         join(w, Member::Stream(id), group, None);
@@ -177,7 +176,7 @@ fn send_to_stream(w: &WorkerCtx, id: u64, event: Option<&Bytes>) -> bool {
     let sent = {
         let mut streams = part.streams.borrow_mut();
         let sent = match (streams.get(&id), event) {
-            (Some(tx), Some(e)) => tx.try_send(e.clone()).is_ok(),
+            (Some(tx), Some(e)) => tx.try_send(e.clone()),
             _ => false,
         };
         if !sent {
