@@ -807,7 +807,7 @@ fn secrets_in_the_environment_reach_no_started_process_environment_and_still_wor
         "the new master's bus connected",
         || cluster_status(&d)["connected"] == true,
     );
-    let master = environ(now as i32);
+    let master = environ(now);
     for (name, value) in secrets {
         assert!(
             !master.contains(value),
