@@ -37,8 +37,12 @@ pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// the workers are asked, so that requests meanwhile wait for that answer.
 type LastReadiness = tokio::sync::Mutex<Option<(std::time::Instant, (bool, String))>>;
 
-/// `master`'s readiness, asked at most once per [`READINESS_FRESH`].
+/// `master`'s readiness: at once when it is stopping or a worker is not ready; else its
+/// workers' checks, run at most once per [`READINESS_FRESH`].
 async fn readiness<O: Observed>(master: &O, last: &LastReadiness) -> (bool, String) {
+    if let Some(why) = master.not_ready() {
+        return (false, why);
+    }
     let mut last = last.lock().await;
     if let Some((at, answer)) = &*last {
         if at.elapsed() < READINESS_FRESH {
@@ -67,8 +71,11 @@ pub(crate) trait Observed: 'static {
     fn status_page(&self) -> impl Future<Output = String>;
     /// Whether the master and every worker answer (`/healthz`), and what to say.
     fn health(&self) -> impl Future<Output = (bool, String)>;
-    /// Whether the app takes traffic (`/readyz`): every worker started and ready, no stop
-    /// begun, the app's readiness checks passing in every worker; and what to say.
+    /// Why the app takes no traffic, found without asking the workers: a stop begun, or a
+    /// worker not started or not ready yet; `None` when none of these.
+    fn not_ready(&self) -> Option<String>;
+    /// Whether the app's readiness checks pass in every worker (`/readyz`, once
+    /// [`not_ready`](Self::not_ready) found nothing); and what to say.
     fn readiness(&self) -> impl Future<Output = (bool, String)>;
 }
 

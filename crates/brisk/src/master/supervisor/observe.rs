@@ -213,11 +213,10 @@ impl Observed for Supervisor {
         }
     }
 
-    async fn readiness(&self) -> (bool, String) {
+    fn not_ready(&self) -> Option<String> {
         if self.stopping.get() {
-            return (false, "stopping\n".into());
+            return Some("stopping\n".into());
         }
-        let slots = self.current.borrow().len();
         let waiting: Vec<String> = self
             .current
             .borrow()
@@ -230,8 +229,13 @@ impl Observed for Supervisor {
             .map(|(slot, _)| self.describe(slot))
             .collect();
         if !waiting.is_empty() {
-            return (false, format!("not ready yet: {}\n", waiting.join(", ")));
+            return Some(format!("not ready yet: {}\n", waiting.join(", ")));
         }
+        None
+    }
+
+    async fn readiness(&self) -> (bool, String) {
+        let slots = self.current.borrow().len();
         let workers = self.current_workers();
         let answers = ask_each(&workers, Question::Readiness, PROBE_TIMEOUT).await;
         let mut failing = Vec::new();
