@@ -302,6 +302,27 @@ async fn join(
     Ok(Json(json!({ "room": room.name, "member": true })).into_response())
 }
 
+/// The room called `name`, which `me` must own (403), and the id of the user called `user`
+/// (404 if there is none): what the owner's member changes act on.
+async fn owned_room_and_user(
+    store: &Store,
+    me: &SignedIn,
+    name: &str,
+    user: &str,
+) -> Result<(Room, i64), ApiError> {
+    let room = room_named(store, name).await?;
+    if room.owner_id != me.id {
+        return Err(ApiError::new(
+            403,
+            "only the room's owner adds or removes members",
+        ));
+    }
+    let Some(user_id) = store.user_id(user).await? else {
+        return Err(ApiError::new(404, format!("no user called {user:?}")));
+    };
+    Ok((room, user_id))
+}
+
 /// `PUT /api/rooms/{room}/members/{user}`: the room's owner adds a user (one they took out
 /// included).
 async fn add_member(
@@ -309,13 +330,7 @@ async fn add_member(
     me: SignedIn,
     Path((name, user)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let room = room_named(&store, &name).await?;
-    if room.owner_id != me.id {
-        return Err(ApiError::new(403, "only the room's owner adds members"));
-    }
-    let Some(user_id) = store.user_id(&user).await? else {
-        return Err(ApiError::new(404, format!("no user called {user:?}")));
-    };
+    let (room, user_id) = owned_room_and_user(&store, &me, &name, &user).await?;
     store.add(room.id, user_id).await?;
     Ok(Json(json!({ "room": room.name, "added": user })).into_response())
 }
@@ -328,13 +343,7 @@ async fn remove_member(
     me: SignedIn,
     Path((name, user)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let room = room_named(&store, &name).await?;
-    if room.owner_id != me.id {
-        return Err(ApiError::new(403, "only the room's owner removes members"));
-    }
-    let Some(user_id) = store.user_id(&user).await? else {
-        return Err(ApiError::new(404, format!("no user called {user:?}")));
-    };
+    let (room, user_id) = owned_room_and_user(&store, &me, &name, &user).await?;
     if !store.remove(room.id, user_id).await? {
         return Err(ApiError::new(404, format!("{user} is not in {name}")));
     }

@@ -159,6 +159,35 @@ fn https_refuses_a_request_with_both_lengths_after_answering_the_one_before() {
     assert!(rest.starts_with("HTTP/1.1 400"), "{rest}");
 }
 
+/// An HTTP/2 client connection to the demo's `port` over TLS (`config`), ALPN having picked
+/// `h2`; its connection task runs on the current runtime.
+async fn h2_sender<B>(
+    config: Arc<ClientConfig>,
+    port: u16,
+) -> hyper::client::conn::http2::SendRequest<B>
+where
+    B: hyper::body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let io = hyper_util::rt::TokioIo::new(tls);
+    let exec = hyper_util::rt::TokioExecutor::new();
+    let (sender, conn) = hyper::client::conn::http2::handshake(exec, io)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
 #[test]
 fn https_speaks_http2_when_alpn_picks_it() {
     let d = demo();
@@ -169,21 +198,7 @@ fn https_speaks_http2_when_alpn_picks_it() {
         .build()
         .unwrap();
     rt.block_on(async move {
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .unwrap();
-        let name = ServerName::try_from("localhost").unwrap();
-        let tls = tokio_rustls::TlsConnector::from(config)
-            .connect(name, tcp)
-            .await
-            .unwrap();
-        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-        let io = hyper_util::rt::TokioIo::new(tls);
-        let exec = hyper_util::rt::TokioExecutor::new();
-        let (mut sender, conn) = hyper::client::conn::http2::handshake(exec, io)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
+        let mut sender = h2_sender(config, port).await;
         // Several streams at once on one connection.
         let paths = ["/", "/json", "/static/index.html", "/missing"];
         let requests = paths.map(|path| {
@@ -442,20 +457,7 @@ fn an_http2_request_body_that_stalls_times_out_and_the_connection_serves_on() {
         .build()
         .unwrap();
     rt.block_on(async move {
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .unwrap();
-        let name = ServerName::try_from("localhost").unwrap();
-        let tls = tokio_rustls::TlsConnector::from(config)
-            .connect(name, tcp)
-            .await
-            .unwrap();
-        let io = hyper_util::rt::TokioIo::new(tls);
-        let exec = hyper_util::rt::TokioExecutor::new();
-        let (mut sender, conn) = hyper::client::conn::http2::handshake(exec, io)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
+        let mut sender = h2_sender(config, port).await;
         // A body that sends 4 bytes of 100, then nothing (its sender is kept, not dropped).
         type Frame = Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>;
         let (frames_tx, frames_rx) = tokio::sync::mpsc::channel::<Frame>(4);

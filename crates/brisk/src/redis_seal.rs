@@ -14,7 +14,7 @@
 //! once in its log that it does. An app that has one refuses every unsealed value, so the
 //! values of an older build that did not seal are refused once the app takes a secret.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -131,10 +131,9 @@ pub(crate) fn set(secret: Option<&[u8]>) -> Result<(), String> {
 pub(crate) fn key(kind: Sealed) -> Option<&'static DataKey> {
     let key = KEY.get().and_then(Option::as_ref);
     if key.is_none() {
-        static SAID: Mutex<Vec<Sealed>> = Mutex::new(Vec::new());
-        let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
-        if !said.contains(&kind) {
-            said.push(kind);
+        // One flag per kind: after the first, an append without a secret costs one load.
+        static SAID: [AtomicBool; 3] = [const { AtomicBool::new(false) }; 3];
+        if !SAID[kind as usize].swap(true, Relaxed) {
             tracing::warn!(
                 "{} are kept in Redis unsealed: anyone who can write to that Redis can forge \
                  them; give the app a secret (App::cluster_secret)",
