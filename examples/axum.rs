@@ -49,7 +49,7 @@ use axum::{Json, Router};
 use brisk::http::static_files::StaticFiles;
 use brisk::http::HttpServer;
 use brisk::jwt::Jwt;
-use brisk::ws::{Message, WebSocketUpgrade, WsEndpoint};
+use brisk::ws::{EndpointName, Message, WebSocketUpgrade, WsEndpoint};
 use brisk::App;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
@@ -111,13 +111,18 @@ struct Member {
     room: String,
 }
 
+/// The endpoints the routes open sockets into, with the data each socket carries.
+const CHAT: EndpointName<Member> = EndpointName::new("chat");
+const ECHO: EndpointName = EndpointName::new("echo");
+const FANOUT: EndpointName = EndpointName::new("fanout");
+
 /// The chat endpoint: a socket joins its room's group and says so; what it sends goes to
 /// everyone in the room, on every worker, as `USER: TEXT`.
-fn chat() -> WsEndpoint {
-    let who = |ws: &brisk::ws::WsConnection| {
-        ws.with_data(|m: &mut Member| (m.user.clone(), m.room.clone()))
-    };
+fn chat() -> WsEndpoint<Member> {
+    let who =
+        |ws: &brisk::ws::WsConnection<Member>| ws.with_data(|m| (m.user.clone(), m.room.clone()));
     WsEndpoint::new()
+        .data::<Member>()
         .on_open(move |ws, _| async move {
             let Some((user, room)) = who(&ws) else { return };
             ws.join(&format!("room:{room}"));
@@ -188,8 +193,7 @@ async fn join_room(
         Err(why) => return (StatusCode::UNAUTHORIZED, why).into_response(),
     };
     ws.key(format!("user:{user}"))
-        .data(Member { user, room })
-        .on("chat")
+        .on_with(CHAT, Member { user, room })
 }
 
 /// `GET /rooms/{room}/events`: what the room's sockets get, and what is sent to the user
@@ -240,11 +244,11 @@ fn router(files: Option<StaticFiles>, jwt: Option<Jwt>) -> Router {
         .route("/rooms/{room}/events", get(room_events))
         .route(
             "/echo/ws",
-            get(|ws: WebSocketUpgrade| async move { ws.on("echo") }),
+            get(|ws: WebSocketUpgrade| async move { ws.on(ECHO) }),
         )
         .route(
             "/fanout/ws",
-            get(|ws: WebSocketUpgrade| async move { ws.on("fanout") }),
+            get(|ws: WebSocketUpgrade| async move { ws.on(FANOUT) }),
         )
         .route(
             "/users/{user}/kick",
@@ -298,9 +302,9 @@ fn main() -> ExitCode {
         Ok(server) => server
             .workers(args.workers)
             .max_body_size(args.max_body_size)
-            .ws_endpoint("chat", chat())
-            .ws_endpoint("echo", echo())
-            .ws_endpoint("fanout", fanout())
+            .ws_endpoint(CHAT, chat())
+            .ws_endpoint(ECHO, echo())
+            .ws_endpoint(FANOUT, fanout())
             .service(router(files, jwt)),
         Err(e) => {
             eprintln!("axum: {e}");

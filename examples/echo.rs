@@ -13,12 +13,13 @@ fn main() -> ExitCode {
     let echo = Server::new("text://127.0.0.1:7020")
         .expect("valid address")
         .workers(2)
+        .data::<u64>()
         .on_connect(|conn| async move {
-            conn.set_data(0u64);
+            conn.set_data(0);
             conn.send(format!("welcome, you are connection {}", conn.id()))
         })
         .on_message(|conn, line| async move {
-            let n = conn.with_data(|n: &mut u64| {
+            let n = conn.with_data(|n| {
                 *n += 1;
                 *n
             });

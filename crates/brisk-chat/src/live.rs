@@ -16,13 +16,13 @@
 //! server-sent events (`data:` lines) for clients without WebSocket, from the same groups
 //! and keys; removal from the room ends the stream.
 
-use brisk::ws::{Message, WsConnection, WsEndpoint};
+use brisk::ws::{EndpointName, Message, WsConnection, WsEndpoint};
 use serde_json::json;
 
 use crate::store;
 
-/// The name the HTTP server registers the endpoint under.
-pub(crate) const ENDPOINT: &str = "live";
+/// The name the HTTP server registers the endpoint under; its sockets carry a [`Listener`].
+pub(crate) const ENDPOINT: EndpointName<Listener> = EndpointName::new("live");
 
 /// Who a socket is, attached by the upgrade route.
 pub(crate) struct Listener {
@@ -46,10 +46,11 @@ pub(crate) fn member_key(room: &str, user: &str) -> String {
 }
 
 /// The endpoint: joins each socket to its room.
-pub(crate) fn endpoint() -> WsEndpoint {
-    let who = |ws: &WsConnection| ws.with_data(|l: &mut Listener| (l.user.clone(), l.room.clone()));
+pub(crate) fn endpoint() -> WsEndpoint<Listener> {
+    let who = |ws: &WsConnection<Listener>| ws.with_data(|l| (l.user.clone(), l.room.clone()));
     // Sockets are known by their session cookie: pages of other sites may not open one.
     WsEndpoint::new()
+        .data::<Listener>()
         .same_origin()
         .on_open(move |ws, _| async move {
             let Some((user, room)) = who(&ws) else {

@@ -422,11 +422,13 @@ async fn live(
     Ok(ws
         .key(live::user_key(&me.name))
         .key(live::member_key(&room.name, &me.name))
-        .data(Listener {
-            user: me.name,
-            room: room.name,
-        })
-        .on(live::ENDPOINT))
+        .on_with(
+            live::ENDPOINT,
+            Listener {
+                user: me.name,
+                room: room.name,
+            },
+        ))
 }
 
 /// `GET /api/rooms/{room}/events`: the room's live events as server-sent events, for

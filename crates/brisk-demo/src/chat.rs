@@ -31,7 +31,7 @@
 //! - A request the server cannot answer gets `{"error":"…"}` saying why.
 
 use brisk::http::Body;
-use brisk::ws::{self, History, Message, Recovery, WsConnection, WsEndpoint};
+use brisk::ws::{self, EndpointName, History, Message, Recovery, WsConnection, WsEndpoint};
 use http::{Request, Response, StatusCode};
 use serde_json::json;
 
@@ -46,12 +46,15 @@ const DEFAULT_ROOM: &str = "chat";
 /// The `/chat` endpoint.
 #[derive(Clone)]
 pub(crate) struct Chat {
-    endpoint: WsEndpoint,
+    endpoint: WsEndpoint<Room>,
 }
 
 /// Which room a connection is in (its data, which moves with it on a reload).
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Room(String);
+pub(crate) struct Room(String);
+
+/// The name of the `/chat` endpoint, under which a reload's new worker finds it.
+pub(crate) const CHAT: EndpointName<Room> = EndpointName::new("chat");
 
 impl Chat {
     /// Rooms whose slow members get `slow`, whose members send messages of at most
@@ -67,11 +70,12 @@ impl Chat {
         // own: a room of 100,000 members holds no inflater per member (~40 KiB each). Members
         // stay connected through reloads, with their room, name and user.
         let endpoint = WsEndpoint::new()
+            .data::<Room>()
             .same_origin()
             .permessage_deflate(true)
             .client_no_context_takeover(true)
             .survive_reload(true)
-            .carry_data::<Room>()
+            .carry_data()
             .slow_consumer(slow)
             .max_message_size(max_message)
             .on_open(move |ws, handshake| {
@@ -109,7 +113,7 @@ impl Chat {
     }
 
     /// The endpoint, for its server to name (so that a reload's new worker finds it).
-    pub(crate) fn endpoint(&self) -> WsEndpoint {
+    pub(crate) fn endpoint(&self) -> WsEndpoint<Room> {
         self.endpoint.clone()
     }
 
@@ -223,12 +227,12 @@ fn param<'a>(path: &'a str, key: &str) -> Result<Option<&'a str>, ()> {
 
 /// One message from a member.
 async fn message(
-    ws: &WsConnection,
+    ws: &WsConnection<Room>,
     msg: Message,
     history: Option<&History>,
 ) -> Result<(), brisk::SendError> {
     let room = ws
-        .with_data(|r: &mut Room| r.0.clone())
+        .with_data(|r| r.0.clone())
         .unwrap_or_else(|| DEFAULT_ROOM.to_owned());
     let text = match &msg {
         Message::Text(t) => Some(t.as_str()),
@@ -278,7 +282,7 @@ fn kept(id: Option<&str>, text: &str) -> String {
 
 /// `/recover E:O`: what the member missed after `E:O`, or why it cannot have it.
 async fn recover(
-    ws: &WsConnection,
+    ws: &WsConnection<Room>,
     history: &History,
     room: &str,
     position: &str,

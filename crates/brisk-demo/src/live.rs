@@ -30,6 +30,7 @@
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use brisk::channels::Session;
 use brisk::channels::{Access, Channels, Namespace, Publishers, ServerApi};
 use brisk::http::{Body, RequestBody};
 use brisk::jwks_url::JwksUrl;
@@ -71,7 +72,7 @@ pub(crate) enum TokenKeys {
 #[derive(Clone)]
 pub(crate) struct Live {
     channels: Channels,
-    endpoint: WsEndpoint,
+    endpoint: WsEndpoint<Session>,
     api: Option<ServerApi>,
     /// The secret try-out tokens are signed with (none when tokens come from a JWKS URL).
     key_file: Option<PathBuf>,

@@ -766,8 +766,8 @@ fn build(args: &Args) -> anyhow::Result<App> {
         };
         let server = server
             .http_limits(limits)
-            .ws_endpoint("durable-echo", routes.durable_echo())
-            .ws_endpoint("chat", routes.chat_endpoint())
+            .ws_endpoint(routes::DURABLE_ECHO, routes.durable_echo())
+            .ws_endpoint(chat::CHAT, routes.chat_endpoint())
             .handler(move |req| routes.route(req));
         let server = server
             .request_spans(!no_request_spans)

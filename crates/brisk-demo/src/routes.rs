@@ -9,7 +9,7 @@ use futures_util::future::LocalBoxFuture;
 use brisk::http::sse::{Event, Hub};
 use brisk::http::static_files::StaticFiles;
 use brisk::http::{Body, RequestBody};
-use brisk::ws::WsEndpoint;
+use brisk::ws::{EndpointName, WsEndpoint};
 
 /// The send buffer of the `/ws` echoes: one message of their 16 MiB limit, and its header.
 const ECHO_SEND_BUFFER: usize = (16 << 20) + 64;
@@ -29,7 +29,10 @@ use http_body_util::{BodyExt, LengthLimitError};
 /// handler busy for MS milliseconds (at most a minute) before it answers `done`: a
 /// connection whose handler is still busy when a reload's drain time ends is not moved.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Moves(u32);
+pub(crate) struct Moves(u32);
+
+/// The name of `/ws/durable`'s endpoint, under which a reload's new worker finds it.
+pub(crate) const DURABLE_ECHO: EndpointName<Moves> = EndpointName::new("durable-echo");
 
 /// Everything the routes need, cloned into each request.
 #[derive(Clone)]
@@ -37,7 +40,7 @@ pub(crate) struct Routes {
     files: StaticFiles,
     echo: WsEndpoint,
     /// `/ws/durable`: the echo, its connections kept through reloads.
-    durable_echo: WsEndpoint,
+    durable_echo: WsEndpoint<Moves>,
     chat: Chat,
     live: crate::live::Live,
     apps: Apps,
@@ -99,12 +102,13 @@ impl Routes {
             .max_send_buffer(ECHO_SEND_BUFFER)
             .on_message(|ws, msg| async move { ws.send(msg) });
         let durable_echo = WsEndpoint::new()
+            .data::<Moves>()
             .permessage_deflate(true)
             .max_send_buffer(ECHO_SEND_BUFFER)
             .survive_reload(true)
-            .carry_data::<Moves>()
+            .carry_data()
             .on_resume(|ws, _| async move {
-                if ws.with_data(|m: &mut Moves| m.0 += 1).is_none() {
+                if ws.with_data(|m| m.0 += 1).is_none() {
                     ws.set_data(Moves(1));
                 }
             })
@@ -114,7 +118,7 @@ impl Routes {
                     _ => "",
                 };
                 if text == "/moves" {
-                    let n = ws.with_data(|m: &mut Moves| m.0).unwrap_or(0);
+                    let n = ws.with_data(|m| m.0).unwrap_or(0);
                     return ws.send_text(format!("moves: {n}"));
                 }
                 if let Some(ms) = text.strip_prefix("/busy ").and_then(|ms| ms.parse().ok()) {
@@ -139,12 +143,12 @@ impl Routes {
 
     /// The endpoint of `/ws/durable`, for its server to name (so that a reload's new worker
     /// finds it).
-    pub(crate) fn durable_echo(&self) -> WsEndpoint {
+    pub(crate) fn durable_echo(&self) -> WsEndpoint<Moves> {
         self.durable_echo.clone()
     }
 
     /// The endpoint of `/chat`, for its server to name.
-    pub(crate) fn chat_endpoint(&self) -> WsEndpoint {
+    pub(crate) fn chat_endpoint(&self) -> WsEndpoint<crate::chat::Room> {
         self.chat.endpoint()
     }
 

@@ -16,6 +16,7 @@
 //! ```
 
 use std::future::Future;
+use std::marker::PhantomData;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -162,11 +163,11 @@ macro_rules! connection_callback_setter {
         $(#[$doc])*
         pub fn $name<F, Fut>(mut self, f: F) -> Self
         where
-            F: Fn(Connection<P>) -> Fut + 'static,
+            F: Fn(Connection<P, D>) -> Fut + 'static,
             Fut: Future + 'static,
             Fut::Output: HandlerOutput,
         {
-            self.callbacks.$name = Some(Rc::new(move |c| boxed(f(c))));
+            self.callbacks.$name = Some(Rc::new(move |c: Connection<P>| boxed(f(c.typed()))));
             self
         }
     };
@@ -178,12 +179,16 @@ macro_rules! connection_callback_setter {
 /// `Rc` and `RefCell` state. Messages of one connection are handled one at a time, in order.
 /// A callback returns `()` or a `Result`; an `Err` is logged and counted as `throw_exception`,
 /// and a panic is too, and also closes that connection (the worker keeps serving).
-pub struct Server<P: Protocol = Builtin> {
+///
+/// `D` is the type of the data each connection may carry ([`data`](Self::data)); `()` for
+/// none.
+pub struct Server<P: Protocol = Builtin, D = ()> {
     pub(crate) listen: ListenConfig,
     pub(crate) protocol: P,
     pub(crate) limits: LimitOverrides,
     pub(crate) worker_callbacks: WorkerCallbacks,
     pub(crate) callbacks: Callbacks<P>,
+    data: PhantomData<fn() -> D>,
 }
 
 impl Server<Builtin> {
@@ -230,9 +235,56 @@ impl<P: Protocol> Server<P> {
             limits: LimitOverrides::default(),
             worker_callbacks: WorkerCallbacks::default(),
             callbacks: Callbacks::default(),
+            data: PhantomData,
         }
     }
 
+    /// Names the type of the data each connection carries: every callback's
+    /// [`Connection`] sets and reads a `D` ([`Connection::set_data`],
+    /// [`Connection::with_data`]), so reading it as another type does not compile. Call it
+    /// before the connection callbacks: it panics, naming the mistake, after one.
+    ///
+    /// ```no_run
+    /// struct Login { user: String }
+    /// let server = brisk::Server::new("text://127.0.0.1:7000")
+    ///     .unwrap()
+    ///     .data::<Login>()
+    ///     .on_message(|conn, line| async move {
+    ///         match conn.with_data(|login| login.user.clone()) {
+    ///             Some(user) => conn.send(format!("{user}: {}", String::from_utf8_lossy(&line))),
+    ///             None => {
+    ///                 conn.set_data(Login { user: String::from_utf8_lossy(&line).into() });
+    ///                 conn.send("welcome")
+    ///             }
+    ///         }
+    ///     });
+    /// ```
+    pub fn data<D2: 'static>(self) -> Server<P, D2> {
+        let c = &self.callbacks;
+        let set = c.on_connect.is_some()
+            || c.on_message.is_some()
+            || c.on_close.is_some()
+            || c.on_error.is_some()
+            || c.on_buffer_full.is_some()
+            || c.on_buffer_drain.is_some();
+        assert!(
+            !set,
+            "Server::data::<{}>() must come before the connection callbacks (on_connect, \
+             on_message, …), which take a connection of that data type",
+            std::any::type_name::<D2>()
+        );
+        Server {
+            listen: self.listen,
+            protocol: self.protocol,
+            limits: self.limits,
+            worker_callbacks: self.worker_callbacks,
+            callbacks: self.callbacks,
+            data: PhantomData,
+        }
+    }
+}
+
+impl<P: Protocol, D: 'static> Server<P, D> {
     builder_setters!();
     tls_setter!("optional, for `tcp://`, `text://` and `frame://` listeners");
 
@@ -270,11 +322,12 @@ impl<P: Protocol> Server<P> {
     /// Runs for every decoded message, one at a time per connection.
     pub fn on_message<F, Fut>(mut self, f: F) -> Self
     where
-        F: Fn(Connection<P>, P::Message) -> Fut + 'static,
+        F: Fn(Connection<P, D>, P::Message) -> Fut + 'static,
         Fut: Future + 'static,
         Fut::Output: HandlerOutput,
     {
-        self.callbacks.on_message = Some(Rc::new(move |c, m| boxed(f(c, m))));
+        self.callbacks.on_message =
+            Some(Rc::new(move |c: Connection<P>, m| boxed(f(c.typed(), m))));
         self
     }
 
@@ -286,11 +339,11 @@ impl<P: Protocol> Server<P> {
     /// Runs when a connection fails with an I/O error (reset, broken pipe, …), before `on_close`.
     pub fn on_error<F, Fut>(mut self, f: F) -> Self
     where
-        F: Fn(Connection<P>, std::io::Error) -> Fut + 'static,
+        F: Fn(Connection<P, D>, std::io::Error) -> Fut + 'static,
         Fut: Future + 'static,
         Fut::Output: HandlerOutput,
     {
-        self.callbacks.on_error = Some(Rc::new(move |c, e| boxed(f(c, e))));
+        self.callbacks.on_error = Some(Rc::new(move |c: Connection<P>, e| boxed(f(c.typed(), e))));
         self
     }
 
@@ -349,14 +402,15 @@ impl UdpServer {
     }
 }
 
-impl<P: Protocol> From<Server<P>> for Service {
-    fn from(server: Server<P>) -> Self {
+impl<P: Protocol, D> From<Server<P, D>> for Service {
+    fn from(server: Server<P, D>) -> Self {
         let Server {
             listen,
             protocol,
             limits,
             worker_callbacks,
             callbacks,
+            data: _,
         } = server;
         let tls = listen.tls_config(&[]);
         let tls_handshake = listen.tls.as_ref().map(|t| t.handshake_deadline());

@@ -39,6 +39,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use brisk::http::{Body, HttpLimits, HttpServer, RequestBody};
+use brisk::protocol::Builtin;
 use brisk::timer::{self, TimerId};
 use brisk::{App, Connection, Process, Server, UdpServer};
 use bytes::Bytes;
@@ -116,7 +117,7 @@ async fn run_job(
     Ok(())
 }
 
-async fn text_command(conn: Connection, line: Bytes) -> Result<(), brisk::BoxError> {
+async fn text_command(conn: Connection<Builtin, u64>, line: Bytes) -> Result<(), brisk::BoxError> {
     let text = String::from_utf8_lossy(&line).into_owned();
     let mut words = text.split_whitespace();
     let arg = |w: Option<&str>| w.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
@@ -131,16 +132,16 @@ async fn text_command(conn: Connection, line: Bytes) -> Result<(), brisk::BoxErr
         // (`set_data(N)` from inside `with_data`), each answering the value after it.
         "data-set" => {
             conn.set_data(arg(words.next()));
-            conn.send(format!("{:?}", conn.data::<u64>()))?;
+            conn.send(format!("{:?}", conn.data()))?;
         }
         "data-bump" => {
-            conn.with_data(|n: &mut u64| *n += 1);
-            conn.send(format!("{:?}", conn.data::<u64>()))?;
+            conn.with_data(|n| *n += 1);
+            conn.send(format!("{:?}", conn.data()))?;
         }
         "data-swap" => {
             let n = arg(words.next());
-            conn.with_data(|_: &mut u64| conn.set_data(n));
-            conn.send(format!("{:?}", conn.data::<u64>()))?;
+            conn.with_data(|_| conn.set_data(n));
+            conn.send(format!("{:?}", conn.data()))?;
         }
         "flood" => {
             let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
@@ -606,8 +607,8 @@ fn main() -> ExitCode {
         s.workers(workers).reuse_port(!shared)
     };
     if let Some(addr) = flag(&args, "--text") {
-        let s = Server::new(&addr)
-            .expect("text address")
+        let s = limits(Server::new(&addr).expect("text address"))
+            .data::<u64>()
             .on_message(text_command)
             .on_buffer_full(|c| async move { tracing::info!(conn = c.id(), "buffer full") })
             .on_buffer_drain(|c| async move { tracing::info!(conn = c.id(), "buffer drained") })
@@ -620,7 +621,7 @@ fn main() -> ExitCode {
             .on_worker_stop(|w| async move {
                 tracing::info!(worker = w.id, pid = w.pid, "on_worker_stop ran")
             });
-        app = app.server(limits(s));
+        app = app.server(s);
     }
     if let Some(addr) = flag(&args, "--frame") {
         let s = Server::new(&addr)
@@ -629,13 +630,9 @@ fn main() -> ExitCode {
         app = app.server(limits(s));
     }
     if let Some(path) = flag(&args, "--unix") {
-        let s = Server::with_protocol(
-            &format!("unix://{path}"),
-            brisk::protocol::Builtin::Text(Default::default()),
-        )
-        .expect("unix address")
-        .on_message(text_command);
-        app = app.server(limits(s));
+        let s = Server::with_protocol(&format!("unix://{path}"), Builtin::Text(Default::default()))
+            .expect("unix address");
+        app = app.server(limits(s).data::<u64>().on_message(text_command));
     }
     if let Some(addr) = flag(&args, "--http") {
         let max_requests = flag(&args, "--max-requests").and_then(|v| v.parse().ok());

@@ -13,6 +13,7 @@
 
 use std::process::ExitCode;
 
+use brisk::channels::Session;
 use brisk::channels::{Access, Channels, Namespace, Subject};
 use brisk::http::{Body, HttpServer, RequestBody};
 use brisk::ws::WsEndpoint;
@@ -44,8 +45,9 @@ struct Asked {
 }
 
 /// The app's room endpoint: joins and tags as its client says.
-fn rooms() -> WsEndpoint {
+fn rooms() -> WsEndpoint<Asked> {
     WsEndpoint::new()
+        .data::<Asked>()
         .on_open(|ws, handshake| async move {
             let query = handshake.path.split_once('?').map_or("", |(_, q)| q);
             let asked = Asked {
@@ -62,7 +64,7 @@ fn rooms() -> WsEndpoint {
             ws.send_text("joined")
         })
         .on_message(|ws, msg| async move {
-            if let Some(Some(group)) = ws.with_data(|a: &mut Asked| a.group.clone()) {
+            if let Some(Some(group)) = ws.with_data(|a| a.group.clone()) {
                 brisk::ws::broadcast(&group, msg);
             }
         })
@@ -82,9 +84,9 @@ fn answer(status: u16, text: String) -> http::Response<Body> {
 
 async fn route(
     req: http::Request<RequestBody>,
-    rooms: WsEndpoint,
+    rooms: WsEndpoint<Asked>,
     channels: Channels,
-    protocol: WsEndpoint,
+    protocol: WsEndpoint<Session>,
 ) -> http::Response<Body> {
     let query = req.uri().query().unwrap_or("").to_owned();
     match req.uri().path() {

@@ -48,7 +48,7 @@ pub use namespace::{
     Access, Namespace, PublishRate, Publishers, DEFAULT_MAX_PUBLICATION, DEFAULT_PUBLISH_RATE,
     MAX_CHANNEL_LEN,
 };
-pub use session::MAX_CLIENT_MESSAGE;
+pub use session::{Session, MAX_CLIENT_MESSAGE};
 pub use wire::{ErrorCode, Format, PROTOCOL_VERSION};
 
 /// The close codes a channel connection can end with (besides WebSocket's own, such as 1001

@@ -18,8 +18,9 @@ use super::wire::{self, Command, Encoded, ErrorCode, Format, Payload, Subscribe}
 use crate::timer::{self, TimerId};
 use crate::ws::{Handshake, Message, Position, WsConnection, WsEndpoint};
 
-/// A connection's state (its data).
-struct Session {
+/// A channel connection's state: the data of every connection of
+/// [`Channels::endpoint`], which only the channel protocol reads and writes.
+pub struct Session {
     /// How its messages are encoded.
     format: Format,
     /// Who it is, once connected (shared: every command reads it, none copies it).
@@ -36,6 +37,9 @@ struct Session {
     publishing: HashMap<String, PublishBucket>,
 }
 
+/// A connection of the channel endpoint.
+type Ws = WsConnection<Session>;
+
 impl Session {
     /// `channel`'s subscription no longer ends at a token's expiry.
     fn forget_deadline(&mut self, channel: &str) {
@@ -50,7 +54,7 @@ impl Session {
 type Answer = Result<Option<Encoded>, ChannelError>;
 
 /// `value` as a command's result on `ws`.
-fn answer(ws: &WsConnection, value: &impl Serialize) -> Answer {
+fn answer(ws: &Ws, value: &impl Serialize) -> Answer {
     Ok(Some(wire::encode(format_of(ws), value)))
 }
 
@@ -64,9 +68,10 @@ impl Channels {
     /// it from an HTTP route with [`WsEndpoint::upgrade`] or on a `websocket://` listener).
     /// Clients' messages are at most [`MAX_CLIENT_MESSAGE`] bytes (1009 closes a larger
     /// one). Its options (origins, compression, limits) can still be set.
-    pub fn endpoint(&self) -> WsEndpoint {
+    pub fn endpoint(&self) -> WsEndpoint<Session> {
         let (open, message, closed) = (self.clone(), self.clone(), self.clone());
         WsEndpoint::new()
+            .data::<Session>()
             .max_message_size(MAX_CLIENT_MESSAGE)
             .on_open(move |ws, handshake| {
                 let channels = open.clone();
@@ -82,7 +87,7 @@ impl Channels {
             })
     }
 
-    fn opened(&self, ws: &WsConnection, handshake: &Handshake) {
+    fn opened(&self, ws: &Ws, handshake: &Handshake) {
         let format = Format::of_path(&handshake.path).and_then(|f| {
             if self.formats().contains(&f) {
                 Ok(f)
@@ -110,7 +115,7 @@ impl Channels {
         }
     }
 
-    fn closed(&self, ws: &WsConnection) {
+    fn closed(&self, ws: &Ws) {
         let left = ws.with_data(|s: &mut Session| {
             if let Some(t) = s.deadline.take() {
                 timer::del(t);
@@ -128,7 +133,7 @@ impl Channels {
         }
     }
 
-    async fn received(&self, ws: &WsConnection, msg: Message) {
+    async fn received(&self, ws: &Ws, msg: Message) {
         let format = format_of(ws);
         let bytes = match (format, &msg) {
             (Format::Json, Message::Text(text)) => text.as_bytes(),
@@ -177,7 +182,7 @@ impl Channels {
         }
     }
 
-    async fn command(&self, ws: &WsConnection, subject: &Subject, command: Command) -> Answer {
+    async fn command(&self, ws: &Ws, subject: &Subject, command: Command) -> Answer {
         match command {
             Command::Subscribe(s) => self.subscribe(ws, subject, s).await,
             Command::Unsubscribe { channel } => {
@@ -232,7 +237,7 @@ impl Channels {
         }
     }
 
-    async fn connect(&self, ws: &WsConnection, token: Option<String>) -> Answer {
+    async fn connect(&self, ws: &Ws, token: Option<String>) -> Answer {
         if subject_of(ws).is_some() {
             return Err(ChannelError::new(
                 ErrorCode::AlreadyConnected,
@@ -264,7 +269,7 @@ impl Channels {
         )
     }
 
-    async fn refresh(&self, ws: &WsConnection, subject: &Subject, token: String) -> Answer {
+    async fn refresh(&self, ws: &Ws, subject: &Subject, token: String) -> Answer {
         let fresh = (self.authenticate_token(Some(token)).await).map_err(|r| {
             let code = match r.code {
                 close::TOKEN_EXPIRED => ErrorCode::TokenExpired,
@@ -288,7 +293,7 @@ impl Channels {
     /// `exp`.
     async fn refresh_subscription(
         &self,
-        ws: &WsConnection,
+        ws: &Ws,
         subject: &Subject,
         channel: &str,
         token: &str,
@@ -319,7 +324,7 @@ impl Channels {
     }
 
     /// Ends the subscription to `channel` at `at` (Unix seconds), unless refreshed first.
-    fn arm_subscription_expiry(&self, ws: &WsConnection, channel: &str, at: u64) {
+    fn arm_subscription_expiry(&self, ws: &Ws, channel: &str, at: u64) {
         let left = Duration::from_secs(at.saturating_sub(now_seconds()));
         let (channels, conn, name) = (self.clone(), ws.clone(), channel.to_owned());
         let timer = timer::add(left, false, move || {
@@ -333,7 +338,7 @@ impl Channels {
 
     /// A subscription's token expired: it ends (an `unsubscribe` push says why), the
     /// connection stays.
-    fn subscription_expired(&self, ws: &WsConnection, channel: &str) {
+    fn subscription_expired(&self, ws: &Ws, channel: &str) {
         let ended = ws.with_data(|s: &mut Session| {
             s.subscription_deadlines.remove(channel);
             let was = s.subscriptions.remove(channel);
@@ -357,7 +362,7 @@ impl Channels {
     }
 
     /// Closes the connection when its credentials expire (none: never).
-    fn arm_expiry(&self, ws: &WsConnection, expires: Option<u64>) {
+    fn arm_expiry(&self, ws: &Ws, expires: Option<u64>) {
         let deadline = expires.map(|at| {
             let left = Duration::from_secs(at.saturating_sub(now_seconds()));
             close_after(ws, left, close::TOKEN_EXPIRED, "token expired")
@@ -367,7 +372,7 @@ impl Channels {
         }
     }
 
-    async fn subscribe(&self, ws: &WsConnection, subject: &Subject, s: Subscribe) -> Answer {
+    async fn subscribe(&self, ws: &Ws, subject: &Subject, s: Subscribe) -> Answer {
         let channel = s.channel;
         let ns = self.namespace_for(&channel)?.clone();
         let since = s.since.as_deref().map(parse_position).transpose()?;
@@ -479,7 +484,7 @@ impl Channels {
         }))
     }
 
-    async fn publish_as(&self, ws: &WsConnection, channel: &str, data: &Payload) -> Answer {
+    async fn publish_as(&self, ws: &Ws, channel: &str, data: &Payload) -> Answer {
         let ns = self.namespace_for(channel)?;
         match ns.publishers {
             Publishers::Server => {
@@ -565,20 +570,20 @@ pub(crate) fn parse_position(text: &str) -> Result<Position, ChannelError> {
 }
 
 /// Runs `f` on the connection's session.
-fn with_session<R>(ws: &WsConnection, f: impl FnOnce(&mut Session) -> R) -> R {
+fn with_session<R>(ws: &Ws, f: impl FnOnce(&mut Session) -> R) -> R {
     ws.with_data(f).expect("a channel connection has a session")
 }
 
 /// The format `ws` speaks (JSON for a connection without a session, which is closing).
-fn format_of(ws: &WsConnection) -> Format {
+fn format_of(ws: &Ws) -> Format {
     ws.with_data(|s: &mut Session| s.format).unwrap_or_default()
 }
 
-fn subject_of(ws: &WsConnection) -> Option<Rc<Subject>> {
+fn subject_of(ws: &Ws) -> Option<Rc<Subject>> {
     ws.with_data(|s: &mut Session| s.subject.clone()).flatten()
 }
 
-fn subscribed(ws: &WsConnection, channel: &str) -> Result<(), ChannelError> {
+fn subscribed(ws: &Ws, channel: &str) -> Result<(), ChannelError> {
     if with_session(ws, |s| s.subscriptions.contains(channel)) {
         Ok(())
     } else {
@@ -593,13 +598,13 @@ fn not_subscribed(channel: &str) -> ChannelError {
     )
 }
 
-fn reply(ws: &WsConnection, message: Message) {
+fn reply(ws: &Ws, message: Message) {
     // A connection that is gone has nobody to answer.
     let _ = ws.send(message);
 }
 
 /// Closes `ws` with `code` after `delay`.
-fn close_after(ws: &WsConnection, delay: Duration, code: u16, reason: &'static str) -> TimerId {
+fn close_after(ws: &Ws, delay: Duration, code: u16, reason: &'static str) -> TimerId {
     let ws = ws.clone();
     timer::add(delay, false, move || ws.close(code, reason))
 }

@@ -15,6 +15,7 @@ use crate::listen::ListenConfig;
 use crate::runtime::handler::BoxError;
 use crate::runtime::listener::Listener;
 use crate::runtime::{Service, WorkerCallbacks};
+use crate::ws::named::NamedEndpoint;
 use futures_util::FutureExt;
 use http::{Request, Response, StatusCode};
 
@@ -39,7 +40,7 @@ pub struct HttpServer {
     pub(crate) access_log: Option<super::access_log::AccessLog>,
     pub(crate) recording: Recording,
     /// Its named WebSocket endpoints, registered in each worker when the server starts there.
-    pub(crate) ws_endpoints: Vec<(String, crate::ws::WsEndpoint)>,
+    pub(crate) ws_endpoints: Vec<NamedEndpoint>,
 }
 
 impl HttpServer {
@@ -134,20 +135,33 @@ impl HttpServer {
         self
     }
 
-    /// Names `endpoint` for the WebSocket routes of this server's `tower::Service` (an axum
-    /// route answers with [`WebSocketUpgrade::on`](crate::ws::WebSocketUpgrade::on)`(name)`,
-    /// feature `axum`): the endpoint stays on the worker's thread, where routes find it by
-    /// name.
+    /// Registers `endpoint` under `name` for the WebSocket routes of this server's
+    /// `tower::Service` (an axum route answers with
+    /// [`WebSocketUpgrade::on`](crate::ws::WebSocketUpgrade::on)`(name)`, feature `axum`):
+    /// the endpoint stays on the worker's thread, where routes find it. The name carries the
+    /// type of the endpoint's connection data, so a route attaches that type or does not
+    /// compile. Two endpoints of one name on a server are a mistake: it panics, naming it.
     ///
     /// ```no_run
-    /// use brisk::ws::WsEndpoint;
+    /// use brisk::ws::{EndpointName, WsEndpoint};
+    /// const ECHO: EndpointName = EndpointName::new("echo");
     /// let echo = WsEndpoint::new().on_message(|ws, msg| async move { ws.send(msg) });
     /// let server = brisk::http::HttpServer::new("http://127.0.0.1:8080")
     ///     .unwrap()
-    ///     .ws_endpoint("echo", echo);
+    ///     .ws_endpoint(ECHO, echo);
     /// ```
-    pub fn ws_endpoint(mut self, name: &str, endpoint: crate::ws::WsEndpoint) -> Self {
-        self.ws_endpoints.push((name.to_string(), endpoint));
+    pub fn ws_endpoint<T: 'static>(
+        mut self,
+        name: crate::ws::EndpointName<T>,
+        endpoint: crate::ws::WsEndpoint<T>,
+    ) -> Self {
+        let taken = self.ws_endpoints.iter().any(|e| e.name() == name.as_str());
+        assert!(
+            !taken,
+            "HttpServer::ws_endpoint: two WebSocket endpoints named {:?} on one server",
+            name.as_str()
+        );
+        self.ws_endpoints.push(NamedEndpoint::new(name, endpoint));
         self
     }
 
@@ -374,8 +388,8 @@ impl From<HttpServer> for Service {
                     unreachable!("HttpServer only takes http:// and https:// addresses")
                 };
                 let l = tokio::net::TcpListener::from_std(l)?;
-                for (name, endpoint) in &ws_endpoints {
-                    crate::ws::named::register(&worker, name, endpoint.clone());
+                for named in &ws_endpoints {
+                    crate::ws::named::register(&worker, named);
                 }
                 let access_log = match &access_log {
                     Some(log) => Some(log.open().map_err(|e| {

@@ -13,6 +13,7 @@ use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
 use std::io;
+use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -215,19 +216,37 @@ impl<P: Protocol> Inner<P> {
 
 /// A handle to one connection; cheap to clone, valid after the connection is gone (sends then
 /// fail with [`SendError::Closed`]).
-pub struct Connection<P: Protocol = Builtin> {
+///
+/// `D` is the type of the data the app attaches to each of the server's connections
+/// ([`set_data`](Self::set_data)), named once on the server
+/// ([`Server::data`](crate::Server::data)); `()` for none.
+pub struct Connection<P: Protocol = Builtin, D = ()> {
     inner: Rc<Inner<P>>,
+    data: PhantomData<fn() -> D>,
 }
 
-impl<P: Protocol> Clone for Connection<P> {
+impl<P: Protocol, D> Clone for Connection<P, D> {
     fn clone(&self) -> Self {
-        Connection {
-            inner: self.inner.clone(),
-        }
+        Connection::of(self.inner.clone())
     }
 }
 
 impl<P: Protocol> Connection<P> {
+    /// The handle that callbacks of a server whose connections carry `D` get. Only what
+    /// the server's typed setters wrap calls it, so a connection's data is always a `D`.
+    pub(crate) fn typed<D>(self) -> Connection<P, D> {
+        Connection::of(self.inner)
+    }
+}
+
+impl<P: Protocol, D> Connection<P, D> {
+    fn of(inner: Rc<Inner<P>>) -> Self {
+        Connection {
+            inner,
+            data: PhantomData,
+        }
+    }
+
     /// Id of the connection, unique within its worker.
     pub fn id(&self) -> u64 {
         self.inner.id
@@ -333,8 +352,13 @@ impl<P: Protocol> Connection<P> {
         self.inner.notify();
     }
 
-    /// Attaches a value to the connection, replacing any earlier one.
-    pub fn set_data<T: 'static>(&self, value: T) {
+    /// Attaches `value` to the connection, replacing any earlier one. Its type is the one
+    /// the server named ([`Server::data`](crate::Server::data)), so every callback reads
+    /// back what another attached.
+    pub fn set_data(&self, value: D)
+    where
+        D: 'static,
+    {
         self.inner.data.set(Some(Box::new(value)));
     }
 
@@ -343,35 +367,65 @@ impl<P: Protocol> Connection<P> {
         self.inner.data.take()
     }
 
-    /// Attaches a value already boxed, as [`set_data`](Self::set_data) attaches `T`.
+    /// Attaches a value already boxed, as [`set_data`](Self::set_data) attaches `D`.
     pub(crate) fn set_data_boxed(&self, value: Box<dyn Any>) {
         self.inner.data.set(Some(value));
     }
 
-    /// Runs `f` on the attached value if there is one of type `T`.
+    /// Runs `f` on the attached value; `None` if none is attached yet.
     ///
     /// ```no_run
-    /// # fn f(conn: brisk::Connection) {
-    /// conn.set_data(0u32);
-    /// conn.with_data(|n: &mut u32| *n += 1);
-    /// # }
+    /// let counter = brisk::Server::new("text://127.0.0.1:7000")
+    ///     .unwrap()
+    ///     .data::<u32>()
+    ///     .on_connect(|conn| async move { conn.set_data(0) })
+    ///     .on_message(|conn, _line| async move {
+    ///         let n = conn.with_data(|n| {
+    ///             *n += 1;
+    ///             *n
+    ///         });
+    ///         conn.send(format!("message {}", n.unwrap_or(0)))
+    ///     });
     /// ```
     ///
     /// The value is taken out while `f` runs, so inside `f` the connection has no data; if
-    /// `f` attaches a new value with [`set_data`](Self::set_data), that one stays.
-    pub fn with_data<T: 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+    /// `f` attaches a new value with [`set_data`](Self::set_data), that one stays. Reading
+    /// it as another type than the server's does not compile:
+    ///
+    /// ```compile_fail
+    /// let server = brisk::Server::new("text://127.0.0.1:7000")
+    ///     .unwrap()
+    ///     .data::<u32>()
+    ///     .on_message(|conn, _line| async move { conn.with_data(|s: &mut String| s.len()); });
+    /// ```
+    pub fn with_data<R>(&self, f: impl FnOnce(&mut D) -> R) -> Option<R>
+    where
+        D: 'static,
+    {
+        self.with_data_as(f)
+    }
+
+    /// [`with_data`](Self::with_data) for a handle whose `D` is not the data's type (a
+    /// WebSocket connection's, typed by its endpoint): the caller knows it is a `T`.
+    pub(crate) fn with_data_as<T: 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
         let mut data = self.inner.data.take()?;
-        let result = data.downcast_mut::<T>().map(f);
+        let value = data
+            .downcast_mut::<T>()
+            .expect("a connection's data is of the type its server or endpoint names");
+        let result = f(value);
         match self.inner.data.take() {
             // `f` attached another value: it replaces the one `f` was given.
             Some(replaced) => self.inner.data.set(Some(replaced)),
             None => self.inner.data.set(Some(data)),
         }
-        result
+        Some(result)
     }
 
-    /// A clone of the attached value, if there is one of type `T`.
-    pub fn data<T: Clone + 'static>(&self) -> Option<T> {
-        self.with_data(|v: &mut T| v.clone())
+    /// A clone of the attached value, if one is attached.
+    pub fn data(&self) -> Option<D>
+    where
+        D: Clone + 'static,
+    {
+        self.with_data(|v| v.clone())
     }
 }

@@ -2,35 +2,38 @@
 //! [`WsEndpoint`](super::WsEndpoint) with all its features (groups, broadcast across workers
 //! and instances, permessage-deflate, limits, the slow-consumer policy). The extractor is
 //! `Send`, so the route compiles in an ordinary `Router<S>`; the endpoint, which is not, stays
-//! on the worker's thread and is found by name when the request comes.
+//! on the worker's thread and is found by its [`EndpointName`] when the request comes. The
+//! name carries the type of the endpoint's connection data, so the route attaches that type.
 //!
 //! ```no_run
 //! use axum::{extract::Path, routing::get, Router};
 //! use brisk::http::HttpServer;
-//! use brisk::ws::{WebSocketUpgrade, WsEndpoint};
+//! use brisk::ws::{EndpointName, WebSocketUpgrade, WsEndpoint};
 //!
 //! /// Who a socket is, attached by the route: every callback reads it.
 //! struct Member { user: String, room: String }
+//! const CHAT: EndpointName<Member> = EndpointName::new("chat");
 //!
 //! let chat = WsEndpoint::new()
+//!     .data::<Member>()
 //!     .on_open(|ws, _| async move {
-//!         let room = ws.with_data(|m: &mut Member| m.room.clone()).unwrap_or_default();
+//!         let room = ws.with_data(|m| m.room.clone()).unwrap_or_default();
 //!         ws.join(&room);
 //!     })
 //!     .on_message(|ws, msg| async move {
-//!         let room = ws.with_data(|m: &mut Member| m.room.clone()).unwrap_or_default();
+//!         let room = ws.with_data(|m| m.room.clone()).unwrap_or_default();
 //!         brisk::ws::broadcast(&room, msg);
 //!     });
 //! let router: Router = Router::new().route(
 //!     "/rooms/{room}/ws",
 //!     get(|Path(room): Path<String>, ws: WebSocketUpgrade| async move {
 //!         let user = "ada".to_string(); // the app's authentication, from the request
-//!         ws.key(format!("user:{user}")).data(Member { user, room }).on("chat")
+//!         ws.key(format!("user:{user}")).on_with(CHAT, Member { user, room })
 //!     }),
 //! );
 //! let server = HttpServer::new("http://127.0.0.1:8080")
 //!     .unwrap()
-//!     .ws_endpoint("chat", chat)
+//!     .ws_endpoint(CHAT, chat)
 //!     .service(router);
 //! ```
 
@@ -44,7 +47,7 @@ use http::request::Parts;
 use http::StatusCode;
 
 use super::codec::Attached;
-use super::named;
+use super::named::{self, EndpointName};
 
 /// An axum extractor for a WebSocket upgrade request; [`on`](Self::on) answers it with the
 /// handshake and hands the connection to the endpoint of that name (see the module docs).
@@ -55,7 +58,6 @@ use super::named;
 pub struct WebSocketUpgrade {
     head: Parts,
     on_upgrade: Option<hyper::upgrade::OnUpgrade>,
-    data: Option<Box<dyn Any + Send>>,
     keys: Vec<String>,
 }
 
@@ -72,22 +74,12 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
         Ok(WebSocketUpgrade {
             head,
             on_upgrade,
-            data: None,
             keys: Vec::new(),
         })
     }
 }
 
 impl WebSocketUpgrade {
-    /// Attaches `value` to the connection before `on_open` runs: the user, the claims, the
-    /// room. Every callback reads it with [`WsConnection::with_data`] (its type is `T`).
-    ///
-    /// [`WsConnection::with_data`]: super::WsConnection::with_data
-    pub fn data<T: Send + 'static>(mut self, value: T) -> Self {
-        self.data = Some(Box::new(value));
-        self
-    }
-
     /// Tags the connection with `key` (a user id): [`send_to`](super::send_to) reaches every
     /// socket with that key, on every worker and every instance. Several keys may be given.
     pub fn key(mut self, key: impl Into<String>) -> Self {
@@ -97,20 +89,43 @@ impl WebSocketUpgrade {
 
     /// Answers the request with the opening handshake and serves the connection with the
     /// endpoint registered as `endpoint` on this server
-    /// ([`HttpServer::ws_endpoint`](crate::http::HttpServer::ws_endpoint)); an unknown name is
-    /// a 500 that says so.
-    pub fn on(self, endpoint: &str) -> Response {
+    /// ([`HttpServer::ws_endpoint`](crate::http::HttpServer::ws_endpoint)), with no data
+    /// attached; an unknown name is a 500 that says so.
+    pub fn on<T: 'static>(self, endpoint: EndpointName<T>) -> Response {
+        self.open(endpoint, None)
+    }
+
+    /// As [`on`](Self::on), with `data` attached to the connection before `on_open` runs:
+    /// the user, the claims, the room. Every callback reads it with
+    /// [`WsConnection::with_data`]; its type is the endpoint's, and another does not
+    /// compile:
+    ///
+    /// ```compile_fail
+    /// use brisk::ws::{EndpointName, WebSocketUpgrade};
+    /// struct Member { user: String }
+    /// const CHAT: EndpointName<Member> = EndpointName::new("chat");
+    /// fn route(ws: WebSocketUpgrade) -> axum_core::response::Response {
+    ///     ws.on_with(CHAT, "ada".to_string())
+    /// }
+    /// ```
+    ///
+    /// [`WsConnection::with_data`]: super::WsConnection::with_data
+    pub fn on_with<T: Send + 'static>(self, endpoint: EndpointName<T>, data: T) -> Response {
+        self.open(endpoint, Some(Box::new(data)))
+    }
+
+    fn open<T: 'static>(self, endpoint: EndpointName<T>, data: Option<Box<dyn Any>>) -> Response {
         let worker = crate::runtime::context::running("brisk::ws::WebSocketUpgrade::on");
-        let Some(ep) = named::get(&worker, endpoint) else {
-            tracing::error!(
-                endpoint,
-                "no WebSocket endpoint of that name: register it with HttpServer::ws_endpoint"
-            );
-            let why = format!("no WebSocket endpoint named {endpoint:?} on this server\n");
-            return (StatusCode::INTERNAL_SERVER_ERROR, why).into_response();
+        let ep = match named::get(&worker, endpoint) {
+            Ok(ep) => ep,
+            Err(not_found) => {
+                tracing::error!("{not_found}");
+                let why = format!("{not_found}\n");
+                return (StatusCode::INTERNAL_SERVER_ERROR, why).into_response();
+            }
         };
         let attached = Attached {
-            data: self.data.map(|d| d as Box<dyn Any>),
+            data,
             keys: self.keys,
             window: None,
         };

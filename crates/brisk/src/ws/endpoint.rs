@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -88,8 +89,26 @@ struct EndpointInner {
 
 /// What to do with WebSocket connections: callbacks and limits. Serve it on a `websocket://`
 /// listener ([`WsServer`](super::WsServer)) or from an HTTP route ([`WsEndpoint::upgrade`]); cheap to clone.
+///
+/// `T` is the type of the data each connection carries ([`data`](Self::data),
+/// [`WsConnection::set_data`]); `()` for none.
+pub struct WsEndpoint<T = ()> {
+    core: Endpoint,
+    data: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for WsEndpoint<T> {
+    fn clone(&self) -> Self {
+        WsEndpoint {
+            core: self.core.clone(),
+            data: PhantomData,
+        }
+    }
+}
+
+/// An endpoint whatever its connections' data: what listeners, routes and handovers hold.
 #[derive(Clone)]
-pub struct WsEndpoint {
+pub(crate) struct Endpoint {
     inner: Rc<EndpointInner>,
 }
 
@@ -104,31 +123,90 @@ impl WsEndpoint {
     /// close after 60 s, 10 s to complete the opening handshake, and no compression.
     pub fn new() -> Self {
         WsEndpoint {
-            inner: Rc::new(EndpointInner {
-                slow: SlowConsumer::Drop,
-                on_open: None,
-                on_resume: None,
-                on_message: None,
-                on_close: None,
-                max_message: 16 << 20,
-                send_buffer: None,
-                ping_interval: Duration::from_secs(25),
-                dead_peer_timeout: Duration::from_secs(60),
-                handshake_timeout: Duration::from_secs(10),
-                deflate: false,
-                client_no_context: false,
-                survive_reload: false,
-                handover_key: Rc::default(),
-                carry_data: None,
-                origins: OriginPolicy::default(),
-                shared: RefCell::new(None),
-            }),
+            data: PhantomData,
+            core: Endpoint {
+                inner: Rc::new(EndpointInner {
+                    slow: SlowConsumer::Drop,
+                    on_open: None,
+                    on_resume: None,
+                    on_message: None,
+                    on_close: None,
+                    max_message: 16 << 20,
+                    send_buffer: None,
+                    ping_interval: Duration::from_secs(25),
+                    dead_peer_timeout: Duration::from_secs(60),
+                    handshake_timeout: Duration::from_secs(10),
+                    deflate: false,
+                    client_no_context: false,
+                    survive_reload: false,
+                    handover_key: Rc::default(),
+                    carry_data: None,
+                    origins: OriginPolicy::default(),
+                    shared: RefCell::new(None),
+                }),
+            },
         }
     }
 
+    /// Names the type of the data each connection carries: every callback's
+    /// [`WsConnection`] sets and reads a `T` ([`WsConnection::set_data`],
+    /// [`WsConnection::with_data`]), and an upgrade route attaches one
+    /// ([`WebSocketUpgrade::on_with`](super::WebSocketUpgrade::on_with)), so reading it as
+    /// another type does not compile. Call it before the callbacks: it panics, naming the
+    /// mistake, after one.
+    ///
+    /// ```
+    /// use brisk::ws::WsEndpoint;
+    /// struct Room(String);
+    /// let chat = WsEndpoint::new()
+    ///     .data::<Room>()
+    ///     .on_open(|ws, _| async move { ws.set_data(Room("lobby".into())) })
+    ///     .on_message(|ws, msg| async move {
+    ///         if let Some(room) = ws.with_data(|room| room.0.clone()) {
+    ///             brisk::ws::broadcast(&room, msg);
+    ///         }
+    ///     });
+    /// ```
+    ///
+    /// Reading it as another type is a compile error, not a `None` at run time:
+    ///
+    /// ```compile_fail
+    /// # use brisk::ws::WsEndpoint;
+    /// struct Room(String);
+    /// let chat = WsEndpoint::new()
+    ///     .data::<Room>()
+    ///     .on_message(|ws, _| async move { ws.with_data(|n: &mut u32| *n += 1); });
+    /// ```
+    pub fn data<T: 'static>(self) -> WsEndpoint<T> {
+        let e = &self.core.inner;
+        let set = e.on_open.is_some()
+            || e.on_resume.is_some()
+            || e.on_message.is_some()
+            || e.on_close.is_some()
+            || e.carry_data.is_some();
+        assert!(
+            !set,
+            "WsEndpoint::data::<{}>() must come before on_open, on_message, on_close, \
+             on_resume and carry_data, which take a connection of that data type",
+            std::any::type_name::<T>()
+        );
+        WsEndpoint {
+            core: self.core,
+            data: PhantomData,
+        }
+    }
+}
+
+impl<T: 'static> WsEndpoint<T> {
     fn edit(mut self, f: impl FnOnce(&mut EndpointInner)) -> Self {
-        f(Rc::get_mut(&mut self.inner).expect("configure a WsEndpoint before cloning it"));
+        let inner = Rc::get_mut(&mut self.core.inner);
+        f(inner.expect("configure a WsEndpoint before cloning it"));
         self
+    }
+
+    /// The endpoint whatever its data type, as listeners, routes and handovers hold it.
+    pub(crate) fn core(&self) -> &Endpoint {
+        &self.core
     }
 
     /// Runs when a connection has completed the opening handshake.
@@ -147,11 +225,11 @@ impl WsEndpoint {
     /// ```
     pub fn on_open<F, Fut>(self, f: F) -> Self
     where
-        F: Fn(WsConnection, Handshake) -> Fut + 'static,
+        F: Fn(WsConnection<T>, Handshake) -> Fut + 'static,
         Fut: Future + 'static,
         Fut::Output: HandlerOutput,
     {
-        self.edit(|e| e.on_open = Some(Rc::new(move |c, h| boxed(f(c, h)))))
+        self.edit(|e| e.on_open = Some(Rc::new(move |c: WsConnection, h| boxed(f(c.typed(), h)))))
     }
 
     /// With [`survive_reload`](Self::survive_reload): runs in the new worker for each
@@ -170,66 +248,33 @@ impl WsEndpoint {
     /// ```
     pub fn on_resume<F, Fut>(self, f: F) -> Self
     where
-        F: Fn(WsConnection, Resumed) -> Fut + 'static,
+        F: Fn(WsConnection<T>, Resumed) -> Fut + 'static,
         Fut: Future + 'static,
         Fut::Output: HandlerOutput,
     {
-        self.edit(|e| e.on_resume = Some(Rc::new(move |c, r| boxed(f(c, r)))))
-    }
-
-    /// Serves a connection handed over by a reload (its id was `previous_id`): `on_resume`
-    /// first, if there is one (an error is logged and counted, a panic counted and the
-    /// connection closed), then `serving`, its task.
-    pub(super) fn serve_resumed(
-        &self,
-        conn: Connection<WsCodec>,
-        previous_id: u64,
-        serving: impl Future<Output = ()> + 'static,
-    ) {
-        let Some(on_resume) = self.inner.on_resume.clone() else {
-            tokio::task::spawn_local(serving);
-            return;
-        };
-        tokio::task::spawn_local(async move {
-            use futures_util::FutureExt;
-            let ws = WsConnection { conn: conn.clone() };
-            let outcome = std::panic::AssertUnwindSafe(on_resume(ws, Resumed { previous_id }))
-                .catch_unwind()
-                .await;
-            let failed = |why: String| {
-                Stats::add(&conn.worker_stats().throw_exception, 1);
-                tracing::warn!(conn = conn.id(), "on_resume failed: {why}");
-            };
-            match outcome {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => failed(e.to_string()),
-                Err(panic) => {
-                    failed(format!("panicked: {}", panic_message(&panic)));
-                    conn.destroy();
-                }
-            }
-            serving.await
-        });
+        self.edit(|e| e.on_resume = Some(Rc::new(move |c: WsConnection, r| boxed(f(c.typed(), r)))))
     }
 
     /// Runs for every complete text or binary message, one at a time per connection.
     pub fn on_message<F, Fut>(self, f: F) -> Self
     where
-        F: Fn(WsConnection, Message) -> Fut + 'static,
+        F: Fn(WsConnection<T>, Message) -> Fut + 'static,
         Fut: Future + 'static,
         Fut::Output: HandlerOutput,
     {
-        self.edit(|e| e.on_message = Some(Rc::new(move |c, m| boxed(f(c, m)))))
+        self.edit(|e| {
+            e.on_message = Some(Rc::new(move |c: WsConnection, m| boxed(f(c.typed(), m))))
+        })
     }
 
     /// Runs once when a connection is gone.
     pub fn on_close<F, Fut>(self, f: F) -> Self
     where
-        F: Fn(WsConnection) -> Fut + 'static,
+        F: Fn(WsConnection<T>) -> Fut + 'static,
         Fut: Future + 'static,
         Fut::Output: HandlerOutput,
     {
-        self.edit(|e| e.on_close = Some(Rc::new(move |c| boxed(f(c)))))
+        self.edit(|e| e.on_close = Some(Rc::new(move |c: WsConnection| boxed(f(c.typed())))))
     }
 
     /// Largest message (all fragments together); over it the connection is closed with 1009.
@@ -365,38 +410,16 @@ impl WsEndpoint {
     /// #[derive(serde::Serialize, serde::Deserialize)]
     /// struct Room(String);
     /// let chat = WsEndpoint::new()
+    ///     .data::<Room>()
     ///     .survive_reload(true)
-    ///     .carry_data::<Room>()
+    ///     .carry_data()
     ///     .on_open(|ws, _| async move { ws.set_data(Room("lobby".into())) });
     /// ```
-    pub fn carry_data<T>(self) -> Self
+    pub fn carry_data(self) -> Self
     where
-        T: serde::Serialize + serde::de::DeserializeOwned + 'static,
+        T: serde::Serialize + serde::de::DeserializeOwned,
     {
         self.edit(|e| e.carry_data = Some(super::handover::DataCarrier::of::<T>()))
-    }
-
-    /// How its connections' data moves with them, if it does.
-    pub(super) fn data_carrier(&self) -> Option<super::handover::DataCarrier> {
-        self.inner.carry_data
-    }
-
-    /// Whether its connections move to the new worker on a reload.
-    pub(super) fn survives_reload(&self) -> bool {
-        self.inner.survive_reload
-    }
-
-    /// Records the key the endpoint is registered under for handovers (the first one).
-    pub(super) fn set_handover_key(&self, key: &str) {
-        let mut k = self.inner.handover_key.borrow_mut();
-        if k.is_none() {
-            *k = Some(key.into());
-        }
-    }
-
-    /// Largest message.
-    pub(super) fn max_message(&self) -> usize {
-        self.inner.max_message
     }
 
     /// Accepts handshakes from browser pages of `origins` only (`https://chat.example.com`;
@@ -443,6 +466,87 @@ impl WsEndpoint {
     /// ```
     pub fn slow_consumer(self, policy: SlowConsumer) -> Self {
         self.edit(|e| e.slow = policy)
+    }
+
+    /// Answers an HTTP request on a route with the WebSocket handshake and serves the
+    /// connection with this endpoint. A request that is not a valid upgrade gets 400 (or 426
+    /// for another WebSocket version).
+    ///
+    /// ```no_run
+    /// use brisk::http::HttpServer;
+    /// use brisk::ws::WsEndpoint;
+    /// let echo = WsEndpoint::new().on_message(|ws, msg| async move { ws.send(msg) });
+    /// let server = HttpServer::new("http://127.0.0.1:8080").unwrap().handler(move |req| {
+    ///     let echo = echo.clone();
+    ///     async move { echo.upgrade(req) }
+    /// });
+    /// ```
+    pub fn upgrade<B>(&self, mut req: Request<B>) -> Response<Body> {
+        let on_upgrade = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>();
+        let (parts, _) = req.into_parts();
+        self.core
+            .accept(&parts, on_upgrade, Attached::default())
+            .map(Body::from)
+    }
+}
+
+impl Endpoint {
+    /// Serves a connection handed over by a reload (its id was `previous_id`): `on_resume`
+    /// first, if there is one (an error is logged and counted, a panic counted and the
+    /// connection closed), then `serving`, its task.
+    pub(super) fn serve_resumed(
+        &self,
+        conn: Connection<WsCodec>,
+        previous_id: u64,
+        serving: impl Future<Output = ()> + 'static,
+    ) {
+        let Some(on_resume) = self.inner.on_resume.clone() else {
+            tokio::task::spawn_local(serving);
+            return;
+        };
+        tokio::task::spawn_local(async move {
+            use futures_util::FutureExt;
+            let ws = WsConnection::of(conn.clone());
+            let outcome = std::panic::AssertUnwindSafe(on_resume(ws, Resumed { previous_id }))
+                .catch_unwind()
+                .await;
+            let failed = |why: String| {
+                Stats::add(&conn.worker_stats().throw_exception, 1);
+                tracing::warn!(conn = conn.id(), "on_resume failed: {why}");
+            };
+            match outcome {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failed(e.to_string()),
+                Err(panic) => {
+                    failed(format!("panicked: {}", panic_message(&panic)));
+                    conn.destroy();
+                }
+            }
+            serving.await
+        });
+    }
+
+    /// How its connections' data moves with them, if it does.
+    pub(super) fn data_carrier(&self) -> Option<super::handover::DataCarrier> {
+        self.inner.carry_data
+    }
+
+    /// Whether its connections move to the new worker on a reload.
+    pub(super) fn survives_reload(&self) -> bool {
+        self.inner.survive_reload
+    }
+
+    /// Records the key the endpoint is registered under for handovers (the first one).
+    pub(super) fn set_handover_key(&self, key: &str) {
+        let mut k = self.inner.handover_key.borrow_mut();
+        if k.is_none() {
+            *k = Some(key.into());
+        }
+    }
+
+    /// Largest message.
+    pub(super) fn max_message(&self) -> usize {
+        self.inner.max_message
     }
 
     /// The permessage-deflate agreement for a handshake's `Sec-WebSocket-Extensions` values:
@@ -514,7 +618,7 @@ impl WsEndpoint {
                 if let Some(w) = &mut window {
                     w.attach(conn.id());
                 }
-                let ws = WsConnection { conn };
+                let ws = WsConnection::of(conn);
                 if let Some(data) = attached.data {
                     ws.set_data_boxed(data);
                 }
@@ -552,7 +656,7 @@ impl WsEndpoint {
             let ep = ep.clone();
             Box::pin(async move {
                 match &ep.inner.on_close {
-                    Some(f) => f(WsConnection { conn }).await,
+                    Some(f) => f(WsConnection::of(conn)).await,
                     None => Ok(()),
                 }
             })
@@ -582,7 +686,7 @@ impl WsEndpoint {
                 conn.protocol().open(accepted.agreed);
                 conn.send(WsFrame::Raw(accepted.bytes()))?;
                 if let Some(f) = &self.inner.on_open {
-                    return f(WsConnection { conn }, h).await;
+                    return f(WsConnection::of(conn), h).await;
                 }
             }
             WsFrame::BadHandshake(refused) => refuse(&conn, refused),
@@ -627,29 +731,9 @@ impl WsEndpoint {
             text: matches!(msg, Message::Text(_)),
         };
         let worker = conn.worker().clone();
-        let result = crate::otel::root(f(WsConnection { conn }, msg), traced).await;
+        let result = crate::otel::root(f(WsConnection::of(conn), msg), traced).await;
         worker.record_latency(&worker.stats.ws_latency, began);
         result
-    }
-
-    /// Answers an HTTP request on a route with the WebSocket handshake and serves the
-    /// connection with this endpoint. A request that is not a valid upgrade gets 400 (or 426
-    /// for another WebSocket version).
-    ///
-    /// ```no_run
-    /// use brisk::http::HttpServer;
-    /// use brisk::ws::WsEndpoint;
-    /// let echo = WsEndpoint::new().on_message(|ws, msg| async move { ws.send(msg) });
-    /// let server = HttpServer::new("http://127.0.0.1:8080").unwrap().handler(move |req| {
-    ///     let echo = echo.clone();
-    ///     async move { echo.upgrade(req) }
-    /// });
-    /// ```
-    pub fn upgrade<B>(&self, mut req: Request<B>) -> Response<Body> {
-        let on_upgrade = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>();
-        let (parts, _) = req.into_parts();
-        self.accept(&parts, on_upgrade, Attached::default())
-            .map(Body::from)
     }
 
     /// The opening handshake of an HTTP upgrade request (its head `parts`, the connection's
@@ -767,12 +851,43 @@ fn refuse(conn: &Connection<WsCodec>, refused: Refused) {
 }
 
 /// A WebSocket connection, as handlers get it. Cheap to clone.
-#[derive(Clone)]
-pub struct WsConnection {
+///
+/// `T` is the type of the data it carries, named by its endpoint
+/// ([`WsEndpoint::data`]); `()` for none.
+pub struct WsConnection<T = ()> {
     conn: Connection<WsCodec>,
+    data: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for WsConnection<T> {
+    fn clone(&self) -> Self {
+        WsConnection {
+            conn: self.conn.clone(),
+            data: PhantomData,
+        }
+    }
 }
 
 impl WsConnection {
+    /// The handle of `conn`, a connection of an endpoint.
+    pub(crate) fn of(conn: Connection<WsCodec>) -> Self {
+        WsConnection {
+            conn,
+            data: PhantomData,
+        }
+    }
+
+    /// The handle that callbacks of an endpoint whose connections carry `T` get. Only what
+    /// the endpoint's typed setters wrap calls it, so a connection's data is always a `T`.
+    fn typed<T>(self) -> WsConnection<T> {
+        WsConnection {
+            conn: self.conn,
+            data: PhantomData,
+        }
+    }
+}
+
+impl<T> WsConnection<T> {
     /// Id of the connection, unique within its worker.
     pub fn id(&self) -> u64 {
         self.conn.id()
@@ -871,9 +986,13 @@ impl WsConnection {
         group::leave(self.conn.worker(), Member::Socket(self.id()), group);
     }
 
-    /// Attaches a value to the connection (see [`Connection::set_data`]).
-    pub fn set_data<T: 'static>(&self, value: T) {
-        self.conn.set_data(value);
+    /// Attaches `value` to the connection, replacing any earlier one: its type is the one
+    /// the endpoint named ([`WsEndpoint::data`]).
+    pub fn set_data(&self, value: T)
+    where
+        T: 'static,
+    {
+        self.conn.set_data_boxed(Box::new(value));
     }
 
     /// Attaches a value already boxed (what an upgrade route attached).
@@ -881,9 +1000,21 @@ impl WsConnection {
         self.conn.set_data_boxed(value);
     }
 
-    /// Runs `f` on the attached value (see [`Connection::with_data`]).
-    pub fn with_data<T: 'static, R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
-        self.conn.with_data(f)
+    /// Runs `f` on the attached value; `None` if none is attached yet (see
+    /// [`Connection::with_data`]).
+    pub fn with_data<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R>
+    where
+        T: 'static,
+    {
+        self.conn.with_data_as(f)
+    }
+
+    /// A clone of the attached value, if one is attached.
+    pub fn data(&self) -> Option<T>
+    where
+        T: Clone + 'static,
+    {
+        self.with_data(|v| v.clone())
     }
 
     /// Bytes received and sent so far.

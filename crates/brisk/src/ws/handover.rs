@@ -35,7 +35,7 @@ use super::codec::{CodecState, WsCodec, WsFrame};
 use super::group::{self, Member};
 use super::group_key::GroupKey;
 use super::replay::Replay;
-use super::WsEndpoint;
+use super::Endpoint;
 use crate::ipc::clock::monotonic_ns;
 use crate::ipc::{fds, memfd};
 use crate::limits::Limits;
@@ -64,7 +64,7 @@ const SERVICE_RESTART: u16 = 1012;
 /// Where an endpoint can be found in a new worker, and the limits its connections get there.
 #[derive(Clone)]
 struct Registered {
-    endpoint: WsEndpoint,
+    endpoint: Endpoint,
     /// `None`: the worker's defaults (an HTTP route's connections).
     limits: Option<Limits>,
 }
@@ -115,7 +115,7 @@ impl Handover {
 
 /// Makes `endpoint` findable under `key` in worker `w` (every worker builds the same app, so
 /// the new worker finds it under the same key), if it survives reloads.
-pub(crate) fn register(w: &WorkerCtx, key: String, endpoint: &WsEndpoint, limits: Option<Limits>) {
+pub(crate) fn register(w: &WorkerCtx, key: String, endpoint: &Endpoint, limits: Option<Limits>) {
     if !endpoint.survives_reload() {
         return;
     }

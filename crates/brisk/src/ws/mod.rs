@@ -39,6 +39,7 @@ mod server;
 #[cfg(feature = "axum")]
 pub use axum_upgrade::WebSocketUpgrade;
 pub use codec::Handshake;
+pub(crate) use endpoint::Endpoint;
 pub use endpoint::{Resumed, SlowConsumer, WsConnection, WsEndpoint, SLOW_CLOSE_GRACE};
 pub use event_stream::event_stream;
 #[cfg(feature = "channels")]
@@ -56,6 +57,7 @@ pub(crate) use identity::close_members;
 #[cfg(feature = "redis")]
 pub use identity::sockets_of;
 pub use identity::{close_where, send_to};
+pub use named::EndpointName;
 #[cfg(feature = "redis")]
 pub(crate) use presence::start as start_presence;
 #[cfg(feature = "channels")]

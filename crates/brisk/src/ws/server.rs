@@ -1,6 +1,6 @@
 //! [`WsServer`]: a `websocket://` or `wss://` listener for a [`WsEndpoint`].
 
-use super::endpoint::WsEndpoint;
+use super::endpoint::{Endpoint, WsEndpoint};
 use crate::address::{Address, Scheme};
 use crate::error::{Error, Result};
 use crate::limits::LimitOverrides;
@@ -15,7 +15,7 @@ pub struct WsServer {
     pub(crate) listen: ListenConfig,
     pub(crate) limits: LimitOverrides,
     pub(crate) worker_callbacks: WorkerCallbacks,
-    pub(crate) endpoint: WsEndpoint,
+    pub(crate) endpoint: Endpoint,
 }
 
 impl WsServer {
@@ -32,13 +32,13 @@ impl WsServer {
             listen: ListenConfig::new(address),
             limits: LimitOverrides::default(),
             worker_callbacks: WorkerCallbacks::default(),
-            endpoint: WsEndpoint::new(),
+            endpoint: WsEndpoint::new().core().clone(),
         })
     }
 
     /// What to do with the connections.
-    pub fn endpoint(mut self, endpoint: WsEndpoint) -> Self {
-        self.endpoint = endpoint;
+    pub fn endpoint<T: 'static>(mut self, endpoint: WsEndpoint<T>) -> Self {
+        self.endpoint = endpoint.core().clone();
         self
     }
 

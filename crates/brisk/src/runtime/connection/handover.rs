@@ -135,6 +135,6 @@ pub(crate) fn serve_restored<P: Protocol>(
     }
     let received = state.received;
     let initial = (!received.is_empty()).then(|| Box::new(received));
-    let conn = Connection { inner };
+    let conn = Connection::of(inner);
     (conn.clone(), conn.lifecycle(initial, true))
 }

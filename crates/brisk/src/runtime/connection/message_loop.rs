@@ -34,7 +34,7 @@ pub(crate) fn serve_with<P: Protocol>(
     }
     // Boxed (and only when there are any): an argument lives in the task for its whole life.
     let initial = (!initial.is_empty()).then(|| Box::new(initial));
-    Connection { inner }.lifecycle(initial, false)
+    Connection::of(inner).lifecycle(initial, false)
 }
 
 impl<P: Protocol> Connection<P> {
