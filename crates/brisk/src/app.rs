@@ -525,14 +525,9 @@ impl App {
         if let Some(why) = self.schedules.iter().find_map(Schedule::problem) {
             return Err(Error::Config(why.to_string()));
         }
-        crate::metrics::check(&self.app_metrics).map_err(Error::Config)?;
+        crate::metrics::check(&self.app_metrics).map_err(|e| Error::Config(e.to_string()))?;
         if let Some(secret) = &self.cluster.secret {
-            if secret.len() < 16 {
-                return Err(Error::Config(format!(
-                    "App::cluster_secret is {} bytes; it must be at least 16",
-                    secret.len()
-                )));
-            }
+            crate::secret_key::check(secret).map_err(|e| Error::Config(e.to_string()))?;
         }
         #[cfg(feature = "config")]
         if let Some(why) = crate::config::problem() {

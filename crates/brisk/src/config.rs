@@ -170,14 +170,14 @@ impl Config {
                 settings
             }
             Err(why) => {
-                keep_problem(why);
+                keep_problem(why.to_string());
                 T::default()
             }
         }
     }
 
     /// The sources merged and checked against `T`.
-    fn merge<T: Serialize + DeserializeOwned + Default>(&self) -> Result<T, String> {
+    fn merge<T: Serialize + DeserializeOwned + Default>(&self) -> Result<T, Unmerged> {
         let mut figment = Figment::from(Serialized::defaults(T::default()));
         if let Some(path) = &self.file {
             if path.exists() {
@@ -194,12 +194,18 @@ impl Config {
         for (key, value) in &self.set {
             figment = figment.merge(Serialized::default(key, value));
         }
-        figment.extract::<T>().map_err(|e| {
-            e.into_iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        })
+        figment.extract::<T>().map_err(|e| Unmerged(Box::new(e)))
+    }
+}
+
+/// Why the sources do not make the settings: every error figment found, joined by `; `.
+#[derive(Debug)]
+struct Unmerged(Box<figment::Error>);
+
+impl std::fmt::Display for Unmerged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let all: Vec<String> = self.0.clone().into_iter().map(|e| e.to_string()).collect();
+        f.write_str(&all.join("; "))
     }
 }
 
@@ -253,11 +259,19 @@ mod tests {
             }
         );
         std::fs::write(&file, "workers = \"many\"\n").unwrap();
-        let err = Config::new().file(&file).merge::<Settings>().unwrap_err();
+        let err = Config::new()
+            .file(&file)
+            .merge::<Settings>()
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("workers"), "{err}");
         assert!(err.contains("many"), "{err}");
         std::fs::write(&file, "wrokers = 2\n").unwrap();
-        let err = Config::new().file(&file).merge::<Settings>().unwrap_err();
+        let err = Config::new()
+            .file(&file)
+            .merge::<Settings>()
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("wrokers"), "{err}");
         std::env::remove_var("BRISKCFGTEST_DB__POOL");
     }

@@ -28,8 +28,33 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
-use crate::http::client::{ClientOptions, HttpClient};
+use crate::http::client::{ClientError, ClientOptions, HttpClient};
 use crate::jwt::{Jwt, JwtError};
+
+/// Why the key set could not be had this time.
+#[derive(Debug, thiserror::Error)]
+#[error("JWKS {url}: {why}")]
+struct Unfetched {
+    url: String,
+    why: Why,
+}
+
+/// What went wrong fetching the key set.
+#[derive(Debug, thiserror::Error)]
+enum Why {
+    /// The request failed.
+    #[error("{0}")]
+    Request(ClientError),
+    /// The answer was not a success.
+    #[error("answered {0}")]
+    Status(http::StatusCode),
+    /// The body is not text.
+    #[error("the document is not UTF-8")]
+    NotUtf8,
+    /// The body is not a key set Brisk takes.
+    #[error("{0}")]
+    Keys(JwtError),
+}
 
 /// How long a fetch may take before it counts as failed.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -307,27 +332,30 @@ impl Inner {
                 } else {
                     tracing::error!("{error}");
                 }
-                state.last_error = Some(error);
+                state.last_error = Some(error.to_string());
             }
         }
     }
 
     /// The document, read into keys with the claims asked for.
-    async fn download(&self) -> Result<Jwt, String> {
+    async fn download(&self) -> Result<Jwt, Unfetched> {
         let url = &self.url;
+        let failed = |why| Unfetched {
+            url: url.clone(),
+            why,
+        };
         let response = self
             .client
             .get(url)
             .header("accept", "application/json")
             .send()
             .await
-            .map_err(|e| format!("JWKS {url}: {e}"))?;
+            .map_err(|e| failed(Why::Request(e)))?;
         if !response.status().is_success() {
-            return Err(format!("JWKS {url}: answered {}", response.status()));
+            return Err(failed(Why::Status(response.status())));
         }
-        let text = std::str::from_utf8(response.body())
-            .map_err(|_| format!("JWKS {url}: the document is not UTF-8"))?;
-        let mut jwt = Jwt::jwks(text).map_err(|e| format!("JWKS {url}: {e}"))?;
+        let text = std::str::from_utf8(response.body()).map_err(|_| failed(Why::NotUtf8))?;
+        let mut jwt = Jwt::jwks(text).map_err(|e| failed(Why::Keys(e)))?;
         if let Some(audience) = &self.audience {
             jwt = jwt.audience(audience);
         }

@@ -60,7 +60,7 @@
 //!                   app's settings, loaded once by the master), open_files, jwt
 //!                   (tokens checked at connect time), otel/ (each worker's tracer and
 //!                   its spans), redis_seal (the HMAC that seals what Brisk keeps in
-//!                   Redis)
+//!                   Redis), secret_key (the app's secret as HMAC keys, and its rule)
 //! ```
 //!
 //! A worker's state is one value, its context: its own fields, and one value of each type the
@@ -133,6 +133,7 @@ mod run_paths;
 mod runtime;
 pub mod schedule;
 mod secret_env;
+mod secret_key;
 mod server;
 mod startup;
 pub mod stats;

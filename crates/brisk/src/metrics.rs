@@ -372,47 +372,80 @@ pub(crate) fn samples() -> Vec<Sample> {
         .unwrap_or_default()
 }
 
+/// Why an app's metrics cannot be exported beside Brisk's own series.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MetricProblem {
+    /// Not a metric name.
+    #[error("metric {0:?}: a name is [a-zA-Z_:][a-zA-Z0-9_:]*")]
+    BadName(String),
+    /// A prefix of Brisk's own series.
+    #[error("metric {0:?}: the prefixes brisk_ and process_ are Brisk's own")]
+    BriskPrefix(String),
+    /// Not a label name.
+    #[error(
+        "metric {metric:?}: label {label:?} is not a label name ([a-zA-Z_][a-zA-Z0-9_]*, not \
+         starting with __)"
+    )]
+    BadLabel {
+        /// The metric.
+        metric: String,
+        /// The label.
+        label: String,
+    },
+    /// A label Brisk adds to every series.
+    #[error("metric {metric:?}: label {label:?} is one Brisk adds itself")]
+    BriskLabel {
+        /// The metric.
+        metric: String,
+        /// The label.
+        label: String,
+    },
+    /// A histogram without bounds, or bounds not increasing.
+    #[error("metric {0:?}: a histogram's bounds must be increasing, and at least one")]
+    Bounds(String),
+    /// A histogram bound that is NaN.
+    #[error("metric {0:?}: a bound is NaN")]
+    NanBound(String),
+    /// One name with two kinds or helps.
+    #[error("metric {0:?}: registered twice with a different kind or help")]
+    TwoKinds(String),
+    /// The same series twice.
+    #[error("metric {metric:?} with labels {labels:?}: registered twice")]
+    Twice {
+        /// The metric.
+        metric: String,
+        /// Its labels.
+        labels: Vec<(String, String)>,
+    },
+}
+
 /// Checks that `metrics` can be exported together with Brisk's own series: valid names and
 /// labels, increasing histogram bounds, one kind and help per name, no series twice.
-pub(crate) fn check(metrics: &[&'static dyn Metric]) -> Result<(), String> {
+pub(crate) fn check(metrics: &[&'static dyn Metric]) -> Result<(), MetricProblem> {
     let samples: Vec<Sample> = metrics.iter().map(|m| m.sample()).collect();
     for (i, s) in samples.iter().enumerate() {
+        let name = || s.name.clone();
         if !valid_name(&s.name, true) {
-            return Err(format!(
-                "metric {:?}: a name is [a-zA-Z_:][a-zA-Z0-9_:]*",
-                s.name
-            ));
+            return Err(MetricProblem::BadName(name()));
         }
         if s.name.starts_with("brisk_") || s.name.starts_with("process_") {
-            return Err(format!(
-                "metric {:?}: the prefixes brisk_ and process_ are Brisk's own",
-                s.name
-            ));
+            return Err(MetricProblem::BriskPrefix(name()));
         }
         for (k, _) in &s.labels {
+            let (metric, label) = (name(), k.clone());
             if !valid_name(k, false) || k.starts_with("__") {
-                return Err(format!(
-                    "metric {:?}: label {k:?} is not a label name ([a-zA-Z_][a-zA-Z0-9_]*, not \
-                     starting with __)",
-                    s.name
-                ));
+                return Err(MetricProblem::BadLabel { metric, label });
             }
             if matches!(k.as_str(), "le" | "server" | "worker" | "pid") {
-                return Err(format!(
-                    "metric {:?}: label {k:?} is one Brisk adds itself",
-                    s.name
-                ));
+                return Err(MetricProblem::BriskLabel { metric, label });
             }
         }
         if let Value::Histogram { bounds, .. } = &s.value {
             if bounds.is_empty() || bounds.windows(2).any(|w| w[0] >= w[1]) {
-                return Err(format!(
-                    "metric {:?}: a histogram's bounds must be increasing, and at least one",
-                    s.name
-                ));
+                return Err(MetricProblem::Bounds(name()));
             }
             if bounds.iter().any(|b| b.is_nan()) {
-                return Err(format!("metric {:?}: a bound is NaN", s.name));
+                return Err(MetricProblem::NanBound(name()));
             }
         }
         for earlier in &samples[..i] {
@@ -422,16 +455,14 @@ pub(crate) fn check(metrics: &[&'static dyn Metric]) -> Result<(), String> {
             if std::mem::discriminant(&earlier.value) != std::mem::discriminant(&s.value)
                 || earlier.help != s.help
             {
-                return Err(format!(
-                    "metric {:?}: registered twice with a different kind or help",
-                    s.name
-                ));
+                return Err(MetricProblem::TwoKinds(name()));
             }
             if earlier.labels == s.labels {
-                return Err(format!(
-                    "metric {:?} with labels {:?}: registered twice",
-                    s.name, s.labels
-                ));
+                let labels = s.labels.clone();
+                return Err(MetricProblem::Twice {
+                    metric: name(),
+                    labels,
+                });
             }
         }
     }
@@ -487,20 +518,33 @@ mod tests {
 
     #[test]
     fn bad_registrations_are_refused_saying_why() {
-        assert_eq!(check(&[&HITS, &OTHER_HITS, &LEVEL, &SIZES]), Ok(()));
-        let twice = check(&[&HITS, &HITS]).unwrap_err();
+        assert!(check(&[&HITS, &OTHER_HITS, &LEVEL, &SIZES]).is_ok());
+        let twice = check(&[&HITS, &HITS]).unwrap_err().to_string();
         assert!(twice.contains("registered twice"), "{twice}");
         static BAD: Counter = Counter::new("2fast", "x");
-        assert!(check(&[&BAD]).unwrap_err().contains("a name is"));
+        assert!(check(&[&BAD])
+            .unwrap_err()
+            .to_string()
+            .contains("a name is"));
         static OURS: Counter = Counter::new("brisk_mine_total", "x");
-        assert!(check(&[&OURS]).unwrap_err().contains("Brisk's own"));
+        assert!(check(&[&OURS])
+            .unwrap_err()
+            .to_string()
+            .contains("Brisk's own"));
         static KIND: Gauge = Gauge::new("hits_total", "Hits.");
         assert!(check(&[&HITS, &KIND])
             .unwrap_err()
+            .to_string()
             .contains("different kind"));
         static LABEL: Counter = Counter::new("x_total", "x").labels(&[("pid", "1")]);
-        assert!(check(&[&LABEL]).unwrap_err().contains("Brisk adds itself"));
+        assert!(check(&[&LABEL])
+            .unwrap_err()
+            .to_string()
+            .contains("Brisk adds itself"));
         static BOUNDS: Histogram<2> = Histogram::new("b", "b", [2.0, 1.0]);
-        assert!(check(&[&BOUNDS]).unwrap_err().contains("increasing"));
+        assert!(check(&[&BOUNDS])
+            .unwrap_err()
+            .to_string()
+            .contains("increasing"));
     }
 }

@@ -21,8 +21,7 @@ use std::time::{Duration, Instant};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-/// The shortest secret accepted, in bytes (as for the bus).
-pub(crate) const MIN_SECRET: usize = 16;
+use crate::secret_key::ShortSecret;
 
 /// How often a refusal is logged at most.
 const LOG_EVERY: Duration = Duration::from_secs(10);
@@ -53,17 +52,10 @@ impl Sealed {
 pub(crate) struct DataKey(Hmac<Sha256>);
 
 impl DataKey {
-    /// The key of `secret`, which must be at least [`MIN_SECRET`] bytes.
-    pub(crate) fn new(secret: &[u8]) -> Result<Self, String> {
-        if secret.len() < MIN_SECRET {
-            return Err(format!(
-                "App::cluster_secret is {} bytes; it must be at least {MIN_SECRET}",
-                secret.len()
-            ));
-        }
-        Hmac::<Sha256>::new_from_slice(secret)
-            .map(DataKey)
-            .map_err(|e| format!("App::cluster_secret: {e}"))
+    /// The key of `secret`, which must be long enough
+    /// ([`MIN_SECRET`](crate::secret_key::MIN_SECRET) bytes).
+    pub(crate) fn new(secret: &[u8]) -> Result<Self, ShortSecret> {
+        crate::secret_key::hmac_key(secret).map(DataKey)
     }
 
     fn mac(&self, kind: Sealed, parts: &[&[u8]]) -> Hmac<Sha256> {
@@ -120,7 +112,7 @@ static REFUSED: AtomicU64 = AtomicU64::new(0);
 
 /// Records the app's secret (a worker or custom process does, as it starts: each builds the
 /// same `App` as its master); the first call wins. A secret too short is refused.
-pub(crate) fn set(secret: Option<&[u8]>) -> Result<(), String> {
+pub(crate) fn set(secret: Option<&[u8]>) -> Result<(), ShortSecret> {
     let key = secret.map(DataKey::new).transpose()?;
     let _ = KEY.set(key);
     Ok(())

@@ -39,7 +39,7 @@ impl RunPaths {
             reason,
         };
         if dir.is_dir() {
-            return check_owner_and_mode(dir).map_err(fail);
+            return check_owner_and_mode(dir).map_err(|why| fail(why.to_string()));
         }
         if dir.exists() {
             return Err(fail("it exists and is not a directory".into()));
@@ -61,21 +61,33 @@ impl RunPaths {
     }
 }
 
+/// Why a run directory is not safe to keep the pid file and control socket in.
+#[derive(Debug, thiserror::Error)]
+enum UnsafeDir {
+    /// It cannot be looked at.
+    #[error("{0}")]
+    Unreadable(#[from] std::io::Error),
+    /// Another user owns it.
+    #[error("it belongs to uid {owner}, not to this user (uid {me}); use a directory of your own")]
+    NotOurs { owner: u32, me: u32 },
+    /// Others may write to it.
+    #[error("others can write to it (mode {0:o}); make it private (chmod 700) or use another")]
+    Writable(u32),
+}
+
 /// Why `dir` is not safe to keep the pid file and control socket in, if it is not.
-fn check_owner_and_mode(dir: &Path) -> std::result::Result<(), String> {
-    let meta = std::fs::metadata(dir).map_err(|e| e.to_string())?;
+fn check_owner_and_mode(dir: &Path) -> std::result::Result<(), UnsafeDir> {
+    let meta = std::fs::metadata(dir)?;
     let me = nix::unistd::geteuid().as_raw();
     if meta.uid() != me {
-        return Err(format!(
-            "it belongs to uid {}, not to this user (uid {me}); use a directory of your own",
-            meta.uid()
-        ));
+        return Err(UnsafeDir::NotOurs {
+            owner: meta.uid(),
+            me,
+        });
     }
     let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o022 != 0 {
-        return Err(format!(
-            "others can write to it (mode {mode:o}); make it private (chmod 700) or use another"
-        ));
+        return Err(UnsafeDir::Writable(mode));
     }
     Ok(())
 }

@@ -40,12 +40,18 @@ pub(crate) struct WorkerSpec {
     pub tracing: Option<(crate::otel::Tracing, String)>,
 }
 
+/// A worker spec in the environment that is not `SERVICE:INDEX`.
+#[derive(Debug, thiserror::Error)]
+#[error("bad {ENV_WORKER} value {0:?}")]
+pub(crate) struct BadWorkerSpec(String);
+
 /// Parses this process's `SERVICE:INDEX` worker spec from the environment.
-pub(crate) fn spec_from_env() -> Result<(usize, usize), String> {
+pub(crate) fn spec_from_env() -> Result<(usize, usize), BadWorkerSpec> {
     let spec = env::worker_spec().unwrap_or_default();
-    spec.split_once(':')
-        .and_then(|(s, i)| Some((s.parse().ok()?, i.parse().ok()?)))
-        .ok_or_else(|| format!("bad {ENV_WORKER} value {spec:?}"))
+    let parsed = spec
+        .split_once(':')
+        .and_then(|(s, i)| Some((s.parse().ok()?, i.parse().ok()?)));
+    parsed.ok_or(BadWorkerSpec(spec))
 }
 
 /// Ignores the signals the master handles: a terminal sends them to the whole process group,

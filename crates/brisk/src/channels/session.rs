@@ -14,7 +14,7 @@ use super::hub::{group_in, no_history, user_key, ChannelError, Channels};
 use super::namespace::{namespace_of, Access, PublishBucket, Publishers};
 use super::replay::Replay;
 use super::wire::PROTOCOL_VERSION;
-use super::wire::{self, Command, Encoded, ErrorCode, Format, Payload, Subscribe};
+use super::wire::{self, BadFormat, Command, Encoded, ErrorCode, Format, Payload, Subscribe};
 use crate::timer::{self, TimerId};
 use crate::ws::{Handshake, Message, Position, WsConnection, WsEndpoint};
 
@@ -92,7 +92,7 @@ impl Channels {
             if self.formats().contains(&f) {
                 Ok(f)
             } else {
-                Err("this server speaks JSON only (Channels::msgpack is off)".into())
+                Err(BadFormat::JsonOnly)
             }
         });
         let deadline = close_after(
@@ -111,7 +111,7 @@ impl Channels {
             publishing: HashMap::new(),
         });
         if let Err(why) = format {
-            ws.close(close::BAD_REQUEST, &why);
+            ws.close(close::BAD_REQUEST, &why.to_string());
         }
     }
 

@@ -56,10 +56,24 @@ pub enum Format {
     MsgPack,
 }
 
+/// Why a connection's URL names no format the server speaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadFormat {
+    /// `format=` more than once.
+    #[error("one format per connection")]
+    Twice,
+    /// A format Brisk does not know (its first 20 characters).
+    #[error("unknown format {0:?}: json or msgpack")]
+    Unknown(String),
+    /// MessagePack, which this server does not speak.
+    #[error("this server speaks JSON only (Channels::msgpack is off)")]
+    JsonOnly,
+}
+
 impl Format {
     /// The format a WebSocket URL's `path?query` asks for, or why it names none this server
-    /// speaks.
-    pub(crate) fn of_path(path: &str) -> Result<Format, String> {
+    /// could speak.
+    pub(crate) fn of_path(path: &str) -> Result<Format, BadFormat> {
         let query = path.split_once('?').map_or("", |(_, q)| q);
         let mut asked = query
             .split('&')
@@ -67,11 +81,8 @@ impl Format {
         match (asked.next(), asked.next()) {
             (None, _) | (Some("json"), None) => Ok(Format::Json),
             (Some("msgpack"), None) => Ok(Format::MsgPack),
-            (Some(_), Some(_)) => Err("one format per connection".into()),
-            (Some(other), None) => Err(format!(
-                "unknown format {:?}: json or msgpack",
-                other.chars().take(20).collect::<String>()
-            )),
+            (Some(_), Some(_)) => Err(BadFormat::Twice),
+            (Some(other), None) => Err(BadFormat::Unknown(other.chars().take(20).collect())),
         }
     }
 }
@@ -564,6 +575,7 @@ mod tests {
         );
         assert!(Format::of_path("/c?format=protobuf")
             .unwrap_err()
+            .to_string()
             .contains("protobuf"));
         assert!(Format::of_path("/c?format=json&format=msgpack").is_err());
     }

@@ -36,6 +36,8 @@ mod pool_wait;
 mod postgres;
 #[cfg(feature = "postgres")]
 mod postgres_answer;
+#[cfg(feature = "postgres")]
+mod postgres_connect_error;
 #[cfg(all(feature = "postgres", feature = "fuzzing"))]
 pub(crate) mod postgres_fuzzing;
 #[cfg(feature = "postgres")]

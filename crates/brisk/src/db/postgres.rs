@@ -213,8 +213,8 @@ impl Postgres {
             ));
         }
         let root_certs = own.root_certs.or_else(|| options.tls_root_certs.clone());
-        let tls =
-            PgTls::new(config.get_ssl_mode(), own.verify, root_certs.as_deref()).map_err(bad)?;
+        let tls = PgTls::new(config.get_ssl_mode(), own.verify, root_certs.as_deref())
+            .map_err(|e| bad(e.to_string()))?;
         let options_max_transactions = options.max_transactions;
         let places = options
             .pool_size
@@ -764,7 +764,7 @@ impl Postgres {
             options.max_result_bytes,
         )
         .await
-        .map_err(DbError::Unavailable)?;
+        .map_err(|e| DbError::Unavailable(e.to_string()))?;
         tokio::spawn(async move {
             let why = driver.run(Mode::Exclusive).await;
             tracing::debug!("a PostgreSQL transaction connection closed: {why}");
@@ -886,7 +886,7 @@ async fn keep_connected(inner: Arc<Inner>, slot: Arc<Slot>) {
                 if first || backoff >= inner.options.max_backoff {
                     tracing::warn!("cannot connect to PostgreSQL: {e}");
                 }
-                set_error(e);
+                set_error(e.to_string());
                 inner.changed.notify_waiters();
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(inner.options.max_backoff);

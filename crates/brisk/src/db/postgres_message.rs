@@ -7,6 +7,7 @@ use fallible_iterator::FallibleIterator;
 use postgres_protocol::message::backend::{ErrorResponseBody, Message};
 use tokio::io::AsyncReadExt;
 
+use super::postgres_connect_error::{ConnectError, MessageError};
 use super::postgres_tls::Socket;
 
 /// The largest message start-up takes: authentication requests, settings, errors and the
@@ -19,7 +20,7 @@ pub(super) const MAX_STARTUP_MESSAGE: usize = 64 * 1024;
 pub(super) fn next_message(
     input: &mut BytesMut,
     max: usize,
-) -> Result<Option<(Message, usize)>, String> {
+) -> Result<Option<(Message, usize)>, MessageError> {
     let Some(header) = input.get(..5) else {
         return Ok(None);
     };
@@ -27,15 +28,16 @@ pub(super) fn next_message(
     let length = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
     let size = length + 1;
     if size > max {
-        return Err(format!(
-            "the server sent a message of {size} bytes (type {:?}), over the limit of {max}",
-            char::from(header[0])
-        ));
+        return Err(MessageError::TooLarge {
+            size,
+            kind: char::from(header[0]),
+            max,
+        });
     }
     match Message::parse(input) {
         Ok(Some(message)) => Ok(Some((message, size))),
         Ok(None) => Ok(None),
-        Err(e) => Err(format!("unreadable message from the server: {e}")),
+        Err(e) => Err(MessageError::Unreadable(e)),
     }
 }
 
@@ -44,15 +46,15 @@ pub(super) async fn read_message(
     socket: &mut Box<dyn Socket>,
     input: &mut BytesMut,
     max: usize,
-) -> Result<Message, String> {
+) -> Result<Message, ConnectError> {
     loop {
         if let Some((message, _)) = next_message(input, max)? {
             return Ok(message);
         }
         match socket.read_buf(input).await {
-            Ok(0) => return Err("the server closed the connection".into()),
+            Ok(0) => return Err(ConnectError::Closed),
             Ok(_) => {}
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -81,7 +83,7 @@ mod tests {
         let mut input = BytesMut::from(&[b'D', 0x80, 0, 0, 0, 1, 2, 3][..]);
         let before = input.capacity();
         let e = next_message(&mut input, 1 << 20).err().unwrap();
-        assert!(e.contains("over the limit of 1048576"), "{e}");
+        assert!(e.to_string().contains("over the limit of 1048576"), "{e}");
         assert_eq!(input.capacity(), before, "nothing reserved for it");
     }
 

@@ -19,6 +19,7 @@ use tokio::io::AsyncWriteExt;
 use tokio_postgres::config::{ChannelBinding, TargetSessionAttrs};
 use tokio_postgres::Config;
 
+use super::postgres_connect_error::{AuthError, ConnectError};
 use super::postgres_message::{error_text, read_message, MAX_STARTUP_MESSAGE};
 use super::postgres_tls::{Opened, Socket};
 
@@ -34,31 +35,20 @@ pub(super) async fn start_session(
     opened: Opened,
     config: &Config,
     statement_timeout: Duration,
-) -> Result<(Box<dyn Socket>, BytesMut), String> {
+) -> Result<(Box<dyn Socket>, BytesMut), ConnectError> {
     let Opened {
         mut socket,
         encrypted,
         end_point,
         downgraded,
     } = opened;
-    let not_after_a_downgrade = |what: &str| {
-        Err(format!(
-            "the server asks for {what} on a connection without TLS, though TLS was asked for \
-             (sslmode=prefer) and declined: whoever declined it may be in the middle, so the \
-             password is not sent. Make the server take TLS, or give sslmode=disable to send \
-             it without TLS on a network you trust"
-        ))
-    };
+
     let binding = config.get_channel_binding();
     let require_binding = binding == ChannelBinding::Require;
-    let unbound = |why: &str| Err(format!("channel_binding=require, but {why}"));
+
     let mut bound = false;
-    let user = config.get_user().ok_or("the URL names no user")?;
-    let password = || {
-        config
-            .get_password()
-            .ok_or("the server asks for a password")
-    };
+    let user = config.get_user().ok_or(AuthError::NoUser)?;
+    let password = || config.get_password().ok_or(AuthError::NoPassword);
     let mut parameters = vec![("client_encoding", "UTF8"), ("user", user)];
     if let Some(name) = config.get_dbname() {
         parameters.push(("database", name));
@@ -76,7 +66,7 @@ pub(super) async fn start_session(
         parameters.push(("statement_timeout", &statement_timeout));
     }
     let mut out = BytesMut::new();
-    frontend::startup_message(parameters, &mut out).map_err(|e| e.to_string())?;
+    frontend::startup_message(parameters, &mut out)?;
     let mut input = BytesMut::with_capacity(8192);
     let mut scram: Option<sasl::ScramSha256> = None;
     // Nothing but authentication comes before AuthenticationOk: a server (or a man in the
@@ -84,12 +74,8 @@ pub(super) async fn start_session(
     let mut authenticated = false;
     loop {
         if !out.is_empty() {
-            socket
-                .write_all_buf(&mut out)
-                .await
-                .map_err(|e| e.to_string())?;
+            socket.write_all_buf(&mut out).await?;
         }
-        let io = |e: std::io::Error| e.to_string();
         let message = read_message(&mut socket, &mut input, MAX_STARTUP_MESSAGE).await?;
         let authentication = matches!(
             message,
@@ -105,49 +91,44 @@ pub(super) async fn start_session(
             Message::ParameterStatus(_) | Message::BackendKeyData(_) | Message::ReadyForQuery(_)
         );
         if authentication && authenticated {
-            return Err("the server asks to authenticate again after AuthenticationOk".into());
+            return Err(AuthError::Again.into());
         }
         if session && !authenticated {
-            return Err(
-                "the server went on without authenticating us (no AuthenticationOk)".into(),
-            );
+            return Err(AuthError::Skipped.into());
         }
         match message {
             Message::AuthenticationOk => {
                 if scram.is_some() {
-                    return Err("the server skipped SCRAM's final message".into());
+                    return Err(AuthError::NoScramFinal.into());
                 }
                 if require_binding && !bound {
-                    return unbound("the server let us in without SCRAM");
+                    return Err(AuthError::Unbound("the server let us in without SCRAM").into());
                 }
                 authenticated = true;
             }
             Message::ParameterStatus(_) | Message::NoticeResponse(_) => {}
             Message::AuthenticationCleartextPassword if require_binding => {
-                return unbound("the server asks for a cleartext password");
+                return Err(AuthError::Unbound("the server asks for a cleartext password").into());
             }
             Message::AuthenticationMd5Password(_) if require_binding => {
-                return unbound("the server asks for an MD5 password");
+                return Err(AuthError::Unbound("the server asks for an MD5 password").into());
             }
             Message::AuthenticationCleartextPassword if downgraded => {
-                return not_after_a_downgrade("a cleartext password");
+                return Err(AuthError::AfterDowngrade("a cleartext password").into());
             }
             Message::AuthenticationMd5Password(_) if downgraded => {
-                return not_after_a_downgrade("an MD5 password");
+                return Err(AuthError::AfterDowngrade("an MD5 password").into());
             }
             Message::AuthenticationCleartextPassword => {
-                frontend::password_message(password()?, &mut out).map_err(io)?;
+                frontend::password_message(password()?, &mut out)?;
             }
             Message::AuthenticationMd5Password(body) => {
                 let hash = authentication::md5_hash(user.as_bytes(), password()?, body.salt());
-                frontend::password_message(hash.as_bytes(), &mut out).map_err(io)?;
+                frontend::password_message(hash.as_bytes(), &mut out)?;
             }
             Message::AuthenticationSasl(body) => {
-                let offered: Vec<String> = body
-                    .mechanisms()
-                    .map(|m| Ok(m.to_string()))
-                    .collect()
-                    .map_err(io)?;
+                let offered: Vec<String> =
+                    body.mechanisms().map(|m| Ok(m.to_string())).collect()?;
                 let plus = offered.iter().any(|m| m == sasl::SCRAM_SHA_256_PLUS);
                 // Over TLS: bind when the server offers it, else say "y" (could have, was not
                 // offered), so that a server whose offer was stripped in transit notices. A
@@ -156,10 +137,7 @@ pub(super) async fn start_session(
                 let (mechanism, channel) = if binding == ChannelBinding::Disable || !encrypted {
                     (sasl::SCRAM_SHA_256, sasl::ChannelBinding::unsupported())
                 } else if plus {
-                    let hash = end_point.clone().ok_or(
-                        "the server offers SCRAM-SHA-256-PLUS, but its certificate's signature \
-                         names no hash Brisk can bind to (SHA-1, SHA-224, -256, -384, -512)",
-                    )?;
+                    let hash = end_point.clone().ok_or(AuthError::NoBindableHash)?;
                     (
                         sasl::SCRAM_SHA_256_PLUS,
                         sasl::ChannelBinding::tls_server_end_point(hash),
@@ -169,35 +147,34 @@ pub(super) async fn start_session(
                 };
                 bound = mechanism == sasl::SCRAM_SHA_256_PLUS;
                 if require_binding && !bound {
-                    return unbound(if encrypted {
+                    let why = if encrypted {
                         "the server does not offer SCRAM-SHA-256-PLUS"
                     } else {
                         "this connection is not TLS"
-                    });
+                    };
+                    return Err(AuthError::Unbound(why).into());
                 }
                 if !offered.iter().any(|m| m == mechanism) {
-                    return Err(format!(
-                        "the server offers SASL {offered:?}; Brisk speaks SCRAM-SHA-256"
-                    ));
+                    return Err(AuthError::Mechanisms(offered).into());
                 }
                 let s = sasl::ScramSha256::new(password()?, channel);
-                frontend::sasl_initial_response(mechanism, s.message(), &mut out).map_err(io)?;
+                frontend::sasl_initial_response(mechanism, s.message(), &mut out)?;
                 scram = Some(s);
             }
             Message::AuthenticationSaslContinue(body) => {
-                let s = scram.take().ok_or("SASL continue before SASL start")?;
+                let s = scram.take().ok_or(AuthError::OutOfOrder("continue"))?;
                 let s = derive_key(s, body.data()).await?;
-                frontend::sasl_response(s.message(), &mut out).map_err(io)?;
+                frontend::sasl_response(s.message(), &mut out)?;
                 scram = Some(s);
             }
             Message::AuthenticationSaslFinal(body) => {
-                let mut s = scram.take().ok_or("SASL final before SASL start")?;
-                s.finish(body.data()).map_err(io)?;
+                let mut s = scram.take().ok_or(AuthError::OutOfOrder("final"))?;
+                s.finish(body.data()).map_err(AuthError::Scram)?;
             }
             Message::BackendKeyData(_) => {}
-            Message::ErrorResponse(body) => return Err(error_text(&body)),
+            Message::ErrorResponse(body) => return Err(ConnectError::Server(error_text(&body))),
             Message::ReadyForQuery(_) => break,
-            _ => return Err("the server asks for an authentication Brisk does not speak".into()),
+            _ => return Err(AuthError::Unsupported.into()),
         }
     }
     let wanted = match config.get_target_session_attrs() {
@@ -208,9 +185,7 @@ pub(super) async fn start_session(
     if let Some(wanted) = wanted {
         let read_only = show(&mut socket, &mut input, "transaction_read_only").await?;
         if read_only != wanted {
-            return Err(format!(
-                "transaction_read_only is {read_only} here (target_session_attrs)"
-            ));
+            return Err(ConnectError::OtherKind(read_only));
         }
     }
     Ok((socket, input))
@@ -222,20 +197,19 @@ pub(super) async fn start_session(
 async fn derive_key(
     mut scram: sasl::ScramSha256,
     data: &[u8],
-) -> Result<sasl::ScramSha256, String> {
-    let rounds =
-        scram_iterations(data).ok_or("the server's SCRAM message names no iteration count (i=)")?;
+) -> Result<sasl::ScramSha256, AuthError> {
+    let rounds = scram_iterations(data).ok_or(AuthError::NoIterations)?;
     if rounds > MAX_SCRAM_ITERATIONS {
-        return Err(format!(
-            "the server asks for {rounds} SCRAM iterations, over Brisk's limit of \
-             {MAX_SCRAM_ITERATIONS}"
-        ));
+        return Err(AuthError::TooManyIterations {
+            rounds,
+            max: MAX_SCRAM_ITERATIONS,
+        });
     }
     let data = data.to_vec();
     tokio::task::spawn_blocking(move || scram.update(&data).map(|()| scram))
         .await
-        .map_err(|e| format!("SCRAM key derivation: {e}"))?
-        .map_err(|e| e.to_string())
+        .map_err(AuthError::Derivation)?
+        .map_err(AuthError::Scram)
 }
 
 /// The iteration count (`i=`) of SCRAM's server-first message.
@@ -252,13 +226,10 @@ async fn show(
     socket: &mut Box<dyn Socket>,
     input: &mut BytesMut,
     name: &str,
-) -> Result<String, String> {
+) -> Result<String, ConnectError> {
     let mut out = BytesMut::new();
-    frontend::query(&format!("SHOW {name}"), &mut out).map_err(|e| e.to_string())?;
-    socket
-        .write_all_buf(&mut out)
-        .await
-        .map_err(|e| e.to_string())?;
+    frontend::query(&format!("SHOW {name}"), &mut out)?;
+    socket.write_all_buf(&mut out).await?;
     let mut value = String::new();
     loop {
         match read_message(socket, input, MAX_STARTUP_MESSAGE).await? {
@@ -267,7 +238,7 @@ async fn show(
                     value = String::from_utf8_lossy(&row.buffer()[range]).into_owned();
                 }
             }
-            Message::ErrorResponse(body) => return Err(error_text(&body)),
+            Message::ErrorResponse(body) => return Err(ConnectError::Server(error_text(&body))),
             Message::ReadyForQuery(_) => return Ok(value),
             _ => {}
         }
@@ -291,6 +262,6 @@ mod tests {
         let scram = sasl::ScramSha256::new(b"pw", sasl::ChannelBinding::unsupported());
         let first = format!("r=x,s=c2FsdA==,i={}", MAX_SCRAM_ITERATIONS + 1);
         let e = derive_key(scram, first.as_bytes()).await.err().unwrap();
-        assert!(e.contains("over Brisk's limit"), "{e}");
+        assert!(e.to_string().contains("over Brisk's limit"), "{e}");
     }
 }

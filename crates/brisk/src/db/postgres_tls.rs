@@ -36,6 +36,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_postgres::config::SslMode;
 
+use super::postgres_connect_error::{ConnectError, TlsError};
+
 /// A connection's byte stream: TCP, TLS over TCP, or a Unix socket.
 pub(super) trait Socket: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Socket for T {}
@@ -113,11 +115,11 @@ impl PgTls {
         mode: SslMode,
         verify: Option<Verify>,
         roots: Option<&Path>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS set-up: {e}"))?;
+            .map_err(TlsError::SetUp)?;
         let lax = |roots| {
             let verifier = Arc::new(HostNotChecked {
                 provider: provider.clone(),
@@ -129,27 +131,11 @@ impl PgTls {
                 .with_custom_certificate_verifier(verifier)
         };
         let config = match (mode, verify, roots) {
-            (_, Some(v), None) => {
-                return Err(format!(
-                    "sslmode={} needs root certificates: sslrootcert=PATH in the URL, or \
-                     PostgresOptions::tls_root_certs",
-                    v.sslmode()
-                ))
-            }
+            (_, Some(v), None) => return Err(TlsError::NeedsRoots(v.sslmode())),
             (SslMode::Disable, None, None) => return Ok(PgTls::Off),
-            (SslMode::Disable, _, _) => {
-                return Err(
-                    "root certificates (sslrootcert or tls_root_certs) ask for a \
-                            verified TLS connection, which sslmode=disable forbids"
-                        .into(),
-                )
-            }
+            (SslMode::Disable, _, _) => return Err(TlsError::RootsWithoutTls),
             (_, Some(Verify::Chain), Some(path)) if path == Path::new(SYSTEM) => {
-                return Err(
-                    "sslmode=verify-ca may not be used with sslrootcert=system (any public \
-                     CA could vouch for any server): use verify-full"
-                        .into(),
-                )
+                return Err(TlsError::ChainWithSystemRoots)
             }
             (_, Some(Verify::Chain), Some(path)) => lax(Some(root_store(path)?)),
             (_, _, Some(path)) => builder.with_root_certificates(root_store(path)?),
@@ -168,21 +154,23 @@ impl PgTls {
         &self,
         mut stream: TcpStream,
         host: &str,
-    ) -> Result<Option<Opened>, String> {
+    ) -> Result<Option<Opened>, ConnectError> {
         let PgTls::Ask { config, required } = self else {
             return Ok(Some(Opened::plain(stream)));
         };
         let mut out = BytesMut::new();
         frontend::ssl_request(&mut out);
-        let io = |e: std::io::Error| e.to_string();
-        stream.write_all_buf(&mut out).await.map_err(io)?;
+        stream.write_all_buf(&mut out).await?;
         // One byte, read straight off the socket: nothing the server sends after it can
         // slip in ahead of the handshake.
-        let answer = stream.read_u8().await.map_err(io)?;
+        let answer = stream.read_u8().await?;
         match answer {
             b'S' => {
-                let name = ServerName::try_from(host.to_owned())
-                    .map_err(|e| format!("{host} is not a name TLS can check: {e}"))?;
+                let name =
+                    ServerName::try_from(host.to_owned()).map_err(|e| TlsError::BadName {
+                        host: host.to_owned(),
+                        error: e.to_string(),
+                    })?;
                 match tokio_rustls::TlsConnector::from(config.clone())
                     .connect(name, stream)
                     .await
@@ -203,19 +191,12 @@ impl PgTls {
                         tracing::debug!("{host}: TLS handshake: {e}; sslmode=prefer: plain");
                         Ok(None)
                     }
-                    Err(e) => Err(format!("TLS handshake: {e}")),
+                    Err(e) => Err(TlsError::Handshake(e).into()),
                 }
             }
             b'N' if !required => Ok(Some(Opened::downgraded(stream))),
-            b'N' => Err(
-                "the server does not accept TLS, which sslmode=require, verify-ca \
-                         or verify-full, or root certificates, ask for"
-                    .into(),
-            ),
-            other => Err(format!(
-                "the server answered the TLS request with {:?}, not S or N",
-                other as char
-            )),
+            b'N' => Err(TlsError::Declined.into()),
+            other => Err(TlsError::OddAnswer(other).into()),
         }
     }
 }
@@ -225,43 +206,40 @@ const SYSTEM: &str = "system";
 
 /// The certificates of the PEM file at `path`, or the system's for [`SYSTEM`], as trust
 /// anchors.
-fn root_store(path: &Path) -> Result<rustls::RootCertStore, String> {
+fn root_store(path: &Path) -> Result<rustls::RootCertStore, TlsError> {
     if path == Path::new(SYSTEM) {
         return system_root_store();
     }
-    let shown = path.display();
+    let shown = || path.display().to_string();
+    let bad = |error: &dyn std::fmt::Display| TlsError::BadRoot {
+        path: shown(),
+        error: error.to_string(),
+    };
     let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("cannot read sslrootcert {shown}: {e}"))?
+        .map_err(|e| TlsError::RootsUnreadable {
+            path: shown(),
+            error: e.to_string(),
+        })?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("sslrootcert {shown}: {e}"))?;
+        .map_err(|e| bad(&e))?;
     let mut store = rustls::RootCertStore::empty();
     for cert in certs {
-        store
-            .add(cert)
-            .map_err(|e| format!("sslrootcert {shown}: {e}"))?;
+        store.add(cert).map_err(|e| bad(&e))?;
     }
     if store.is_empty() {
-        return Err(format!("sslrootcert {shown} holds no certificate"));
+        return Err(TlsError::NoRoot(shown()));
     }
     Ok(store)
 }
 
 /// The system's root certificates (`sslrootcert=system`); those it cannot parse are skipped.
-fn system_root_store() -> Result<rustls::RootCertStore, String> {
+fn system_root_store() -> Result<rustls::RootCertStore, TlsError> {
     let found = rustls_native_certs::load_native_certs();
     let mut store = rustls::RootCertStore::empty();
     store.add_parsable_certificates(found.certs);
     if store.is_empty() {
-        let why: Vec<String> = found.errors.iter().map(|e| e.to_string()).collect();
-        return Err(format!(
-            "sslrootcert=system: the system has no root certificate that can be read \
-             (SSL_CERT_FILE, SSL_CERT_DIR, or the ca-certificates bundle){}",
-            if why.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", why.join("; "))
-            }
-        ));
+        let why = found.errors.iter().map(|e| e.to_string()).collect();
+        return Err(TlsError::NoSystemRoot(why));
     }
     Ok(store)
 }

@@ -55,6 +55,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::Config;
 
 use super::error::{postgres_kind, DbError, ServerError};
+use super::postgres_connect_error::{ConnectError, HostFailure, NoHost};
 use super::postgres_lowat::Wakeups;
 use super::postgres_message::{error_text, next_message};
 use super::postgres_startup::start_session;
@@ -221,23 +222,26 @@ impl Target {
     /// A new connection: TCP with TCP_NODELAY, the keepalives `config` asks for (libpq's
     /// `keepalives`, on by default) and the TLS `tls` asks for; or a Unix socket, plain.
     /// With the TCP socket's descriptor, for [`Wakeups`].
-    async fn open(&self, config: &Config, tls: &PgTls) -> Result<(Opened, Option<RawFd>), String> {
-        let io = |e: std::io::Error| e.to_string();
+    async fn open(
+        &self,
+        config: &Config,
+        tls: &PgTls,
+    ) -> Result<(Opened, Option<RawFd>), ConnectError> {
         match self {
             Target::Tcp(host, port) => {
-                let stream = tcp(config, host, *port).await.map_err(io)?;
+                let stream = tcp(config, host, *port).await?;
                 let fd = stream.as_raw_fd();
                 match tls.start(stream, host).await? {
                     Some(opened) => Ok((opened, Some(fd))),
                     None => {
-                        let stream = tcp(config, host, *port).await.map_err(io)?;
+                        let stream = tcp(config, host, *port).await?;
                         let fd = stream.as_raw_fd();
                         Ok((Opened::downgraded(stream), Some(fd)))
                     }
                 }
             }
             Target::Unix(path) => Ok((
-                Opened::plain(tokio::net::UnixStream::connect(path).await.map_err(io)?),
+                Opened::plain(tokio::net::UnixStream::connect(path).await?),
                 None,
             )),
         }
@@ -271,7 +275,7 @@ pub(super) async fn connect(
     timeout: Duration,
     statement_timeout: Duration,
     max_result: usize,
-) -> Result<(Connection, Driver), String> {
+) -> Result<(Connection, Driver), NoHost> {
     let ports = config.get_ports();
     let mut failures = Vec::new();
     for (i, host) in config.get_hosts().iter().enumerate() {
@@ -283,17 +287,17 @@ pub(super) async fn connect(
         let started = start(config, tls, &target, statement_timeout, max_result);
         match tokio::time::timeout(timeout, started).await {
             Ok(Ok(connected)) => return Ok(connected),
-            Ok(Err(why)) => failures.push(format!("{target}: {why}")),
-            Err(_) => failures.push(format!(
-                "{target}: no answer within {} ms",
-                timeout.as_millis()
-            )),
+            Ok(Err(why)) => failures.push((target.to_string(), why.into())),
+            Err(_) => {
+                let timed_out = HostFailure::Timeout(timeout.as_millis());
+                failures.push((target.to_string(), timed_out));
+            }
         }
     }
     if failures.is_empty() {
-        return Err("the URL names no host".into());
+        return Err(NoHost::Named);
     }
-    Err(failures.join("; "))
+    Err(NoHost::Failed(failures))
 }
 
 /// Start-up and authentication on one host ([`postgres_startup`](super::postgres_startup)),
@@ -304,7 +308,7 @@ async fn start(
     target: &Target,
     statement_timeout: Duration,
     max_result: usize,
-) -> Result<(Connection, Driver), String> {
+) -> Result<(Connection, Driver), ConnectError> {
     let (opened, tcp_fd) = target.open(config, tls).await?;
     // Over TLS, bytes read from the socket may wait inside the TLS reader (a record not yet
     // whole), which the low-water mark would not see: plain TCP only.

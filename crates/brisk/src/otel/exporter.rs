@@ -19,15 +19,17 @@ pub(super) struct LoudExporter {
 impl LoudExporter {
     /// An exporter that posts protobuf batches to `url` (a full `/v1/traces` URL), each
     /// within `timeout`.
-    pub(super) fn new(url: &str, timeout: Duration) -> Result<Self, String> {
+    pub(super) fn new(
+        url: &str,
+        timeout: Duration,
+    ) -> Result<Self, opentelemetry_otlp::ExporterBuildError> {
         use opentelemetry_otlp::WithExportConfig;
         let inner = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
             .with_endpoint(url)
             .with_timeout(timeout)
-            .build()
-            .map_err(|e| e.to_string())?;
+            .build()?;
         Ok(LoudExporter {
             inner,
             url: crate::redact::redacted(url).into_owned(),

@@ -185,7 +185,7 @@ pub(crate) fn client_request(
 impl HttpSpan {
     /// Ends a client request's span with its `outcome`: the answer's status (4xx and 5xx
     /// mark it an error) or why there was none.
-    pub(crate) fn end_client(self, outcome: Result<u16, String>) {
+    pub(crate) fn end_client(self, outcome: Result<u16, &dyn std::fmt::Display>) {
         let span = self.0.span();
         match outcome {
             Ok(status) => {
@@ -197,7 +197,7 @@ impl HttpSpan {
                     span.set_status(Status::error(status.to_string()));
                 }
             }
-            Err(why) => span.set_status(Status::error(why)),
+            Err(why) => span.set_status(Status::error(why.to_string())),
         }
         span.end();
     }

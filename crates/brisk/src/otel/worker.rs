@@ -45,7 +45,11 @@ thread_local! {
 /// Starts tracing in this worker as `settings` say; the spans say they come from `service`
 /// (unless `settings` name another) and worker `index`. An exporter that cannot be built is
 /// an error (the worker then exits, saying why).
-pub(crate) fn start(settings: &Tracing, service: &str, index: usize) -> Result<(), String> {
+pub(crate) fn start(
+    settings: &Tracing,
+    service: &str,
+    index: usize,
+) -> Result<(), opentelemetry_otlp::ExporterBuildError> {
     let exporter = LoudExporter::new(settings.traces_url(), EXPORT_TIMEOUT)?;
     let batches = BatchSpanProcessor::builder(exporter)
         .with_batch_config(

@@ -38,6 +38,34 @@ use crate::redis::{cmd, Redis, RedisError};
 use crate::redis_seal::Sealed;
 use crate::runtime::handler::{panic_message, BoxError};
 
+/// How a job failed.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    /// It is not sealed with the app's secret: it never runs.
+    #[error(
+        "refused: not sealed with the app's secret (forged, damaged, or pushed by an app with \
+         another secret or none)"
+    )]
+    Unsealed,
+    /// Its handler returned an error ([`Malformed`]: it is not retried).
+    #[error("{0}")]
+    Handler(BoxError),
+    /// Its handler panicked.
+    #[error("panicked: {0}")]
+    Panicked(String),
+}
+
+impl Failure {
+    /// Whether the job is tried again (after its backoff, up to its attempts).
+    fn retried(&self) -> bool {
+        match self {
+            Failure::Unsealed => false,
+            Failure::Handler(e) => e.downcast_ref::<Malformed>().is_none(),
+            Failure::Panicked(_) => true,
+        }
+    }
+}
+
 /// How long a consumer waits to take jobs again after Redis failed it.
 const TAKE_RETRY: Duration = Duration::from_millis(500);
 
@@ -332,9 +360,7 @@ impl Queue {
                 Err(refused) => refused,
             };
             crate::redis_seal::refuse(&format!("job {} of queue {:?}", job.id, self.name));
-            let why = "refused: not sealed with the app's secret (forged, damaged, or pushed \
-                       by an app with another secret or none)";
-            self.settle(&job, Err(why.into()), false).await;
+            self.settle(&job, Err(Failure::Unsealed)).await;
         }
     }
 
@@ -374,7 +400,7 @@ impl Queue {
     }
 
     /// Records how job `job` ended: done, to retry after its backoff, or dead.
-    async fn settle(&self, job: &Job, outcome: Result<(), String>, retry: bool) {
+    async fn settle(&self, job: &Job, outcome: Result<(), Failure>) {
         let result: Result<(), RedisError> = match outcome {
             Ok(()) => self
                 .redis
@@ -392,7 +418,7 @@ impl Queue {
                     crate::runtime::context::with_stats(|c| c.jobs_done.set(c.jobs_done.get() + 1))
                 }),
             Err(error) => {
-                let retry_at = if retry && job.attempt < self.options.max_attempts {
+                let retry_at = if error.retried() && job.attempt < self.options.max_attempts {
                     let exp = job.attempt.saturating_sub(1).min(20);
                     let wait = self
                         .options
@@ -414,7 +440,7 @@ impl Queue {
                             .arg(self.key("dead"))
                             .arg(job.id)
                             .arg(&self.prefix)
-                            .arg(&error)
+                            .arg(error.to_string())
                             .arg(retry_at),
                     )
                     .await
@@ -582,14 +608,11 @@ impl Queue {
             c.jobs_running.set(c.jobs_running.get().saturating_sub(1))
         });
         match outcome {
-            Ok(Ok(())) => self.settle(job, Ok(()), true).await,
-            Ok(Err(e)) => {
-                let retry = e.downcast_ref::<Malformed>().is_none();
-                self.settle(job, Err(e.to_string()), retry).await
-            }
+            Ok(Ok(())) => self.settle(job, Ok(())).await,
+            Ok(Err(e)) => self.settle(job, Err(Failure::Handler(e))).await,
             Err(panic) => {
-                let why = format!("panicked: {}", panic_message(&panic));
-                self.settle(job, Err(why), true).await
+                let why = panic_message(&panic);
+                self.settle(job, Err(Failure::Panicked(why))).await
             }
         }
     }

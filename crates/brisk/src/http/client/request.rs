@@ -138,7 +138,7 @@ impl ClientRequest {
             let answer = self.client.execute(parts).await;
             span.end_client(match &answer {
                 Ok(resp) => Ok(resp.status.as_u16()),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e as &dyn std::fmt::Display),
             });
             return answer;
         }
