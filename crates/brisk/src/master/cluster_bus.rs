@@ -43,11 +43,23 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::cluster_link::{Event, Link};
+use super::cluster_link::{Event, Link, LinkError};
 use super::cluster_message::{BusKey, BusMessage, Refused};
 use crate::ipc::Broadcast;
 use crate::redact::{redacted, redacted_each};
+use crate::secret_key::ShortSecret;
 use crate::stats::ClusterStatus;
+
+/// Why the bus could not be made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BusError {
+    /// The secret that authenticates its messages is too short.
+    #[error(transparent)]
+    Secret(#[from] ShortSecret),
+    /// Its link to Redis could not be set up.
+    #[error(transparent)]
+    Link(#[from] LinkError),
+}
 
 /// Channel names: this prefix, then the group.
 const PREFIX: &str = "brisk:cluster:";
@@ -142,9 +154,9 @@ impl ClusterBus {
         sharded: bool,
         tls_ca: Option<&std::path::Path>,
         secret: &[u8],
-    ) -> Result<Rc<Self>, String> {
-        let key = BusKey::new(secret).map_err(|e| format!("App::cluster_secret: {e}"))?;
-        let link = Link::new(url, sharded, tls_ca).map_err(|e| e.to_string())?;
+    ) -> Result<Rc<Self>, BusError> {
+        let key = BusKey::new(secret)?;
+        let link = Link::new(url, sharded, tls_ca)?;
         let instance = new_instance_id();
         let (changes, changes_rx) = mpsc::unbounded_channel();
         let (outgoing, outgoing_rx) = mpsc::unbounded_channel();

@@ -17,6 +17,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::ipc::{Broadcast, BroadcastKind};
+use crate::secret_key::ShortSecret;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -26,8 +27,6 @@ const TAG: &[u8; 4] = b"BKC2";
 const HEADER: usize = 4 + 16 + 8 + 8 + 1;
 /// Bytes of the HMAC at the end.
 const MAC: usize = 32;
-/// The shortest secret accepted, in bytes.
-pub(crate) const MIN_SECRET: usize = 16;
 
 /// A broadcast between instances, as sent and as received once checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,17 +66,10 @@ impl std::fmt::Debug for BusKey {
 }
 
 impl BusKey {
-    /// The key of `secret`, which must be at least [`MIN_SECRET`] bytes.
-    pub(crate) fn new(secret: &[u8]) -> Result<Self, String> {
-        if secret.len() < MIN_SECRET {
-            return Err(format!(
-                "the cluster secret is {} bytes; it must be at least {MIN_SECRET}",
-                secret.len()
-            ));
-        }
-        Hmac::<Sha256>::new_from_slice(secret)
-            .map(BusKey)
-            .map_err(|e| format!("the cluster secret: {e}"))
+    /// The key of `secret`, which must be long enough
+    /// ([`MIN_SECRET`](crate::secret_key::MIN_SECRET) bytes).
+    pub(crate) fn new(secret: &[u8]) -> Result<Self, ShortSecret> {
+        crate::secret_key::hmac_key(secret).map(BusKey)
     }
 
     fn mac(&self, channel: &str, body: &[u8]) -> Hmac<Sha256> {
@@ -212,6 +204,6 @@ mod tests {
 
     #[test]
     fn short_secrets_are_refused() {
-        assert!(BusKey::new(b"short").unwrap_err().contains("at least 16"));
+        assert_eq!(BusKey::new(b"short").unwrap_err(), ShortSecret(5));
     }
 }

@@ -9,6 +9,7 @@ use std::rc::Rc;
 
 use tokio::net::UnixListener;
 
+use super::failure::{ReloadError, UpgradeRefused};
 use crate::error::{Error, Result};
 use crate::ipc::codec::{read_msg, write_msg};
 use crate::ipc::{self, ControlReply, ControlRequest, MasterStatus};
@@ -23,7 +24,7 @@ pub(crate) trait Controlled: 'static {
     /// Begins to stop (the master exits once its workers have).
     fn stop(&self, graceful: bool);
     /// Replaces every worker; resolves to what happened, or why it stopped.
-    fn reload(&self, graceful: bool) -> impl Future<Output = Result<String, String>>;
+    fn reload(&self, graceful: bool) -> impl Future<Output = Result<String, ReloadError>>;
     /// Tells every worker to open its log files again; returns how many were told.
     fn reopen_logs(&self) -> usize;
     /// Starts the program's file as a new master and hands over to it; resolves once it
@@ -32,7 +33,7 @@ pub(crate) trait Controlled: 'static {
     fn upgrade(
         &self,
         ready_timeout: std::time::Duration,
-    ) -> impl Future<Output = Result<String, String>>;
+    ) -> impl Future<Output = Result<String, UpgradeRefused>>;
 }
 
 /// Binds the control socket at `path`, usable by its owner only.
@@ -152,14 +153,14 @@ async fn handle<C: Controlled>(master: &C, req: ControlRequest) -> ControlReply 
         }
         ControlRequest::Reload { graceful } => match master.reload(graceful).await {
             Ok(msg) => ControlReply::Done(msg),
-            Err(msg) => ControlReply::Error(msg),
+            Err(why) => ControlReply::Error(why.to_string()),
         },
         ControlRequest::Upgrade { ready_timeout_s } => match master
             .upgrade(std::time::Duration::from_secs(ready_timeout_s))
             .await
         {
             Ok(msg) => ControlReply::Done(msg),
-            Err(msg) => ControlReply::Error(msg),
+            Err(why) => ControlReply::Error(why.to_string()),
         },
     }
 }

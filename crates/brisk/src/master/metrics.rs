@@ -55,6 +55,33 @@ pub(crate) fn exposition(scrape: &Scrape<'_>) -> String {
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
+    let mut out = totals(s);
+    out.extend(alert_families(s));
+    out.extend(worker_gauges(s));
+    out.extend(process_families(s));
+    out.push(family(
+        "brisk_resident_memory_peak_bytes",
+        "Peak resident memory of each worker (VmHWM), in bytes.",
+        MetricType::GAUGE,
+        per_worker(s, |w| (w.rss_peak_kib * 1024) as f64),
+    ));
+    out.extend(app_families(s));
+    // A family with no sample (no worker answered yet) is left out: the format has no empty
+    // family.
+    out.retain(|f| !f.get_metric().is_empty());
+    out
+}
+
+/// A gauge per live worker, of `f`.
+fn per_worker(s: &Scrape<'_>, f: fn(&WorkerStatus) -> f64) -> Vec<Metric> {
+    s.workers
+        .iter()
+        .map(|w| gauge(&worker_labels(w), f(w)))
+        .collect()
+}
+
+/// The app's totals: what retired and live workers counted, summed.
+fn totals(s: &Scrape<'_>) -> Vec<MetricFamily> {
     let r = s.retired;
     let sum = |f: fn(&WorkerStatus) -> u64| s.workers.iter().map(f).sum::<u64>();
     let mut responses: Vec<ResponseCount> = r.http_responses.clone();
@@ -65,8 +92,7 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
     }
     responses.sort_by(|a, b| (&a.method, &a.code).cmp(&(&b.method, &b.code)));
 
-    let mut out =
-        vec![
+    vec![
         family(
             "brisk_http_requests_total",
             "HTTP responses sent, by request method and status class.",
@@ -241,10 +267,16 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
             MetricType::COUNTER,
             vec![counter(&[], r.workers as f64)],
         ),
-    ];
+    ]
+}
 
-    if !s.alerts.is_empty() {
-        out.push(family(
+/// Each alert rule's state and the webhook's failures, for an app with alert rules.
+fn alert_families(s: &Scrape<'_>) -> Vec<MetricFamily> {
+    if s.alerts.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        family(
             "brisk_alert_firing",
             "1 while the alert is firing, 0 otherwise.",
             MetricType::GAUGE,
@@ -252,26 +284,25 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
                 .iter()
                 .map(|(name, firing)| gauge(&[("alert", *name)], f64::from(u8::from(*firing))))
                 .collect(),
-        ));
-        out.push(family(
+        ),
+        family(
             "brisk_alert_webhook_failures_total",
             "Alert webhook calls that failed, timed out or were dropped.",
             MetricType::COUNTER,
             vec![counter(&[], s.webhook_failures as f64)],
-        ));
-    }
-    let per_worker = |f: fn(&WorkerStatus) -> f64| -> Vec<Metric> {
-        s.workers
-            .iter()
-            .map(|w| gauge(&worker_labels(w), f(w)))
-            .collect()
-    };
-    out.push(family(
+        ),
+    ]
+}
+
+/// What each worker holds now: connections, database connections, loop lag, jobs, timers.
+fn worker_gauges(s: &Scrape<'_>) -> Vec<MetricFamily> {
+    let per_worker = |f| per_worker(s, f);
+    let mut out = vec![family(
         "brisk_connections",
         "Connections open now.",
         MetricType::GAUGE,
         per_worker(|w| w.connections as f64),
-    ));
+    )];
     // Only the workers that hold database connections: most servers of an app hold none.
     let db_connections = s
         .workers
@@ -313,7 +344,11 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
         MetricType::GAUGE,
         per_worker(|w| w.timers as f64),
     ));
+    out
+}
 
+/// The `process_*` families, of every worker and the master.
+fn process_families(s: &Scrape<'_>) -> Vec<MetricFamily> {
     let mut processes: Vec<(Vec<(&str, String)>, ProcessSample)> = s
         .workers
         .iter()
@@ -340,53 +375,44 @@ fn families(s: &Scrape<'_>) -> Vec<MetricFamily> {
             .collect();
         family(name, help, kind, metrics)
     };
-    out.push(process(
-        "process_cpu_seconds_total",
-        "User and system CPU time spent, in seconds.",
-        MetricType::COUNTER,
-        |p| p.cpu_seconds,
-    ));
-    out.push(process(
-        "process_resident_memory_bytes",
-        "Resident memory size in bytes.",
-        MetricType::GAUGE,
-        |p| p.resident_bytes as f64,
-    ));
-    out.push(process(
-        "process_virtual_memory_bytes",
-        "Virtual memory size in bytes.",
-        MetricType::GAUGE,
-        |p| p.virtual_bytes as f64,
-    ));
-    out.push(process(
-        "process_open_fds",
-        "Open file descriptors.",
-        MetricType::GAUGE,
-        |p| p.open_fds as f64,
-    ));
-    out.push(process(
-        "process_max_fds",
-        "The limit on open file descriptors.",
-        MetricType::GAUGE,
-        |p| p.max_fds as f64,
-    ));
-    out.push(process(
-        "process_start_time_seconds",
-        "Start time of the process since the Unix epoch, in seconds.",
-        MetricType::GAUGE,
-        |p| p.start_time_seconds,
-    ));
-    out.push(family(
-        "brisk_resident_memory_peak_bytes",
-        "Peak resident memory of each worker (VmHWM), in bytes.",
-        MetricType::GAUGE,
-        per_worker(|w| (w.rss_peak_kib * 1024) as f64),
-    ));
-    out.extend(app_families(s));
-    // A family with no sample (no worker answered yet) is left out: the format has no empty
-    // family.
-    out.retain(|f| !f.get_metric().is_empty());
-    out
+    vec![
+        process(
+            "process_cpu_seconds_total",
+            "User and system CPU time spent, in seconds.",
+            MetricType::COUNTER,
+            |p| p.cpu_seconds,
+        ),
+        process(
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+            MetricType::GAUGE,
+            |p| p.resident_bytes as f64,
+        ),
+        process(
+            "process_virtual_memory_bytes",
+            "Virtual memory size in bytes.",
+            MetricType::GAUGE,
+            |p| p.virtual_bytes as f64,
+        ),
+        process(
+            "process_open_fds",
+            "Open file descriptors.",
+            MetricType::GAUGE,
+            |p| p.open_fds as f64,
+        ),
+        process(
+            "process_max_fds",
+            "The limit on open file descriptors.",
+            MetricType::GAUGE,
+            |p| p.max_fds as f64,
+        ),
+        process(
+            "process_start_time_seconds",
+            "Start time of the process since the Unix epoch, in seconds.",
+            MetricType::GAUGE,
+            |p| p.start_time_seconds,
+        ),
+    ]
 }
 
 /// The app's own metrics (see [`crate::metrics`]), a family per name in name order:

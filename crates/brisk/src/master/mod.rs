@@ -14,6 +14,7 @@ mod cluster_link;
 mod cluster_message;
 mod control;
 pub(crate) mod daemon;
+mod failure;
 mod kpi_history;
 mod metrics;
 mod metrics_listener;
@@ -29,7 +30,7 @@ mod upgrade;
 mod webhook;
 
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::address::Endpoint;
@@ -167,39 +168,139 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         Some(p) => Some(pidfile::PidLock::adopt(p.take_pid_file()?, &pid_file)),
         None => None,
     };
-    let mut pid_lock = match adopted
-        .map(Ok)
-        .unwrap_or_else(|| pidfile::PidLock::acquire(&pid_file))
-    {
-        Ok(lock) => lock,
-        Err(pidfile::LockError::Held(pid)) => {
-            return Err(Error::AlreadyRunning {
-                name: paths.name.clone(),
-                pid: pid.unwrap_or(0),
-            })
-        }
-        Err(pidfile::LockError::Unusable(why)) => {
-            return Err(Error::Config(format!(
-                "cannot use pid file {}: {why}",
-                pid_file.display()
-            )))
-        }
-    };
+    let mut pid_lock = lock_pid_file(adopted, &pid_file, &paths.name)?;
     if config.services.is_empty() {
         return Err(Error::Config(format!(
             "{} defines no servers and no processes",
             paths.name
         )));
     }
+    let mut activated = socket_activation::Activated::from_env()?;
+    let Bound {
+        services,
+        listeners,
+        socket_files,
+        systemd_sockets,
+    } = bind_services(&config.services, predecessor.as_mut(), &mut activated)?;
+    let handed_metrics = predecessor.as_mut().and_then(|p| p.take_metrics());
+    let metrics = match config.metrics {
+        Some(addr) => match handed_metrics.or_else(|| activated.take_tcp(addr)) {
+            Some(listener) => Some(listener),
+            None => Some(
+                std::net::TcpListener::bind(addr).map_err(|source| Error::Listen {
+                    address: format!("metrics listener http://{addr}"),
+                    source,
+                })?,
+            ),
+        },
+        None => None,
+    };
+    activated.all_taken()?;
+    let alerting = match &config.alerts {
+        Some(a) => Some(alerting::Alerting::new(&paths.name, a)?),
+        None => None,
+    };
+    let cluster = cluster_bus_of(&config.cluster)?;
+    let (uid, gid) = resolve_identity(config.user.as_deref(), config.group.as_deref())?;
+    // With the listeners bound (a busy port fails first) and no worker yet to accept.
+    if config.startup {
+        crate::startup::run_process(uid, gid)?;
+    }
+    let control = predecessor.as_mut().and_then(|p| p.take_control());
+    let shared = std::rc::Rc::new(std::cell::Cell::new(predecessor.is_some()));
+    let predecessor = predecessor.map(upgrade::Predecessor::finish);
+    let plan = Plan {
+        name: paths.name.clone(),
+        exe: program_path()?,
+        args: std::env::args_os().skip(1).collect(),
+        services,
+        uid,
+        gid,
+        graceful_timeout: config.graceful_timeout,
+        control_socket: paths.control_socket(),
+        listeners: std::cell::RefCell::new(listeners),
+        socket_files: socket_files.clone(),
+        systemd_sockets,
+        metrics,
+        metrics_token: config.metrics_token,
+        alerting,
+        schedules: config.schedules,
+        cluster,
+        pid_file: pid_lock
+            .share()
+            .map_err(|e| Error::io(format!("cannot use pid file {}", pid_file.display()), e))?,
+        control,
+        predecessor,
+        shared: shared.clone(),
+    };
+    if !shared.get() {
+        // (A new master writes its pid when it takes over.)
+        pid_lock
+            .write_pid()
+            .map_err(|e| Error::io(format!("cannot write pid file {}", pid_file.display()), e))?;
+    }
+    let result = supervisor::run(plan);
+    if shared.get() {
+        // The other master's now (or still).
+        pid_lock.keep_file();
+        return result;
+    }
+    pid_lock.own_file();
+    // Files first: once the pid file is gone and unlocked, another start may bind the same
+    // paths.
+    for f in &socket_files {
+        f.remove_if_ours();
+    }
+    drop(pid_lock);
+    result
+}
+
+/// The pid file's lock: the old master's (`adopted`, in an upgrade) or a new one on
+/// `pid_file`; an app of `name` already running there is refused.
+fn lock_pid_file(
+    adopted: Option<pidfile::PidLock>,
+    pid_file: &Path,
+    name: &str,
+) -> Result<pidfile::PidLock> {
+    match adopted
+        .map(Ok)
+        .unwrap_or_else(|| pidfile::PidLock::acquire(pid_file))
+    {
+        Ok(lock) => Ok(lock),
+        Err(pidfile::LockError::Held(pid)) => Err(Error::AlreadyRunning {
+            name: name.to_owned(),
+            pid: pid.unwrap_or(0),
+        }),
+        Err(pidfile::LockError::Unusable(why)) => Err(Error::Config(format!(
+            "cannot use pid file {}: {why}",
+            pid_file.display()
+        ))),
+    }
+}
+
+/// What the master bound (or was handed) for its services.
+struct Bound {
+    services: Vec<ServicePlan>,
+    listeners: Vec<Listener>,
+    socket_files: Vec<std::rc::Rc<socket_file::SocketFile>>,
+    systemd_sockets: Vec<RawFd>,
+}
+
+/// Binds the listeners of the `configured` services, or takes those an old master handed
+/// over (`predecessor`, in an upgrade) or systemd passed (`activated`).
+fn bind_services(
+    configured: &[ServiceConfig],
+    mut predecessor: Option<&mut upgrade::Predecessor>,
+    activated: &mut socket_activation::Activated,
+) -> Result<Bound> {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
     let mut services = Vec::new();
     let mut listeners = Vec::new();
     let mut socket_files = Vec::new();
-    let mut activated = socket_activation::Activated::from_env()?;
     let mut systemd_sockets = Vec::new();
-    for service in &config.services {
+    for service in configured {
         let workers = service.workers.unwrap_or(cpus);
         if workers == 0 {
             return Err(Error::Config(format!(
@@ -235,7 +336,7 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
         let mut listen_fds = Vec::new();
         let inherited = activated.take(&l.address);
         let mut from_systemd = inherited.is_some();
-        let handed = match predecessor.as_mut() {
+        let handed = match predecessor.as_deref_mut() {
             Some(p) => p.take_listeners(&service.name),
             None => Vec::new(),
         };
@@ -313,103 +414,41 @@ pub(crate) fn run(config: MasterConfig) -> Result<()> {
             recycle: l.recycle,
         });
     }
-    let handed_metrics = predecessor.as_mut().and_then(|p| p.take_metrics());
-    let metrics = match config.metrics {
-        Some(addr) => match handed_metrics.or_else(|| activated.take_tcp(addr)) {
-            Some(listener) => Some(listener),
-            None => Some(
-                std::net::TcpListener::bind(addr).map_err(|source| Error::Listen {
-                    address: format!("metrics listener http://{addr}"),
-                    source,
-                })?,
-            ),
-        },
-        None => None,
-    };
-    activated.all_taken()?;
-    let alerting = match &config.alerts {
-        Some(a) => Some(alerting::Alerting::new(&paths.name, a)?),
-        None => None,
-    };
-    let cluster = match &config.cluster.url {
+    Ok(Bound {
+        services,
+        listeners,
+        socket_files,
+        systemd_sockets,
+    })
+}
+
+/// The cluster bus of an app that spans machines, if it does.
+fn cluster_bus_of(
+    cluster: &crate::cluster_setting::ClusterConfig,
+) -> Result<Option<std::rc::Rc<cluster_bus::ClusterBus>>> {
+    Ok(match &cluster.url {
         #[cfg(feature = "redis")]
         Some(url) => {
-            let secret = config.cluster.secret.as_deref().ok_or_else(|| {
+            let secret = cluster.secret.as_deref().ok_or_else(|| {
                 Error::Config(
                     "App::cluster needs App::cluster_secret: a secret shared by every instance \
                      (at least 16 bytes) that authenticates the bus's messages"
                         .into(),
                 )
             })?;
-            let tls_ca = config.cluster.tls_ca.as_deref();
-            let bus = cluster_bus::ClusterBus::new(url, config.cluster.sharded, tls_ca, secret);
-            Some(bus.map_err(Error::Config)?)
+            let tls_ca = cluster.tls_ca.as_deref();
+            let bus = cluster_bus::ClusterBus::new(url, cluster.sharded, tls_ca, secret);
+            Some(bus.map_err(|e| Error::Config(e.to_string()))?)
         }
         #[cfg(not(feature = "redis"))]
         Some(_) => {
-            let sharded = if config.cluster.sharded {
-                "_sharded"
-            } else {
-                ""
-            };
+            let sharded = if cluster.sharded { "_sharded" } else { "" };
             return Err(Error::Config(format!(
                 "App::cluster{sharded} needs the `redis` feature"
             )));
         }
         None => None,
-    };
-    let (uid, gid) = resolve_identity(config.user.as_deref(), config.group.as_deref())?;
-    // With the listeners bound (a busy port fails first) and no worker yet to accept.
-    if config.startup {
-        crate::startup::run_process(uid, gid)?;
-    }
-    let control = predecessor.as_mut().and_then(|p| p.take_control());
-    let shared = std::rc::Rc::new(std::cell::Cell::new(predecessor.is_some()));
-    let predecessor = predecessor.map(upgrade::Predecessor::finish);
-    let plan = Plan {
-        name: paths.name.clone(),
-        exe: program_path()?,
-        args: std::env::args_os().skip(1).collect(),
-        services,
-        uid,
-        gid,
-        graceful_timeout: config.graceful_timeout,
-        control_socket: paths.control_socket(),
-        listeners: std::cell::RefCell::new(listeners),
-        socket_files: socket_files.clone(),
-        systemd_sockets,
-        metrics,
-        metrics_token: config.metrics_token,
-        alerting,
-        schedules: config.schedules,
-        cluster,
-        pid_file: pid_lock
-            .share()
-            .map_err(|e| Error::io(format!("cannot use pid file {}", pid_file.display()), e))?,
-        control,
-        predecessor,
-        shared: shared.clone(),
-    };
-    if !shared.get() {
-        // (A new master writes its pid when it takes over.)
-        pid_lock
-            .write_pid()
-            .map_err(|e| Error::io(format!("cannot write pid file {}", pid_file.display()), e))?;
-    }
-    let result = supervisor::run(plan);
-    if shared.get() {
-        // The other master's now (or still).
-        pid_lock.keep_file();
-        return result;
-    }
-    pid_lock.own_file();
-    // Files first: once the pid file is gone and unlocked, another start may bind the same
-    // paths.
-    for f in &socket_files {
-        f.remove_if_ours();
-    }
-    drop(pid_lock);
-    result
+    })
 }
 
 /// Duplicates `fd` to a number of at least 10, close-on-exec.

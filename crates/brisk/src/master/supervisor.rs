@@ -38,6 +38,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::alerting::Alerting;
 use super::control::{self, Controlled};
+use super::failure::{NotReady, ReloadError, StartError, UpgradeRefused};
 use super::kpi_history::KpiHistory;
 use super::metrics::{self, Scrape};
 use super::metrics_listener::{self, Observed};
@@ -85,11 +86,11 @@ enum Event {
     },
     Reload {
         graceful: bool,
-        done: Option<oneshot::Sender<std::result::Result<String, String>>>,
+        done: Option<oneshot::Sender<std::result::Result<String, ReloadError>>>,
     },
     Upgrade {
         ready_timeout: Duration,
-        done: oneshot::Sender<std::result::Result<String, String>>,
+        done: oneshot::Sender<std::result::Result<String, UpgradeRefused>>,
     },
 }
 
@@ -106,42 +107,19 @@ struct Supervisor {
     recycles: RefCell<crate::recycle::RecycleCounts>,
     /// Held while workers are replaced (a reload, a recycle): one replacement at a time.
     replacing: tokio::sync::Mutex<()>,
-    /// The counters of workers that have exited.
-    retired: RefCell<crate::stats::RetiredTotals>,
-    /// The latest counters of each worker whose channel is open, by pid. When the channel
-    /// closes they move into `retired` in the same step, so the sum of the two never goes
-    /// backwards.
-    looks: RefCell<HashMap<i32, WorkerStatus>>,
-    /// When `looks` were last refreshed for a scrape, and the refresh under way: scrapes
-    /// within a second of one another share one round of questions to the workers.
-    looked_at: Cell<Option<Instant>>,
-    looking: tokio::sync::Mutex<()>,
-    /// The KPIs of the last minutes, a sample a second.
-    history: RefCell<KpiHistory>,
-    /// The alert rules, if the app has any.
-    alerting: RefCell<Option<Alerting>>,
+    /// What it sees of its workers' counters (observe.rs).
+    observed: observe::Observation,
     /// The app's schedules and the slot of the worker that runs them (worker 0 of the last
     /// service, the `schedules` process).
     scheduler: Option<(Rc<Scheduler>, usize)>,
-    /// The number of the last broadcast from another instance relayed to the workers.
-    bus_seq: Cell<u64>,
-    /// Workers gone while another kept broadcasts: their groups leave the bus once none does.
-    gone_holders: RefCell<Vec<i32>>,
-    /// Broadcasts not relayed to a stalled worker.
-    dropped_broadcasts: Cell<u64>,
+    /// What relaying broadcasts keeps (relay.rs).
+    relaying: relay::Relaying,
     /// The cluster bus, if the app spans machines.
     cluster: Option<Rc<super::cluster_bus::ClusterBus>>,
-    /// This master's end of the bridge to the other during an upgrade.
-    bridge: RefCell<Option<Rc<bridge::Bridge>>>,
-    /// Started by an `upgrade` whose old master may still pass connections on: the workers
-    /// keep broadcasts for them until it has ended.
-    awaiting_predecessor: Cell<bool>,
-    /// The control socket's listener, once it is served (for an `upgrade` to hand over).
-    control_fd: Cell<RawFd>,
-    /// Control connections being answered, on whichever listener.
-    control_in_flight: Rc<control::InFlight>,
-    /// The metrics listener's socket, if there is one.
-    metrics_fd: Cell<Option<RawFd>>,
+    /// The bridge to the other master during an upgrade (bridge.rs).
+    bridging: bridge::Bridging,
+    /// Its own listeners, which an upgrade hands over (upgrading.rs).
+    listeners: upgrading::Listeners,
     started: Instant,
     exited: Notify,
     events: mpsc::UnboundedSender<Event>,
@@ -157,78 +135,12 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
     let span = tracing::info_span!("master");
     let _entered = span.enter();
     local.block_on(&rt, async move {
-        let (events, mut rx) = mpsc::unbounded_channel();
+        let (events, rx) = mpsc::unbounded_channel();
         let metrics_socket = plan.metrics.take();
-        let metrics_fd = metrics_socket.as_ref().map(|s| s.as_raw_fd());
         let predecessor = plan.predecessor.take();
         let control_socket = plan.control.take();
-        let alerting = plan.alerting.take();
-        let schedules = std::mem::take(&mut plan.schedules);
-        let cluster = plan.cluster.take();
-        let slots = plan.slots();
-        let n = slots.len();
-        let scheduler = (!schedules.is_empty()).then(|| {
-            let last = plan.services.len() - 1;
-            let slot = slots
-                .iter()
-                .position(|s| *s == (last, 0))
-                .expect("the schedules process has a worker 0");
-            (Rc::new(Scheduler::new(schedules)), slot)
-        });
-        let sup = Rc::new(Supervisor {
-            plan,
-            slots,
-            current: RefCell::new(vec![None; n]),
-            live: RefCell::new(HashMap::new()),
-            failures: RefCell::new(vec![0; n]),
-            stopping: Cell::new(false),
-            reloading: Cell::new(false),
-            restarts: Cell::new(0),
-            recycles: RefCell::default(),
-            replacing: tokio::sync::Mutex::new(()),
-            retired: RefCell::default(),
-            looks: RefCell::default(),
-            looked_at: Cell::new(None),
-            looking: tokio::sync::Mutex::new(()),
-            history: RefCell::default(),
-            alerting: RefCell::new(alerting),
-            scheduler,
-            dropped_broadcasts: Cell::new(0),
-            bus_seq: Cell::new(0),
-            gone_holders: RefCell::default(),
-            cluster,
-            bridge: RefCell::new(None),
-            awaiting_predecessor: Cell::new(false),
-            control_fd: Cell::new(-1),
-            control_in_flight: Rc::default(),
-            metrics_fd: Cell::new(metrics_fd),
-            started: Instant::now(),
-            exited: Notify::new(),
-            events,
-        });
-        if let Some(bus) = &sup.cluster {
-            // Broadcasts from other instances go to the workers of this one that hold members
-            // of the group, and to those that may still be handed members (they keep every
-            // broadcast for them), numbered in this master's name: a member handed to a new
-            // worker is sent those it missed, as with the workers' own.
-            let weak = Rc::downgrade(&sup);
-            bus.start(move |topic, broadcast| {
-                if let Some(sup) = weak.upgrade() {
-                    if let Some(bus) = &sup.cluster {
-                        let holders = bus.holders(topic);
-                        let seq = sup.bus_seq.get() + 1;
-                        sup.bus_seq.set(seq);
-                        let stamp = Stamp {
-                            origin: std::process::id(),
-                            seq,
-                        };
-                        sup.relay_to(topic, stamp, broadcast, |w| {
-                            w.keeping.get() || holders.contains(&w.pid)
-                        });
-                    }
-                }
-            });
-        }
+        let sup = Supervisor::new(plan, metrics_socket.as_ref().map(|s| s.as_raw_fd()), events);
+        sup.start_bus();
         sup.install_signal_handlers()?;
         // Started by `upgrade`: the bridge to the old master, before any worker broadcasts.
         let predecessor = match predecessor {
@@ -236,15 +148,15 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                 if let Some(bridge) = p.bridge {
                     sup.open_bridge(bridge, true, p.bridge_speaks_frames)
                         .map_err(|e| Error::io("upgrade: the bridge", e))?;
-                    sup.awaiting_predecessor.set(true);
+                    sup.bridging.awaiting_predecessor.set(true);
                 }
                 Some((p.link, p.old_pid))
             }
             None => None,
         };
-        if let Err(msg) = sup.start_all().await {
+        if let Err(why) = sup.start_all().await {
             sup.stop_all(false, false).await;
-            return Err(Error::Config(msg));
+            return Err(Error::Config(why.to_string()));
         }
         // Started by `upgrade`: the old master lets go once this one's workers are ready.
         let taken_over = match predecessor {
@@ -261,14 +173,121 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             Some(listener) => listener,
             None => control::bind(&sup.plan.control_socket)?,
         };
-        sup.control_fd.set(control_socket.as_raw_fd());
-        let in_flight = sup.control_in_flight.clone();
-        let mut control = control::serve(sup.clone(), control_socket, in_flight)?;
-        let mut metrics_server = match metrics_socket {
+        sup.listeners.control_fd.set(control_socket.as_raw_fd());
+        let in_flight = sup.listeners.control_in_flight.clone();
+        let control = control::serve(sup.clone(), control_socket, in_flight)?;
+        let metrics_server = match metrics_socket {
             Some(socket) => Some(sup.serve_metrics(socket)?),
             None => None,
         };
-        let browse: Vec<String> = sup
+        sup.say_started();
+        // (With `MAINPID`: systemd follows a new master before the old one exits.)
+        super::sd_notify::ready();
+        if let Some((link, old_pid)) = taken_over {
+            super::upgrade::say_serving(&link).await;
+            sup.take_connections_on(link);
+            tracing::info!("took over from the old master (pid {old_pid})");
+        }
+        sup.spawn_background_tasks();
+        let mut serving = Serving {
+            control,
+            metrics: metrics_server,
+        };
+        sup.handle_events(rx, &mut serving).await;
+        serving.control.abort();
+        if let Some(m) = serving.metrics {
+            m.abort();
+        }
+        if !sup.plan.shared.get() {
+            let _ = std::fs::remove_file(&sup.plan.control_socket);
+        }
+        // (The `upgrade` that handed over among them.)
+        control::answered(&sup.listeners.control_in_flight, Duration::from_secs(5)).await;
+        tracing::info!("{} stopped", sup.plan.name);
+        Ok(())
+    })
+}
+
+/// The tasks that answer on the master's own listeners, which an upgrade stops and, if it
+/// fails, starts again.
+struct Serving {
+    control: tokio::task::JoinHandle<()>,
+    metrics: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Supervisor {
+    /// The supervisor of `plan`'s workers, none started yet, with the metrics listener
+    /// `metrics_fd` (if any) and its event queue `events`.
+    fn new(
+        mut plan: Plan,
+        metrics_fd: Option<RawFd>,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Rc<Self> {
+        let alerting = plan.alerting.take();
+        let schedules = std::mem::take(&mut plan.schedules);
+        let cluster = plan.cluster.take();
+        let slots = plan.slots();
+        let n = slots.len();
+        let scheduler = (!schedules.is_empty()).then(|| {
+            let last = plan.services.len() - 1;
+            let slot = slots
+                .iter()
+                .position(|s| *s == (last, 0))
+                .expect("the schedules process has a worker 0");
+            (Rc::new(Scheduler::new(schedules)), slot)
+        });
+        Rc::new(Supervisor {
+            plan,
+            slots,
+            current: RefCell::new(vec![None; n]),
+            live: RefCell::new(HashMap::new()),
+            failures: RefCell::new(vec![0; n]),
+            stopping: Cell::new(false),
+            reloading: Cell::new(false),
+            restarts: Cell::new(0),
+            recycles: RefCell::default(),
+            replacing: tokio::sync::Mutex::new(()),
+            observed: observe::Observation::new(alerting),
+            scheduler,
+            relaying: relay::Relaying::default(),
+            cluster,
+            bridging: bridge::Bridging::default(),
+            listeners: upgrading::Listeners::new(metrics_fd),
+            started: Instant::now(),
+            exited: Notify::new(),
+            events,
+        })
+    }
+
+    /// With a cluster bus, relays what other instances broadcast to the workers of this one
+    /// that hold members of the group, and to those that may still be handed members (they
+    /// keep every broadcast for them), numbered in this master's name: a member handed to a
+    /// new worker is sent those it missed, as with the workers' own.
+    fn start_bus(self: &Rc<Self>) {
+        if let Some(bus) = &self.cluster {
+            let weak = Rc::downgrade(self);
+            bus.start(move |topic, broadcast| {
+                if let Some(sup) = weak.upgrade() {
+                    if let Some(bus) = &sup.cluster {
+                        let holders = bus.holders(topic);
+                        let seq = sup.relaying.bus_seq.get() + 1;
+                        sup.relaying.bus_seq.set(seq);
+                        let stamp = Stamp {
+                            origin: std::process::id(),
+                            seq,
+                        };
+                        sup.relay_to(topic, stamp, broadcast, |w| {
+                            w.keeping.get() || holders.contains(&w.pid)
+                        });
+                    }
+                }
+            });
+        }
+    }
+
+    /// Logs that the app started: its workers, and where a browser reaches it.
+    fn say_started(&self) {
+        let browse: Vec<String> = self
             .plan
             .services
             .iter()
@@ -276,9 +295,9 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
             .collect();
         tracing::info!(
             "{} started: master pid {}, {}{}",
-            sup.plan.name,
+            self.plan.name,
             std::process::id(),
-            sup.plan
+            self.plan
                 .services
                 .iter()
                 .map(|s| match s.workers {
@@ -292,13 +311,11 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                 false => format!("; open {} in a browser", browse.join(" or ")),
             }
         );
-        // (With `MAINPID`: systemd follows a new master before the old one exits.)
-        super::sd_notify::ready();
-        if let Some((link, old_pid)) = taken_over {
-            super::upgrade::say_serving(&link).await;
-            sup.take_connections_on(link);
-            tracing::info!("took over from the old master (pid {old_pid})");
-        }
+    }
+
+    /// The master's own tasks: the systemd watchdog, the counters, the dev loop's watch and
+    /// the schedules.
+    fn spawn_background_tasks(self: &Rc<Self>) {
         if let Some(period) = super::sd_notify::watchdog_period() {
             // Pinged from the master's loop: a loop that stalls stops pinging.
             tokio::task::spawn_local(async move {
@@ -309,34 +326,42 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                 }
             });
         }
-        tokio::task::spawn_local(sup.clone().watch_counters());
+        tokio::task::spawn_local(self.clone().watch_counters());
         let dev_loop = std::env::var(crate::env::ENV_DEV_LOOP_PID).ok();
         if let Some(pid) = dev_loop.and_then(|p| p.parse().ok()) {
-            tokio::task::spawn_local(stop_without_dev_loop(sup.events.clone(), pid));
+            tokio::task::spawn_local(stop_without_dev_loop(self.events.clone(), pid));
         }
-        if let Some((scheduler, _)) = &sup.scheduler {
+        if let Some((scheduler, _)) = &self.scheduler {
             for i in 0..scheduler.len() {
-                tokio::task::spawn_local(sup.clone().keep_schedule(i));
+                tokio::task::spawn_local(self.clone().keep_schedule(i));
             }
         }
+    }
+
+    /// Acts on each event until a stop, or an upgrade that handed over.
+    async fn handle_events(
+        self: &Rc<Self>,
+        mut rx: mpsc::UnboundedReceiver<Event>,
+        serving: &mut Serving,
+    ) {
         while let Some(ev) = rx.recv().await {
             match ev {
                 Event::Stop { graceful } => {
                     super::sd_notify::stopping();
                     tracing::info!(graceful, "stopping");
-                    sup.stop_all(graceful, false).await;
+                    self.stop_all(graceful, false).await;
                     break;
                 }
                 Event::Reload { graceful, done } => {
-                    if sup.reloading.get() {
+                    if self.reloading.get() {
                         if let Some(d) = done {
-                            let _ = d.send(Err("a reload is already running".into()));
+                            let _ = d.send(Err(ReloadError::AlreadyRunning));
                         }
                         continue;
                     }
                     // Set here, not in the task: an upgrade queued next must see it.
-                    sup.reloading.set(true);
-                    let sup = sup.clone();
+                    self.reloading.set(true);
+                    let sup = self.clone();
                     tokio::task::spawn_local(async move {
                         super::sd_notify::reloading();
                         let r = sup.reload(graceful).await;
@@ -355,13 +380,12 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                     ready_timeout,
                     done,
                 } => {
-                    if sup.reloading.get() {
-                        let _ =
-                            done.send(Err("a reload is under way: upgrade once it ends".into()));
+                    if self.reloading.get() {
+                        let _ = done.send(Err(UpgradeRefused::ReloadUnderWay));
                         continue;
                     }
-                    let serving = (&mut control, &mut metrics_server);
-                    match sup.upgrade(ready_timeout, serving).await {
+                    let serving = (&mut serving.control, &mut serving.metrics);
+                    match self.upgrade(ready_timeout, serving).await {
                         Ok((msg, new_master)) => {
                             let _ = done.send(Ok(msg));
                             // What was asked meanwhile is the new master's to do.
@@ -372,29 +396,18 @@ pub(crate) fn run(mut plan: Plan) -> Result<()> {
                             // The new master answers now; this one's workers hand over
                             // the connections that survive reloads and finish what they
                             // have, the sockets untouched.
-                            sup.stop_all(true, true).await;
-                            sup.close_bridge().await;
+                            self.stop_all(true, true).await;
+                            self.close_bridge().await;
                             break;
                         }
                         Err(why) => {
-                            let _ = done.send(Err(why));
+                            let _ = done.send(Err(UpgradeRefused::Failed(why)));
                         }
                     }
                 }
             }
         }
-        control.abort();
-        if let Some(m) = metrics_server {
-            m.abort();
-        }
-        if !sup.plan.shared.get() {
-            let _ = std::fs::remove_file(&sup.plan.control_socket);
-        }
-        // (The `upgrade` that handed over among them.)
-        control::answered(&sup.control_in_flight, Duration::from_secs(5)).await;
-        tracing::info!("{} stopped", sup.plan.name);
-        Ok(())
-    })
+    }
 }
 
 impl Supervisor {
@@ -443,12 +456,10 @@ impl Supervisor {
     }
 
     /// Starts every worker and waits until all are ready.
-    async fn start_all(self: &Rc<Self>) -> std::result::Result<(), String> {
+    async fn start_all(self: &Rc<Self>) -> std::result::Result<(), StartError> {
         let mut started = Vec::new();
         for slot in 0..self.slots.len() {
-            let w = self
-                .spawn(slot)
-                .map_err(|e| format!("cannot start a worker: {e}"))?;
+            let w = self.spawn(slot).map_err(StartError::Spawn)?;
             self.current.borrow_mut()[slot] = Some(w.clone());
             started.push(w);
         }
@@ -473,7 +484,7 @@ impl Controlled for Supervisor {
         let _ = self.events.send(Event::Stop { graceful });
     }
 
-    async fn reload(&self, graceful: bool) -> std::result::Result<String, String> {
+    async fn reload(&self, graceful: bool) -> std::result::Result<String, ReloadError> {
         let (tx, rx) = oneshot::channel();
         let _ = self.events.send(Event::Reload {
             graceful,
@@ -481,7 +492,7 @@ impl Controlled for Supervisor {
         });
         match rx.await {
             Ok(result) => result,
-            Err(_) => Err("the master stopped during the reload".into()),
+            Err(_) => Err(ReloadError::MasterGone),
         }
     }
 
@@ -489,7 +500,10 @@ impl Controlled for Supervisor {
         Supervisor::reopen_logs(self)
     }
 
-    async fn upgrade(&self, ready_timeout: Duration) -> std::result::Result<String, String> {
+    async fn upgrade(
+        &self,
+        ready_timeout: Duration,
+    ) -> std::result::Result<String, UpgradeRefused> {
         let (done, rx) = oneshot::channel();
         let _ = self.events.send(Event::Upgrade {
             ready_timeout,
@@ -497,7 +511,7 @@ impl Controlled for Supervisor {
         });
         match rx.await {
             Ok(result) => result,
-            Err(_) => Err("the master stopped before the upgrade".into()),
+            Err(_) => Err(UpgradeRefused::MasterGone),
         }
     }
 }
@@ -545,10 +559,7 @@ fn pass_on(ev: Event, new_master: u32) {
             }
         }
         Event::Upgrade { done, .. } => {
-            let _ = done.send(Err(format!(
-                "an upgrade has just replaced this master with pid {new_master}: run upgrade \
-                 again for a newer build"
-            )));
+            let _ = done.send(Err(UpgradeRefused::JustUpgraded(new_master)));
         }
     }
 }

@@ -109,7 +109,7 @@ pub(crate) enum UpgradeError {
         error: std::io::Error,
     },
     #[error("{0}; the upgrade is refused")]
-    Untrusted(String),
+    Untrusted(#[from] super::program_trust::Untrusted),
     #[error("cannot start {exe}: {error}")]
     Start {
         exe: std::path::PathBuf,

@@ -17,6 +17,7 @@
 #[cfg(feature = "axum")]
 mod axum_upgrade;
 pub(crate) mod codec;
+mod connection;
 pub(crate) mod deflate;
 mod delivery;
 mod endpoint;
@@ -39,8 +40,9 @@ mod server;
 #[cfg(feature = "axum")]
 pub use axum_upgrade::WebSocketUpgrade;
 pub use codec::Handshake;
+pub use connection::WsConnection;
 pub(crate) use endpoint::Endpoint;
-pub use endpoint::{Resumed, SlowConsumer, WsConnection, WsEndpoint, SLOW_CLOSE_GRACE};
+pub use endpoint::{Resumed, SlowConsumer, WsEndpoint, SLOW_CLOSE_GRACE};
 pub use event_stream::event_stream;
 #[cfg(feature = "channels")]
 pub(crate) use event_stream::{owned_event_stream, OwnedStream};

@@ -27,6 +27,16 @@ use crate::ipc::codec::{reader, write_broadcast_as_frames, writer};
 use crate::ipc::fds::recv_fds_now;
 use crate::master::upgrade::Link;
 
+/// A master's side of the bridge.
+#[derive(Default)]
+pub(super) struct Bridging {
+    /// This master's end of the bridge to the other during an upgrade.
+    pub(super) bridge: RefCell<Option<Rc<Bridge>>>,
+    /// Started by an `upgrade` whose old master may still pass connections on: the workers
+    /// keep broadcasts for them until it has ended.
+    pub(super) awaiting_predecessor: Cell<bool>,
+}
+
 /// How long the old master waits, as it exits, for what it put on the bridge to be sent.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -122,7 +132,7 @@ impl Supervisor {
                 }
             }
         });
-        *self.bridge.borrow_mut() = Some(Rc::new(Bridge {
+        *self.bridging.bridge.borrow_mut() = Some(Rc::new(Bridge {
             out,
             queued,
             link: RefCell::new(None),
@@ -172,13 +182,13 @@ impl Supervisor {
     /// past [`MAX_QUEUED_BROADCASTS`] queued (the other master is stalled) it is dropped and
     /// counted.
     pub(super) fn bridge_broadcast(&self, topic: &str, stamp: Stamp, broadcast: &Broadcast) {
-        let bridge = self.bridge.borrow();
+        let bridge = self.bridging.bridge.borrow();
         let Some(b) = bridge.as_ref().filter(|_| self.cluster.is_none()) else {
             return;
         };
         if b.queued.get() + broadcast.len() > MAX_QUEUED_BROADCASTS {
-            let dropped = self.dropped_broadcasts.get() + 1;
-            self.dropped_broadcasts.set(dropped);
+            let dropped = self.relaying.dropped_broadcasts.get() + 1;
+            self.relaying.dropped_broadcasts.set(dropped);
             if dropped.is_power_of_two() {
                 tracing::warn!(
                     dropped,
@@ -198,7 +208,7 @@ impl Supervisor {
     /// As the old master, once the new one serves: connections handed over from here on
     /// go to it on `link`.
     pub(super) fn pass_connections_on(&self, link: Link) {
-        let Some(bridge) = self.bridge.borrow().clone() else {
+        let Some(bridge) = self.bridging.bridge.borrow().clone() else {
             return;
         };
         let (tx, mut rx) = mpsc::unbounded_channel::<Option<Batch>>();
@@ -231,7 +241,7 @@ impl Supervisor {
     /// Whether this is the old master of an upgrade, whose workers' connections go to the new
     /// one.
     pub(super) fn passes_to_new_master(&self) -> bool {
-        let bridge = self.bridge.borrow();
+        let bridge = self.bridging.bridge.borrow();
         bridge
             .as_ref()
             .is_some_and(|b| b.batches.borrow().is_some())
@@ -245,7 +255,7 @@ impl Supervisor {
         fds: Vec<OwnedFd>,
         count: usize,
     ) {
-        let bridge = self.bridge.borrow();
+        let bridge = self.bridging.bridge.borrow();
         let batches = bridge.as_ref().map(|b| b.batches.borrow());
         let Some(Some((tx, _))) = batches.as_deref() else {
             tracing::error!("upgrade: no new master to take {count} WebSocket connections");
@@ -265,7 +275,7 @@ impl Supervisor {
     /// As the old master, once its workers have exited: tells the new one, and waits (for up
     /// to [`FLUSH_TIMEOUT`]) until everything is sent.
     pub(super) async fn close_bridge(&self) {
-        let Some(bridge) = self.bridge.borrow_mut().take() else {
+        let Some(bridge) = self.bridging.bridge.borrow_mut().take() else {
             return;
         };
         let batches = bridge.batches.borrow_mut().take();
@@ -294,7 +304,7 @@ impl Supervisor {
 
     /// As the new master, once it serves: connections come in on `link`.
     pub(super) fn take_connections_on(&self, link: Link) {
-        if let Some(bridge) = self.bridge.borrow().as_ref() {
+        if let Some(bridge) = self.bridging.bridge.borrow().as_ref() {
             *bridge.link.borrow_mut() = Some(link);
         }
     }
@@ -303,7 +313,7 @@ impl Supervisor {
     /// of `service`; gives them to this master's worker of the same listener and index (the
     /// index modulo this build's count of them).
     fn take_connections(&self, service: &str, index: usize, count: usize) {
-        let bridge = self.bridge.borrow().clone();
+        let bridge = self.bridging.bridge.borrow().clone();
         let link = bridge.as_ref().map(|b| b.link.borrow());
         let Some(Some(link)) = link.as_deref() else {
             tracing::error!("upgrade: {count} WebSocket connections announced before the link");
@@ -338,8 +348,8 @@ impl Supervisor {
     /// The bridge ended (the old master said `Done`, or is gone): as the new master, its
     /// workers stop keeping broadcasts for connections that might come.
     fn bridge_closed(&self, new_side: bool) {
-        self.bridge.borrow_mut().take();
-        if new_side && self.awaiting_predecessor.replace(false) {
+        self.bridging.bridge.borrow_mut().take();
+        if new_side && self.bridging.awaiting_predecessor.replace(false) {
             for w in self.current_workers() {
                 w.no_more_handovers();
             }
@@ -349,7 +359,7 @@ impl Supervisor {
     /// Tells a worker ready to serve that no connection will be handed to it any more,
     /// unless an old master may still pass some on.
     pub(super) fn no_more_handovers_to(&self, w: &Worker) {
-        if !self.awaiting_predecessor.get() {
+        if !self.bridging.awaiting_predecessor.get() {
             w.no_more_handovers();
         }
     }

@@ -151,24 +151,23 @@ impl Supervisor {
     pub(super) async fn reload(
         self: &Rc<Self>,
         graceful: bool,
-    ) -> std::result::Result<String, String> {
+    ) -> std::result::Result<String, ReloadError> {
         let t0 = Instant::now();
         let _turn = self.replacing.lock().await;
         let mut replaced = 0;
         for slot in 0..self.slots.len() {
             if self.stopping.get() {
-                return Err("the master is stopping".into());
+                return Err(ReloadError::Stopping);
             }
-            let new = self
-                .spawn(slot)
-                .map_err(|e| format!("cannot start a new {}: {e}", self.describe(slot)))?;
-            if let Err(e) = new.wait_ready().await {
+            let new = self.spawn(slot).map_err(|error| ReloadError::Spawn {
+                worker: self.describe(slot),
+                error,
+            })?;
+            if let Err(why) = new.wait_ready().await {
                 new.retiring.set(true);
                 new.kill();
-                return Err(format!(
-                    "new {} failed: {e}; old workers kept",
-                    self.describe(slot)
-                ));
+                let worker = self.describe(slot);
+                return Err(ReloadError::NotReady { worker, why });
             }
             let old = self.current.borrow_mut()[slot].replace(new.clone());
             if let Some(old) = old {

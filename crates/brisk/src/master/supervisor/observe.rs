@@ -4,6 +4,38 @@
 
 use super::*;
 
+/// What the master keeps of its workers' counters, and what it makes of them.
+pub(super) struct Observation {
+    /// The counters of workers that have exited.
+    pub(super) retired: RefCell<crate::stats::RetiredTotals>,
+    /// The latest counters of each worker whose channel is open, by pid. When the channel
+    /// closes they move into `retired` in the same step, so the sum of the two never goes
+    /// backwards.
+    pub(super) looks: RefCell<HashMap<i32, WorkerStatus>>,
+    /// When `looks` were last refreshed for a scrape, and the refresh under way: scrapes
+    /// within a second of one another share one round of questions to the workers.
+    pub(super) looked_at: Cell<Option<Instant>>,
+    pub(super) looking: tokio::sync::Mutex<()>,
+    /// The KPIs of the last minutes, a sample a second.
+    pub(super) history: RefCell<KpiHistory>,
+    /// The alert rules, if the app has any.
+    pub(super) alerting: RefCell<Option<Alerting>>,
+}
+
+impl Observation {
+    /// Nothing seen yet, with the app's alert rules.
+    pub(super) fn new(alerting: Option<Alerting>) -> Self {
+        Observation {
+            retired: RefCell::default(),
+            looks: RefCell::default(),
+            looked_at: Cell::new(None),
+            looking: tokio::sync::Mutex::new(()),
+            history: RefCell::default(),
+            alerting: RefCell::new(alerting),
+        }
+    }
+}
+
 impl Supervisor {
     /// Asks every worker for its counters each [`COUNTERS_PERIOD`], so that a worker that is
     /// killed leaves its totals as of at most that long ago (one that stops in order reports
@@ -47,16 +79,16 @@ impl Supervisor {
 
     /// Adds a second to the KPI history from the latest looks, and judges it for alerts.
     pub(super) fn take_kpi_sample(&self, current: &[Rc<Worker>]) {
-        let looks = self.looks.borrow();
+        let looks = self.observed.looks.borrow();
         let now: Vec<WorkerStatus> = current
             .iter()
             .filter_map(|w| looks.get(&w.pid).cloned())
             .collect();
         let all: Vec<WorkerStatus> = looks.values().cloned().collect();
         drop(looks);
-        let mut history = self.history.borrow_mut();
-        let sample = history.add(&now, &all, &self.retired.borrow());
-        if let Some(alerting) = self.alerting.borrow_mut().as_mut() {
+        let mut history = self.observed.history.borrow_mut();
+        let sample = history.add(&now, &all, &self.observed.retired.borrow());
+        if let Some(alerting) = self.observed.alerting.borrow_mut().as_mut() {
             alerting.observe(sample);
         }
     }
@@ -79,10 +111,10 @@ impl Supervisor {
             uptime_s: self.started.elapsed().as_secs(),
             restarts: self.restarts.get(),
             recycles: *self.recycles.borrow(),
-            dropped_broadcasts: self.dropped_broadcasts.get()
-                + self.retired.borrow().broadcasts_dropped
+            dropped_broadcasts: self.relaying.dropped_broadcasts.get()
+                + self.observed.retired.borrow().broadcasts_dropped
                 + rows.iter().map(|w| w.broadcasts_dropped).sum::<u64>(),
-            retired: self.retired.borrow().clone(),
+            retired: self.observed.retired.borrow().clone(),
             workers: rows,
             unresponsive,
             load_average: crate::stats::load_average(),
@@ -100,16 +132,16 @@ impl Supervisor {
     /// does not answer in time counts as of its last answer.
     pub(super) async fn metrics(&self) -> String {
         self.refresh_looks().await;
-        let mut rows: Vec<WorkerStatus> = self.looks.borrow().values().cloned().collect();
+        let mut rows: Vec<WorkerStatus> = self.observed.looks.borrow().values().cloned().collect();
         rows.sort_by(|a, b| (&a.server, a.worker, a.pid).cmp(&(&b.server, b.worker, b.pid)));
-        let retired = self.retired.borrow().clone();
-        let alerting = self.alerting.borrow();
+        let retired = self.observed.retired.borrow().clone();
+        let alerting = self.observed.alerting.borrow();
         metrics::exposition(&Scrape {
             retired: &retired,
             workers: &rows,
             restarts: self.restarts.get(),
             recycles: *self.recycles.borrow(),
-            dropped_broadcasts: self.dropped_broadcasts.get()
+            dropped_broadcasts: self.relaying.dropped_broadcasts.get()
                 + retired.broadcasts_dropped
                 + rows.iter().map(|w| w.broadcasts_dropped).sum::<u64>(),
             master_pid: std::process::id() as i32,
@@ -124,8 +156,9 @@ impl Supervisor {
     /// way waits for it instead of asking again: however many scrape at once, the workers
     /// answer one round a second.
     pub(super) async fn refresh_looks(&self) {
-        let _one_at_a_time = self.looking.lock().await;
+        let _one_at_a_time = self.observed.looking.lock().await;
         if self
+            .observed
             .looked_at
             .get()
             .is_some_and(|t| t.elapsed() < SCRAPE_FRESHNESS)
@@ -133,7 +166,7 @@ impl Supervisor {
             return;
         }
         self.ask_for_looks().await;
-        self.looked_at.set(Some(Instant::now()));
+        self.observed.looked_at.set(Some(Instant::now()));
     }
 
     pub(super) async fn ask_for_looks(&self) {
@@ -144,7 +177,7 @@ impl Supervisor {
     /// The status page, from fresh looks at the current workers and the KPI history.
     pub(super) async fn status_page(&self) -> String {
         self.refresh_looks().await;
-        let looks = self.looks.borrow();
+        let looks = self.observed.looks.borrow();
         let mut workers: Vec<WorkerStatus> = self
             .current_workers()
             .iter()
@@ -152,8 +185,8 @@ impl Supervisor {
             .collect();
         drop(looks);
         workers.sort_by(|a, b| (&a.server, a.worker).cmp(&(&b.server, b.worker)));
-        let history = self.history.borrow();
-        let alerting = self.alerting.borrow();
+        let history = self.observed.history.borrow();
+        let alerting = self.observed.alerting.borrow();
         let alerts = alerting.as_ref().map(Alerting::states).unwrap_or_default();
         status_page::render(&StatusView {
             name: &self.plan.name,

@@ -104,7 +104,7 @@ impl Supervisor {
             if let Err(e) = new.wait_ready().await {
                 new.retiring.set(true);
                 new.kill();
-                self.recycle_failed(old, &e);
+                self.recycle_failed(old, &e.to_string());
                 return;
             }
             if self.stopping.get() {

@@ -3,6 +3,17 @@
 
 use super::*;
 
+/// What relaying broadcasts keeps.
+#[derive(Default)]
+pub(super) struct Relaying {
+    /// The number of the last broadcast from another instance relayed to the workers.
+    pub(super) bus_seq: Cell<u64>,
+    /// Workers gone while another kept broadcasts: their groups leave the bus once none does.
+    pub(super) gone_holders: RefCell<Vec<i32>>,
+    /// Broadcasts not relayed to a stalled worker.
+    pub(super) dropped_broadcasts: Cell<u64>,
+}
+
 impl Supervisor {
     /// Hands a broadcast to `topic` from worker `from` to every other current worker; a
     /// worker that has [`MAX_QUEUED_BROADCASTS`] waiting already (it is stalled) misses it.
@@ -31,8 +42,8 @@ impl Supervisor {
             }
             let queued = &w.channel.queued;
             if queued.get() + broadcast.len() > MAX_QUEUED_BROADCASTS {
-                let dropped = self.dropped_broadcasts.get() + 1;
-                self.dropped_broadcasts.set(dropped);
+                let dropped = self.relaying.dropped_broadcasts.get() + 1;
+                self.relaying.dropped_broadcasts.set(dropped);
                 if dropped.is_power_of_two() {
                     tracing::warn!(
                         pid = w.pid,
@@ -62,7 +73,7 @@ impl Supervisor {
             return;
         };
         match self.current_workers().iter().any(|w| w.keeping.get()) {
-            true => self.gone_holders.borrow_mut().push(pid),
+            true => self.relaying.gone_holders.borrow_mut().push(pid),
             false => bus.worker_gone(pid),
         }
     }
@@ -80,7 +91,7 @@ impl Supervisor {
         if self.current_workers().iter().any(|w| w.keeping.get()) {
             return;
         }
-        for gone in self.gone_holders.take() {
+        for gone in self.relaying.gone_holders.take() {
             bus.worker_gone(gone);
         }
     }

@@ -153,11 +153,11 @@ impl Supervisor {
                     ToMaster::Failed(reason) => {
                         tracing::error!(pid, "{reason}");
                         if let Some(r) = channel.ready.borrow_mut().take() {
-                            let _ = r.send(Err(reason));
+                            let _ = r.send(Err(NotReady::Failed(reason)));
                         }
                     }
                     ToMaster::Final(s) => {
-                        sup.looks.borrow_mut().insert(pid, *s);
+                        sup.observed.looks.borrow_mut().insert(pid, *s);
                     }
                     ToMaster::GroupJoined(group) => {
                         if let Some(bus) = &sup.cluster {
@@ -186,7 +186,7 @@ impl Supervisor {
                     ToMaster::Detached { count } => sup.pass_on_handed_over(pid, count),
                     ToMaster::Answer { id, answer } => {
                         if let Answer::Status(s) = &answer {
-                            sup.looks.borrow_mut().insert(pid, (**s).clone());
+                            sup.observed.looks.borrow_mut().insert(pid, (**s).clone());
                         }
                         if let Some(waiter) = channel.replies.borrow_mut().remove(&id) {
                             let _ = waiter.send(answer);
@@ -201,8 +201,8 @@ impl Supervisor {
             channel.read_to_end.notify_waiters();
             channel.replies.borrow_mut().clear();
             sup.bus_worker_gone(pid);
-            if let Some(s) = sup.looks.borrow_mut().remove(&pid) {
-                sup.retired.borrow_mut().add(&s);
+            if let Some(s) = sup.observed.looks.borrow_mut().remove(&pid) {
+                sup.observed.retired.borrow_mut().add(&s);
             }
             if let Some((scheduler, _)) = &sup.scheduler {
                 scheduler.worker_gone(pid);

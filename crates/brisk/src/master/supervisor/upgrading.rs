@@ -3,7 +3,30 @@
 //! new master, taking over. The wire protocol is [`super::super::upgrade`]'s.
 
 use super::*;
+use crate::master::failure::UpgradeFailure;
 use crate::master::upgrade::{self, Inheritance, Link, Successor};
+
+/// The master's own listeners, which an upgrade hands to the new master (and takes back if
+/// it fails).
+pub(super) struct Listeners {
+    /// The control socket's listener, once it is served.
+    pub(super) control_fd: Cell<RawFd>,
+    /// Control connections being answered, on whichever listener.
+    pub(super) control_in_flight: Rc<control::InFlight>,
+    /// The metrics listener's socket, if there is one.
+    pub(super) metrics_fd: Cell<Option<RawFd>>,
+}
+
+impl Listeners {
+    /// The metrics listener `metrics_fd`, if any; the control socket is not served yet.
+    pub(super) fn new(metrics_fd: Option<RawFd>) -> Self {
+        Listeners {
+            control_fd: Cell::new(-1),
+            control_in_flight: Rc::default(),
+            metrics_fd: Cell::new(metrics_fd),
+        }
+    }
+}
 
 /// How long a ready new master may take to answer on the control socket once told to.
 const TAKE_OVER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -22,48 +45,48 @@ impl Supervisor {
             &mut tokio::task::JoinHandle<()>,
             &mut Option<tokio::task::JoinHandle<()>>,
         ),
-    ) -> std::result::Result<(String, u32), String> {
+    ) -> std::result::Result<(String, u32), UpgradeFailure> {
         let (control, metrics) = serving;
         let t0 = Instant::now();
         super::super::sd_notify::reloading();
-        let failed = |why: String| {
-            self.bridge.borrow_mut().take();
+        let failed = |why: UpgradeFailure| {
+            self.bridging.bridge.borrow_mut().take();
             tracing::error!("upgrade failed: {why}; this master goes on serving");
             super::super::sd_notify::ready();
-            Err(format!("{why}; the running master goes on serving"))
+            Err(why)
         };
         let (ours, theirs) = match std::os::unix::net::UnixStream::pair() {
             Ok(pair) => pair,
-            Err(e) => return failed(format!("cannot make the bridge: {e}")),
+            Err(e) => return failed(UpgradeFailure::io("make the bridge")(e)),
         };
         if let Err(e) = self.open_bridge(ours.into(), false, false) {
-            return failed(format!("cannot use the bridge: {e}"));
+            return failed(UpgradeFailure::io("use the bridge")(e));
         }
         let inheritance = self.inheritance(theirs.as_raw_fd());
         let started = Successor::start(&self.plan.exe, &self.plan.args, &inheritance);
         drop(theirs);
         let mut successor = match started {
             Ok(s) => s,
-            Err(why) => return failed(why.to_string()),
+            Err(why) => return failed(why.into()),
         };
         tracing::info!(pid = successor.pid(), "upgrade: started a new master");
         if let Err(why) = successor.wait_ready(ready_timeout).await {
             successor.abandon();
-            return failed(why.to_string());
+            return failed(why.into());
         }
         // Copies to serve on again if the new master fails from here.
-        let spare_control = match dup_high(self.control_fd.get()) {
+        let spare_control = match dup_high(self.listeners.control_fd.get()) {
             Ok(fd) => fd,
             Err(e) => {
                 successor.abandon();
-                return failed(format!("cannot keep a copy of the control socket: {e}"));
+                return failed(UpgradeFailure::io("keep a copy of the control socket")(e));
             }
         };
-        let spare_metrics = match self.metrics_fd.get().map(dup_high).transpose() {
+        let spare_metrics = match self.listeners.metrics_fd.get().map(dup_high).transpose() {
             Ok(fd) => fd,
             Err(e) => {
                 successor.abandon();
-                return failed(format!("cannot keep a copy of the metrics listener: {e}"));
+                return failed(UpgradeFailure::io("keep a copy of the metrics listener")(e));
             }
         };
         // From here a control request waits in the socket's queue for the new master.
@@ -92,22 +115,22 @@ impl Supervisor {
                     tracing::error!("cannot write the pid file again: {e}");
                 }
                 let listener = std::os::unix::net::UnixListener::from(spare_control);
-                self.control_fd.set(listener.as_raw_fd());
-                let in_flight = self.control_in_flight.clone();
+                self.listeners.control_fd.set(listener.as_raw_fd());
+                let in_flight = self.listeners.control_in_flight.clone();
                 match control::serve(self.clone(), listener, in_flight) {
                     Ok(handle) => *control = handle,
                     Err(e) => tracing::error!("cannot serve the control socket again: {e}"),
                 }
-                self.metrics_fd.set(None);
+                self.listeners.metrics_fd.set(None);
                 if let Some(fd) = spare_metrics {
                     let listener = std::net::TcpListener::from(fd);
-                    self.metrics_fd.set(Some(listener.as_raw_fd()));
+                    self.listeners.metrics_fd.set(Some(listener.as_raw_fd()));
                     match self.serve_metrics(listener) {
                         Ok(handle) => *metrics = Some(handle),
                         Err(e) => tracing::error!("cannot serve the metrics listener again: {e}"),
                     }
                 }
-                failed(why.to_string())
+                failed(why.into())
             }
         }
     }
@@ -143,8 +166,8 @@ impl Supervisor {
             .collect();
         Inheritance {
             pid_file: self.plan.pid_file.as_raw_fd(),
-            control: self.control_fd.get(),
-            metrics: self.metrics_fd.get(),
+            control: self.listeners.control_fd.get(),
+            metrics: self.listeners.metrics_fd.get(),
             listeners,
             bridge,
         }

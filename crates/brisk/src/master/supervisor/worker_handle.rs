@@ -22,7 +22,7 @@ pub(super) struct Channel {
     pub(super) replies: RefCell<HashMap<u64, oneshot::Sender<Answer>>>,
     /// The id of the next question.
     pub(super) next_question: Cell<u64>,
-    pub(super) ready: RefCell<Option<oneshot::Sender<std::result::Result<(), String>>>>,
+    pub(super) ready: RefCell<Option<oneshot::Sender<std::result::Result<(), NotReady>>>>,
     /// The worker's end closed (it exited): nothing it is asked now will be answered.
     pub(super) closed: Cell<bool>,
     /// Notified when `closed` is set, everything the worker wrote having been read.
@@ -35,7 +35,7 @@ pub(super) struct Worker {
     pub(super) slot: usize,
     pub(super) started: Instant,
     pub(super) channel: Rc<Channel>,
-    pub(super) ready: RefCell<Option<oneshot::Receiver<std::result::Result<(), String>>>>,
+    pub(super) ready: RefCell<Option<oneshot::Receiver<std::result::Result<(), NotReady>>>>,
     /// Being replaced or stopped: its exit is expected.
     pub(super) retiring: Cell<bool>,
     /// Keeping every broadcast for connections that may be handed to it: from its start
@@ -95,21 +95,17 @@ impl Worker {
     }
 
     /// Waits until the worker reports ready, fails, or exits.
-    pub(super) async fn wait_ready(&self) -> std::result::Result<(), String> {
+    pub(super) async fn wait_ready(&self) -> std::result::Result<(), NotReady> {
         let Some(rx) = self.ready.borrow_mut().take() else {
             return Ok(());
         };
         match tokio::time::timeout(READY_TIMEOUT, rx).await {
             Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(format!(
-                "worker pid {} exited before it was ready",
-                self.pid
-            )),
-            Err(_) => Err(format!(
-                "worker pid {} was not ready after {} s",
-                self.pid,
-                READY_TIMEOUT.as_secs()
-            )),
+            Ok(Err(_)) => Err(NotReady::Exited(self.pid)),
+            Err(_) => Err(NotReady::TimedOut {
+                pid: self.pid,
+                secs: READY_TIMEOUT.as_secs(),
+            }),
         }
     }
 
