@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Worker RSS per idle WebSocket connection, on the websocket:// listener and through the HTTP
 # upgrade route, sampled after the connections settle. Usage: bench/ws_idle.sh [CONNS] [SETTLE_S]
+# DEMO=path/to/brisk-demo measures another build of the demo (an A/B: the old build beside
+# the new, with this tree's brisk-bench as the load in both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONNS=${1:-10000}
@@ -8,13 +10,14 @@ SETTLE=${2:-12}
 ulimit -n $((CONNS * 2 + 1000)) 2>/dev/null || true
 cargo build --release -q -p brisk-demo -p brisk-bench
 BIN=target/release
+DEMO=${DEMO:-$BIN/brisk-demo}
 RUN=$(mktemp -d)
 ARGS=(--workers 1 --run-dir "$RUN" --text text://127.0.0.1:17200 --frame frame://127.0.0.1:17201
       --http http://127.0.0.1:17202 --websocket websocket://127.0.0.1:17203)
-cleanup() { "$BIN/brisk-demo" "${ARGS[@]}" stop >/dev/null 2>&1 || true; rm -rf "$RUN"; }
+cleanup() { "$DEMO" "${ARGS[@]}" stop >/dev/null 2>&1 || true; rm -rf "$RUN"; }
 trap cleanup EXIT
-taskset -c 0 "$BIN/brisk-demo" "${ARGS[@]}" start -d >/dev/null
-pid_of() { "$BIN/brisk-demo" "${ARGS[@]}" status --json | python3 -c "
+taskset -c 0 "$DEMO" "${ARGS[@]}" start -d >/dev/null
+pid_of() { "$DEMO" "${ARGS[@]}" status --json | python3 -c "
 import json,sys; print([w['pid'] for w in json.load(sys.stdin)['workers'] if w['server'].startswith('$1')][0])"; }
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 sleep 1
@@ -29,7 +32,7 @@ for target in "websocket://|ws://127.0.0.1:17203/" "http://|ws://127.0.0.1:17202
     HOLD=$!
     sleep $((CONNS / 20000 + 1 + SETTLE))
     AFTER=$(rss "$PID")
-    OPEN=$("$BIN/brisk-demo" "${ARGS[@]}" status --json | python3 -c "
+    OPEN=$("$DEMO" "${ARGS[@]}" status --json | python3 -c "
 import json,sys; print(sum(w['connections'] for w in json.load(sys.stdin)['workers'] if w['pid'] == $PID))")
     wait $HOLD || true
     echo "| $url | $OPEN | $BEFORE KiB | $AFTER KiB | $(( (AFTER - BEFORE) * 1024 / (OPEN > 0 ? OPEN : 1) )) |"
