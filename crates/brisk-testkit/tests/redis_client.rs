@@ -1,6 +1,7 @@
 //! `brisk::redis::Redis` against a real Redis server: commands round-trip on one multiplexed
 //! connection, a server that is down fails fast and the connection comes back when it
-//! returns, and a command the server does not answer in time times out.
+//! returns (the first command after a restart succeeds), and a command the server does not
+//! answer in time times out.
 
 use std::time::{Duration, Instant};
 
@@ -61,6 +62,55 @@ fn a_server_that_is_down_fails_fast_and_the_connection_comes_back() {
         let v: Option<String> = redis.get("k").await.unwrap();
         assert_eq!(v.as_deref(), Some("again"));
     });
+}
+
+/// The first command after a restart succeeds, however long the server has been back, whether
+/// the connection was used while it was down or not. (It failed: the first `Queue::push` of
+/// each worker after a Redis restart was lost, issue 68.)
+#[test]
+fn the_first_command_after_a_server_restart_succeeds() {
+    let mut server = Redis::start().unwrap();
+    let idle = Duration::from_millis(200);
+    let options = RedisOptions {
+        probe_after_idle: idle,
+        ..RedisOptions::default()
+    };
+    let redis = Client::new(&server.url(), options).unwrap();
+    let rt = worker_runtime();
+    for used_while_down in [false, true] {
+        let answered = rt.block_on(async {
+            redis.set_ex("k", b"v".to_vec(), 60).await.unwrap();
+            Instant::now()
+        });
+        server.kill();
+        if used_while_down {
+            rt.block_on(async {
+                let down = redis.get::<Option<String>>("k").await.unwrap_err();
+                assert_eq!(down.http_status(), 503, "{down:?}");
+            });
+        }
+        server.start_again().unwrap();
+        rt.block_on(async {
+            // Back once a client of its own is answered.
+            let probe = Client::new(&server.url(), RedisOptions::default()).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while let Err(e) = probe.run::<String>(&cmd("PING")).await {
+                assert!(
+                    Instant::now() < deadline,
+                    "the server did not come back: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            // The old connection idle past `probe_after_idle`, as a worker's is between uses.
+            tokio::time::sleep(idle.saturating_sub(answered.elapsed())).await;
+            redis
+                .set_ex("k", b"after".to_vec(), 60)
+                .await
+                .unwrap_or_else(|e| panic!("used while down: {used_while_down}: {e}"));
+            let v: Option<String> = redis.get("k").await.unwrap();
+            assert_eq!(v.as_deref(), Some("after"));
+        });
+    }
 }
 
 #[test]

@@ -5,7 +5,14 @@
 //! While Redis is down, calls fail at once with [`RedisError::Unavailable`] (a new connection
 //! is attempted at most every `retry_interval`), and a command past `command_timeout` fails
 //! with [`RedisError::Timeout`]: a handler answers 503 or 504, and nothing hangs.
+//!
+//! A connection that died unused (a server restart) is found before a command is sent on it:
+//! after `probe_after_idle` without an answer, or after a failure, a `PING` goes first, and
+//! the manager reconnects if it fails. A command that meets a refused reconnection (it never
+//! left) is sent once more. Nothing else is retried: a command sent on a connection that then
+//! broke may have run.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,6 +35,11 @@ pub struct RedisOptions {
     /// For `rediss://` (TLS): a PEM file of the certificate authorities to trust instead of
     /// the system's (an internal CA). `None`: the system's.
     pub tls_ca: Option<std::path::PathBuf>,
+    /// A connection that has not answered for this long (or whose last command failed) is
+    /// checked with a `PING` before the next command, so that a command is not lost to a
+    /// connection that died unused (a server restart is seen only when the connection is
+    /// next used). One round trip after each idle spell; zero: before every command.
+    pub probe_after_idle: Duration,
 }
 
 impl Default for RedisOptions {
@@ -37,6 +49,7 @@ impl Default for RedisOptions {
             connect_timeout: Duration::from_secs(2),
             retry_interval: Duration::from_millis(500),
             tls_ca: None,
+            probe_after_idle: Duration::from_secs(1),
         }
     }
 }
@@ -147,7 +160,14 @@ struct Inner {
     options: RedisOptions,
     state: Mutex<State>,
     connecting: tokio::sync::Mutex<()>,
+    /// When the connection last answered, in ns after `born`; [`NOT_ANSWERED`] after a
+    /// failure or before the first answer.
+    answered_ns: AtomicU64,
+    born: Instant,
 }
+
+/// `answered_ns` when the connection has not answered since it last failed, if ever.
+const NOT_ANSWERED: u64 = u64::MAX;
 
 #[derive(Default)]
 struct State {
@@ -166,6 +186,8 @@ impl Redis {
                 options,
                 state: Mutex::default(),
                 connecting: tokio::sync::Mutex::new(()),
+                answered_ns: AtomicU64::new(NOT_ANSWERED),
+                born: Instant::now(),
             }),
         })
     }
@@ -241,7 +263,7 @@ impl Redis {
         &self,
         cmd: &::redis::Cmd,
     ) -> Result<T, RedisError> {
-        let run = self.timed(async |conn| cmd.query_async(conn).await);
+        let run = self.timed(Query::One(cmd));
         crate::otel::call(run, crate::otel::Op::Redis(cmd)).await
     }
 
@@ -251,21 +273,65 @@ impl Redis {
         &self,
         pipe: &::redis::Pipeline,
     ) -> Result<T, RedisError> {
-        let run = self.timed(async |conn| pipe.query_async(conn).await);
+        let run = self.timed(Query::Pipeline(pipe));
         crate::otel::call(run, crate::otel::Op::RedisPipeline).await
     }
 
     /// Runs `query` on the worker's connection within the command timeout.
-    async fn timed<T>(
-        &self,
-        query: impl AsyncFnOnce(&mut ConnectionManager) -> ::redis::RedisResult<T>,
-    ) -> Result<T, RedisError> {
+    ///
+    /// The connection manager learns that its connection died only when a command fails on
+    /// it, and then keeps the reconnection it tried at once (refused, while the server was
+    /// away) until the next command meets it: so the first command after a server restart
+    /// failed, however long the server had been back. Hence the `PING` after an idle spell
+    /// or a failure ([`RedisOptions::probe_after_idle`]): its failure makes the manager
+    /// reconnect before the command is sent. And a refused connection means the command
+    /// never left: it is sent once more, on the manager's new connection. Both within the
+    /// one timeout.
+    async fn timed<T: ::redis::FromRedisValue>(&self, query: Query<'_>) -> Result<T, RedisError> {
         let mut conn = self.connection().await?;
         let timeout = self.inner.options.command_timeout;
-        match tokio::time::timeout(timeout, query(&mut conn)).await {
+        let deadline = Instant::now() + timeout;
+        if self.may_be_dead() {
+            let ping = ::redis::cmd("PING");
+            let probed = ping.query_async::<::redis::Value>(&mut conn);
+            // Its failure is the manager's cue to reconnect; the command tells the caller.
+            let _ = tokio::time::timeout_at(deadline, probed).await;
+        }
+        let answer = match tokio::time::timeout_at(deadline, query.send(&mut conn)).await {
+            Ok(Err(e)) if e.is_connection_refusal() => {
+                tokio::time::timeout_at(deadline, query.send(&mut conn)).await
+            }
+            first => first,
+        };
+        let result = match answer {
             Ok(r) => r.map_err(|e| redis_error(e, timeout)),
             Err(_) => Err(RedisError::Timeout(timeout)),
-        }
+        };
+        let answered = matches!(result, Ok(_) | Err(RedisError::Command(_)));
+        self.note_answer(answered);
+        result
+    }
+
+    /// Whether the connection may have died unused: no answer for
+    /// [`RedisOptions::probe_after_idle`], or a failure since the last.
+    fn may_be_dead(&self) -> bool {
+        let at = self.inner.answered_ns.load(Relaxed);
+        let idle = self.inner.options.probe_after_idle.as_nanos() as u64;
+        at == NOT_ANSWERED || self.now_ns().saturating_sub(at) >= idle
+    }
+
+    /// Records that the connection answered (`true`) or failed.
+    fn note_answer(&self, answered: bool) {
+        let at = if answered {
+            self.now_ns()
+        } else {
+            NOT_ANSWERED
+        };
+        self.inner.answered_ns.store(at, Relaxed);
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.inner.born.elapsed().as_nanos() as u64
     }
 
     /// `GET key`.
@@ -320,6 +386,25 @@ impl Redis {
                 "no subscription within {} ms",
                 timeout.as_millis()
             ))),
+        }
+    }
+}
+
+/// What [`Redis::timed`] sends: one command or a pipeline.
+#[derive(Clone, Copy)]
+enum Query<'a> {
+    One(&'a ::redis::Cmd),
+    Pipeline(&'a ::redis::Pipeline),
+}
+
+impl Query<'_> {
+    async fn send<T: ::redis::FromRedisValue>(
+        self,
+        conn: &mut ConnectionManager,
+    ) -> ::redis::RedisResult<T> {
+        match self {
+            Query::One(cmd) => cmd.query_async(conn).await,
+            Query::Pipeline(pipe) => pipe.query_async(conn).await,
         }
     }
 }
