@@ -290,8 +290,9 @@ impl Redis {
     async fn timed<T: ::redis::FromRedisValue>(&self, query: Query<'_>) -> Result<T, RedisError> {
         let mut conn = self.connection().await?;
         let timeout = self.inner.options.command_timeout;
-        let deadline = Instant::now() + timeout;
-        if self.may_be_dead() {
+        let sent_ns = self.now_ns();
+        let deadline = self.inner.born + Duration::from_nanos(sent_ns) + timeout;
+        if self.may_be_dead(sent_ns) {
             let ping = ::redis::cmd("PING");
             let probed = ping.query_async::<::redis::Value>(&mut conn);
             // Its failure is the manager's cue to reconnect; the command tells the caller.
@@ -307,27 +308,20 @@ impl Redis {
             Ok(r) => r.map_err(|e| redis_error(e, timeout)),
             Err(_) => Err(RedisError::Timeout(timeout)),
         };
+        // An answer counts from when its command went: one clock read per command.
         let answered = matches!(result, Ok(_) | Err(RedisError::Command(_)));
-        self.note_answer(answered);
+        let at = if answered { sent_ns } else { NOT_ANSWERED };
+        self.inner.answered_ns.store(at, Relaxed);
         result
     }
 
     /// Whether the connection may have died unused: no answer for
     /// [`RedisOptions::probe_after_idle`], or a failure since the last.
-    fn may_be_dead(&self) -> bool {
+    /// (`now_ns`: now, on the clock of [`Redis::now_ns`].)
+    fn may_be_dead(&self, now_ns: u64) -> bool {
         let at = self.inner.answered_ns.load(Relaxed);
         let idle = self.inner.options.probe_after_idle.as_nanos() as u64;
-        at == NOT_ANSWERED || self.now_ns().saturating_sub(at) >= idle
-    }
-
-    /// Records that the connection answered (`true`) or failed.
-    fn note_answer(&self, answered: bool) {
-        let at = if answered {
-            self.now_ns()
-        } else {
-            NOT_ANSWERED
-        };
-        self.inner.answered_ns.store(at, Relaxed);
+        at == NOT_ANSWERED || now_ns.saturating_sub(at) >= idle
     }
 
     fn now_ns(&self) -> u64 {

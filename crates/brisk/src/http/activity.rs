@@ -165,13 +165,6 @@ impl Activity {
         self.set(Phase::Handling { body: None });
     }
 
-    /// Brisk's own path parsed a head whose body is still arriving, and waits for it: the
-    /// body's clock runs from the first time (a body that trickles in is a slow body, not
-    /// a slow head).
-    pub(crate) fn awaiting_body(&self, now_ms: u64) {
-        self.body_started(now_ms);
-    }
-
     /// A request with a body was handed to its handler at `now_ms`: the body's clock runs,
     /// but nobody waits for it until the handler reads it.
     pub(crate) fn body_pending(&self, now_ms: u64) {
@@ -180,7 +173,8 @@ impl Activity {
     }
 
     /// A request body began to be waited for at `now_ms` (its clock kept if one runs): the
-    /// request is being handled.
+    /// request is being handled. Brisk's own path calls it for a head whose body is still
+    /// arriving: a body that trickles in is a slow body, not a slow head.
     pub(crate) fn body_started(&self, now_ms: u64) {
         let since_ms = match self.phase() {
             Phase::Handling { body: Some(b) } => b.since_ms,

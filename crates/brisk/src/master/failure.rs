@@ -85,29 +85,5 @@ pub(crate) enum UpgradeRefused {
     MasterGone,
     /// It was tried and failed.
     #[error("{0}; the running master goes on serving")]
-    Failed(#[source] UpgradeFailure),
-}
-
-/// What failed in an upgrade that was tried.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum UpgradeFailure {
-    /// A step of this master's.
-    #[error("cannot {doing}: {error}")]
-    Io {
-        /// What it was doing (`make the bridge`).
-        doing: &'static str,
-        /// The error.
-        #[source]
-        error: io::Error,
-    },
-    /// The new master did not start, or did not take over.
-    #[error(transparent)]
-    Successor(#[from] UpgradeError),
-}
-
-impl UpgradeFailure {
-    /// A failed step of this master's: `doing` what.
-    pub(crate) fn io(doing: &'static str) -> impl FnOnce(io::Error) -> Self {
-        move |error| UpgradeFailure::Io { doing, error }
-    }
+    Failed(#[source] UpgradeError),
 }

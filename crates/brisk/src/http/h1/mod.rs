@@ -62,7 +62,7 @@ pub(crate) async fn serve(shared: &HttpShared, conn: &HttpConn, mut io: HttpIo) 
                 Parsed::AwaitingBody => {
                     // Bytes now are the body's: a body that trickles in is not a slow head,
                     // but a slow body (timed from its head).
-                    conn.activity.awaiting_body(conn.worker.io.now_ms());
+                    conn.activity.body_started(conn.worker.io.now_ms());
                     break;
                 }
                 Parsed::ForHyper => {

@@ -3,8 +3,7 @@
 //! new master, taking over. The wire protocol is [`super::super::upgrade`]'s.
 
 use super::*;
-use crate::master::failure::UpgradeFailure;
-use crate::master::upgrade::{self, Inheritance, Link, Successor};
+use crate::master::upgrade::{self, Inheritance, Link, Successor, UpgradeError};
 
 /// The master's own listeners, which an upgrade hands to the new master (and takes back if
 /// it fails).
@@ -45,11 +44,11 @@ impl Supervisor {
             &mut tokio::task::JoinHandle<()>,
             &mut Option<tokio::task::JoinHandle<()>>,
         ),
-    ) -> std::result::Result<(String, u32), UpgradeFailure> {
+    ) -> std::result::Result<(String, u32), UpgradeError> {
         let (control, metrics) = serving;
         let t0 = Instant::now();
         super::super::sd_notify::reloading();
-        let failed = |why: UpgradeFailure| {
+        let failed = |why: UpgradeError| {
             self.bridging.bridge.borrow_mut().take();
             tracing::error!("upgrade failed: {why}; this master goes on serving");
             super::super::sd_notify::ready();
@@ -57,36 +56,50 @@ impl Supervisor {
         };
         let (ours, theirs) = match std::os::unix::net::UnixStream::pair() {
             Ok(pair) => pair,
-            Err(e) => return failed(UpgradeFailure::io("make the bridge")(e)),
+            Err(e) => {
+                return failed(UpgradeError::Io {
+                    doing: "make the bridge",
+                    error: e,
+                })
+            }
         };
         if let Err(e) = self.open_bridge(ours.into(), false, false) {
-            return failed(UpgradeFailure::io("use the bridge")(e));
+            return failed(UpgradeError::Io {
+                doing: "use the bridge",
+                error: e,
+            });
         }
         let inheritance = self.inheritance(theirs.as_raw_fd());
         let started = Successor::start(&self.plan.exe, &self.plan.args, &inheritance);
         drop(theirs);
         let mut successor = match started {
             Ok(s) => s,
-            Err(why) => return failed(why.into()),
+            Err(why) => return failed(why),
         };
         tracing::info!(pid = successor.pid(), "upgrade: started a new master");
         if let Err(why) = successor.wait_ready(ready_timeout).await {
             successor.abandon();
-            return failed(why.into());
+            return failed(why);
         }
         // Copies to serve on again if the new master fails from here.
         let spare_control = match dup_high(self.listeners.control_fd.get()) {
             Ok(fd) => fd,
             Err(e) => {
                 successor.abandon();
-                return failed(UpgradeFailure::io("keep a copy of the control socket")(e));
+                return failed(UpgradeError::Io {
+                    doing: "keep a copy of the control socket",
+                    error: e,
+                });
             }
         };
         let spare_metrics = match self.listeners.metrics_fd.get().map(dup_high).transpose() {
             Ok(fd) => fd,
             Err(e) => {
                 successor.abandon();
-                return failed(UpgradeFailure::io("keep a copy of the metrics listener")(e));
+                return failed(UpgradeError::Io {
+                    doing: "keep a copy of the metrics listener",
+                    error: e,
+                });
             }
         };
         // From here a control request waits in the socket's queue for the new master.
@@ -130,7 +143,7 @@ impl Supervisor {
                         Err(e) => tracing::error!("cannot serve the metrics listener again: {e}"),
                     }
                 }
-                failed(why.into())
+                failed(why)
             }
         }
     }
